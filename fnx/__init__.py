@@ -1,0 +1,36 @@
+"""fnx: JAX's functional model (pure functions, jit, pytrees) on NumPy.
+
+    import fnx
+    import fnx.numpy as fnp
+
+    @fnx.jit
+    def f(x):
+        return fnp.tanh(x) * 2 + 1
+
+    print(fnx.make_ir(f)(fnp.ones(3)))
+"""
+from . import errors, tree_util
+from ._config import config
+from .core.array import Array
+from .core.ir import IR, check_ir, eval_ir
+from .core.primitive import Primitive, ShapeDtypeStruct
+from .core.tracing import eval_shape, make_ir
+from . import numpy, lax  # noqa: E402  (after core: they build on it)
+from .transforms.jit import jit
+
+__version__ = "0.1.0"
+
+
+def devices():
+    from .core.array import CPU_DEVICE
+    return [CPU_DEVICE]
+
+
+def device_put(x, device=None):
+    """Arrays of every leaf of ``x`` (copies NumPy inputs; fnx arrays are returned as is)."""
+    from .core.array import to_array
+    return tree_util.tree_map(to_array, x)
+
+
+def block_until_ready(x):
+    return x

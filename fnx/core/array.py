@@ -1,0 +1,488 @@
+"""``fnx.Array``: an immutable array, and the eager trace that computes on it.
+
+An Array wraps a NumPy buffer that fnx never writes after the Array exists.
+Updates are functional (``x.at[i].set(v)`` returns a new Array). Tracers
+(abstract values inside a transformation) are a subclass, so
+``isinstance(x, fnx.Array)`` holds for both, as in JAX; internal fast paths
+test ``type(x) is Array`` to know a value is concrete.
+
+Operators and methods forward to ``fnx.numpy`` (bound at import of that
+module), so an operator on a tracer records the same primitives as the
+corresponding ``fnx.numpy`` call.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..errors import ConcretizationError, DeletedArrayError
+from . import dtypes
+from .primitive import ShapeDtypeStruct
+from .trace import EvalTrace, user_frame_info
+
+fnp = None  # fnx.numpy, set by fnx.numpy when it is imported (avoids an import cycle)
+
+
+class _Deleted:
+    """Stands in for the buffer of a donated Array; any use raises."""
+    __slots__ = ("where",)
+
+    def __init__(self, where):
+        self.where = where
+
+    def __getattr__(self, name):
+        raise DeletedArrayError(
+            f"this Array was donated to {self.where} and its buffer may have been "
+            "reused; use the value that call returned instead")
+
+
+class Array:
+    """An immutable n-dimensional array (concrete: wraps a NumPy buffer)."""
+    __slots__ = ("_value", "weak_type", "__weakref__")
+    __array_priority__ = 100  # NumPy defers binary operators to us
+
+    def __init__(self, value, dtype=None, weak_type=False):
+        # Public constructor: copies, so no outside reference can write the buffer.
+        v = np.array(value, dtype=None if dtype is None else dtypes.canonicalize(dtype))
+        if dtype is None and v.dtype not in dtypes._SUPPORTED_SET:
+            v = v.astype(dtypes.canonicalize(v.dtype))
+        v.flags.writeable = False
+        self._value = v
+        self.weak_type = bool(weak_type)
+
+    @staticmethod
+    def _wrap(value, weak_type=False):
+        """Wrap a NumPy array/scalar that nothing else will write (no copy)."""
+        a = _new_array(Array)
+        a._value = value
+        a.weak_type = weak_type
+        return a
+
+    # --- attributes -------------------------------------------------------
+    @property
+    def shape(self):
+        return self._value.shape
+
+    @property
+    def dtype(self):
+        return self._value.dtype
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def size(self):
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    @property
+    def itemsize(self):
+        return self.dtype.itemsize
+
+    @property
+    def nbytes(self):
+        return self.size * self.dtype.itemsize
+
+    @property
+    def aval(self):
+        return ShapeDtypeStruct(self.shape, self.dtype, self.weak_type)
+
+    @property
+    def device(self):
+        return CPU_DEVICE
+
+    def to_device(self, device, /, *, stream=None):
+        if device != CPU_DEVICE:
+            raise ValueError(f"to_device: only {CPU_DEVICE} is available, got {device!r}")
+        return self
+
+    @property
+    def T(self):
+        return fnp.transpose(self)
+
+    @property
+    def mT(self):
+        return fnp.matrix_transpose(self)
+
+    @property
+    def real(self):
+        return fnp.real(self)
+
+    @property
+    def imag(self):
+        return fnp.imag(self)
+
+    @property
+    def at(self):
+        """Functional updates: ``x.at[idx].set(v)``, ``.add``, ``.mul``, ``.get``..."""
+        return fnp._indexing.IndexUpdateHelper(self)
+
+    # --- concrete access --------------------------------------------------
+    def _concrete(self, what):
+        """The NumPy value, for conversions that need one (tracers override)."""
+        v = self._value
+        if type(v) is _Deleted:
+            v.dtype  # raises DeletedArrayError
+        return v
+
+    def __array__(self, dtype=None, copy=None):
+        v = np.asarray(self._concrete("np.asarray()"))
+        if copy:
+            return np.array(v, dtype=dtype)
+        if dtype is not None and v.dtype != np.dtype(dtype):
+            return v.astype(dtype)
+        if v.flags.writeable:
+            v = v.view()
+            v.flags.writeable = False
+        return v
+
+    def __array_namespace__(self, *, api_version=None):
+        return fnp
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        v = np.asarray(self._concrete("__dlpack__"))
+        if not v.flags.writeable:
+            # DLPack cannot always signal read-only memory; export a copy then.
+            try:
+                return v.__dlpack__(stream=stream, max_version=max_version,
+                                    dl_device=dl_device, copy=copy)
+            except BufferError:
+                v = v.copy()
+        return v.__dlpack__(stream=stream)
+
+    def __dlpack_device__(self):
+        return (1, 0)  # kDLCPU, device 0
+
+    def __bool__(self):
+        return bool(self._concrete("bool()"))
+
+    def __int__(self):
+        return int(self._concrete("int()"))
+
+    def __float__(self):
+        return float(self._concrete("float()"))
+
+    def __complex__(self):
+        return complex(self._concrete("complex()"))
+
+    def __index__(self):
+        v = self._concrete("operator.index()")
+        if v.dtype.kind not in "iub":
+            raise TypeError(f"only integer arrays can be used as an index, got {v.dtype}")
+        return int(v)
+
+    def item(self, *args):
+        return self._concrete("item()").item(*args)
+
+    def tolist(self):
+        return np.asarray(self._concrete("tolist()")).tolist()
+
+    def __len__(self):
+        if not self.shape:
+            raise TypeError("len() of a 0-d array")
+        return self.shape[0]
+
+    def __iter__(self):
+        if not self.shape:
+            raise TypeError("iteration over a 0-d array")
+        return (self[i] for i in range(self.shape[0]))
+
+    def __repr__(self):
+        v = self._value
+        if type(v) is _Deleted:
+            return "Array(<deleted>)"
+        body = np.array2string(np.asarray(v), separator=", ", prefix="Array(")
+        weak = ", weak_type=True" if self.weak_type else ""
+        return f"Array({body}, dtype={v.dtype.name}{weak})"
+
+    def __str__(self):
+        return str(np.asarray(self._concrete("str()")))
+
+    def __format__(self, spec):
+        if self.ndim == 0:
+            return format(self._concrete("format()").item(), spec)
+        return format(str(self), spec)
+
+    def __setitem__(self, idx, value):
+        raise TypeError(
+            "fnx arrays are immutable: `x[idx] = v` is not supported. "
+            "Use `x = x.at[idx].set(v)`, which returns an updated copy "
+            "(also .add, .multiply, .min, .max, ...).")
+
+    __hash__ = None  # like NumPy and JAX arrays: unhashable
+
+    def __copy__(self):
+        return self
+
+    def __deepcopy__(self, memo):
+        return self
+
+    def __reduce__(self):
+        return (_rebuild, (np.asarray(self._concrete("pickle")), self.weak_type))
+
+    def block_until_ready(self):
+        return self
+
+    def is_deleted(self):
+        return type(self._value) is _Deleted
+
+    def delete(self):
+        self._value = _Deleted("delete()")
+
+    def copy(self):
+        return self
+
+    # --- methods forwarding to fnx.numpy -----------------------------------
+    def __getitem__(self, idx):
+        return fnp._indexing.getitem(self, idx)
+
+    def reshape(self, *shape, order="C"):
+        if len(shape) == 1 and not isinstance(shape[0], int):
+            shape = shape[0]
+        return fnp.reshape(self, shape, order=order)
+
+    def transpose(self, *axes):
+        if len(axes) == 1 and not isinstance(axes[0], int):
+            axes = axes[0]
+        return fnp.transpose(self, axes or None)
+
+    def astype(self, dtype, copy=False):
+        return fnp.astype(self, dtype)
+
+    def flatten(self, order="C"):
+        return fnp.ravel(self, order=order)
+
+    def ravel(self, order="C"):
+        return fnp.ravel(self, order=order)
+
+    def squeeze(self, axis=None):
+        return fnp.squeeze(self, axis)
+
+    def swapaxes(self, a, b):
+        return fnp.swapaxes(self, a, b)
+
+    def sum(self, axis=None, dtype=None, keepdims=False, **kw):
+        return fnp.sum(self, axis=axis, dtype=dtype, keepdims=keepdims, **kw)
+
+    def prod(self, axis=None, dtype=None, keepdims=False, **kw):
+        return fnp.prod(self, axis=axis, dtype=dtype, keepdims=keepdims, **kw)
+
+    def mean(self, axis=None, dtype=None, keepdims=False, **kw):
+        return fnp.mean(self, axis=axis, dtype=dtype, keepdims=keepdims, **kw)
+
+    def var(self, axis=None, dtype=None, ddof=0, keepdims=False, **kw):
+        return fnp.var(self, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims, **kw)
+
+    def std(self, axis=None, dtype=None, ddof=0, keepdims=False, **kw):
+        return fnp.std(self, axis=axis, dtype=dtype, ddof=ddof, keepdims=keepdims, **kw)
+
+    def max(self, axis=None, keepdims=False, **kw):
+        return fnp.max(self, axis=axis, keepdims=keepdims, **kw)
+
+    def min(self, axis=None, keepdims=False, **kw):
+        return fnp.min(self, axis=axis, keepdims=keepdims, **kw)
+
+    def any(self, axis=None, keepdims=False):
+        return fnp.any(self, axis=axis, keepdims=keepdims)
+
+    def all(self, axis=None, keepdims=False):
+        return fnp.all(self, axis=axis, keepdims=keepdims)
+
+    def argmax(self, axis=None, keepdims=False):
+        return fnp.argmax(self, axis=axis, keepdims=keepdims)
+
+    def argmin(self, axis=None, keepdims=False):
+        return fnp.argmin(self, axis=axis, keepdims=keepdims)
+
+    def cumsum(self, axis=None, dtype=None):
+        return fnp.cumsum(self, axis=axis, dtype=dtype)
+
+    def cumprod(self, axis=None, dtype=None):
+        return fnp.cumprod(self, axis=axis, dtype=dtype)
+
+    def clip(self, min=None, max=None):
+        return fnp.clip(self, min, max)
+
+    def round(self, decimals=0):
+        return fnp.round(self, decimals)
+
+    def conj(self):
+        return fnp.conj(self)
+
+    def dot(self, other):
+        return fnp.dot(self, other)
+
+    def sort(self, axis=-1):
+        return fnp.sort(self, axis=axis)
+
+    def argsort(self, axis=-1):
+        return fnp.argsort(self, axis=axis)
+
+    def take(self, indices, axis=None):
+        return fnp.take(self, indices, axis=axis)
+
+    def repeat(self, repeats, axis=None):
+        return fnp.repeat(self, repeats, axis=axis)
+
+    def nonzero(self):
+        return fnp.nonzero(self)
+
+    def diagonal(self, offset=0, axis1=0, axis2=1):
+        return fnp.diagonal(self, offset, axis1, axis2)
+
+    def trace(self, offset=0, axis1=0, axis2=1):
+        return fnp.trace(self, offset, axis1, axis2)
+
+    # --- operators ----------------------------------------------------------
+    def __neg__(self): return fnp.negative(self)
+    def __pos__(self): return fnp.positive(self)
+    def __abs__(self): return fnp.abs(self)
+    def __invert__(self): return fnp.invert(self)
+    def __add__(self, o): return fnp.add(self, o)
+    def __radd__(self, o): return fnp.add(o, self)
+    def __sub__(self, o): return fnp.subtract(self, o)
+    def __rsub__(self, o): return fnp.subtract(o, self)
+    def __mul__(self, o): return fnp.multiply(self, o)
+    def __rmul__(self, o): return fnp.multiply(o, self)
+    def __truediv__(self, o): return fnp.true_divide(self, o)
+    def __rtruediv__(self, o): return fnp.true_divide(o, self)
+    def __floordiv__(self, o): return fnp.floor_divide(self, o)
+    def __rfloordiv__(self, o): return fnp.floor_divide(o, self)
+    def __mod__(self, o): return fnp.remainder(self, o)
+    def __rmod__(self, o): return fnp.remainder(o, self)
+    def __divmod__(self, o): return fnp.divmod(self, o)
+    def __rdivmod__(self, o): return fnp.divmod(o, self)
+    def __pow__(self, o): return fnp.power(self, o)
+    def __rpow__(self, o): return fnp.power(o, self)
+    def __matmul__(self, o): return fnp.matmul(self, o)
+    def __rmatmul__(self, o): return fnp.matmul(o, self)
+    def __and__(self, o): return fnp.bitwise_and(self, o)
+    def __rand__(self, o): return fnp.bitwise_and(o, self)
+    def __or__(self, o): return fnp.bitwise_or(self, o)
+    def __ror__(self, o): return fnp.bitwise_or(o, self)
+    def __xor__(self, o): return fnp.bitwise_xor(self, o)
+    def __rxor__(self, o): return fnp.bitwise_xor(o, self)
+    def __lshift__(self, o): return fnp.left_shift(self, o)
+    def __rlshift__(self, o): return fnp.left_shift(o, self)
+    def __rshift__(self, o): return fnp.right_shift(self, o)
+    def __rrshift__(self, o): return fnp.right_shift(o, self)
+    def __eq__(self, o): return fnp.equal(self, o)
+    def __ne__(self, o): return fnp.not_equal(self, o)
+    def __lt__(self, o): return fnp.less(self, o)
+    def __le__(self, o): return fnp.less_equal(self, o)
+    def __gt__(self, o): return fnp.greater(self, o)
+    def __ge__(self, o): return fnp.greater_equal(self, o)
+
+
+_new_array = object.__new__
+
+
+def _rebuild(value, weak_type):
+    return Array(value, weak_type=weak_type)
+
+
+class _Device:
+    platform = "cpu"
+    id = 0
+
+    def __repr__(self):
+        return "CpuDevice(id=0)"
+
+
+CPU_DEVICE = _Device()
+
+
+class Tracer(Array):
+    """An abstract value inside a transformation: shape and dtype, no data."""
+    __slots__ = ("_trace", "_aval", "_origin")
+
+    def __init__(self, trace, aval):
+        self._trace = trace
+        self._aval = aval
+        self.weak_type = aval.weak_type
+        self._origin = user_frame_info(2)
+
+    @property
+    def shape(self):
+        return self._aval.shape
+
+    @property
+    def dtype(self):
+        return self._aval.dtype
+
+    @property
+    def aval(self):
+        return self._aval
+
+    def _concrete(self, what):
+        raise ConcretizationError(
+            f"{what} needs a concrete value, but got a traced {self._aval.str_short()} "
+            f"(from {self._origin}) inside {self._trace.name}. Under jit, make_ir and "
+            "eval_shape only shapes and dtypes are known, so Python control flow and "
+            "conversions cannot depend on array values. Use fnx.lax.cond / "
+            "fnx.lax.select / fnx.numpy.where for data-dependent choices, or pass the "
+            "value as a static argument (jit(f, static_argnums=...)). "
+            f"[at {user_frame_info(2)}]")
+
+    def __repr__(self):
+        return f"Traced<{self._aval.str_short()}>[{self._trace.name}]"
+
+    def __str__(self):
+        return repr(self)
+
+    def __reduce__(self):
+        self._concrete("pickling")
+
+    def is_deleted(self):
+        return False
+
+    def __array__(self, dtype=None, copy=None):
+        self._concrete("np.asarray() / __array__")
+
+
+def _eval_process_primitive(self, prim, args, params):
+    """Eager evaluation of one primitive call: shape rule, then the NumPy impl."""
+    vals = []
+    for a in args:
+        if type(a) is Array:
+            v = a._value
+            if type(v) is _Deleted:
+                v.dtype  # raises DeletedArrayError
+            vals.append(v)
+        elif isinstance(a, Tracer):
+            self.check_foreign_tracer(a, prim.name)  # always raises: no trace encloses eager
+        else:
+            raise TypeError(f"{prim.name}: expected fnx Arrays, got {type(a).__name__}")
+    out_aval = prim.shape_rule(*args, **params)
+    out = prim.impl(*vals, **params)
+    if prim.multiple_results:
+        return [Array._wrap(o, av.weak_type) for o, av in zip(out, out_aval)]
+    return Array._wrap(out, out_aval.weak_type)
+
+
+EvalTrace.process_primitive = _eval_process_primitive
+
+
+def to_array(x, what="argument"):
+    """An Array or tracer for any array-like; Python scalars become weakly typed.
+
+    NumPy arrays are copied: fnx must never see a buffer someone else can write.
+    """
+    if isinstance(x, Array):
+        return x
+    r = dtypes.python_scalar_dtype(x)
+    if r is not None:
+        dt, weak = r
+        return Array._wrap(np.array(x, dtype=dt)[()], weak)
+    if isinstance(x, np.generic):
+        return Array._wrap(x if x.dtype in dtypes._SUPPORTED_SET
+                           else x.astype(dtypes.canonicalize(x.dtype)))
+    if isinstance(x, np.ndarray):
+        return Array(x)
+    if isinstance(x, (list, tuple)):
+        return fnp.asarray(x)
+    if hasattr(x, "__array__") or hasattr(x, "__dlpack__"):
+        return Array(np.asarray(x))
+    raise TypeError(f"{what}: expected an array or a Python scalar, got {type(x).__name__}")

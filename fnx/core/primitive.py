@@ -1,0 +1,97 @@
+"""Primitives: the only operations the IR knows.
+
+A primitive is defined once, with every rule side by side: its shape/dtype
+rule (abstract evaluation), its NumPy implementation, and the slots that
+transformations and backends fill (jvp, transpose, batching, ONNX lowering,
+GPU kernel). ``fnx.numpy`` and ``fnx.lax`` are thin functions that bind
+primitives; nothing else reaches the backends.
+"""
+from __future__ import annotations
+
+from . import dtypes
+from .trace import bind
+
+REGISTRY: dict[str, "Primitive"] = {}
+
+
+class ShapeDtypeStruct:
+    """Shape and dtype of an array without its data (the IR's type of a value).
+
+    Pass instances to ``fnx.eval_shape`` or ``fnx.make_ir`` as placeholders:
+    nothing is allocated or computed.
+    """
+    __slots__ = ("shape", "dtype", "weak_type")
+
+    def __init__(self, shape, dtype, weak_type=False):
+        self.shape = tuple(int(d) for d in shape)
+        self.dtype = dtypes.canonicalize(dtype)
+        self.weak_type = bool(weak_type)
+
+    @property
+    def ndim(self):
+        return len(self.shape)
+
+    @property
+    def size(self):
+        n = 1
+        for d in self.shape:
+            n *= d
+        return n
+
+    def __eq__(self, other):
+        return (isinstance(other, ShapeDtypeStruct) and self.shape == other.shape
+                and self.dtype == other.dtype and self.weak_type == other.weak_type)
+
+    def __hash__(self):
+        return hash((self.shape, self.dtype, self.weak_type))
+
+    def __repr__(self):
+        weak = ", weak_type=True" if self.weak_type else ""
+        return f"ShapeDtypeStruct(shape={self.shape}, dtype={self.dtype.name}{weak})"
+
+    def str_short(self):
+        return f"{dtypes.short_name(self.dtype)}[{','.join(map(str, self.shape))}]"
+
+
+def aval_of(x) -> ShapeDtypeStruct:
+    """The abstract value of anything with ``shape``/``dtype`` (weak type kept)."""
+    return ShapeDtypeStruct(x.shape, x.dtype, getattr(x, "weak_type", False))
+
+
+class Primitive:
+    """A primitive operation.
+
+    ``shape_rule(*avals, **params)`` returns the output ShapeDtypeStruct (a
+    list of them when ``multiple_results``) or raises ``ShapeError``.
+    ``impl(*numpy_values, **params)`` computes on NumPy arrays. The remaining
+    attributes are rule slots, ``None`` until a transformation or backend
+    registers the rule.
+    """
+
+    def __init__(self, name, *, shape_rule, impl, multiple_results=False):
+        if name in REGISTRY:
+            raise ValueError(f"a primitive named {name!r} is already registered")
+        self.name = name
+        self.shape_rule = shape_rule
+        self.impl = impl
+        self.multiple_results = multiple_results
+        self.jvp = None          # (primals, tangents, **params) -> (primal_out, tangent_out)
+        self.transpose = None    # linear primitives: (cotangent, *args, **params) -> cotangents
+        self.batch = None        # (args, batch_dims, **params) -> (out, out_batch_dims)
+        self.onnx = None         # ONNX lowering
+        self.kernel = None       # GPU kernel codegen hook
+        self.numpy_codegen = None  # (input expressions, params) -> expression string, for jit
+        REGISTRY[name] = self
+
+    def bind(self, *args, **params):
+        return bind(self, args, params)
+
+    def __repr__(self):
+        return self.name
+
+    def rules(self) -> dict:
+        """Which rules this primitive has (for reports and checks)."""
+        return {"impl": self.impl is not None, "shape_rule": self.shape_rule is not None,
+                "jvp": self.jvp is not None, "transpose": self.transpose is not None,
+                "batch": self.batch is not None, "onnx": self.onnx is not None,
+                "kernel": self.kernel is not None}

@@ -1,0 +1,81 @@
+"""Error classes.
+
+Each error says what went wrong, where (the user's source line when fnx can
+find it), and what to do instead. The docstrings show the wrong code next to
+the fixed code.
+"""
+
+
+class FnxError(Exception):
+    """Base class of every error fnx raises on purpose."""
+
+
+class ConcretizationError(FnxError, TypeError):
+    """A traced value was used where Python needs a concrete one.
+
+    Under ``jit`` (and ``make_ir``/``eval_shape``) arguments are abstract:
+    only their shapes and dtypes are known while the function is traced, so
+    Python control flow cannot depend on their values::
+
+        @fnx.jit
+        def f(x):
+            if x > 0:            # ConcretizationError
+                return x
+            return -x
+
+    Fixed with a traced conditional, or by making the argument static::
+
+        @fnx.jit
+        def f(x):
+            return fnx.lax.cond(x > 0, lambda x: x, lambda x: -x, x)
+
+        f = fnx.jit(f, static_argnums=0)   # retraces for each new value
+    """
+
+
+class LeakedTracerError(FnxError):
+    """A tracer outlived the trace that made it.
+
+    Values inside a traced function are tracers; storing one in a global or
+    an attribute and using it after the trace has ended is an error::
+
+        saved = []
+        @fnx.jit
+        def f(x):
+            saved.append(x)      # the tracer escapes
+            return x
+        f(1.0); saved[0] + 1     # LeakedTracerError
+
+    Fixed by returning the value from the function instead of storing it.
+    """
+
+
+class ShapeError(FnxError, TypeError):
+    """An op got operands whose shapes or dtypes it cannot take.
+
+    ``fnx.lax`` ops are strict (no implicit broadcasting or promotion)::
+
+        fnx.lax.add(x_f32_3, y_f32_4)          # ShapeError
+        fnx.numpy.add(x, y)                     # broadcasts and promotes
+    """
+
+
+class IRCheckError(FnxError):
+    """The IR checker found an equation whose recorded types disagree with
+    its primitive's shape/dtype rule, or a variable used before defined.
+    This is a bug in a pass or a primitive's rule, not in user code."""
+
+
+class MissingRuleError(FnxError, NotImplementedError):
+    """A primitive lacks the rule a transformation or backend needs (for
+    instance a jvp rule under ``grad``, or a NumPy lowering under ``jit``)."""
+
+
+class DeletedArrayError(FnxError, RuntimeError):
+    """An Array was used after its buffer was donated to a jitted function::
+
+        f = fnx.jit(step, donate_argnums=0)
+        new = f(params); params + 1          # DeletedArrayError
+
+    Fixed by using the returned value (``new``) instead of the donated one.
+    """

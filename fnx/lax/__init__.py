@@ -1,0 +1,3 @@
+"""``fnx.lax``: primitives as functions (JAX's ``jax.lax`` names and call forms)."""
+from .ops import *  # noqa: F401,F403
+from .ops import RoundingMethod  # noqa: F401

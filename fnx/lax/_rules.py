@@ -1,0 +1,98 @@
+"""Rule constructors shared by the primitive families.
+
+They keep each primitive's definition to a few lines: ``unop``/``binop``
+build a Primitive with the standard elementwise shape/dtype rule; the
+``ShapeError`` helpers make every message name the op, the shapes and the
+dtypes, and say what to do.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..core import dtypes
+from ..core.primitive import Primitive, ShapeDtypeStruct
+from ..errors import ShapeError
+
+KINDS = {
+    "any": "biufc", "num": "iufc", "int": "iu", "intbool": "biu", "inexact": "fc",
+    "float": "f", "real": "biuf", "realnum": "iuf", "signed": "ifc",
+}
+_KIND_WORDS = {"biufc": "any", "iufc": "numeric", "iu": "integer", "biu": "boolean or integer",
+               "fc": "floating or complex", "f": "floating", "biuf": "real",
+               "iuf": "real numeric", "ifc": "signed numeric"}
+
+
+def kind_of(dtype):
+    return "f" if dtype == dtypes.bfloat16 else dtype.kind
+
+
+def describe(*avals):
+    return ", ".join(f"{dtypes.short_name(a.dtype)}[{','.join(map(str, a.shape))}]"
+                     for a in avals)
+
+
+def check_kind(name, aval, kinds, hint=""):
+    if kind_of(aval.dtype) not in kinds:
+        raise ShapeError(f"{name}: needs a {_KIND_WORDS.get(kinds, kinds)} operand, got "
+                         f"{describe(aval)}.{hint}")
+
+
+def unop(name, impl, kinds="num", out_dtype=None, hint=""):
+    """An elementwise unary primitive; ``out_dtype(dtype)`` maps the result dtype."""
+    def shape_rule(x):
+        check_kind(name, x, KINDS[kinds], hint)
+        if out_dtype is None:
+            return ShapeDtypeStruct(x.shape, x.dtype, x.weak_type)
+        od = out_dtype(x.dtype)
+        return ShapeDtypeStruct(x.shape, od, x.weak_type and od.kind == x.dtype.kind)
+    p = Primitive(name, shape_rule=shape_rule, impl=impl)
+    p.ufunc = _ufunc_of(impl)
+    return p
+
+
+def _ufunc_of(impl):
+    raw = getattr(impl, "raw", impl)
+    return raw if isinstance(raw, np.ufunc) else None
+
+
+def same_shapes_dtypes(name, avals, what="operands"):
+    a0 = avals[0]
+    for a in avals[1:]:
+        if a.shape != a0.shape or a.dtype != a0.dtype:
+            raise ShapeError(
+                f"{name}: {what} must have equal shapes and dtypes (fnx.lax neither "
+                f"broadcasts nor promotes); got {describe(*avals)}. Use the fnx.numpy "
+                "function for NumPy broadcasting and type promotion, or "
+                "lax.broadcast_in_dim / lax.convert_element_type first.")
+
+
+def binop(name, impl, kinds="num", out_dtype=None, hint=""):
+    """An elementwise binary primitive over equal dtypes and equal shapes, where a
+    rank-0 operand also stands for a full one (it broadcasts, as a NumPy scalar)."""
+    def shape_rule(x, y):
+        if x.dtype != y.dtype or (x.shape != y.shape and x.shape and y.shape):
+            raise ShapeError(
+                f"{name}: operands must have one dtype and equal shapes (or one be a "
+                f"scalar); got {describe(x, y)}. fnx.lax neither broadcasts nor promotes: "
+                f"use fnx.numpy.{name} for NumPy broadcasting and type promotion, or "
+                "lax.broadcast_in_dim / lax.convert_element_type first.")
+        check_kind(name, x, KINDS[kinds], hint)
+        weak = x.weak_type and y.weak_type
+        return ShapeDtypeStruct(x.shape or y.shape, x.dtype if out_dtype is None else out_dtype,
+                                weak if out_dtype is None else False)
+    p = Primitive(name, shape_rule=shape_rule, impl=impl)
+    p.ufunc = _ufunc_of(impl)
+    return p
+
+
+def normalize_axis(name, axis, ndim):
+    if not -ndim <= axis < ndim:
+        raise ShapeError(f"{name}: axis {axis} is out of bounds for an array of rank {ndim}")
+    return axis % ndim
+
+
+def normalize_axes(name, axes, ndim):
+    out = tuple(normalize_axis(name, a, ndim) for a in axes)
+    if len(set(out)) != len(out):
+        raise ShapeError(f"{name}: repeated axis in {tuple(axes)}")
+    return out

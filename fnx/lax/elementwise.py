@@ -1,0 +1,248 @@
+"""Elementwise primitives: one line each, through the ``unop``/``binop`` constructors.
+
+Binary primitives need equal shapes and dtypes (``fnx.numpy`` broadcasts and
+promotes before binding them). Where NumPy's own function differs from the
+lax semantics (integer division truncates toward zero, shifts past the bit
+width give 0 or the sign, ``round`` rounds half away from zero), the impl
+here is the definition.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..core import dtypes
+from ..core.primitive import Primitive, ShapeDtypeStruct
+from ._rules import binop, check_kind, describe, same_shapes_dtypes, unop
+from ..errors import ShapeError
+from . import special_math
+
+_ERR = dict(divide="ignore", invalid="ignore", over="ignore", under="ignore")
+
+
+def _quiet(f):
+    """NumPy impl without floating-point warnings (JAX semantics: no warnings)."""
+    def impl(*args, **kw):
+        with np.errstate(**_ERR):
+            return f(*args, **kw)
+    impl.__name__ = getattr(f, "__name__", "impl")
+    impl.raw = f  # jit calls the raw function inside one errstate for the whole call
+    return impl
+
+
+def _real_dtype(d):
+    return np.empty(0, d).real.dtype
+
+
+_INEXACT = " Integer inputs: use the fnx.numpy function, which converts them to float."
+
+# --- unary -----------------------------------------------------------------------
+neg_p = unop("neg", np.negative)
+abs_p = unop("abs", np.absolute, "num", out_dtype=_real_dtype)
+sign_p = unop("sign", np.sign)
+floor_p = unop("floor", np.floor, "float")
+ceil_p = unop("ceil", np.ceil, "float")
+exp_p = unop("exp", _quiet(np.exp), "inexact", hint=_INEXACT)
+exp2_p = unop("exp2", _quiet(np.exp2), "inexact", hint=_INEXACT)
+expm1_p = unop("expm1", _quiet(np.expm1), "inexact", hint=_INEXACT)
+log_p = unop("log", _quiet(np.log), "inexact", hint=_INEXACT)
+log1p_p = unop("log1p", _quiet(np.log1p), "inexact", hint=_INEXACT)
+log2_p = unop("log2", _quiet(np.log2), "inexact", hint=_INEXACT)
+log10_p = unop("log10", _quiet(np.log10), "inexact", hint=_INEXACT)
+sqrt_p = unop("sqrt", _quiet(np.sqrt), "inexact", hint=_INEXACT)
+rsqrt_p = unop("rsqrt", _quiet(lambda x: 1 / np.sqrt(x)), "inexact", hint=_INEXACT)
+cbrt_p = unop("cbrt", np.cbrt, "float", hint=_INEXACT)
+square_p = unop("square", np.square)
+reciprocal_p = unop("reciprocal", _quiet(np.reciprocal), "inexact", hint=_INEXACT)
+sin_p = unop("sin", _quiet(np.sin), "inexact", hint=_INEXACT)
+cos_p = unop("cos", _quiet(np.cos), "inexact", hint=_INEXACT)
+tan_p = unop("tan", _quiet(np.tan), "inexact", hint=_INEXACT)
+asin_p = unop("asin", _quiet(np.arcsin), "inexact", hint=_INEXACT)
+acos_p = unop("acos", _quiet(np.arccos), "inexact", hint=_INEXACT)
+atan_p = unop("atan", _quiet(np.arctan), "inexact", hint=_INEXACT)
+sinh_p = unop("sinh", _quiet(np.sinh), "inexact", hint=_INEXACT)
+cosh_p = unop("cosh", _quiet(np.cosh), "inexact", hint=_INEXACT)
+tanh_p = unop("tanh", np.tanh, "inexact", hint=_INEXACT)
+asinh_p = unop("asinh", np.arcsinh, "inexact", hint=_INEXACT)
+acosh_p = unop("acosh", _quiet(np.arccosh), "inexact", hint=_INEXACT)
+atanh_p = unop("atanh", _quiet(np.arctanh), "inexact", hint=_INEXACT)
+logistic_p = unop("logistic", _quiet(lambda x: np.exp(-np.logaddexp(0, -x)).astype(x.dtype)),
+                  "float", hint=_INEXACT)
+erf_p = unop("erf", special_math.erf, "float", hint=_INEXACT)
+erfc_p = unop("erfc", special_math.erfc, "float", hint=_INEXACT)
+erf_inv_p = unop("erf_inv", special_math.erf_inv, "float", hint=_INEXACT)
+lgamma_p = unop("lgamma", special_math.lgamma, "float", hint=_INEXACT)
+digamma_p = unop("digamma", special_math.digamma, "float", hint=_INEXACT)
+is_finite_p = unop("is_finite", np.isfinite, "float", out_dtype=lambda d: dtypes.bool_)
+isinf_p = unop("isinf", np.isinf, "float", out_dtype=lambda d: dtypes.bool_)
+isnan_p = unop("isnan", np.isnan, "float", out_dtype=lambda d: dtypes.bool_)
+not_p = unop("not", np.invert, "intbool")
+real_p = unop("real", np.real, "any", out_dtype=_real_dtype)
+imag_p = unop("imag", np.imag, "any", out_dtype=_real_dtype)
+conj_p = unop("conj", np.conjugate, "any")
+
+
+def _round_impl(x, *, rounding_method=0):
+    if rounding_method == 1:
+        return np.round(x)
+    r = np.trunc(x)
+    return r + np.where(np.abs(x - r) >= 0.5, np.sign(x), 0).astype(x.dtype)
+
+
+round_p = unop("round", _round_impl, "float")  # rounding_method: 0 away from zero, 1 to even
+round_p.shape_rule = (lambda rule: lambda x, *, rounding_method=0: rule(x))(round_p.shape_rule)
+
+
+def _integer_pow_rule(x, *, y):
+    check_kind("integer_pow", x, "iufc")
+    if not isinstance(y, int):
+        raise ShapeError(f"integer_pow: exponent must be a Python int, got {y!r}")
+    return ShapeDtypeStruct(x.shape, x.dtype, x.weak_type)
+
+
+def _int_power(x, y):
+    """x ** y for integers with JAX's rule for negative exponents (no error)."""
+    y_pos = np.where(y < 0, 0, y)
+    out = np.power(x, y_pos)
+    neg = y < 0
+    if np.any(neg):
+        one = np.ones_like(out)
+        odd = (y % 2) != 0
+        inv = np.where(x == 1, one, np.where(x == -1, np.where(odd, -one, one), 0 * one))
+        out = np.where(neg, inv, out)
+    return out.astype(np.result_type(x), copy=False)
+
+
+def _integer_pow_impl(x, *, y):
+    if x.dtype.kind in "iu":
+        return _int_power(x, np.asarray(y))
+    with np.errstate(**_ERR):
+        return np.power(x, x.dtype.type(y)) if y != 2 else np.square(x)
+
+
+integer_pow_p = Primitive("integer_pow", shape_rule=_integer_pow_rule, impl=_integer_pow_impl)
+
+# --- binary ----------------------------------------------------------------------
+add_p = binop("add", np.add)
+sub_p = binop("sub", np.subtract)
+mul_p = binop("mul", np.multiply)
+
+
+def _div_impl(x, y):
+    if x.dtype.kind in "iu":
+        with np.errstate(**_ERR):
+            q = np.floor_divide(x, y)
+            fix = (np.remainder(x, y) != 0) & ((x < 0) != (y < 0))
+        return (q + fix).astype(x.dtype, copy=False)
+    with np.errstate(**_ERR):
+        return np.true_divide(x, y)
+
+
+div_p = binop("div", _div_impl)                  # integer division truncates toward zero
+rem_p = binop("rem", _quiet(np.fmod))             # sign of the dividend, like C
+floor_divide_p = binop("floor_divide", _quiet(np.floor_divide), "realnum")
+
+
+def _pow_impl(x, y):
+    if x.dtype.kind in "iu":
+        return _int_power(x, y)
+    with np.errstate(**_ERR):
+        return np.power(x, y)
+
+
+pow_p = binop("pow", _pow_impl)
+max_p = binop("max", np.maximum, "any")
+min_p = binop("min", np.minimum, "any")
+atan2_p = binop("atan2", _quiet(np.arctan2), "float")
+hypot_p = binop("hypot", np.hypot, "float")
+copysign_p = binop("copysign", np.copysign, "float")
+nextafter_p = binop("nextafter", np.nextafter, "float")
+logaddexp_p = binop("logaddexp", _quiet(np.logaddexp), "float")
+eq_p = binop("eq", np.equal, "any", out_dtype=dtypes.bool_)
+ne_p = binop("ne", np.not_equal, "any", out_dtype=dtypes.bool_)
+lt_p = binop("lt", np.less, "real", out_dtype=dtypes.bool_)
+le_p = binop("le", np.less_equal, "real", out_dtype=dtypes.bool_)
+gt_p = binop("gt", np.greater, "real", out_dtype=dtypes.bool_)
+ge_p = binop("ge", np.greater_equal, "real", out_dtype=dtypes.bool_)
+and_p = binop("and", np.bitwise_and, "intbool")
+or_p = binop("or", np.bitwise_or, "intbool")
+xor_p = binop("xor", np.bitwise_xor, "intbool")
+
+
+def _shift_impl(kind):
+    def impl(x, s):
+        bits = x.dtype.itemsize * 8
+        big = (s < 0) | (s >= bits)
+        s_ok = np.where(big, 0, s).astype(x.dtype, copy=False)
+        if kind == "left":
+            return np.where(big, 0, np.left_shift(x, s_ok)).astype(x.dtype, copy=False)
+        if kind == "arith":
+            fill = np.where(x < 0, -1, 0) if x.dtype.kind == "i" else 0
+            return np.where(big, fill, np.right_shift(x, s_ok)).astype(x.dtype, copy=False)
+        u = np.dtype(f"u{x.dtype.itemsize}")  # int -> uint of equal width wraps
+        out = np.right_shift(np.asarray(x).astype(u), np.asarray(s_ok).astype(u))
+        return np.where(big, 0, out).astype(x.dtype)
+    return impl
+
+
+shift_left_p = binop("shift_left", _shift_impl("left"), "int")
+shift_right_arithmetic_p = binop("shift_right_arithmetic", _shift_impl("arith"), "int")
+shift_right_logical_p = binop("shift_right_logical", _shift_impl("logical"), "int")
+
+
+# --- select, clamp, convert ----------------------------------------------------------
+
+def _select_n_rule(which, *cases):
+    if not cases:
+        raise ShapeError("select_n: needs at least one case")
+    same_shapes_dtypes("select_n", cases, "cases")
+    if which.dtype not in (dtypes.bool_, dtypes.int32):
+        raise ShapeError(f"select_n: the selector must be bool or int32, got {describe(which)}")
+    if which.dtype == dtypes.bool_ and len(cases) > 2:
+        raise ShapeError(f"select_n: a bool selector picks from 2 cases, got {len(cases)}")
+    if which.shape not in ((), cases[0].shape):
+        raise ShapeError(f"select_n: the selector must be a scalar or shaped like the cases; "
+                         f"got selector {describe(which)} and cases {describe(cases[0])}")
+    c = cases[0]
+    return ShapeDtypeStruct(c.shape, c.dtype, all(x.weak_type for x in cases))
+
+
+def _select_n_impl(which, *cases):
+    if len(cases) == 1:
+        return cases[0]
+    if which.dtype == np.bool_:
+        return np.where(which, cases[1], cases[0])
+    return np.choose(np.clip(which, 0, len(cases) - 1), cases)
+
+
+select_n_p = Primitive("select_n", shape_rule=_select_n_rule, impl=_select_n_impl)
+
+
+def _clamp_rule(lo, x, hi):
+    for b in (lo, hi):
+        if b.dtype != x.dtype or b.shape not in ((), x.shape):
+            raise ShapeError(f"clamp: bounds must have the operand's dtype and be scalars or "
+                             f"shaped like it; got min {describe(lo)}, operand {describe(x)}, "
+                             f"max {describe(hi)}")
+    check_kind("clamp", x, "biuf")
+    return ShapeDtypeStruct(x.shape, x.dtype, x.weak_type)
+
+
+clamp_p = Primitive("clamp", shape_rule=_clamp_rule,
+                    impl=lambda lo, x, hi: np.minimum(np.maximum(x, lo), hi))
+
+
+def _convert_rule(x, *, new_dtype, weak_type=False):
+    return ShapeDtypeStruct(x.shape, new_dtype, weak_type)
+
+
+def _convert_impl(x, *, new_dtype, weak_type=False):
+    if x.dtype == new_dtype:
+        return x
+    if x.dtype.kind == "c" and new_dtype.kind != "c":
+        x = np.real(x)
+    with np.errstate(invalid="ignore", over="ignore"):
+        return x.astype(new_dtype)
+
+
+convert_element_type_p = Primitive("convert_element_type", shape_rule=_convert_rule,
+                                   impl=_convert_impl)

@@ -1,0 +1,155 @@
+"""``gather`` and ``scatter``: NumPy-style indexing as two primitives.
+
+Both take a static index *spec* (one entry per indexed item, Ellipsis already
+expanded) and the dynamic integer index arrays as operands:
+
+- ``None``: a new axis of size 1;
+- an ``int``: a static, in-bounds, non-negative index;
+- ``('s', start, stop, step)``: a static slice (``stop`` may be None for
+  negative steps);
+- ``('a', k)``: the k-th index operand, an integer array.
+
+The result shape follows NumPy's rules for mixing basic and advanced indices
+(advanced indices that are not adjacent put their broadcast dims first).
+Out-of-range dynamic indices follow JAX: negative ones wrap once, then
+``gather`` clamps them into range and ``scatter`` drops their updates.
+``scatter``'s ``mode`` is one of set/add/mul/min/max; add and mul accumulate
+repeated indices.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..core.primitive import Primitive, ShapeDtypeStruct
+from ..errors import ShapeError
+from ._rules import describe
+
+SCATTER_MODES = ("set", "add", "mul", "min", "max")
+
+
+def _slice_len(n, start, stop, step):
+    return len(range(*slice(start, stop, step).indices(n)))
+
+
+def indexed_shape(shape, spec, index_shapes):
+    """The shape of ``x[spec]`` for ``x`` of ``shape`` (NumPy's rules)."""
+    has_arrays = any(type(it) is tuple and it[0] == "a" for it in spec)
+    consumed = sum(1 for it in spec if it is not None)
+    if consumed != len(shape):
+        raise ShapeError(f"gather: the index spec covers {consumed} dimensions of an "
+                         f"array of rank {len(shape)}")
+    pieces, adv_pos, adv_shapes, dim = [], [], [], 0
+    for pos, it in enumerate(spec):
+        if it is None:
+            pieces.append((1,))
+            continue
+        n = shape[dim]
+        dim += 1
+        if type(it) is int:
+            if not 0 <= it < n:
+                raise ShapeError(f"gather: static index {it} out of range for a dimension "
+                                 f"of size {n}")
+            if has_arrays:
+                adv_pos.append(pos)
+                adv_shapes.append(())
+                pieces.append("adv")
+        elif it[0] == "s":
+            pieces.append((_slice_len(n, *it[1:]),))
+        else:
+            adv_pos.append(pos)
+            adv_shapes.append(index_shapes[it[1]])
+            pieces.append("adv")
+    if not adv_pos:
+        return tuple(d for p in pieces for d in p)
+    try:
+        bshape = np.broadcast_shapes(*adv_shapes)
+    except ValueError:
+        raise ShapeError(f"gather: index arrays of shapes {adv_shapes} do not broadcast "
+                         "together") from None
+    basic = [p for p in pieces if p != "adv"]
+    if adv_pos == list(range(adv_pos[0], adv_pos[-1] + 1)):
+        first = pieces.index("adv")
+        before = [d for p in pieces[:first] for d in p]
+        after = [d for p in pieces[first:] if p != "adv" for d in p]
+        return tuple(before) + tuple(bshape) + tuple(after)
+    return tuple(bshape) + tuple(d for p in basic for d in p)
+
+
+def _check_indices(name, x, spec, indices):
+    for k, i in enumerate(indices):
+        if i.dtype.kind not in "iu":
+            raise ShapeError(f"{name}: index operand {k} must be an integer array, got "
+                             f"{describe(i)}")
+    return indexed_shape(x.shape, spec, [i.shape for i in indices])
+
+
+def _key(x_shape, spec, indices, oob):
+    """The NumPy index tuple, with dynamic indices wrapped and clamped or marked."""
+    key, dim, bad = [], 0, []
+    for it in spec:
+        if it is None:
+            key.append(None)
+            continue
+        n = x_shape[dim]
+        if type(it) is int:
+            key.append(it)
+        elif it[0] == "s":
+            key.append(slice(*it[1:]))
+        else:
+            i = np.asarray(indices[it[1]])
+            i = np.where(i < 0, i + n, i) if i.dtype.kind == "i" else i
+            if oob == "clip":
+                i = np.clip(i, 0, max(n - 1, 0))
+            else:
+                out = (i < 0) | (i >= n)
+                if out.any():
+                    bad.append(dim)
+                    i = np.where(out, n, i)  # points into a padding slot, cut off later
+            key.append(i)
+        dim += 1
+    return tuple(key), bad
+
+
+def _gather_rule(x, *indices, spec):
+    return ShapeDtypeStruct(_check_indices("gather", x, spec, indices), x.dtype, x.weak_type)
+
+
+def _gather_impl(x, *indices, spec):
+    return x[_key(x.shape, spec, indices, "clip")[0]]
+
+
+gather_p = Primitive("gather", shape_rule=_gather_rule, impl=_gather_impl)
+
+
+def _scatter_rule(x, updates, *indices, spec, mode):
+    if mode not in SCATTER_MODES:
+        raise ShapeError(f"scatter: mode must be one of {SCATTER_MODES}, got {mode!r}")
+    shape = _check_indices("scatter", x, spec, indices)
+    if updates.shape != shape or updates.dtype != x.dtype:
+        raise ShapeError(f"scatter: updates must have the indexed shape {shape} and the "
+                         f"operand's dtype; got operand {describe(x)}, updates "
+                         f"{describe(updates)}")
+    return ShapeDtypeStruct(x.shape, x.dtype, x.weak_type)
+
+
+_UFUNCS = {"add": np.add, "mul": np.multiply, "min": np.minimum, "max": np.maximum}
+
+
+def _scatter_impl(x, updates, *indices, spec, mode):
+    key, bad = _key(x.shape, spec, indices, "drop")
+    if bad:  # updates aimed outside the array land in padding that is then cut off
+        out = np.pad(x, [(0, 1 if d in bad else 0) for d in range(x.ndim)])
+    else:
+        out = np.array(x, copy=True)
+    if mode == "set":
+        out[key] = updates
+    elif any(isinstance(k, np.ndarray) for k in key):
+        _UFUNCS[mode].at(out, key, updates)
+    else:  # basic indices never repeat an element
+        out[key] = _UFUNCS[mode](out[key], updates)
+    if bad:
+        out = out[tuple(slice(0, n) for n in x.shape)]
+    return out
+
+
+scatter_p = Primitive("scatter", shape_rule=_scatter_rule, impl=_scatter_impl)

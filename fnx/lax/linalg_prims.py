@@ -1,0 +1,58 @@
+"""``dot_general``: the one contraction primitive (matmul, einsum, tensordot...).
+
+The NumPy impl moves batch dims first and contracting dims last on the lhs
+(first on the rhs) and calls ``matmul``, so BLAS runs on the contraction.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..core.primitive import Primitive, ShapeDtypeStruct
+from ..errors import ShapeError
+from ._rules import describe
+
+
+def _free(ndim, *used):
+    used = set(used[0]) | set(used[1])
+    return [d for d in range(ndim) if d not in used]
+
+
+def _dot_general_rule(lhs, rhs, *, dimension_numbers, preferred_element_type=None):
+    (lc, rc), (lb, rb) = dimension_numbers
+    def bad(why):
+        raise ShapeError(f"dot_general: {why}; lhs {describe(lhs)}, rhs {describe(rhs)}, "
+                         f"dimension_numbers={dimension_numbers}")
+    if len(lc) != len(rc) or len(lb) != len(rb):
+        bad("contracting and batch dimension lists must pair up")
+    for dims, x in ((lc + lb, lhs), (rc + rb, rhs)):
+        if len(set(dims)) != len(dims) or any(not 0 <= d < x.ndim for d in dims):
+            bad("dimensions out of range or repeated")
+    if any(lhs.shape[a] != rhs.shape[b] for a, b in zip(lc + lb, rc + rb)):
+        bad("paired dimensions have different sizes")
+    if lhs.dtype != rhs.dtype:
+        bad("operands must have one dtype (use fnx.numpy.matmul/einsum to promote)")
+    out_dtype = lhs.dtype if preferred_element_type is None else preferred_element_type
+    shape = ([lhs.shape[d] for d in lb] + [lhs.shape[d] for d in _free(lhs.ndim, lc, lb)]
+             + [rhs.shape[d] for d in _free(rhs.ndim, rc, rb)])
+    return ShapeDtypeStruct(shape, out_dtype,
+                            lhs.weak_type and rhs.weak_type and preferred_element_type is None)
+
+
+def _dot_general_impl(lhs, rhs, *, dimension_numbers, preferred_element_type=None):
+    (lc, rc), (lb, rb) = dimension_numbers
+    if preferred_element_type is not None:
+        lhs = lhs.astype(preferred_element_type, copy=False)
+        rhs = rhs.astype(preferred_element_type, copy=False)
+    lf, rf = _free(lhs.ndim, lc, lb), _free(rhs.ndim, rc, rb)
+    batch = [lhs.shape[d] for d in lb]
+    m = [lhs.shape[d] for d in lf]
+    n = [rhs.shape[d] for d in rf]
+    k = math.prod(lhs.shape[d] for d in lc)
+    a = np.transpose(lhs, list(lb) + lf + list(lc)).reshape(batch + [math.prod(m), k])
+    b = np.transpose(rhs, list(rb) + list(rc) + rf).reshape(batch + [k, math.prod(n)])
+    return np.matmul(a, b).reshape(batch + m + n)
+
+
+dot_general_p = Primitive("dot_general", shape_rule=_dot_general_rule, impl=_dot_general_impl)

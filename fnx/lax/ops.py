@@ -1,0 +1,360 @@
+"""``fnx.lax``: the primitives as functions, with JAX's names and call forms.
+
+lax functions are strict: array operands must already agree in shape and
+dtype. Python scalars are the exception: they take the other operand's dtype
+and shape (weak typing), so ``lax.mul(x, 2.0)`` works for any float ``x``.
+"""
+from __future__ import annotations
+
+import builtins
+import numpy as np
+
+from ..core import dtypes
+from ..core.array import Array, to_array
+from ..errors import ShapeError
+from . import elementwise as ew
+from . import indexing as ix
+from . import linalg_prims as la
+from . import reduction as rd
+from . import shape as sh
+from . import sorting as so
+
+
+def _scalar_like(x, like):
+    """A Python scalar as a weak array of ``like``'s dtype and shape."""
+    v = np.array(x, dtype=like.dtype)
+    if v != x and not (isinstance(x, float) and np.isnan(x)) and like.dtype.kind in "iub":
+        raise OverflowError(f"Python scalar {x!r} does not fit in {like.dtype}")
+    return Array._wrap(v[()], True)  # binary primitives take a rank-0 operand as is
+
+
+def _is_scalar(x):
+    return dtypes.python_scalar_dtype(x) is not None
+
+
+def _operands(*xs):
+    arrays = [x for x in xs if not _is_scalar(x)]
+    if not arrays:
+        return [to_array(x) for x in xs]
+    like = to_array(arrays[0])
+    return [_scalar_like(x, like) if _is_scalar(x) else to_array(x) for x in xs]
+
+
+def _unary(prim):
+    def f(x):
+        return prim.bind(to_array(x))
+    f.__name__ = prim.name
+    f.__doc__ = f"Elementwise ``{prim.name}`` (lax semantics: no promotion)."
+    return f
+
+
+def _binary(prim):
+    def f(x, y):
+        return prim.bind(*_operands(x, y))
+    f.__name__ = prim.name
+    f.__doc__ = f"Elementwise ``{prim.name}``: equal shapes and dtypes, or a Python scalar."
+    return f
+
+
+neg, abs, sign, floor, ceil = map(_unary, (ew.neg_p, ew.abs_p, ew.sign_p, ew.floor_p, ew.ceil_p))
+exp, exp2, expm1, log, log1p = map(_unary, (ew.exp_p, ew.exp2_p, ew.expm1_p, ew.log_p,
+                                            ew.log1p_p))
+log2, log10 = _unary(ew.log2_p), _unary(ew.log10_p)
+sqrt, rsqrt, cbrt, square = map(_unary, (ew.sqrt_p, ew.rsqrt_p, ew.cbrt_p, ew.square_p))
+reciprocal = _unary(ew.reciprocal_p)
+sin, cos, tan, asin, acos, atan = map(_unary, (ew.sin_p, ew.cos_p, ew.tan_p, ew.asin_p,
+                                               ew.acos_p, ew.atan_p))
+sinh, cosh, tanh, asinh, acosh, atanh = map(_unary, (ew.sinh_p, ew.cosh_p, ew.tanh_p,
+                                                     ew.asinh_p, ew.acosh_p, ew.atanh_p))
+logistic, erf, erfc, erf_inv = map(_unary, (ew.logistic_p, ew.erf_p, ew.erfc_p, ew.erf_inv_p))
+lgamma, digamma = _unary(ew.lgamma_p), _unary(ew.digamma_p)
+is_finite, isinf, isnan = _unary(ew.is_finite_p), _unary(ew.isinf_p), _unary(ew.isnan_p)
+bitwise_not = _unary(ew.not_p)
+real, imag, conj = _unary(ew.real_p), _unary(ew.imag_p), _unary(ew.conj_p)
+
+add, sub, mul, div, rem, pow = map(_binary, (ew.add_p, ew.sub_p, ew.mul_p, ew.div_p,
+                                             ew.rem_p, ew.pow_p))
+floor_divide = _binary(ew.floor_divide_p)
+max, min, atan2, nextafter = map(_binary, (ew.max_p, ew.min_p, ew.atan2_p, ew.nextafter_p))
+hypot, copysign, logaddexp = _binary(ew.hypot_p), _binary(ew.copysign_p), _binary(ew.logaddexp_p)
+eq, ne, lt, le, gt, ge = map(_binary, (ew.eq_p, ew.ne_p, ew.lt_p, ew.le_p, ew.gt_p, ew.ge_p))
+bitwise_and, bitwise_or, bitwise_xor = map(_binary, (ew.and_p, ew.or_p, ew.xor_p))
+shift_left = _binary(ew.shift_left_p)
+shift_right_logical = _binary(ew.shift_right_logical_p)
+shift_right_arithmetic = _binary(ew.shift_right_arithmetic_p)
+
+
+class RoundingMethod:
+    AWAY_FROM_ZERO = 0
+    TO_NEAREST_EVEN = 1
+
+
+def round(x, rounding_method=RoundingMethod.AWAY_FROM_ZERO):
+    return ew.round_p.bind(to_array(x), rounding_method=int(rounding_method))
+
+
+def integer_pow(x, y):
+    return ew.integer_pow_p.bind(to_array(x), y=int(y))
+
+
+def select_n(which, *cases):
+    cases = _operands(*cases)
+    return ew.select_n_p.bind(to_array(which), *cases)
+
+
+def select(pred, on_true, on_false):
+    """``on_true`` where ``pred`` else ``on_false`` (equal shapes; pred may be scalar)."""
+    return select_n(pred, on_false, on_true)
+
+
+def _scalar_operand(v, dtype):
+    """A bound or padding value: Python scalars become 0-d arrays of ``dtype``."""
+    if _is_scalar(v):
+        return _scalar_like(v, Array._wrap(np.zeros((), dtype)))
+    return to_array(v)
+
+
+def clamp(min, x, max):
+    """``min <= x <= max`` elementwise; bounds are scalars or shaped like ``x``."""
+    x = to_array(x)
+    return ew.clamp_p.bind(_scalar_operand(min, x.dtype), x, _scalar_operand(max, x.dtype))
+
+
+def convert_element_type(x, new_dtype, weak_type=False):
+    x = to_array(x)
+    new_dtype = dtypes.canonicalize(new_dtype)
+    if x.dtype == new_dtype and x.weak_type == weak_type:
+        return x
+    return ew.convert_element_type_p.bind(x, new_dtype=new_dtype, weak_type=bool(weak_type))
+
+
+# --- shapes --------------------------------------------------------------------------
+
+def broadcast_in_dim(x, shape, broadcast_dimensions):
+    x = to_array(x)
+    shape, bd = tuple(int(d) for d in shape), tuple(int(d) for d in broadcast_dimensions)
+    if x.shape == shape and bd == tuple(range(len(shape))):
+        return x
+    return sh.broadcast_in_dim_p.bind(x, shape=shape, broadcast_dimensions=bd)
+
+
+def broadcast(x, sizes):
+    """Prepend dimensions of ``sizes`` to ``x``."""
+    x = to_array(x)
+    sizes = tuple(sizes)
+    return broadcast_in_dim(x, sizes + x.shape, tuple(range(len(sizes), len(sizes) + x.ndim)))
+
+
+def broadcasted_iota(dtype, shape, dimension):
+    return sh.iota_p.bind(dtype=dtypes.canonicalize(dtype), shape=tuple(shape),
+                          dimension=int(dimension))
+
+
+def iota(dtype, size):
+    return broadcasted_iota(dtype, (int(size),), 0)
+
+
+def reshape(x, new_sizes, dimensions=None):
+    x = to_array(x)
+    new_sizes = tuple(int(d) for d in new_sizes)
+    if x.shape == new_sizes and dimensions is None:
+        return x
+    return sh.reshape_p.bind(x, new_sizes=new_sizes,
+                             dimensions=None if dimensions is None else tuple(dimensions))
+
+
+def transpose(x, permutation):
+    x = to_array(x)
+    permutation = tuple(int(p) for p in permutation)
+    if permutation == tuple(range(x.ndim)):
+        return x
+    return sh.transpose_p.bind(x, permutation=permutation)
+
+
+def squeeze(x, dimensions):
+    x = to_array(x)
+    dimensions = tuple(int(d) for d in dimensions)
+    return sh.squeeze_p.bind(x, dimensions=dimensions) if dimensions else x
+
+
+def expand_dims(x, dimensions):
+    x = to_array(x)
+    dimensions = tuple(int(d) for d in dimensions)
+    return sh.expand_dims_p.bind(x, dimensions=dimensions) if dimensions else x
+
+
+def rev(x, dimensions):
+    x = to_array(x)
+    dimensions = tuple(int(d) for d in dimensions)
+    return sh.rev_p.bind(x, dimensions=dimensions) if dimensions else x
+
+
+def concatenate(operands, dimension):
+    operands = [to_array(o) for o in operands]
+    if len(operands) == 1:
+        return operands[0]
+    return sh.concatenate_p.bind(*operands, dimension=int(dimension))
+
+
+def pad(x, padding_value, padding_config):
+    x = to_array(x)
+    pv = _scalar_operand(padding_value, x.dtype)
+    config = tuple((int(lo), int(hi), int(it)) for lo, hi, it in padding_config)
+    return sh.pad_p.bind(x, pv, padding_config=config)
+
+
+def slice(x, start_indices, limit_indices, strides=None):
+    x = to_array(x)
+    start, limit = tuple(map(int, start_indices)), tuple(map(int, limit_indices))
+    strides = None if strides is None or all(s == 1 for s in strides) else tuple(map(int, strides))
+    if start == (0,) * x.ndim and limit == x.shape and strides is None:
+        return x
+    return sh.slice_p.bind(x, start_indices=start, limit_indices=limit, strides=strides)
+
+
+def slice_in_dim(x, start_index, limit_index, stride=1, axis=0):
+    x = to_array(x)
+    axis = axis % x.ndim
+    n = x.shape[axis]
+    start = 0 if start_index is None else (start_index + n if start_index < 0 else start_index)
+    limit = n if limit_index is None else (limit_index + n if limit_index < 0 else limit_index)
+    starts = [0] * x.ndim
+    limits = list(x.shape)
+    strides = [1] * x.ndim
+    starts[axis], limits[axis], strides[axis] = start, limit, stride
+    return slice(x, starts, limits, strides)
+
+
+def _start_operands(starts):
+    out = []
+    for s in starts:
+        s = to_array(s)
+        if s.dtype.kind not in "iu":
+            raise ShapeError(f"dynamic_slice: start indices must be integers, got {s.dtype}")
+        out.append(convert_element_type(s, dtypes.int32) if s.weak_type else s)
+    return out
+
+
+def dynamic_slice(x, start_indices, slice_sizes):
+    """``x[start:start+size]`` per dimension; starts are clamped so the window fits."""
+    x = to_array(x)
+    return sh.dynamic_slice_p.bind(x, *_start_operands(start_indices),
+                                   slice_sizes=tuple(int(s) for s in slice_sizes))
+
+
+def dynamic_update_slice(x, update, start_indices):
+    """``x`` with ``update`` written at ``start_indices`` (clamped so it fits)."""
+    x = to_array(x)
+    return sh.dynamic_update_slice_p.bind(x, to_array(update), *_start_operands(start_indices))
+
+
+def dynamic_slice_in_dim(x, start_index, slice_size, axis=0):
+    x = to_array(x)
+    starts = [0] * x.ndim
+    starts[axis] = start_index
+    sizes = list(x.shape)
+    sizes[axis] = slice_size
+    return dynamic_slice(x, starts, sizes)
+
+
+def dynamic_index_in_dim(x, index, axis=0, keepdims=True):
+    out = dynamic_slice_in_dim(x, index, 1, axis)
+    return out if keepdims else squeeze(out, (axis,))
+
+
+def dynamic_update_slice_in_dim(x, update, start_index, axis):
+    x = to_array(x)
+    starts = [0] * x.ndim
+    starts[axis] = start_index
+    return dynamic_update_slice(x, update, starts)
+
+
+def gather(x, indices, spec):
+    """NumPy-style indexing with a static ``spec`` (see ``fnx.lax.indexing``)."""
+    return ix.gather_p.bind(to_array(x), *[to_array(i) for i in indices], spec=tuple(spec))
+
+
+def scatter(x, updates, indices, spec, mode="set"):
+    """Functional ``x[spec] <mode>= updates`` (see ``fnx.lax.indexing``)."""
+    return ix.scatter_p.bind(to_array(x), to_array(updates), *[to_array(i) for i in indices],
+                             spec=tuple(spec), mode=mode)
+
+
+# --- reductions ------------------------------------------------------------------------
+
+def _reduce(prim):
+    def f(x, axes):
+        x = to_array(x)
+        axes = tuple(int(a) for a in axes)
+        return prim.bind(x, axes=axes) if axes else x
+    f.__name__ = prim.name
+    return f
+
+
+reduce_sum, reduce_prod = _reduce(rd.reduce_sum_p), _reduce(rd.reduce_prod_p)
+reduce_max, reduce_min = _reduce(rd.reduce_max_p), _reduce(rd.reduce_min_p)
+reduce_and, reduce_or = _reduce(rd.reduce_and_p), _reduce(rd.reduce_or_p)
+
+
+def argmax(x, axis, index_dtype=dtypes.int32):
+    return rd.argmax_p.bind(to_array(x), axes=(int(axis),),
+                            index_dtype=dtypes.canonicalize(index_dtype))
+
+
+def argmin(x, axis, index_dtype=dtypes.int32):
+    return rd.argmin_p.bind(to_array(x), axes=(int(axis),),
+                            index_dtype=dtypes.canonicalize(index_dtype))
+
+
+def _cumulative(prim):
+    def f(x, axis=0, reverse=False):
+        x = to_array(x)
+        return prim.bind(x, axis=int(axis) % builtins.max(x.ndim, 1), reverse=bool(reverse))
+    f.__name__ = prim.name
+    return f
+
+
+cumsum, cumprod = _cumulative(rd.cumsum_p), _cumulative(rd.cumprod_p)
+cummax, cummin = _cumulative(rd.cummax_p), _cumulative(rd.cummin_p)
+
+
+# --- contraction and sorting ---------------------------------------------------------------
+
+def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None):
+    """Contract ``lhs`` and ``rhs``: ``(((lhs_contract), (rhs_contract)), ((lhs_batch), (rhs_batch)))``.
+
+    Output dims: batch dims, then lhs free dims, then rhs free dims.
+    """
+    (lc, rc), (lb, rb) = dimension_numbers
+    dn = ((tuple(map(int, lc)), tuple(map(int, rc))), (tuple(map(int, lb)), tuple(map(int, rb))))
+    pet = None if preferred_element_type is None else dtypes.canonicalize(preferred_element_type)
+    return la.dot_general_p.bind(to_array(lhs), to_array(rhs), dimension_numbers=dn,
+                                 preferred_element_type=pet)
+
+
+def dot(lhs, rhs, precision=None, preferred_element_type=None):
+    """Vector/matrix product of rank-1/2 operands."""
+    lhs, rhs = to_array(lhs), to_array(rhs)
+    if not (1 <= lhs.ndim <= 2 and 1 <= rhs.ndim <= 2):
+        raise ShapeError(f"dot: expects rank-1 or rank-2 operands, got {lhs.shape} and "
+                         f"{rhs.shape}; use dot_general")
+    return dot_general(lhs, rhs, (((lhs.ndim - 1,), (0,)), ((), ())),
+                       preferred_element_type=preferred_element_type)
+
+
+def sort(operand, dimension=-1, is_stable=True, num_keys=1):
+    """Stable sort along ``dimension``; a tuple of operands sorts by the first ``num_keys``."""
+    single = not isinstance(operand, (tuple, list))
+    ops = [to_array(o) for o in ([operand] if single else operand)]
+    dim = int(dimension) % builtins.max(ops[0].ndim, 1)
+    out = so.sort_p.bind(*ops, dimension=dim, is_stable=bool(is_stable), num_keys=int(num_keys))
+    return out[0] if single else tuple(out)
+
+
+def sort_key_val(keys, values, dimension=-1, is_stable=True):
+    return sort((keys, values), dimension, is_stable, 1)
+
+
+
+__all__ = sorted(n for n, v in list(globals().items())
+                 if not n.startswith("_") and getattr(v, "__module__", None) == __name__)

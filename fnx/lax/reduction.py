@@ -1,0 +1,93 @@
+"""Reductions, arg-reductions and cumulative primitives.
+
+``reduce_*`` keep the operand's dtype (``fnx.numpy`` chooses accumulation
+dtypes before binding). Empty max/min reductions return the identity
+(-inf/+inf or the integer extremes), as JAX does, instead of raising.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+
+from ..core.primitive import Primitive, ShapeDtypeStruct
+from ..errors import ShapeError
+from ._rules import KINDS, check_kind, describe, normalize_axes
+
+
+def _reduced(x, axes, dtype=None):
+    return ShapeDtypeStruct(tuple(s for i, s in enumerate(x.shape) if i not in axes),
+                            x.dtype if dtype is None else dtype, x.weak_type and dtype is None)
+
+
+def _identity(dtype, which):
+    if dtype.kind == "f":
+        return -np.inf if which == "max" else np.inf
+    if dtype.kind == "b":
+        return which != "max"
+    info = np.iinfo(dtype)
+    return info.min if which == "max" else info.max
+
+
+def _reducer(name, numpy_fn, kinds, which=None):
+    def shape_rule(x, *, axes):
+        check_kind(name, x, KINDS[kinds])
+        return _reduced(x, normalize_axes(name, axes, x.ndim))
+
+    def impl(x, *, axes):
+        if which is not None and x.size == 0:
+            return np.full(_reduced(x, axes).shape, _identity(x.dtype, which), x.dtype)
+        out = numpy_fn(x, axis=tuple(axes))
+        return out if out.dtype == x.dtype else out.astype(x.dtype)
+    return Primitive(name, shape_rule=shape_rule, impl=impl)
+
+
+reduce_sum_p = _reducer("reduce_sum", np.sum, "num")
+reduce_prod_p = _reducer("reduce_prod", np.prod, "num")
+reduce_max_p = _reducer("reduce_max", np.max, "any", "max")
+reduce_min_p = _reducer("reduce_min", np.min, "any", "min")
+reduce_and_p = _reducer("reduce_and", lambda x, axis: np.bitwise_and.reduce(x, axis=axis),
+                        "intbool")
+reduce_or_p = _reducer("reduce_or", lambda x, axis: np.bitwise_or.reduce(x, axis=axis),
+                       "intbool")
+
+
+def _arg_reducer(name, numpy_fn):
+    def shape_rule(x, *, axes, index_dtype):
+        check_kind(name, x, KINDS["any"])
+        axes = normalize_axes(name, axes, x.ndim)
+        if len(axes) != 1:
+            raise ShapeError(f"{name}: reduces exactly one axis, got axes={axes}")
+        if x.shape[axes[0]] == 0:
+            raise ShapeError(f"{name}: cannot reduce the empty axis {axes[0]} of {describe(x)}")
+        return _reduced(x, axes, index_dtype)
+
+    def impl(x, *, axes, index_dtype):
+        return np.asarray(numpy_fn(x, axis=axes[0])).astype(index_dtype)
+    return Primitive(name, shape_rule=shape_rule, impl=impl)
+
+
+argmax_p = _arg_reducer("argmax", np.argmax)
+argmin_p = _arg_reducer("argmin", np.argmin)
+
+
+def _cumulative(name, numpy_fn, kinds):
+    def shape_rule(x, *, axis, reverse=False):
+        check_kind(name, x, KINDS[kinds])
+        normalize_axes(name, (axis,), x.ndim)
+        return ShapeDtypeStruct(x.shape, x.dtype, x.weak_type)
+
+    def impl(x, *, axis, reverse=False):
+        if reverse:
+            x = np.flip(x, axis)
+        out = numpy_fn(x, axis=axis)
+        out = out if out.dtype == x.dtype else out.astype(x.dtype)
+        return np.flip(out, axis) if reverse else out
+    return Primitive(name, shape_rule=shape_rule, impl=impl)
+
+
+cumsum_p = _cumulative("cumsum", np.cumsum, "num")
+cumprod_p = _cumulative("cumprod", np.cumprod, "num")
+cummax_p = _cumulative("cummax", np.maximum.accumulate, "real")
+cummin_p = _cumulative("cummin", np.minimum.accumulate, "real")
+
+

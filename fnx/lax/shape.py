@@ -1,0 +1,250 @@
+"""Shape primitives: broadcast, reshape, transpose, slicing, padding, iota.
+
+NumPy impls return views wherever NumPy can (broadcast_to, reshape,
+transpose, basic slices, flips): Arrays are immutable, so sharing a buffer
+is safe.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..core.primitive import Primitive, ShapeDtypeStruct
+from ..errors import ShapeError
+from ._rules import describe, normalize_axes
+
+
+def _aval(x, shape, dtype=None):
+    return ShapeDtypeStruct(shape, x.dtype if dtype is None else dtype, x.weak_type)
+
+
+# --- broadcast_in_dim --------------------------------------------------------------
+
+def _broadcast_in_dim_rule(x, *, shape, broadcast_dimensions):
+    bd = broadcast_dimensions
+    ok = (len(bd) == x.ndim and all(0 <= d < len(shape) for d in bd)
+          and all(b > a for a, b in zip(bd, bd[1:]))
+          and all(x.shape[i] in (1, shape[d]) for i, d in enumerate(bd)))
+    if not ok:
+        raise ShapeError(f"broadcast_in_dim: cannot broadcast {describe(x)} to shape {shape} "
+                         f"with broadcast_dimensions={bd}: each operand dim i maps to output "
+                         "dim broadcast_dimensions[i] (strictly increasing) and must be 1 or "
+                         "equal to it")
+    return _aval(x, shape)
+
+
+def _broadcast_in_dim_impl(x, *, shape, broadcast_dimensions):
+    expanded = [1] * len(shape)
+    for i, d in enumerate(broadcast_dimensions):
+        expanded[d] = x.shape[i]
+    return np.broadcast_to(np.reshape(x, expanded), shape)
+
+
+broadcast_in_dim_p = Primitive("broadcast_in_dim", shape_rule=_broadcast_in_dim_rule,
+                               impl=_broadcast_in_dim_impl)
+
+
+# --- reshape, transpose, squeeze, expand_dims, rev -------------------------------------
+
+def _reshape_rule(x, *, new_sizes, dimensions=None):
+    if any(d < 0 for d in new_sizes) or math.prod(new_sizes) != math.prod(x.shape):
+        raise ShapeError(f"reshape: cannot reshape {describe(x)} ({math.prod(x.shape)} "
+                         f"elements) to {tuple(new_sizes)} ({math.prod(new_sizes)} elements)")
+    if dimensions is not None and sorted(dimensions) != list(range(x.ndim)):
+        raise ShapeError(f"reshape: dimensions={dimensions} is not a permutation of "
+                         f"range({x.ndim})")
+    return _aval(x, new_sizes)
+
+
+def _reshape_impl(x, *, new_sizes, dimensions=None):
+    if dimensions is not None:
+        x = np.transpose(x, dimensions)
+    return np.reshape(x, new_sizes)
+
+
+reshape_p = Primitive("reshape", shape_rule=_reshape_rule, impl=_reshape_impl)
+
+
+def _transpose_rule(x, *, permutation):
+    if sorted(permutation) != list(range(x.ndim)):
+        raise ShapeError(f"transpose: permutation {permutation} is not a permutation of the "
+                         f"{x.ndim} axes of {describe(x)}")
+    return _aval(x, tuple(x.shape[p] for p in permutation))
+
+
+transpose_p = Primitive("transpose", shape_rule=_transpose_rule,
+                        impl=lambda x, *, permutation: np.transpose(x, permutation))
+
+
+def _squeeze_rule(x, *, dimensions):
+    dims = normalize_axes("squeeze", dimensions, x.ndim)
+    for d in dims:
+        if x.shape[d] != 1:
+            raise ShapeError(f"squeeze: dimension {d} of {describe(x)} has size "
+                             f"{x.shape[d]}, not 1")
+    return _aval(x, tuple(s for i, s in enumerate(x.shape) if i not in dims))
+
+
+squeeze_p = Primitive("squeeze", shape_rule=_squeeze_rule,
+                      impl=lambda x, *, dimensions: np.squeeze(x, tuple(dimensions)))
+
+
+def _expand_dims_rule(x, *, dimensions):
+    nd = x.ndim + len(dimensions)
+    dims = normalize_axes("expand_dims", dimensions, nd)
+    shape, it = [], iter(x.shape)
+    for i in range(nd):
+        shape.append(1 if i in dims else next(it))
+    return _aval(x, tuple(shape))
+
+
+expand_dims_p = Primitive("expand_dims", shape_rule=_expand_dims_rule,
+                          impl=lambda x, *, dimensions: np.expand_dims(x, tuple(dimensions)))
+
+
+def _rev_rule(x, *, dimensions):
+    normalize_axes("rev", dimensions, x.ndim)
+    return _aval(x, x.shape)
+
+
+rev_p = Primitive("rev", shape_rule=_rev_rule,
+                  impl=lambda x, *, dimensions: np.flip(x, tuple(dimensions)))
+
+
+# --- concatenate, pad ------------------------------------------------------------------
+
+def _concatenate_rule(*xs, dimension):
+    if not xs:
+        raise ShapeError("concatenate: needs at least one operand")
+    x0 = xs[0]
+    if not 0 <= dimension < max(x0.ndim, 1) or x0.ndim == 0:
+        raise ShapeError(f"concatenate: dimension {dimension} is invalid for operands "
+                         f"{describe(*xs)}")
+    for x in xs:
+        if (x.dtype != x0.dtype or x.ndim != x0.ndim or any(
+                a != b for i, (a, b) in enumerate(zip(x.shape, x0.shape)) if i != dimension)):
+            raise ShapeError(f"concatenate: operands must have one dtype and equal shapes "
+                             f"except along dimension {dimension}; got {describe(*xs)}")
+    shape = list(x0.shape)
+    shape[dimension] = sum(x.shape[dimension] for x in xs)
+    return ShapeDtypeStruct(shape, x0.dtype, all(x.weak_type for x in xs))
+
+
+concatenate_p = Primitive("concatenate", shape_rule=_concatenate_rule,
+                          impl=lambda *xs, dimension: np.concatenate(xs, axis=dimension))
+
+
+def _pad_rule(x, padding_value, *, padding_config):
+    if padding_value.shape != () or padding_value.dtype != x.dtype:
+        raise ShapeError(f"pad: padding_value must be a scalar of the operand's dtype; got "
+                         f"operand {describe(x)} and padding_value {describe(padding_value)}")
+    if len(padding_config) != x.ndim:
+        raise ShapeError(f"pad: padding_config has {len(padding_config)} entries for "
+                         f"{describe(x)}; give one (low, high, interior) per dimension")
+    shape = []
+    for n, (lo, hi, interior) in zip(x.shape, padding_config):
+        if interior < 0:
+            raise ShapeError(f"pad: interior padding must be >= 0, got {padding_config}")
+        size = lo + hi + n + max(n - 1, 0) * interior
+        if size < 0:
+            raise ShapeError(f"pad: padding_config {padding_config} gives a negative size "
+                             f"for {describe(x)}")
+        shape.append(size)
+    return ShapeDtypeStruct(shape, x.dtype, x.weak_type)
+
+
+def _pad_impl(x, padding_value, *, padding_config):
+    grown = [max(lo, 0) + max(hi, 0) + n + max(n - 1, 0) * it
+             for n, (lo, hi, it) in zip(x.shape, padding_config)]
+    out = np.full(grown, padding_value, dtype=x.dtype)
+    out[tuple(slice(max(lo, 0), max(lo, 0) + max(n - 1, 0) * (it + 1) + 1 if n else max(lo, 0),
+                    it + 1) for n, (lo, hi, it) in zip(x.shape, padding_config))] = x
+    crop = tuple(slice(-min(lo, 0), g + min(hi, 0))
+                 for g, (lo, hi, _) in zip(grown, padding_config))
+    return out[crop]
+
+
+pad_p = Primitive("pad", shape_rule=_pad_rule, impl=_pad_impl)
+
+
+# --- slice, dynamic_slice, dynamic_update_slice --------------------------------------------
+
+def _slice_rule(x, *, start_indices, limit_indices, strides=None):
+    strides = strides or (1,) * x.ndim
+    if not (len(start_indices) == len(limit_indices) == len(strides) == x.ndim) or any(
+            not (0 <= s <= l <= n) or st < 1
+            for s, l, st, n in zip(start_indices, limit_indices, strides, x.shape)):
+        raise ShapeError(f"slice: start {start_indices}, limit {limit_indices}, strides "
+                         f"{strides} do not fit {describe(x)} (need 0 <= start <= limit <= "
+                         "dim and strides >= 1, one entry per dimension)")
+    return _aval(x, tuple(-(-(l - s) // st) for s, l, st in
+                          zip(start_indices, limit_indices, strides)))
+
+
+def _slice_impl(x, *, start_indices, limit_indices, strides=None):
+    strides = strides or (1,) * x.ndim
+    return x[tuple(slice(s, l, st) for s, l, st in zip(start_indices, limit_indices, strides))]
+
+
+slice_p = Primitive("slice", shape_rule=_slice_rule, impl=_slice_impl)
+
+
+def _check_starts(name, x, starts):
+    if len(starts) != x.ndim or any(s.shape != () or s.dtype.kind not in "iu" for s in starts):
+        raise ShapeError(f"{name}: needs one scalar integer start index per dimension of "
+                         f"{describe(x)}, got {describe(*starts) if starts else 'none'}")
+
+
+def _dynamic_slice_rule(x, *starts, slice_sizes):
+    _check_starts("dynamic_slice", x, starts)
+    if len(slice_sizes) != x.ndim or any(not 0 <= s <= n for s, n in zip(slice_sizes, x.shape)):
+        raise ShapeError(f"dynamic_slice: slice_sizes {tuple(slice_sizes)} do not fit "
+                         f"{describe(x)}")
+    return _aval(x, tuple(slice_sizes))
+
+
+def _clamped_window(x_shape, starts, sizes):
+    return tuple(slice(s, s + z) for s, z in
+                 ((min(max(int(s), 0), n - z), z) for s, n, z in zip(starts, x_shape, sizes)))
+
+
+dynamic_slice_p = Primitive(
+    "dynamic_slice", shape_rule=_dynamic_slice_rule,
+    impl=lambda x, *starts, slice_sizes: x[_clamped_window(x.shape, starts, slice_sizes)])
+
+
+def _dynamic_update_slice_rule(x, update, *starts):
+    _check_starts("dynamic_update_slice", x, starts)
+    if (update.dtype != x.dtype or update.ndim != x.ndim
+            or any(u > n for u, n in zip(update.shape, x.shape))):
+        raise ShapeError(f"dynamic_update_slice: update {describe(update)} must have the "
+                         f"operand's dtype and rank and fit inside operand {describe(x)}")
+    return _aval(x, x.shape)
+
+
+def _dynamic_update_slice_impl(x, update, *starts):
+    out = np.array(x, copy=True)
+    out[_clamped_window(x.shape, starts, update.shape)] = update
+    return out
+
+
+dynamic_update_slice_p = Primitive("dynamic_update_slice", shape_rule=_dynamic_update_slice_rule,
+                                   impl=_dynamic_update_slice_impl)
+
+
+# --- iota ----------------------------------------------------------------------------------
+
+def _iota_rule(*, dtype, shape, dimension):
+    if not 0 <= dimension < len(shape):
+        raise ShapeError(f"iota: dimension {dimension} out of range for shape {shape}")
+    return ShapeDtypeStruct(shape, dtype)
+
+
+def _iota_impl(*, dtype, shape, dimension):
+    r = np.arange(shape[dimension], dtype=dtype)
+    return np.broadcast_to(r.reshape([-1 if i == dimension else 1 for i in range(len(shape))]),
+                           shape)
+
+
+iota_p = Primitive("iota", shape_rule=_iota_rule, impl=_iota_impl)

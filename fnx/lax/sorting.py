@@ -1,0 +1,37 @@
+"""``sort``: a stable, multi-operand sort along one dimension.
+
+The first ``num_keys`` operands are the keys (lexicographic, NaNs last); the
+remaining operands are permuted the same way, which is how ``argsort`` and
+sort-by-key are written.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..core.primitive import Primitive, ShapeDtypeStruct
+from ..errors import ShapeError
+from ._rules import describe, normalize_axis
+
+
+def _sort_rule(*operands, dimension, is_stable=True, num_keys=1):
+    if not operands or not 1 <= num_keys <= len(operands):
+        raise ShapeError(f"sort: num_keys={num_keys} must be between 1 and the number of "
+                         f"operands ({len(operands)})")
+    if any(o.shape != operands[0].shape for o in operands):
+        raise ShapeError(f"sort: operands must have equal shapes, got {describe(*operands)}")
+    if operands[0].ndim == 0:
+        raise ShapeError("sort: operands must have at least one dimension")
+    normalize_axis("sort", dimension, operands[0].ndim)
+    return [ShapeDtypeStruct(o.shape, o.dtype, o.weak_type) for o in operands]
+
+
+def _sort_impl(*operands, dimension, is_stable=True, num_keys=1):
+    keys = operands[:num_keys]
+    if num_keys == 1:
+        perm = np.argsort(keys[0], axis=dimension, kind="stable")
+    else:
+        perm = np.lexsort(keys[::-1], axis=dimension)
+    return [np.take_along_axis(o, perm, axis=dimension) for o in operands]
+
+
+sort_p = Primitive("sort", shape_rule=_sort_rule, impl=_sort_impl, multiple_results=True)

@@ -1,0 +1,102 @@
+"""``fnx.numpy``: the NumPy API (and the Python Array API standard) on fnx arrays.
+
+``import fnx.numpy as fnp`` and write NumPy code; under ``fnx.jit`` and the
+other transformations the same code is traced. Functions are thin wrappers
+over ``fnx.lax`` primitives; arrays are immutable, so in-place forms (``out=``,
+``x[i] = v``) are replaced by functional ones (``x.at[i].set(v)``).
+"""
+import builtins as _builtins
+
+import numpy as _np
+
+from ..core import array as _array_module
+from ..core import dtypes as _dtypes
+from ..core.array import Array
+from . import _indexing
+from .creation import *  # noqa: F401,F403
+from .elementwise import *  # noqa: F401,F403
+from .elementwise import abs, divmod, pow, round  # noqa: F401  (shadow builtins on purpose)
+from .manipulation import *  # noqa: F401,F403
+from .products import *  # noqa: F401,F403
+from .reductions import *  # noqa: F401,F403
+from .reductions import all, any, max, min, sum  # noqa: F401
+from ._indexing import put_along_axis, take, take_along_axis  # noqa: F401
+from .sorting import *  # noqa: F401,F403
+from .setops import *  # noqa: F401,F403
+from .statistics import *  # noqa: F401,F403
+from .einsum import einsum  # noqa: F401
+from . import linalg  # noqa: F401
+
+__array_api_version__ = "2023.12"
+
+ndarray = Array
+newaxis = None
+pi, e, inf, nan, euler_gamma = _np.pi, _np.e, _np.inf, _np.nan, _np.euler_gamma
+
+dtype = _np.dtype
+result_type = _dtypes.result_type
+promote_types = _dtypes.promote_types
+can_cast = _dtypes.can_cast
+finfo = _dtypes.finfo
+iinfo = _dtypes.iinfo
+generic, number, inexact, floating, complexfloating = (
+    _np.generic, _np.number, _np.inexact, _np.floating, _np.complexfloating)
+integer, signedinteger, unsignedinteger = _np.integer, _np.signedinteger, _np.unsignedinteger
+
+
+def issubdtype(arg1, arg2):
+    return _np.issubdtype(_dtypes.canonicalize(arg1) if not isinstance(arg1, type) or
+                          not issubclass(arg1, _np.generic) else arg1, arg2)
+
+
+def isdtype(dtype, kind):
+    """Array API ``isdtype``: ``kind`` is a dtype, a kind name, or a tuple of them."""
+    dtype = _dtypes.canonicalize(dtype)
+    if isinstance(kind, tuple):
+        return _builtins.any(isdtype(dtype, k) for k in kind)
+    if isinstance(kind, str):
+        table = {"bool": "b", "signed integer": "i", "unsigned integer": "u",
+                 "integral": "iu", "real floating": "f", "complex floating": "c",
+                 "numeric": "iufc"}
+        if kind not in table:
+            raise ValueError(f"isdtype: unknown kind {kind!r}")
+        return dtype.kind in table[kind]
+    return dtype == _dtypes.canonicalize(kind)
+
+
+class _ScalarType:
+    """``fnp.float32`` and friends: a dtype that, called, makes an Array."""
+
+    def __init__(self, np_type):
+        self.dtype = _np.dtype(np_type)
+        self.type = np_type
+        self.__name__ = self.dtype.name
+
+    def __call__(self, x=0):
+        return asarray(x, dtype=self.dtype)  # noqa: F405
+
+    def __repr__(self):
+        return f"fnx.numpy.{self.__name__}"
+
+    def __eq__(self, other):
+        try:
+            return self.dtype == _dtypes.canonicalize(other)
+        except TypeError:
+            return False
+
+    def __hash__(self):
+        return hash(self.dtype)
+
+
+bool_ = _ScalarType(_np.bool_)
+bool = bool_
+int8, int16, int32, int64 = (_ScalarType(t) for t in (_np.int8, _np.int16, _np.int32, _np.int64))
+uint8, uint16, uint32, uint64 = (_ScalarType(t) for t in (_np.uint8, _np.uint16, _np.uint32,
+                                                          _np.uint64))
+float16, float32, float64 = (_ScalarType(t) for t in (_np.float16, _np.float32, _np.float64))
+complex64, complex128 = _ScalarType(_np.complex64), _ScalarType(_np.complex128)
+if _dtypes.bfloat16 is not None:
+    bfloat16 = _ScalarType(_dtypes.bfloat16.type)
+float_, int_, complex_ = float32, int32, complex64
+
+_array_module.fnp = __import__(__name__, fromlist=["_"])

@@ -1,0 +1,321 @@
+"""NumPy indexing for fnx arrays: ``x[idx]`` and ``x.at[idx].set(v)``.
+
+Basic indices (ints, slices, None, Ellipsis) become ``slice``/``rev``/
+``reshape``; integer arrays become ``gather`` (reads) and ``scatter``
+(functional updates) with a static spec. Static integer indices out of range
+raise IndexError (NumPy's behaviour; JAX silently clamps them); dynamic ones
+are clamped for reads and dropped for updates, as in JAX. Boolean masks need
+concrete values (their result shape depends on them), except in
+``x.at[mask].set(scalar)`` style updates with a full-shape mask, which become
+a ``where`` and so also work under ``jit``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import lax
+from ..core import dtypes
+from ..core.array import Array, Tracer, to_array
+from ..errors import ConcretizationError
+from ..lax.indexing import indexed_shape
+
+
+class _Array:
+    """Marker for a dynamic index array in a parsed index."""
+    __slots__ = ("value",)
+
+    def __init__(self, value):
+        self.value = value
+
+
+def _static_int(v, what):
+    if isinstance(v, Tracer):
+        raise ConcretizationError(
+            f"indexing: a traced value used as a slice {what} makes the result shape depend "
+            "on data. Use fnx.lax.dynamic_slice(x, starts, sizes) for windows of static "
+            "size at traced offsets.")
+    return None if v is None else int(v)
+
+
+def _parse(x, idx, allow_mask_where=False):
+    """Expand an index into per-dimension items: int, slice, None or _Array."""
+    if not isinstance(idx, tuple):
+        idx = (idx,)
+    items = []
+    for it in idx:
+        if it is None or it is Ellipsis:
+            items.append(it)
+        elif isinstance(it, slice):
+            items.append(slice(_static_int(it.start, "start"), _static_int(it.stop, "stop"),
+                               _static_int(it.step, "step")))
+        elif isinstance(it, (bool, np.bool_)):
+            raise IndexError("indexing: a Python bool as an index is not supported; use a "
+                             "boolean array mask")
+        elif isinstance(it, (int, np.integer)):
+            items.append(int(it))
+        else:
+            a = it if isinstance(it, Array) else to_array(np.asarray(it) if isinstance(
+                it, (list, tuple)) else it, "index")
+            if a.dtype == dtypes.bool_:
+                if isinstance(a, Tracer):
+                    raise ConcretizationError(
+                        "indexing: a boolean mask that is a traced value gives a result "
+                        "whose shape depends on data, which jit cannot compile. Use "
+                        "fnx.numpy.where(mask, x, other) instead, or x.at[mask].set(v) "
+                        "with a full-shape mask.")
+                for nz in np.nonzero(np.asarray(a._value)):
+                    items.append(_Array(Array._wrap(nz.astype(np.int64 if nz.size and nz.max()
+                                                              >= 2**31 else np.int32))))
+            elif a.dtype.kind in "iu":
+                items.append(_Array(a))
+            else:
+                raise IndexError(f"indexing: indices must be integers, slices, None, "
+                                 f"Ellipsis or integer/boolean arrays; got an array of {a.dtype}")
+    n_consume = sum(1 for it in items if it is not None and it is not Ellipsis)
+    if n_consume > x.ndim:
+        raise IndexError(f"indexing: too many indices ({n_consume}) for an array of rank "
+                         f"{x.ndim} (shape {x.shape})")
+    if items.count(Ellipsis) > 1:
+        raise IndexError("indexing: an index can only have a single Ellipsis ('...')")
+    fill = [slice(None)] * (x.ndim - n_consume)
+    if Ellipsis in items:
+        i = items.index(Ellipsis)
+        items[i:i + 1] = fill
+    else:
+        items += fill
+    return items
+
+
+def _spec(x, items):
+    """(spec, index arrays) for gather/scatter; static ints are bounds-checked."""
+    spec, arrays, dim = [], [], 0
+    for it in items:
+        if it is None:
+            spec.append(None)
+            continue
+        n = x.shape[dim]
+        if type(it) is int:
+            if not -n <= it < n:
+                raise IndexError(f"index {it} is out of bounds for axis {dim} with size {n}")
+            spec.append(it % n)
+        elif type(it) is slice:
+            start, stop, step = it.indices(n)
+            spec.append(("s", start, None if stop < 0 else stop, step))
+        else:
+            spec.append(("a", len(arrays)))
+            arrays.append(it.value)
+        dim += 1
+    return tuple(spec), arrays
+
+
+def getitem(x, idx):
+    items = _parse(x, idx)
+    if any(type(it) is _Array for it in items):
+        spec, arrays = _spec(x, items)
+        return lax.gather(x, arrays, spec)
+    return _basic_getitem(x, items)
+
+
+def _basic_getitem(x, items):
+    starts, limits, strides, flip, shape = [], [], [], [], []
+    dim = 0
+    for it in items:
+        if it is None:
+            shape.append(1)
+            continue
+        n = x.shape[dim]
+        if type(it) is int:
+            if not -n <= it < n:
+                raise IndexError(f"index {it} is out of bounds for axis {dim} with size {n}")
+            i = it % n
+            starts.append(i), limits.append(i + 1), strides.append(1)
+        else:
+            start, stop, step = it.indices(n)
+            length = len(range(start, stop, step))
+            if step < 0 and length:
+                lo = start + (length - 1) * step
+                starts.append(lo), limits.append(start + 1), strides.append(-step)
+                flip.append(dim)
+            else:
+                start = min(start, n) if length else 0
+                starts.append(start), limits.append(start + (length - 1) * abs(step) + 1
+                                                     if length else start)
+                strides.append(abs(step))
+            shape.append(length)
+        dim += 1
+    out = lax.slice(x, starts, limits, strides)
+    out = lax.rev(out, flip)
+    return lax.reshape(out, shape)
+
+
+# --- functional updates ------------------------------------------------------------------
+
+class IndexUpdateHelper:
+    """``x.at``: index it to get an ``IndexUpdateRef``."""
+    __slots__ = ("array",)
+
+    def __init__(self, array):
+        self.array = array
+
+    def __getitem__(self, idx):
+        return IndexUpdateRef(self.array, idx)
+
+    def __repr__(self):
+        return f"IndexUpdateHelper({self.array!r})"
+
+
+_MODES = {"set": "set", "add": "add", "multiply": "mul", "mul": "mul", "min": "min",
+          "max": "max"}
+
+
+class IndexUpdateRef:
+    """``x.at[idx]``: functional updates of the indexed elements of ``x``.
+
+    Repeated indices accumulate for ``add``/``multiply``/``min``/``max``; for
+    ``set`` one of the values wins.
+    """
+    __slots__ = ("array", "index")
+
+    def __init__(self, array, index):
+        self.array = array
+        self.index = index
+
+    def get(self, *, mode=None, fill_value=None):
+        return getitem(self.array, self.index)
+
+    def set(self, values, **kw):
+        return _scatter(self.array, self.index, values, "set")
+
+    def add(self, values, **kw):
+        return _scatter(self.array, self.index, values, "add")
+
+    def subtract(self, values, **kw):
+        from .elementwise import negative
+        return _scatter(self.array, self.index, negative(values), "add")
+
+    def multiply(self, values, **kw):
+        return _scatter(self.array, self.index, values, "mul")
+
+    mul = multiply
+
+    def divide(self, values, **kw):
+        from .elementwise import true_divide
+        return self.apply(lambda v: true_divide(v, values))
+
+    def power(self, values, **kw):
+        from .elementwise import power
+        return self.apply(lambda v: power(v, values))
+
+    def min(self, values, **kw):
+        return _scatter(self.array, self.index, values, "min")
+
+    def max(self, values, **kw):
+        return _scatter(self.array, self.index, values, "max")
+
+    def apply(self, func, **kw):
+        """``x`` with ``func`` applied to the indexed elements."""
+        return self.set(func(self.get()))
+
+
+def _scatter(x, idx, values, mode):
+    x = to_array(x)
+    values = to_array(values)
+    if values.dtype != x.dtype:
+        values = lax.convert_element_type(values, x.dtype)
+    mask = idx if isinstance(idx, Array) and idx.dtype == dtypes.bool_ else None
+    if mask is not None and mask.shape == x.shape and values.ndim == 0:
+        return _masked_update(x, mask, values, mode)
+    items = _parse(x, idx)
+    spec, arrays = _spec(x, items)
+    target = indexed_shape(x.shape, spec, [a.shape for a in arrays])
+    try:
+        np.broadcast_shapes(values.shape, target)
+        ok = np.broadcast_shapes(values.shape, target) == tuple(target)
+    except ValueError:
+        ok = False
+    if not ok:
+        raise ValueError(f"x.at[...].{mode}: values of shape {values.shape} cannot be "
+                         f"broadcast to the indexed shape {tuple(target)}")
+    values = lax.broadcast_in_dim(values, tuple(target),
+                                  tuple(range(len(target) - values.ndim, len(target))))
+    return lax.scatter(x, values, arrays, spec, mode)
+
+
+def _masked_update(x, mask, v, mode):
+    from . import elementwise as ew
+    if mode == "set":
+        new = v
+    else:
+        new = {"add": ew.add, "mul": ew.multiply, "min": ew.minimum, "max": ew.maximum}[mode](x, v)
+    return ew.where(mask, new, x)
+
+
+# --- take and friends --------------------------------------------------------------------
+
+def take(a, indices, axis=None, out=None, mode=None, unique_indices=False,
+         indices_are_sorted=False, fill_value=None):
+    """Elements of ``a`` at ``indices`` along ``axis`` (None: the flattened array).
+
+    Out-of-range indices clamp (``mode='clip'``, the default) or wrap (``'wrap'``).
+    """
+    a = to_array(a)
+    if axis is None:
+        a = lax.reshape(a, (a.size,))
+        axis = 0
+    from ._util import normalize_axis
+    axis = normalize_axis("take", axis, a.ndim)
+    idx = to_array(indices)
+    if idx.dtype.kind not in "iu":
+        raise IndexError(f"take: indices must be integers, got {idx.dtype}")
+    if mode == "wrap":
+        from .elementwise import remainder
+        idx = remainder(idx, a.shape[axis])
+    elif mode not in (None, "clip", "fill", "promise_in_bounds"):
+        raise ValueError(f"take: mode must be 'clip' or 'wrap', got {mode!r}")
+    spec = tuple(("s", 0, a.shape[d], 1) if d != axis else ("a", 0) for d in range(a.ndim))
+    return lax.gather(a, [idx], spec)
+
+
+def _along_axis_spec(arr, indices, axis, name):
+    from ._util import broadcast_shapes, normalize_axis
+    arr, indices = to_array(arr), to_array(indices)
+    if indices.ndim != arr.ndim:
+        raise ValueError(f"{name}: indices (rank {indices.ndim}) must have the same rank as "
+                         f"the array (rank {arr.ndim})")
+    axis = normalize_axis(name, axis, arr.ndim)
+    shape = list(broadcast_shapes(name, tuple(s if d != axis else 1 for d, s in
+                                              enumerate(arr.shape)),
+                                  tuple(s if d != axis else 1 for d, s in
+                                        enumerate(indices.shape))))
+    shape[axis] = indices.shape[axis]
+    shape = tuple(shape)
+    index_arrays = []
+    for d in range(arr.ndim):
+        if d == axis:
+            index_arrays.append(lax.broadcast_in_dim(indices, shape, tuple(range(arr.ndim))))
+        else:
+            index_arrays.append(lax.broadcasted_iota(dtypes.int32, shape, d))
+    return arr, index_arrays, tuple(("a", d) for d in range(arr.ndim)), shape
+
+
+def take_along_axis(arr, indices, axis, mode=None, fill_value=None):
+    """``arr`` gathered along ``axis`` at ``indices`` (same rank; other dims broadcast)."""
+    if axis is None:
+        arr = to_array(arr)
+        arr, axis = lax.reshape(arr, (arr.size,)), 0
+    arr, index_arrays, spec, _ = _along_axis_spec(arr, indices, axis, "take_along_axis")
+    return lax.gather(arr, index_arrays, spec)
+
+
+def put_along_axis(arr, indices, values, axis, inplace=False, mode=None):
+    """Functional ``numpy.put_along_axis``: returns the updated array."""
+    if inplace:
+        raise ValueError("put_along_axis: fnx arrays are immutable; pass inplace=False and "
+                         "use the returned array")
+    arr, index_arrays, spec, shape = _along_axis_spec(arr, indices, axis, "put_along_axis")
+    values = to_array(values)
+    if values.dtype != arr.dtype:
+        values = lax.convert_element_type(values, arr.dtype)
+    values = lax.broadcast_in_dim(values, shape, tuple(range(len(shape) - values.ndim,
+                                                             len(shape))))
+    return lax.scatter(arr, values, index_arrays, spec, "set")

@@ -1,0 +1,99 @@
+"""Shared helpers of ``fnx.numpy``: promotion, broadcasting, axis handling."""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import lax
+from ..core import dtypes
+from ..core.array import Array, Tracer, to_array
+from ..errors import ConcretizationError, ShapeError
+
+
+def asarray_operand(x):
+    return to_array(x)
+
+
+def promote(name, *args, to_inexact=False):
+    """Arrays of ``args`` converted to their common dtype (JAX's lattice).
+
+    Python scalars become arrays of the result dtype directly (weakly typed),
+    so ``x_f32 * 2.0`` records no conversion.
+    """
+    pairs = []
+    for a in args:
+        r = dtypes.python_scalar_dtype(a)
+        if r is None:
+            a = to_array(a, name)
+            r = (a.dtype, a.weak_type)
+        pairs.append(r)
+    dtype, weak = dtypes.promote_pairs(pairs)
+    if to_inexact and not dtypes.is_inexact(dtype):
+        dtype, weak = dtypes.promote_pairs([(dtype, weak), (dtypes.float32, True)])
+    out = []
+    for a in args:
+        if dtypes.python_scalar_dtype(a) is not None:
+            out.append(Array._wrap(np.array(a, dtype=dtype)[()], weak))
+        else:
+            a = to_array(a, name)
+            if a.dtype != dtype:
+                a = lax.convert_element_type(a, dtype, weak)
+            out.append(a)
+    return out
+
+
+def broadcast_shapes(name, *shapes):
+    try:
+        return tuple(np.broadcast_shapes(*shapes))
+    except ValueError:
+        raise ShapeError(f"{name}: shapes {', '.join(map(str, shapes))} do not broadcast "
+                         "together (NumPy rules: trailing dims must be equal or 1)") from None
+
+
+def broadcast_to_shape(x, shape):
+    if x.shape == shape:
+        return x
+    nd = len(shape)
+    return lax.broadcast_in_dim(x, shape, tuple(range(nd - x.ndim, nd)))
+
+
+def promote_broadcast(name, *args, to_inexact=False, keep_scalars=False):
+    """Promoted arrays broadcast to one shape (``keep_scalars``: rank-0 ones stay
+    rank-0, for binary primitives, which take a scalar operand as it is)."""
+    arrays = promote(name, *args, to_inexact=to_inexact)
+    shape = broadcast_shapes(name, *[a.shape for a in arrays])
+    return [a if keep_scalars and a.ndim == 0 else broadcast_to_shape(a, shape)
+            for a in arrays]
+
+
+def normalize_axis(name, axis, ndim):
+    axis = int(axis)
+    if not -ndim <= axis < max(ndim, 1) or (ndim == 0 and axis not in (0, -1)):
+        raise ShapeError(f"{name}: axis {axis} is out of bounds for an array of rank {ndim}")
+    return axis % max(ndim, 1)
+
+
+def normalize_axes(name, axis, ndim):
+    """A tuple of non-negative axes for ``axis`` (None means all)."""
+    if axis is None:
+        return tuple(range(ndim))
+    if isinstance(axis, (int, np.integer)):
+        axis = (axis,)
+    out = tuple(normalize_axis(name, a, ndim) for a in axis)
+    if len(set(out)) != len(out):
+        raise ShapeError(f"{name}: repeated axis in {axis}")
+    return out
+
+
+def concrete_int(name, x, what):
+    """A Python int from ``x``; tracers raise a ConcretizationError that says why."""
+    if isinstance(x, Tracer):
+        raise ConcretizationError(
+            f"{name}: {what} must be known when tracing (it sets an output shape), but it "
+            f"is a traced value. Pass it as a Python int or mark it static "
+            "(jit(f, static_argnums=...)).")
+    return int(x)
+
+
+def is_tracer(x):
+    return isinstance(x, Tracer)
+

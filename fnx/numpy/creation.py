@@ -1,0 +1,258 @@
+"""Array creation. Constant arrays are broadcasts of a scalar and ranges are
+``iota``, so under ``jit`` they are recorded as small equations, never baked
+into the IR as large constants."""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import lax
+from ..core import dtypes
+from ..core.array import Array, Tracer, to_array
+from ._util import concrete_int
+
+
+def _shape(shape):
+    if isinstance(shape, (int, np.integer)) or (isinstance(shape, Array) and shape.ndim == 0):
+        shape = (shape,)
+    return tuple(concrete_int("shape", d, "a dimension") for d in shape)
+
+
+def _python_only(obj):
+    if isinstance(obj, (list, tuple)):
+        return all(_python_only(o) for o in obj)
+    return type(obj) in (bool, int, float, complex)
+
+
+def _has_arrays(obj):
+    if isinstance(obj, (list, tuple)):
+        return any(_has_arrays(o) for o in obj)
+    return isinstance(obj, Array)
+
+
+def array(object, dtype=None, copy=True, order=None, ndmin=0):
+    """An Array from array-likes; nested lists of Arrays (or tracers) are stacked."""
+    dtype = None if dtype is None else dtypes.canonicalize(dtype)
+    if isinstance(object, Array):
+        out = object
+    elif isinstance(object, (list, tuple)) and _has_arrays(object):
+        from .manipulation import stack
+        out = stack([array(o) for o in object]) if object else array(np.array(object))
+    elif isinstance(object, (list, tuple)) and _python_only(object) and dtype is None:
+        v = np.array(object)
+        if v.dtype == np.float64:
+            v = v.astype(dtypes.float_)
+        elif v.dtype == np.complex128:
+            v = v.astype(dtypes.complex_)
+        elif v.dtype == np.int64 and (v.size == 0 or (v.min() >= -2**31 and v.max() < 2**31)):
+            v = v.astype(dtypes.int_)
+        out = Array._wrap(v)
+    elif isinstance(object, (list, tuple)) and not object and dtype is None:
+        out = Array._wrap(np.array(object, dtype=dtypes.float_))
+    else:
+        out = to_array(object)
+    if dtype is not None and out.dtype != dtype:
+        out = lax.convert_element_type(out, dtype)
+    if ndmin > out.ndim:
+        out = lax.reshape(out, (1,) * (ndmin - out.ndim) + out.shape)
+    return out
+
+
+def asarray(a, dtype=None, order=None, *, copy=None, device=None):
+    if type(a) is Array and (dtype is None or dtypes.canonicalize(dtype) == a.dtype):
+        return a
+    return array(a, dtype=dtype)
+
+
+def from_dlpack(x, /, *, device=None, copy=None):
+    return Array(np.from_dlpack(x))
+
+
+def full(shape, fill_value, dtype=None):
+    shape = _shape(shape)
+    fill = to_array(fill_value)
+    if dtype is not None:
+        fill = lax.convert_element_type(fill, dtypes.canonicalize(dtype))
+    elif dtypes.python_scalar_dtype(fill_value) is not None:
+        fill = lax.convert_element_type(fill, fill.dtype)  # weak scalar -> strong default
+    return lax.broadcast_in_dim(fill, shape, tuple(range(len(shape) - fill.ndim, len(shape))))
+
+
+def _const(value, shape, dtype):
+    dtype = dtypes.float_ if dtype is None else dtypes.canonicalize(dtype)
+    return lax.broadcast_in_dim(Array._wrap(np.array(value, dtype)[()]), _shape(shape), ())
+
+
+def zeros(shape, dtype=None, *, device=None):
+    return _const(0, shape, dtype)
+
+
+def ones(shape, dtype=None, *, device=None):
+    return _const(1, shape, dtype)
+
+
+def empty(shape, dtype=None, *, device=None):
+    return _const(0, shape, dtype)
+
+
+def _like(a, dtype, shape):
+    a = to_array(a) if not isinstance(a, Array) else a
+    return (a.dtype if dtype is None else dtypes.canonicalize(dtype),
+            a.shape if shape is None else _shape(shape))
+
+
+def zeros_like(a, dtype=None, shape=None, *, device=None):
+    dt, sh = _like(a, dtype, shape)
+    return _const(0, sh, dt)
+
+
+def ones_like(a, dtype=None, shape=None, *, device=None):
+    dt, sh = _like(a, dtype, shape)
+    return _const(1, sh, dt)
+
+
+def empty_like(a, dtype=None, shape=None, *, device=None):
+    return zeros_like(a, dtype, shape)
+
+
+def full_like(a, fill_value, dtype=None, shape=None, *, device=None):
+    dt, sh = _like(a, dtype, shape)
+    return full(sh, fill_value, dt)
+
+
+def arange(start, stop=None, step=None, dtype=None, *, device=None):
+    """``numpy.arange`` with static bounds (ints give int32, floats float32)."""
+    for v in (start, stop, step):
+        if isinstance(v, Tracer):
+            concrete_int("arange", v, "start/stop/step")
+    if stop is None:
+        start, stop = 0, start
+    step = 1 if step is None else step
+    vals = [v for v in (start, stop, step)]
+    if dtype is None:
+        kinds = [np.asarray(v).dtype.kind for v in vals]
+        dtype = dtypes.float_ if "f" in kinds else dtypes.int_
+        if any(isinstance(v, Array) for v in vals):
+            dtype = dtypes.result_type(*[v for v in vals])
+    dtype = dtypes.canonicalize(dtype)
+    start, stop, step = (v.item() if isinstance(v, Array) else v for v in vals)
+    if step == 0:
+        raise ValueError("arange: step must not be zero")
+    n = max(0, math.ceil((stop - start) / step))
+    if dtype.kind in "iu" and all(float(v).is_integer() for v in (start, step)):
+        r = lax.iota(dtype, n)
+        if step != 1:
+            r = lax.mul(r, int(step))
+        return lax.add(r, int(start)) if start else r
+    r = lax.iota(dtype, n)
+    return lax.add(lax.mul(r, step), start)
+
+
+def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0):
+    """``num`` evenly spaced values from ``start`` to ``stop``; bounds may be arrays."""
+    from .elementwise import add, multiply, subtract, true_divide, where
+    from .manipulation import moveaxis
+    num = concrete_int("linspace", num, "num")
+    if num < 0:
+        raise ValueError(f"linspace: num must be non-negative, got {num}")
+    start, stop = to_array(start), to_array(stop)
+    dt = dtypes.promote_pairs([(start.dtype, start.weak_type), (stop.dtype, stop.weak_type),
+                               (dtypes.float32, True)])[0]
+    start = lax.convert_element_type(start, dt)
+    stop = lax.convert_element_type(stop, dt)
+    div = (num - 1) if endpoint else num
+    bshape = np.broadcast_shapes(start.shape, stop.shape)
+    step = true_divide(subtract(stop, start), div) if div > 0 else \
+        full(bshape, np.nan, dt)
+    idx = lax.broadcast_in_dim(lax.iota(dt, num), (num,) + bshape, (0,))
+    out = add(start, multiply(idx, step)) if div > 0 else \
+        lax.broadcast_in_dim(lax.broadcast_in_dim(start, bshape, tuple(
+            range(len(bshape) - start.ndim, len(bshape)))), (num,) + bshape,
+            tuple(range(1, 1 + len(bshape))))
+    if endpoint and num > 1:
+        last = lax.broadcasted_iota(dtypes.int32, out.shape, 0)
+        out = where(last == num - 1, stop, out)
+    out = moveaxis(out, 0, axis) if axis != 0 else out
+    if dtype is not None:
+        out = lax.convert_element_type(out, dtypes.canonicalize(dtype))
+    return (out, step) if retstep else out
+
+
+def logspace(start, stop, num=50, endpoint=True, base=10.0, dtype=None, axis=0):
+    from .elementwise import power
+    out = power(base, linspace(start, stop, num, endpoint, axis=axis))
+    return out if dtype is None else lax.convert_element_type(out, dtypes.canonicalize(dtype))
+
+
+def geomspace(start, stop, num=50, endpoint=True, dtype=None, axis=0):
+    from .elementwise import exp, log
+    return exp(linspace(log(start), log(stop), num, endpoint, dtype=dtype, axis=axis))
+
+
+def _tri_mask(n, m, k):
+    rows = lax.broadcasted_iota(dtypes.int32, (n, m), 0)
+    cols = lax.broadcasted_iota(dtypes.int32, (n, m), 1)
+    return lax.ge(lax.add(rows, int(k)), cols)  # True on and below diagonal k
+
+
+def eye(N, M=None, k=0, dtype=None, *, device=None):
+    N = concrete_int("eye", N, "N")
+    M = N if M is None else concrete_int("eye", M, "M")
+    rows = lax.broadcasted_iota(dtypes.int32, (N, M), 0)
+    cols = lax.broadcasted_iota(dtypes.int32, (N, M), 1)
+    diag = lax.eq(lax.add(rows, int(k)), cols)
+    return lax.convert_element_type(diag, dtypes.float_ if dtype is None
+                                    else dtypes.canonicalize(dtype))
+
+
+def identity(n, dtype=None):
+    return eye(n, dtype=dtype)
+
+
+def tri(N, M=None, k=0, dtype=None):
+    M = N if M is None else M
+    return lax.convert_element_type(_tri_mask(N, M, k), dtypes.float_ if dtype is None
+                                    else dtypes.canonicalize(dtype))
+
+
+def _tri_select(m, k, lower):
+    from .elementwise import where
+    m = to_array(m)
+    if m.ndim < 2:
+        raise ValueError(f"{'tril' if lower else 'triu'}: needs an array of rank >= 2, got "
+                         f"shape {m.shape}")
+    n, c = m.shape[-2:]
+    mask = _tri_mask(n, c, k if lower else k - 1)
+    return where(mask if lower else lax.bitwise_not(mask), m, zeros((), m.dtype))
+
+
+def tril(m, k=0):
+    """Lower triangle of the last two axes (entries above diagonal ``k`` zeroed)."""
+    return _tri_select(m, k, True)
+
+
+def triu(m, k=0):
+    """Upper triangle of the last two axes (entries below diagonal ``k`` zeroed)."""
+    return _tri_select(m, k, False)
+
+
+def meshgrid(*xi, copy=True, sparse=False, indexing="xy"):
+    if indexing not in ("xy", "ij"):
+        raise ValueError(f"meshgrid: indexing must be 'xy' or 'ij', got {indexing!r}")
+    xs = [lax.reshape(to_array(x), (to_array(x).size,)) for x in xi]
+    shape = [x.shape[0] for x in xs]
+    if indexing == "xy" and len(xs) > 1:
+        shape[0], shape[1] = shape[1], shape[0]
+    out = []
+    for i, x in enumerate(xs):
+        d = i
+        if indexing == "xy" and len(xs) > 1 and i < 2:
+            d = 1 - i
+        if sparse:
+            s = [1] * len(xs)
+            s[d] = x.shape[0]
+            out.append(lax.reshape(x, s))
+        else:
+            out.append(lax.broadcast_in_dim(x, tuple(shape), (d,)))
+    return out

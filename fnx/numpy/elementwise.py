@@ -1,0 +1,407 @@
+"""Elementwise functions of ``fnx.numpy``: promote, broadcast, bind a primitive.
+
+The common binary ops have an eager fast path: with no transformation active
+and operands whose NumPy result dtype is already the fnx one (equal dtypes, or
+an array with a Python scalar of a compatible kind), they call the NumPy ufunc
+directly. Everything else goes through promotion and the lax primitives.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import lax
+from ..core import dtypes
+from ..core.array import Array, to_array
+from ..core.trace import EVAL, get_trace
+from ._util import broadcast_shapes, broadcast_to_shape, promote, promote_broadcast
+
+_FLOAT_KINDS = "f"
+
+
+def _fast_binary(name, slow, ufunc, kinds, out_bool=False):
+    """``slow`` with an eager shortcut straight to ``ufunc`` when it is exact."""
+    def f(x, y, /):
+        if get_trace() is EVAL:
+            tx, ty = type(x), type(y)
+            if tx is Array:
+                xv = x._value
+                if ty is Array:
+                    yv = y._value
+                    if xv.dtype is yv.dtype and xv.dtype.kind in kinds:
+                        try:
+                            return Array._wrap(ufunc(xv, yv),
+                                               not out_bool and x.weak_type and y.weak_type)
+                        except ValueError:
+                            pass  # shapes do not broadcast: the slow path explains
+                elif (ty is float and xv.dtype.kind in _FLOAT_KINDS) or (
+                        ty is int and xv.dtype.kind in "iuf" and xv.dtype.kind in kinds):
+                    return Array._wrap(ufunc(xv, y), not out_bool and x.weak_type)
+            elif tx is float or tx is int:
+                if ty is Array:
+                    yv = y._value
+                    if (tx is float and yv.dtype.kind in _FLOAT_KINDS) or (
+                            tx is int and yv.dtype.kind in "iuf" and yv.dtype.kind in kinds):
+                        return Array._wrap(ufunc(x, yv), not out_bool and y.weak_type)
+        return slow(x, y)
+    f.__name__ = name
+    f.__qualname__ = name
+    f.__doc__ = f"Elementwise ``{name}`` with NumPy broadcasting and JAX type promotion."
+    return f
+
+
+def _binary(name, lax_fn, to_inexact=False):
+    def slow(x, y):
+        x, y = promote_broadcast(name, x, y, to_inexact=to_inexact, keep_scalars=True)
+        return lax_fn(x, y)
+    slow.__name__ = name
+    return slow
+
+
+def _unary(name, lax_fn, to_inexact=False):
+    def f(x, /):
+        (x,) = promote(name, x, to_inexact=to_inexact)
+        return lax_fn(x)
+    f.__name__ = name
+    f.__qualname__ = name
+    f.__doc__ = f"Elementwise ``{name}`` (integer inputs are converted to float where the " \
+                "result is not an integer)" if to_inexact else f"Elementwise ``{name}``."
+    return f
+
+
+# --- arithmetic --------------------------------------------------------------------------
+add = _fast_binary("add", _binary("add", lax.add), np.add, "biufc")
+subtract = _fast_binary("subtract", _binary("subtract", lax.sub), np.subtract, "iufc")
+multiply = _fast_binary("multiply", _binary("multiply", lax.mul), np.multiply, "biufc")
+true_divide = _binary("true_divide", lax.div, to_inexact=True)
+divide = true_divide
+floor_divide = _binary("floor_divide", lax.floor_divide)
+maximum = _fast_binary("maximum", _binary("maximum", lax.max), np.maximum, "biuf")
+minimum = _fast_binary("minimum", _binary("minimum", lax.min), np.minimum, "biuf")
+arctan2 = atan2 = _binary("arctan2", lax.atan2, to_inexact=True)
+hypot = _binary("hypot", lax.hypot, to_inexact=True)
+copysign = _binary("copysign", lax.copysign, to_inexact=True)
+nextafter = _binary("nextafter", lax.nextafter, to_inexact=True)
+logaddexp = _binary("logaddexp", lax.logaddexp, to_inexact=True)
+fmod = _binary("fmod", lax.rem)
+
+equal = _fast_binary("equal", _binary("equal", lax.eq), np.equal, "biuf", out_bool=True)
+not_equal = _fast_binary("not_equal", _binary("not_equal", lax.ne), np.not_equal, "biuf",
+                         out_bool=True)
+less = _fast_binary("less", _binary("less", lax.lt), np.less, "biuf", out_bool=True)
+less_equal = _fast_binary("less_equal", _binary("less_equal", lax.le), np.less_equal, "biuf",
+                          out_bool=True)
+greater = _fast_binary("greater", _binary("greater", lax.gt), np.greater, "biuf",
+                       out_bool=True)
+greater_equal = _fast_binary("greater_equal", _binary("greater_equal", lax.ge),
+                             np.greater_equal, "biuf", out_bool=True)
+
+bitwise_and = _fast_binary("bitwise_and", _binary("bitwise_and", lax.bitwise_and),
+                           np.bitwise_and, "biu")
+bitwise_or = _fast_binary("bitwise_or", _binary("bitwise_or", lax.bitwise_or),
+                          np.bitwise_or, "biu")
+bitwise_xor = _fast_binary("bitwise_xor", _binary("bitwise_xor", lax.bitwise_xor),
+                           np.bitwise_xor, "biu")
+
+
+def left_shift(x, y, /):
+    x, y = promote_broadcast("left_shift", x, y)
+    return lax.shift_left(x, y)
+
+
+def right_shift(x, y, /):
+    """Arithmetic shift for signed ints, logical for unsigned (as NumPy)."""
+    x, y = promote_broadcast("right_shift", x, y)
+    return (lax.shift_right_logical if x.dtype.kind == "u" else lax.shift_right_arithmetic)(x, y)
+
+
+bitwise_left_shift, bitwise_right_shift = left_shift, right_shift
+
+
+def remainder(x, y, /):
+    """Python-style remainder: the result has the sign of the divisor."""
+    x, y = promote_broadcast("remainder", x, y)
+    r = lax.rem(x, y)
+    if x.dtype.kind == "u":
+        return r
+    zero = _zeros_like(r)
+    fix = lax.bitwise_and(lax.ne(r, zero), lax.ne(lax.lt(r, zero), lax.lt(y, zero)))
+    return lax.select(fix, lax.add(r, y), r)
+
+
+mod = remainder
+
+
+def divmod(x, y, /):
+    return floor_divide(x, y), remainder(x, y)
+
+
+def _zeros_like(x):
+    return lax.broadcast_in_dim(Array._wrap(np.zeros((), x.dtype), x.weak_type), x.shape, ())
+
+
+def power(x, y, /):
+    """``x ** y``; a Python int exponent becomes ``lax.integer_pow`` (exact, cheap)."""
+    if type(y) is int and not isinstance(x, (int, float, complex)):
+        (x,) = promote("power", x)
+        if y >= 0 or dtypes.is_inexact(x.dtype):
+            return lax.integer_pow(x, y)
+    x, y = promote_broadcast("power", x, y)
+    return lax.pow(x, y)
+
+
+pow = power
+
+
+def float_power(x, y, /):
+    x, y = promote_broadcast("float_power", x, y, to_inexact=True)
+    return lax.pow(x, y)
+
+
+def fmax(x, y, /):
+    """Maximum that ignores NaN (NaN only if both are NaN)."""
+    x, y = promote_broadcast("fmax", x, y)
+    if x.dtype.kind != "f":
+        return lax.max(x, y)
+    return lax.select(lax.isnan(x), y, lax.select(lax.isnan(y), x, lax.max(x, y)))
+
+
+def fmin(x, y, /):
+    x, y = promote_broadcast("fmin", x, y)
+    if x.dtype.kind != "f":
+        return lax.min(x, y)
+    return lax.select(lax.isnan(x), y, lax.select(lax.isnan(y), x, lax.min(x, y)))
+
+
+def logaddexp2(x, y, /):
+    x, y = promote_broadcast("logaddexp2", x, y, to_inexact=True)
+    ln2 = np.log(2)
+    return lax.div(lax.logaddexp(lax.mul(x, ln2), lax.mul(y, ln2)), ln2)
+
+
+def _to_bool(x):
+    x = to_array(x)
+    return x if x.dtype == dtypes.bool_ else lax.ne(x, _zeros_like(x))
+
+
+def logical_and(x, y, /):
+    x, y = promote_broadcast("logical_and", _to_bool(x), _to_bool(y))
+    return lax.bitwise_and(x, y)
+
+
+def logical_or(x, y, /):
+    x, y = promote_broadcast("logical_or", _to_bool(x), _to_bool(y))
+    return lax.bitwise_or(x, y)
+
+
+def logical_xor(x, y, /):
+    x, y = promote_broadcast("logical_xor", _to_bool(x), _to_bool(y))
+    return lax.bitwise_xor(x, y)
+
+
+def logical_not(x, /):
+    return lax.bitwise_not(_to_bool(x))
+
+
+# --- unary ---------------------------------------------------------------------------------
+negative = _unary("negative", lax.neg)
+absolute = abs = _unary("absolute", lax.abs)
+sign = _unary("sign", lax.sign)
+square = _unary("square", lax.square)
+exp = _unary("exp", lax.exp, True)
+exp2 = _unary("exp2", lax.exp2, True)
+expm1 = _unary("expm1", lax.expm1, True)
+log = _unary("log", lax.log, True)
+log1p = _unary("log1p", lax.log1p, True)
+log2 = _unary("log2", lax.log2, True)
+log10 = _unary("log10", lax.log10, True)
+sqrt = _unary("sqrt", lax.sqrt, True)
+cbrt = _unary("cbrt", lax.cbrt, True)
+reciprocal = _unary("reciprocal", lax.reciprocal, True)
+sin, cos, tan = (_unary(n, f, True) for n, f in (("sin", lax.sin), ("cos", lax.cos),
+                                                    ("tan", lax.tan)))
+arcsin = asin = _unary("arcsin", lax.asin, True)
+arccos = acos = _unary("arccos", lax.acos, True)
+arctan = atan = _unary("arctan", lax.atan, True)
+sinh, cosh, tanh = (_unary(n, f, True) for n, f in (("sinh", lax.sinh), ("cosh", lax.cosh),
+                                                       ("tanh", lax.tanh)))
+arcsinh = asinh = _unary("arcsinh", lax.asinh, True)
+arccosh = acosh = _unary("arccosh", lax.acosh, True)
+arctanh = atanh = _unary("arctanh", lax.atanh, True)
+real = _unary("real", lax.real)
+imag = _unary("imag", lax.imag)
+conjugate = conj = _unary("conj", lax.conj)
+
+
+def positive(x, /):
+    (x,) = promote("positive", x)
+    return x
+
+
+def invert(x, /):
+    (x,) = promote("invert", x)
+    return lax.bitwise_not(x)
+
+
+bitwise_not = bitwise_invert = invert
+
+
+def _float_or_int(name, lax_fn):
+    def f(x, /):
+        (x,) = promote(name, x)
+        return x if x.dtype.kind in "biu" else lax_fn(x)
+    f.__name__ = name
+    f.__qualname__ = name
+    f.__doc__ = f"Elementwise ``{name}`` (integers are returned unchanged)."
+    return f
+
+
+floor = _float_or_int("floor", lax.floor)
+ceil = _float_or_int("ceil", lax.ceil)
+trunc = _float_or_int("trunc", lambda x: lax.select(lax.lt(x, _zeros_like(x)), lax.ceil(x),
+                                                     lax.floor(x)))
+fix = trunc
+rint = _float_or_int("rint", lambda x: lax.round(x, lax.RoundingMethod.TO_NEAREST_EVEN))
+
+
+def round(a, decimals=0, out=None):
+    """Round half to even, like NumPy (``decimals`` may be negative)."""
+    if out is not None:
+        raise TypeError("round: fnx arrays are immutable, the out= argument is not supported")
+    (a,) = promote("round", a)
+    if a.dtype.kind in "biu" and decimals >= 0:
+        return a
+    if a.dtype.kind in "iu":
+        f = 10 ** (-decimals)
+        return lax.mul(floor_divide(lax.add(a, f // 2), f), f)
+    if decimals == 0:
+        return lax.round(a, lax.RoundingMethod.TO_NEAREST_EVEN)
+    f = 10.0 ** decimals
+    return lax.div(lax.round(lax.mul(a, f), lax.RoundingMethod.TO_NEAREST_EVEN), f)
+
+
+around = round
+
+
+def isfinite(x, /):
+    (x,) = promote("isfinite", x)
+    return lax.is_finite(x) if x.dtype.kind == "f" else _full_bool(x, True)
+
+
+def isinf(x, /):
+    (x,) = promote("isinf", x)
+    return lax.isinf(x) if x.dtype.kind == "f" else _full_bool(x, False)
+
+
+def isnan(x, /):
+    (x,) = promote("isnan", x)
+    return lax.isnan(x) if x.dtype.kind == "f" else _full_bool(x, False)
+
+
+def _full_bool(x, value):
+    return lax.broadcast_in_dim(Array._wrap(np.bool_(value)), x.shape, ())
+
+
+def signbit(x, /):
+    (x,) = promote("signbit", x)
+    if x.dtype.kind == "f":
+        one = lax.broadcast_in_dim(Array._wrap(np.ones((), x.dtype)), x.shape, ())
+        return lax.lt(lax.copysign(one, x), _zeros_like(x))
+    if x.dtype.kind == "u" or x.dtype.kind == "b":
+        return _full_bool(x, False)
+    return lax.lt(x, _zeros_like(x))
+
+
+def deg2rad(x, /):
+    (x,) = promote("deg2rad", x, to_inexact=True)
+    return lax.mul(x, np.pi / 180)
+
+
+def rad2deg(x, /):
+    (x,) = promote("rad2deg", x, to_inexact=True)
+    return lax.mul(x, 180 / np.pi)
+
+
+radians, degrees = deg2rad, rad2deg
+
+
+def heaviside(x1, x2, /):
+    x1, x2 = promote_broadcast("heaviside", x1, x2, to_inexact=True)
+    zero = _zeros_like(x1)
+    one = lax.broadcast_in_dim(Array._wrap(np.ones((), x1.dtype)), x1.shape, ())
+    return lax.select(lax.lt(x1, zero), zero, lax.select(lax.gt(x1, zero), one, x2))
+
+
+def clip(x, /, min=None, max=None, *, a_min=None, a_max=None):
+    """Clip to ``[min, max]`` (either may be None); NaN propagates."""
+    lo = min if min is not None else a_min
+    hi = max if max is not None else a_max
+    x = to_array(x)
+    if lo is not None:
+        x = maximum(x, lo)
+    if hi is not None:
+        x = minimum(x, hi)
+    return x
+
+
+def where(condition, x=None, y=None, /):
+    """``x`` where ``condition`` else ``y`` (broadcasting); one argument: ``nonzero``."""
+    if x is None and y is None:
+        from .setops import nonzero
+        return nonzero(condition)
+    if x is None or y is None:
+        raise ValueError("where: give both x and y, or neither")
+    x, y = promote("where", x, y)
+    c, x, y = _broadcast3(_to_bool(condition), x, y)
+    return lax.select(c, x, y)
+
+
+def _broadcast3(c, x, y):
+    shape = broadcast_shapes("where", c.shape, x.shape, y.shape)
+    return [broadcast_to_shape(a, shape) for a in (c, x, y)]
+
+
+def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
+    (x,) = promote("nan_to_num", x)
+    if x.dtype.kind != "f":
+        return x
+    info = np.finfo(x.dtype)
+    posinf = info.max if posinf is None else posinf
+    neginf = info.min if neginf is None else neginf
+    x = where(isnan(x), lax.convert_element_type(nan, x.dtype), x)
+    x = where(lax.bitwise_and(isinf(x), lax.gt(x, _zeros_like(x))), posinf, x)
+    return where(lax.bitwise_and(isinf(x), lax.lt(x, _zeros_like(x))), neginf, x)
+
+
+def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    a, b = promote_broadcast("isclose", a, b)
+    if a.dtype.kind not in "fc":
+        return equal(a, b)
+    close = less_equal(absolute(subtract(a, b)), add(atol, multiply(rtol, absolute(b))))
+    close = logical_and(close, logical_and(isfinite(a), isfinite(b)))
+    close = logical_or(close, equal(a, b))
+    if equal_nan:
+        close = logical_or(close, logical_and(isnan(a), isnan(b)))
+    return close
+
+
+def allclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
+    from .reductions import all as all_
+    return all_(isclose(a, b, rtol, atol, equal_nan))
+
+
+def array_equal(a1, a2, equal_nan=False):
+    from .reductions import all as all_
+    a1, a2 = to_array(a1), to_array(a2)
+    if a1.shape != a2.shape:
+        return Array._wrap(np.bool_(False))
+    eq = equal(a1, a2)
+    if equal_nan:
+        eq = logical_or(eq, logical_and(isnan(a1), isnan(a2)))
+    return all_(eq)
+
+
+def sinc(x, /):
+    (x,) = promote("sinc", x, to_inexact=True)
+    px = lax.mul(x, np.pi)
+    safe = where(equal(x, 0), lax.convert_element_type(1.0, x.dtype), px)
+    return where(equal(x, 0), lax.convert_element_type(1.0, x.dtype), lax.div(lax.sin(safe), safe))

@@ -1,0 +1,129 @@
+"""Products: matmul, dot, tensordot, vecdot, inner, outer (all ``dot_general``)."""
+from __future__ import annotations
+
+from .. import lax
+from ..core.array import to_array
+from ..errors import ShapeError
+from ._util import broadcast_shapes, broadcast_to_shape, normalize_axis, promote
+
+
+def matmul(x1, x2, /):
+    """``x1 @ x2`` with NumPy's rules: 1-D operands are promoted and squeezed,
+    leading (batch) dims broadcast."""
+    a, b = promote("matmul", x1, x2)
+    if a.ndim == 0 or b.ndim == 0:
+        raise ShapeError("matmul: operands must not be scalars; use multiply")
+    squeeze_a, squeeze_b = a.ndim == 1, b.ndim == 1
+    if squeeze_a:
+        a = lax.reshape(a, (1, a.shape[0]))
+    if squeeze_b:
+        b = lax.reshape(b, (b.shape[0], 1))
+    if a.shape[-1] != b.shape[-2]:
+        raise ShapeError(f"matmul: contraction sizes differ: {x1_shape(x1)} @ {x1_shape(x2)} "
+                         f"(last dim of the first, {a.shape[-1]}, must equal the second-to-last "
+                         f"of the second, {b.shape[-2]})")
+    batch = broadcast_shapes("matmul", a.shape[:-2], b.shape[:-2])
+    a = broadcast_to_shape(a, batch + a.shape[-2:])
+    b = broadcast_to_shape(b, batch + b.shape[-2:])
+    nb = len(batch)
+    out = lax.dot_general(a, b, (((nb + 1,), (nb,)), (tuple(range(nb)), tuple(range(nb)))))
+    if squeeze_a:
+        out = lax.squeeze(out, (out.ndim - 2,))
+    if squeeze_b:
+        out = lax.squeeze(out, (out.ndim - 1,))
+    return out
+
+
+def x1_shape(x):
+    return getattr(x, "shape", None) or to_array(x).shape
+
+
+def dot(a, b):
+    """``numpy.dot``: scalars multiply; otherwise contract a's last with b's second-to-last."""
+    a, b = promote("dot", a, b)
+    if a.ndim == 0 or b.ndim == 0:
+        return lax.mul(*[broadcast_to_shape(x, broadcast_shapes("dot", a.shape, b.shape))
+                         for x in (a, b)])
+    bc = 0 if b.ndim == 1 else b.ndim - 2
+    return lax.dot_general(a, b, (((a.ndim - 1,), (bc,)), ((), ())))
+
+
+def vdot(a, b):
+    from .elementwise import conj
+    a, b = promote("vdot", a, b)
+    a = lax.reshape(a, (a.size,))
+    b = lax.reshape(b, (b.size,))
+    if a.dtype.kind == "c":
+        a = conj(a)
+    return lax.dot_general(a, b, (((0,), (0,)), ((), ())))
+
+
+def tensordot(a, b, axes=2):
+    a, b = promote("tensordot", a, b)
+    if isinstance(axes, int):
+        if axes > min(a.ndim, b.ndim):
+            raise ShapeError(f"tensordot: axes={axes} exceeds the ranks {a.ndim}, {b.ndim}")
+        ca = tuple(range(a.ndim - axes, a.ndim))
+        cb = tuple(range(axes))
+    else:
+        ca, cb = axes
+        ca = (ca,) if isinstance(ca, int) else tuple(ca)
+        cb = (cb,) if isinstance(cb, int) else tuple(cb)
+        ca = tuple(normalize_axis("tensordot", x, a.ndim) for x in ca)
+        cb = tuple(normalize_axis("tensordot", x, b.ndim) for x in cb)
+    return lax.dot_general(a, b, ((ca, cb), ((), ())))
+
+
+def vecdot(x1, x2, /, *, axis=-1):
+    """Dot product of vectors along ``axis`` (conjugating ``x1``), broadcasting the rest."""
+    from .elementwise import conj
+    a, b = promote("vecdot", x1, x2)
+    shape = broadcast_shapes("vecdot", a.shape, b.shape)
+    a, b = broadcast_to_shape(a, shape), broadcast_to_shape(b, shape)
+    ax = normalize_axis("vecdot", axis, len(shape))
+    if a.dtype.kind == "c":
+        a = conj(a)
+    batch = tuple(d for d in range(len(shape)) if d != ax)
+    return lax.dot_general(a, b, (((ax,), (ax,)), (batch, batch)))
+
+
+def inner(a, b):
+    a, b = promote("inner", a, b)
+    if a.ndim == 0 or b.ndim == 0:
+        return dot(a, b)
+    return lax.dot_general(a, b, (((a.ndim - 1,), (b.ndim - 1,)), ((), ())))
+
+
+def outer(a, b):
+    a, b = promote("outer", a, b)
+    a = lax.reshape(a, (a.size,))
+    b = lax.reshape(b, (b.size,))
+    return lax.dot_general(a, b, (((), ()), ((), ())))
+
+
+def kron(a, b):
+    a, b = promote("kron", a, b)
+    nd = max(a.ndim, b.ndim)
+    a = lax.reshape(a, (1,) * (nd - a.ndim) + a.shape)
+    b = lax.reshape(b, (1,) * (nd - b.ndim) + b.shape)
+    shape = tuple(d for pair in zip(a.shape, b.shape) for d in pair)
+    aa = lax.broadcast_in_dim(a, shape, tuple(range(0, 2 * nd, 2)))
+    bb = lax.broadcast_in_dim(b, shape, tuple(range(1, 2 * nd, 2)))
+    return lax.reshape(lax.mul(aa, bb), tuple(x * y for x, y in zip(a.shape, b.shape)))
+
+
+def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
+    from .elementwise import multiply, subtract
+    from .manipulation import moveaxis, stack
+    if axis is not None:
+        axisa = axisb = axisc = axis
+    a, b = promote("cross", a, b)
+    a, b = moveaxis(a, axisa, -1), moveaxis(b, axisb, -1)
+    if a.shape[-1] != 3 or b.shape[-1] != 3:
+        raise ShapeError("cross: only 3-vectors are supported")
+    a0, a1, a2 = (a[..., i] for i in range(3))
+    b0, b1, b2 = (b[..., i] for i in range(3))
+    c = stack([subtract(multiply(a1, b2), multiply(a2, b1)),
+               subtract(multiply(a2, b0), multiply(a0, b2)),
+               subtract(multiply(a0, b1), multiply(a1, b0))], -1)
+    return moveaxis(c, -1, axisc)

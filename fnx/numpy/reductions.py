@@ -1,0 +1,218 @@
+"""Reductions and statistics of ``fnx.numpy``.
+
+Accumulation dtypes follow JAX: sums and products of bool and small integers
+accumulate in the default int (int32; unsigned in uint32), 64-bit stays
+64-bit; ``mean``/``var``/``std`` of integers are float.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import lax
+from ..core import dtypes
+from ..core.array import Array, to_array
+from ..errors import ShapeError
+from ._util import normalize_axes, normalize_axis, promote
+
+
+def _keep(x, out, axes, keepdims):
+    return lax.expand_dims(out, axes) if keepdims and axes else out
+
+
+def _sum_dtype(dtype):
+    if dtype.kind == "b":
+        return dtypes.int32
+    if dtype.kind in "iu" and dtype.itemsize < 4:
+        return dtypes.uint32 if dtype.kind == "u" else dtypes.int32
+    return dtype
+
+
+def _reduction(name, lax_fn, acc_dtype=None, bool_in=False):
+    def f(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
+        if out is not None:
+            raise TypeError(f"{name}: fnx arrays are immutable; out= is not supported")
+        (a,) = promote(name, a)
+        if bool_in and a.dtype != dtypes.bool_:
+            a = lax.ne(a, lax.broadcast_in_dim(Array._wrap(np.zeros((), a.dtype)), a.shape, ()))
+        axes = normalize_axes(name, axis, a.ndim)
+        target = dtypes.canonicalize(dtype) if dtype is not None else (
+            acc_dtype(a.dtype) if acc_dtype else a.dtype)
+        if target != a.dtype:
+            a = lax.convert_element_type(a, target)
+        if where is not None:
+            from .elementwise import where as where_
+            a = where_(where, a, _identity_for(name, a.dtype))
+        out = lax_fn(a, axes)
+        if initial is not None:
+            from . import elementwise as ew
+            combine = {"sum": ew.add, "prod": ew.multiply, "max": ew.maximum,
+                       "min": ew.minimum}[name]
+            out = combine(out, lax.convert_element_type(initial, out.dtype))
+        return _keep(a, out, axes, keepdims)
+    f.__name__ = name
+    f.__qualname__ = name
+    f.__doc__ = f"``{name}`` over ``axis`` (None: all axes), as ``numpy.{name}``."
+    return f
+
+
+def _identity_for(name, dtype):
+    if name == "sum" or name == "any":
+        return np.zeros((), dtype)[()]
+    if name == "prod" or name == "all":
+        return np.ones((), dtype)[()]
+    if dtype.kind == "f":
+        return np.array(-np.inf if name == "max" else np.inf, dtype)[()]
+    info = np.iinfo(dtype) if dtype.kind in "iu" else None
+    return np.array(info.min if name == "max" else info.max, dtype)[()]
+
+
+sum = _reduction("sum", lax.reduce_sum, _sum_dtype)
+prod = _reduction("prod", lax.reduce_prod, _sum_dtype)
+max = amax = _reduction("max", lax.reduce_max)
+min = amin = _reduction("min", lax.reduce_min)
+_any = _reduction("any", lax.reduce_or, bool_in=True)
+_all = _reduction("all", lax.reduce_and, bool_in=True)
+
+
+def any(a, axis=None, out=None, keepdims=False, *, where=None):
+    return _any(a, axis=axis, out=out, keepdims=keepdims, where=where)
+
+
+def all(a, axis=None, out=None, keepdims=False, *, where=None):
+    return _all(a, axis=axis, out=out, keepdims=keepdims, where=where)
+
+
+def _count(shape, axes):
+    return math.prod(shape[i] for i in axes)
+
+
+def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
+    """Arithmetic mean; integers average in float (float64 for 64-bit ints)."""
+    (a,) = promote("mean", a)
+    axes = normalize_axes("mean", axis, a.ndim)
+    if dtype is None:
+        dtype = dtypes.promote_pairs([(a.dtype, a.weak_type), (dtypes.float32, True)])[0] \
+            if not dtypes.is_inexact(a.dtype) else a.dtype
+    from .elementwise import true_divide
+    total = sum(a, axis=axes, dtype=dtype, keepdims=keepdims, where=where)
+    if where is None:
+        return true_divide(total, _count(a.shape, axes))
+    cnt = sum(broadcast_where(where, a.shape), axis=axes, dtype=total.dtype, keepdims=keepdims)
+    return true_divide(total, cnt)
+
+
+def broadcast_where(where, shape):
+    from ._util import broadcast_to_shape
+    w = to_array(where)
+    return broadcast_to_shape(w if w.dtype == dtypes.bool_ else w != 0, shape)
+
+
+def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None,
+        correction=None):
+    """Variance (``ddof``/``correction`` subtract from the count, as NumPy)."""
+    from . import elementwise as ew
+    if correction is not None:
+        ddof = correction
+    (a,) = promote("var", a)
+    axes = normalize_axes("var", axis, a.ndim)
+    m = mean(a, axis=axes, dtype=dtype, keepdims=True, where=where)
+    centered = ew.subtract(a, m)
+    sq = ew.real(ew.multiply(centered, ew.conj(centered))) if centered.dtype.kind == "c" \
+        else ew.square(centered)
+    if where is None:
+        n = _count(a.shape, axes) - ddof
+        total = sum(sq, axis=axes, keepdims=keepdims)
+        return ew.true_divide(total, n if n > 0 else 0)
+    total = sum(sq, axis=axes, keepdims=keepdims, where=where)
+    cnt = sum(broadcast_where(where, a.shape), axis=axes, keepdims=keepdims)
+    return ew.true_divide(total, ew.subtract(cnt, ddof))
+
+
+def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None,
+        correction=None):
+    from .elementwise import sqrt
+    return sqrt(var(a, axis, dtype, out, ddof, keepdims, where=where, correction=correction))
+
+
+def argmax(a, axis=None, out=None, keepdims=False):
+    return _arg("argmax", lax.argmax, a, axis, keepdims)
+
+
+def argmin(a, axis=None, out=None, keepdims=False):
+    return _arg("argmin", lax.argmin, a, axis, keepdims)
+
+
+def _arg(name, lax_fn, a, axis, keepdims):
+    (a,) = promote(name, a)
+    if axis is None:
+        flat = lax.reshape(a, (a.size,))
+        out = lax_fn(flat, 0, dtypes.int32)
+        return lax.reshape(out, (1,) * a.ndim) if keepdims else out
+    ax = normalize_axis(name, axis, a.ndim)
+    if a.shape[ax] == 0:
+        raise ShapeError(f"{name}: attempt to get {name} of an empty sequence (axis {ax} of "
+                         f"shape {a.shape})")
+    out = lax_fn(a, ax, dtypes.int32)
+    return lax.expand_dims(out, (ax,)) if keepdims else out
+
+
+def ptp(a, axis=None, keepdims=False):
+    from .elementwise import subtract
+    return subtract(max(a, axis=axis, keepdims=keepdims), min(a, axis=axis, keepdims=keepdims))
+
+
+def count_nonzero(a, axis=None, keepdims=False):
+    from .elementwise import not_equal
+    return sum(not_equal(a, 0), axis=axis, keepdims=keepdims)
+
+
+def _cumulative(name, lax_fn, acc=True):
+    def f(a, axis=None, dtype=None, out=None):
+        (a,) = promote(name, a)
+        if axis is None:
+            a = lax.reshape(a, (a.size,))
+            axis = 0
+        ax = normalize_axis(name, axis, a.ndim)
+        target = dtypes.canonicalize(dtype) if dtype is not None else (
+            _sum_dtype(a.dtype) if acc else a.dtype)
+        if target != a.dtype:
+            a = lax.convert_element_type(a, target)
+        return lax_fn(a, ax)
+    f.__name__ = name
+    f.__qualname__ = name
+    f.__doc__ = f"``numpy.{name}`` (``axis=None`` flattens first)."
+    return f
+
+
+cumsum = cumulative_sum = _cumulative("cumsum", lax.cumsum)
+cumprod = cumulative_prod = _cumulative("cumprod", lax.cumprod)
+
+
+def average(a, axis=None, weights=None, returned=False, keepdims=False):
+    from . import elementwise as ew
+    (a,) = promote("average", a)
+    if weights is None:
+        avg = mean(a, axis=axis, keepdims=keepdims)
+        wsum = lax.convert_element_type(
+            _count(a.shape, normalize_axes("average", axis, a.ndim)), avg.dtype)
+        if returned:
+            from .creation import full_like
+            return avg, full_like(avg, wsum)
+        return avg
+    a, w = promote("average", a, weights)
+    if w.shape != a.shape:
+        if axis is None or w.ndim != 1:
+            raise ShapeError(f"average: weights of shape {w.shape} differ from a's {a.shape}; "
+                             "1-D weights need an axis")
+        ax = normalize_axis("average", axis, a.ndim)
+        w = lax.broadcast_in_dim(w, a.shape, (ax,))
+    if not dtypes.is_inexact(a.dtype):
+        a, w = promote("average", a, w, to_inexact=True)
+    wsum = sum(w, axis=axis, keepdims=keepdims)
+    avg = ew.true_divide(sum(ew.multiply(a, w), axis=axis, keepdims=keepdims), wsum)
+    if returned:
+        from .manipulation import broadcast_to
+        return avg, broadcast_to(wsum, avg.shape)
+    return avg

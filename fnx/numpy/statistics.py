@@ -1,0 +1,1 @@
+"""Statistics beyond the reductions: median, quantiles, nan-aware reductions."""

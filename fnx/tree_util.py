@@ -1,0 +1,961 @@
+"""Pytrees: nested containers of leaves, and functions over them.
+
+A *pytree* is any nesting of container nodes -- lists, tuples, namedtuples,
+dicts, ``None`` and any type registered with this module -- whose other
+elements are *leaves* (arrays, scalars, any unregistered object).  Users hand
+fnx's transformations (jit, grad, vmap, ...) whole pytrees of arrays: model
+parameters as nested dicts, optimizer state as namedtuples, and so on.
+
+The transformations flatten such arguments once, at the API boundary, into a
+flat list of leaves plus a ``PyTreeDef`` that records the structure.  Inside,
+everything works on flat lists of leaves; the structure is restored with
+``tree_unflatten`` on the way out.  A ``PyTreeDef`` is immutable, hashable and
+cheap to compare, so it serves as (part of) a compilation cache key.  Since
+the jit call path flattens its arguments on every call, flattening is written
+to cost a few microseconds for small trees.
+
+The semantics follow ``jax.tree_util`` (dicts flatten in sorted key order,
+``None`` is a node with no children, registered types dispatch on their exact
+type, ``tree_map`` accepts trees that have the first tree's structure as a
+prefix).  This module is pure Python and depends only on the standard library.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import functools
+import operator
+from typing import Any, Callable, Iterable
+
+__all__ = [
+    # key path entries
+    "SequenceKey", "DictKey", "GetAttrKey", "FlattenedIndexKey",
+    "keystr", "dotted_name",
+    # structure
+    "PyTreeDef", "tree_flatten", "tree_unflatten", "tree_leaves",
+    "tree_structure", "treedef_is_leaf", "treedef_children", "all_leaves",
+    # functions over trees
+    "tree_map", "tree_map_with_path", "tree_flatten_with_path",
+    "tree_leaves_with_path", "tree_reduce", "tree_all", "tree_transpose",
+    # registration
+    "register_pytree_node", "register_pytree_with_keys",
+    "register_pytree_node_class", "register_static", "register_dataclass",
+]
+
+
+# ---------------------------------------------------------------------------
+# Key path entries
+# ---------------------------------------------------------------------------
+#
+# A key path is a tuple of these entries, leading from the root of a tree to
+# one of its leaves.  They are small frozen value objects.
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class SequenceKey:
+    """Index into a list or tuple: ``str`` is ``[0]``."""
+    idx: int
+
+    def __str__(self) -> str:
+        return f"[{self.idx!r}]"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class DictKey:
+    """Key of a dict (or OrderedDict / defaultdict): ``str`` is ``['a']``."""
+    key: Any
+
+    def __str__(self) -> str:
+        return f"[{self.key!r}]"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class GetAttrKey:
+    """Attribute of a namedtuple or dataclass: ``str`` is ``.name``."""
+    name: str
+
+    def __str__(self) -> str:
+        return f".{self.name}"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class FlattenedIndexKey:
+    """Position among the children of a custom node registered without keys:
+    ``str`` is ``[0]``."""
+    key: int
+
+    def __str__(self) -> str:
+        return f"[{self.key!r}]"
+
+
+def _simple_key(k: Any) -> str:
+    if isinstance(k, SequenceKey):
+        return str(k.idx)
+    if isinstance(k, DictKey):
+        return str(k.key)
+    if isinstance(k, GetAttrKey):
+        return k.name
+    if isinstance(k, FlattenedIndexKey):
+        return str(k.key)
+    return str(k)
+
+
+def keystr(keys: Iterable[Any], *, simple: bool = False,
+           separator: str | None = None) -> str:
+    """Render a key path.
+
+    By default each entry is rendered with ``str`` and the pieces are
+    concatenated: ``['blk1']['conv1'].W``.  With ``simple=True`` only the bare
+    keys are rendered (``blk1``, ``0``, ``W``), joined by ``separator``
+    (default ``''``): ``keystr(path, simple=True, separator='.')`` gives
+    ``blk1.conv1.W``.
+    """
+    sep = "" if separator is None else separator
+    render = _simple_key if simple else str
+    return sep.join([render(k) for k in keys])
+
+
+def dotted_name(path: Iterable[Any]) -> str:
+    """The dotted name of a key path, e.g. ``blk1.conv1.W`` or ``layers.0.W``.
+
+    Used to give model parameters stable, human-readable names.
+    """
+    return keystr(path, simple=True, separator=".")
+
+
+def _path_str(path: Iterable[Any]) -> str:
+    s = keystr(path)
+    return s if s else "<root>"
+
+
+# ---------------------------------------------------------------------------
+# Node handlers and the type registry
+# ---------------------------------------------------------------------------
+#
+# A node handler knows how to take one node type apart and put it back
+# together.  The `code` attribute selects an inlined fast path in the
+# flattening loop:
+#   _SEQ:     children are the node itself (tuple, list, namedtuple), aux None
+#   _DICT:    children are values in sorted key order, aux is the key tuple
+#   _NONE:    no children (the `None` node)
+#   _GENERIC: call handler.flatten(x) -> (children, aux)
+
+_SEQ, _DICT_CODE, _NONE_CODE, _GENERIC = 0, 1, 2, 3
+
+
+class _NodeHandler:
+    __slots__ = ("type", "kind", "code", "flatten", "unflatten",
+                 "flatten_with_keys")
+
+    def __init__(self, type_, kind, code, flatten, unflatten,
+                 flatten_with_keys):
+        self.type = type_
+        self.kind = kind
+        self.code = code
+        self.flatten = flatten                  # x -> (children, aux)
+        self.unflatten = unflatten              # (aux, children) -> x
+        # x -> ([(key, child), ...], aux)
+        self.flatten_with_keys = flatten_with_keys
+
+    def __repr__(self) -> str:
+        return f"<pytree node handler {self.kind} {self.type.__qualname__}>"
+
+
+def _fallback_sort_key(k):
+    return (type(k).__name__, repr(k))
+
+
+def _sorted_keys(d) -> tuple:
+    """Dict keys in sorted order; if the keys are not mutually comparable,
+    sort by (type name, repr) so the order is still deterministic."""
+    try:
+        return tuple(sorted(d))
+    except TypeError:
+        return tuple(sorted(d, key=_fallback_sort_key))
+
+
+def _seq_with_keys(x):
+    return [(SequenceKey(i), c) for i, c in enumerate(x)], None
+
+
+def _dict_flatten(x):
+    keys = _sorted_keys(x)
+    return [x[k] for k in keys], keys
+
+
+def _dict_with_keys(x):
+    keys = _sorted_keys(x)
+    return [(DictKey(k), x[k]) for k in keys], keys
+
+
+def _odict_flatten(x):
+    keys = tuple(x)
+    return [x[k] for k in keys], keys
+
+
+def _odict_with_keys(x):
+    keys = tuple(x)
+    return [(DictKey(k), x[k]) for k in keys], keys
+
+
+def _ddict_flatten(x):
+    keys = _sorted_keys(x)
+    return [x[k] for k in keys], (x.default_factory, keys)
+
+
+def _ddict_with_keys(x):
+    keys = _sorted_keys(x)
+    return [(DictKey(k), x[k]) for k in keys], (x.default_factory, keys)
+
+
+_TUPLE_H = _NodeHandler(
+    tuple, "tuple", _SEQ, lambda x: (x, None),
+    lambda aux, ch: tuple(ch), _seq_with_keys)
+_LIST_H = _NodeHandler(
+    list, "list", _SEQ, lambda x: (x, None),
+    lambda aux, ch: list(ch), _seq_with_keys)
+_DICT_H = _NodeHandler(
+    dict, "dict", _DICT_CODE, _dict_flatten,
+    lambda aux, ch: dict(zip(aux, ch)), _dict_with_keys)
+_NONE_H = _NodeHandler(
+    type(None), "None", _NONE_CODE, lambda x: ((), None),
+    lambda aux, ch: None, lambda x: ([], None))
+_ODICT_H = _NodeHandler(
+    collections.OrderedDict, "OrderedDict", _GENERIC, _odict_flatten,
+    lambda aux, ch: collections.OrderedDict(zip(aux, ch)), _odict_with_keys)
+_DDICT_H = _NodeHandler(
+    collections.defaultdict, "defaultdict", _GENERIC, _ddict_flatten,
+    lambda aux, ch: collections.defaultdict(aux[0], zip(aux[1], ch)),
+    _ddict_with_keys)
+
+# The structure of the `None` node is always this same object.
+_NONE_NODE = (_NONE_H, None, ())
+
+# Explicitly registered types (builtins included): used to reject duplicates.
+_registry: dict[type, _NodeHandler] = {
+    h.type: h
+    for h in (_TUPLE_H, _LIST_H, _DICT_H, _NONE_H, _ODICT_H, _DDICT_H)
+}
+
+# Exact type -> handler, or None for "this type is a leaf".  Seeded with the
+# registry, extended lazily with namedtuple handlers and leaf types.
+_dispatch: dict[type, _NodeHandler | None] = dict(_registry)
+_dispatch_get = _dispatch.get
+_MISS = object()
+
+
+def _namedtuple_handler(t: type) -> _NodeHandler:
+    fields = tuple(t._fields)
+    keys = tuple(GetAttrKey(f) for f in fields)
+
+    def with_keys(x):
+        return list(zip(keys, x)), None
+
+    return _NodeHandler(t, "namedtuple", _SEQ, lambda x: (x, None),
+                        lambda aux, ch: t(*ch), with_keys)
+
+
+def _resolve(t: type) -> _NodeHandler | None:
+    """Slow path of dispatch for a type not yet in `_dispatch`."""
+    if issubclass(t, tuple) and hasattr(t, "_fields"):
+        h = _namedtuple_handler(t)
+    else:
+        h = None
+    _dispatch[t] = h
+    return h
+
+
+def _handler_for(x) -> _NodeHandler | None:
+    t = type(x)
+    h = _dispatch_get(t, _MISS)
+    if h is _MISS:
+        h = _resolve(t)
+    return h
+
+
+def _register(h: _NodeHandler) -> None:
+    t = h.type
+    if not isinstance(t, type):
+        raise TypeError(f"pytree node type must be a class, got {t!r}")
+    if t in _registry:
+        raise ValueError(
+            f"Duplicate pytree node registration: type {t.__module__}."
+            f"{t.__qualname__} is already registered as a pytree node.")
+    _registry[t] = h
+    _dispatch[t] = h   # overrides a cached "leaf" or namedtuple entry
+
+
+# ---------------------------------------------------------------------------
+# Registration API
+# ---------------------------------------------------------------------------
+
+def register_pytree_node(nodetype: type, flatten_func: Callable,
+                         unflatten_func: Callable,
+                         flatten_with_keys_func: Callable | None = None):
+    """Register `nodetype` as a pytree node.
+
+    ``flatten_func(x) -> (children, aux_data)``;
+    ``unflatten_func(aux_data, children) -> x`` (children is a tuple).
+    ``aux_data`` must be hashable and comparable: it is part of the treedef.
+    ``flatten_with_keys_func(x) -> (((key, child), ...), aux_data)``
+    optionally gives key path entries; without it children are keyed by
+    ``FlattenedIndexKey(i)``.  Dispatch is on the exact type (subclasses are
+    leaves unless registered themselves).
+    """
+    if flatten_with_keys_func is None:
+        def flatten_with_keys_func(x, _flatten=flatten_func):
+            children, aux = _flatten(x)
+            keyed = [(FlattenedIndexKey(i), c)
+                     for i, c in enumerate(children)]
+            return keyed, aux
+    _register(_NodeHandler(nodetype, "custom", _GENERIC, flatten_func,
+                           unflatten_func, flatten_with_keys_func))
+    return nodetype
+
+
+def register_pytree_with_keys(nodetype: type, flatten_with_keys: Callable,
+                              unflatten_func: Callable,
+                              flatten_func: Callable | None = None):
+    """Register `nodetype` with a key-aware flatten function.
+
+    ``flatten_with_keys(x) -> (((key, child), ...), aux_data)``.  Plain
+    flattening uses ``flatten_func`` when given (faster), else derives the
+    children from ``flatten_with_keys``.
+    """
+    if flatten_func is None:
+        def flatten_func(x, _fwk=flatten_with_keys):
+            keyed, aux = _fwk(x)
+            return [c for _, c in keyed], aux
+    _register(_NodeHandler(nodetype, "custom", _GENERIC, flatten_func,
+                           unflatten_func, flatten_with_keys))
+    return nodetype
+
+
+def register_pytree_node_class(cls: type) -> type:
+    """Class decorator: register `cls` using its ``tree_flatten(self)``
+    method and ``tree_unflatten(cls, aux_data, children)`` classmethod."""
+    register_pytree_node(cls, operator.methodcaller("tree_flatten"),
+                         cls.tree_unflatten)
+    return cls
+
+
+def _static_flatten(x):
+    return (), x
+
+
+def _static_unflatten(aux, children):
+    return aux
+
+
+def register_static(cls: type) -> type:
+    """Register `cls` so that its instances are nodes with no children whose
+    value is carried in the treedef's aux data (so instances must be
+    hashable and comparable).  Usable as a class decorator."""
+    register_pytree_node(cls, _static_flatten, _static_unflatten)
+    return cls
+
+
+def _tuple_getter(names: tuple) -> Callable:
+    if not names:
+        return lambda x: ()
+    if len(names) == 1:
+        name = names[0]
+        return lambda x: (getattr(x, name),)
+    return operator.attrgetter(*names)
+
+
+def register_dataclass(nodetype: type | None = None,
+                       data_fields: Iterable[str] | None = None,
+                       meta_fields: Iterable[str] | None = None):
+    """Register a dataclass-like type as a pytree node.
+
+    ``data_fields`` are children (leaves or subtrees), keyed by
+    ``GetAttrKey(name)``; ``meta_fields`` are static and go into the aux
+    data (hashable values only).  Unflattening calls
+    ``nodetype(**fields)``.
+
+    Works as a bare class decorator on a dataclass: then data fields are its
+    ``init`` fields without ``metadata={'static': True}`` and meta fields
+    those with it.  ``register_dataclass(data_fields=..., meta_fields=...)``
+    returns a decorator.
+    """
+    if nodetype is None:
+        return functools.partial(register_dataclass, data_fields=data_fields,
+                                 meta_fields=meta_fields)
+    if data_fields is None and meta_fields is None:
+        if not dataclasses.is_dataclass(nodetype):
+            raise TypeError(
+                f"register_dataclass: {nodetype!r} is not a dataclass, so "
+                f"data_fields and meta_fields must be given explicitly.")
+        data, meta = [], []
+        for f in dataclasses.fields(nodetype):
+            if f.init:
+                (meta if f.metadata.get("static", False) else data).append(
+                    f.name)
+    else:
+        data = list(data_fields or ())
+        meta = list(meta_fields or ())
+        for name in data + meta:
+            if not isinstance(name, str):
+                raise TypeError(f"register_dataclass: field names must be "
+                                f"strings, got {name!r}")
+    data_t, meta_t = tuple(data), tuple(meta)
+    if len(set(data_t + meta_t)) != len(data_t + meta_t):
+        raise ValueError(f"register_dataclass: data_fields {list(data_t)} and "
+                         f"meta_fields {list(meta_t)} must be disjoint and "
+                         f"without repeats")
+    if dataclasses.is_dataclass(nodetype):
+        init = {f.name for f in dataclasses.fields(nodetype) if f.init}
+        missing = init - set(data_t + meta_t)
+        extra = set(data_t + meta_t) - init
+        if missing or extra:
+            raise ValueError(
+                f"register_dataclass: for {nodetype.__qualname__}, "
+                f"data_fields + meta_fields must be exactly the dataclass's "
+                f"init fields; missing {sorted(missing)}, "
+                f"not init fields {sorted(extra)}")
+
+    get_data = _tuple_getter(data_t)
+    get_meta = _tuple_getter(meta_t)
+    all_names = data_t + meta_t
+    keys = tuple(GetAttrKey(n) for n in data_t)
+
+    def flatten(x):
+        return get_data(x), get_meta(x)
+
+    def flatten_with_keys(x):
+        return list(zip(keys, get_data(x))), get_meta(x)
+
+    def unflatten(aux, children):
+        return nodetype(**dict(zip(all_names, (*children, *aux))))
+
+    register_pytree_node(nodetype, flatten, unflatten, flatten_with_keys)
+    return nodetype
+
+
+# ---------------------------------------------------------------------------
+# Structure nodes
+# ---------------------------------------------------------------------------
+#
+# The structure of a tree is a nested tuple: a leaf is `None`, an inner node
+# is `(handler, aux_data, child_structures)`.  Handlers compare by identity,
+# so equality and hashing of these tuples run at C speed.
+
+def _count_leaves(node) -> int:
+    if node is None:
+        return 1
+    n = 0
+    for c in node[2]:
+        n += 1 if c is None else _count_leaves(c)
+    return n
+
+
+def _count_nodes(node) -> int:
+    if node is None:
+        return 1
+    n = 1
+    for c in node[2]:
+        n += 1 if c is None else _count_nodes(c)
+    return n
+
+
+def _flatten(x, leaves):
+    """Append the leaves of `x` to `leaves` and return its structure."""
+    t = type(x)
+    h = _dispatch_get(t, _MISS)
+    if h is _MISS:
+        h = _resolve(t)
+    if h is None:
+        leaves.append(x)
+        return None
+    code = h.code
+    if code == _SEQ:
+        children = x
+        aux = None
+    elif code == _DICT_CODE:
+        try:
+            aux = tuple(sorted(x))
+        except TypeError:
+            aux = tuple(sorted(x, key=_fallback_sort_key))
+        children = [x[k] for k in aux]
+    elif code == _NONE_CODE:
+        return _NONE_NODE
+    else:
+        children, aux = h.flatten(x)
+    nodes = []
+    append = nodes.append
+    for c in children:
+        hc = _dispatch_get(type(c), _MISS)
+        if hc is None:
+            leaves.append(c)
+            append(None)
+        else:
+            append(_flatten(c, leaves))
+    return (h, aux, tuple(nodes))
+
+
+def _flatten_is_leaf(x, leaves, is_leaf):
+    if is_leaf(x):
+        leaves.append(x)
+        return None
+    h = _handler_for(x)
+    if h is None:
+        leaves.append(x)
+        return None
+    children, aux = h.flatten(x)
+    return (h, aux,
+            tuple([_flatten_is_leaf(c, leaves, is_leaf) for c in children]))
+
+
+def _flatten_with_path(x, path, out, is_leaf):
+    if is_leaf is not None and is_leaf(x):
+        out.append((path, x))
+        return None
+    h = _handler_for(x)
+    if h is None:
+        out.append((path, x))
+        return None
+    keyed, aux = h.flatten_with_keys(x)
+    return (h, aux, tuple([_flatten_with_path(c, path + (k,), out, is_leaf)
+                           for k, c in keyed]))
+
+
+def _unflatten(node, it):
+    h, aux, children = node
+    vals = [next(it) if c is None else _unflatten(c, it) for c in children]
+    if h is _TUPLE_H:
+        return tuple(vals)
+    if h is _LIST_H:
+        return vals
+    if h is _DICT_H:
+        return dict(zip(aux, vals))
+    return h.unflatten(aux, tuple(vals))
+
+
+class _Mismatch(Exception):
+    """Internal: raised by `_flatten_up_to`; collects the path on the way
+    up.  `frames` holds (handler, aux, value, child index), innermost first."""
+
+    def __init__(self, node, value):
+        super().__init__()
+        self.node = node
+        self.value = value
+        self.frames = []
+
+
+def _flatten_up_to(node, x, out):
+    """Append to `out` the subtrees of `x` at the leaves of `node`."""
+    if node is None:
+        out.append(x)
+        return
+    h, aux, children = node
+    t = type(x)
+    xh = _dispatch_get(t, _MISS)
+    if xh is _MISS:
+        xh = _resolve(t)
+    if xh is not h:
+        raise _Mismatch(node, x)
+    code = h.code
+    if code == _SEQ:
+        xc = x
+        if len(x) != len(children):
+            raise _Mismatch(node, x)
+    elif code == _DICT_CODE:
+        if len(x) != len(aux):
+            raise _Mismatch(node, x)
+        try:
+            xc = [x[k] for k in aux]
+        except KeyError:
+            raise _Mismatch(node, x) from None
+    elif code == _NONE_CODE:
+        return
+    else:
+        xc, xaux = h.flatten(x)
+        xc = list(xc)
+        if len(xc) != len(children) or xaux != aux:
+            raise _Mismatch(node, x)
+    i = 0
+    for c, v in zip(children, xc):
+        if c is None:
+            out.append(v)
+        else:
+            try:
+                _flatten_up_to(c, v, out)
+            except _Mismatch as e:
+                e.frames.append((h, aux, x, i))
+                raise
+        i += 1
+
+
+def _child_key(h, aux, x, i):
+    if h.code == _SEQ and h.kind != "namedtuple":
+        return SequenceKey(i)
+    if h.code == _DICT_CODE:
+        return DictKey(aux[i])
+    return h.flatten_with_keys(x)[0][i][0]
+
+
+def _describe(h, aux, n) -> str:
+    kind = h.kind
+    if kind in ("tuple", "list"):
+        return f"{kind} of length {n}"
+    if kind == "dict" or kind == "OrderedDict":
+        return f"{kind} with keys {list(aux)!r}"
+    if kind == "defaultdict":
+        return f"defaultdict({aux[0]!r}) with keys {list(aux[1])!r}"
+    if kind == "None":
+        return "None"
+    if kind == "namedtuple":
+        return f"namedtuple {h.type.__qualname__} of length {n}"
+    return (f"{h.type.__qualname__} node with {n} "
+            f"{'child' if n == 1 else 'children'} and aux data {aux!r}")
+
+
+def _describe_value(x) -> str:
+    h = _handler_for(x)
+    if h is None:
+        return f"a leaf of type {type(x).__qualname__}"
+    try:
+        children, aux = h.flatten(x)
+        return _describe(h, aux, len(list(children)))
+    except Exception:  # pragma: no cover - only for error messages
+        return f"a {type(x).__qualname__} node"
+
+
+def _mismatch_message(e: _Mismatch) -> str:
+    path = tuple(_child_key(h, aux, x, i) for h, aux, x, i in
+                 reversed(e.frames))
+    h, aux, children = e.node
+    expected = _describe(h, aux, len(children))
+    return (f"structures differ at {_path_str(path)}: expected {expected}, "
+            f"got {_describe_value(e.value)}")
+
+
+def _flatten_up_to_checked(node, tree, what: str) -> list:
+    out = []
+    try:
+        _flatten_up_to(node, tree, out)
+    except _Mismatch as e:
+        raise ValueError(f"{what}: {_mismatch_message(e)}") from None
+    return out
+
+
+def _node_repr(node) -> str:
+    if node is None:
+        return "*"
+    h, aux, children = node
+    kind = h.kind
+    parts = [_node_repr(c) for c in children]
+    if kind == "tuple":
+        return "(" + ", ".join(parts) + ("," if len(parts) == 1 else "") + ")"
+    if kind == "list":
+        return "[" + ", ".join(parts) + "]"
+    if kind == "dict":
+        return "{" + ", ".join(f"{k!r}: {p}" for k, p in zip(aux, parts)) + "}"
+    if kind == "None":
+        return "None"
+    if kind == "namedtuple":
+        fields = h.type._fields
+        return (h.type.__name__ + "("
+                + ", ".join(f"{f}={p}" for f, p in zip(fields, parts)) + ")")
+    if kind == "OrderedDict":
+        return ("OrderedDict({"
+                + ", ".join(f"{k!r}: {p}" for k, p in zip(aux, parts)) + "})")
+    if kind == "defaultdict":
+        return (f"defaultdict({aux[0]!r}, {{"
+                + ", ".join(f"{k!r}: {p}" for k, p in zip(aux[1], parts))
+                + "})")
+    return f"CustomNode({h.type.__name__}[{aux!r}], [{', '.join(parts)}])"
+
+
+def _compose(outer, inner):
+    if outer is None:
+        return inner
+    h, aux, children = outer
+    return (h, aux, tuple([_compose(c, inner) for c in children]))
+
+
+# ---------------------------------------------------------------------------
+# PyTreeDef
+# ---------------------------------------------------------------------------
+
+class PyTreeDef:
+    """The structure of a pytree: everything but the leaves.
+
+    Immutable, hashable and equality-comparable (two treedefs are equal when
+    they have the same node types, aux data and shape).  Built by
+    ``tree_flatten`` / ``tree_structure``; not constructible directly.
+    """
+
+    __slots__ = ("_node", "_num_leaves", "_hash")
+
+    def __init__(self, *args, **kwargs):
+        raise TypeError("PyTreeDef cannot be constructed directly; use "
+                        "tree_structure() or tree_flatten().")
+
+    def __setattr__(self, name, value):
+        raise AttributeError("PyTreeDef is immutable")
+
+    def __delattr__(self, name):
+        raise AttributeError("PyTreeDef is immutable")
+
+    @property
+    def num_leaves(self) -> int:
+        return self._num_leaves
+
+    @property
+    def num_nodes(self) -> int:
+        """Number of nodes, leaves and ``None`` nodes included."""
+        return _count_nodes(self._node)
+
+    def children(self) -> list[PyTreeDef]:
+        """Treedefs of the immediate children (empty for a leaf)."""
+        node = self._node
+        if node is None:
+            return []
+        return [_make_treedef(c, _count_leaves(c)) for c in node[2]]
+
+    def node_data(self):
+        """``(node type, aux data)`` of the root node, or None for a leaf."""
+        node = self._node
+        if node is None:
+            return None
+        return node[0].type, node[1]
+
+    def unflatten(self, leaves: Iterable[Any]):
+        """Build a tree of this structure from `leaves`."""
+        return tree_unflatten(self, leaves)
+
+    def flatten_up_to(self, tree) -> list:
+        """Flatten `tree` up to this structure: return the subtrees of `tree`
+        found at this treedef's leaves.  `tree` must have exactly this
+        treedef's nodes; where this treedef has a leaf, `tree` may have any
+        subtree.  Raises ValueError naming the key path of a mismatch."""
+        return _flatten_up_to_checked(self._node, tree, "flatten_up_to")
+
+    def compose(self, inner: PyTreeDef) -> PyTreeDef:
+        """The treedef obtained by putting `inner` at every leaf of self."""
+        return _make_treedef(_compose(self._node, inner._node),
+                             self._num_leaves * inner._num_leaves)
+
+    def __eq__(self, other):
+        if type(other) is not PyTreeDef:
+            return NotImplemented
+        return self is other or self._node == other._node
+
+    def __ne__(self, other):
+        if type(other) is not PyTreeDef:
+            return NotImplemented
+        return not (self is other or self._node == other._node)
+
+    def __hash__(self):
+        h = self._hash
+        if h is None:
+            h = hash(self._node)
+            _set_hash(self, h)
+        return h
+
+    def __repr__(self) -> str:
+        return f"PyTreeDef({_node_repr(self._node)})"
+
+    def __reduce__(self):
+        raise TypeError("PyTreeDef objects are not picklable (node handlers "
+                        "hold arbitrary registered functions)")
+
+    def __copy__(self):
+        return self
+
+    def __deepcopy__(self, memo):
+        return self
+
+
+_set_node = PyTreeDef._node.__set__
+_set_num_leaves = PyTreeDef._num_leaves.__set__
+_set_hash = PyTreeDef._hash.__set__
+_new = object.__new__
+
+
+def _make_treedef(node, num_leaves: int) -> PyTreeDef:
+    td = _new(PyTreeDef)
+    _set_node(td, node)
+    _set_num_leaves(td, num_leaves)
+    _set_hash(td, None)   # computed on first use, then cached
+    return td
+
+
+def _short_repr(treedef: PyTreeDef, limit: int = 200) -> str:
+    r = repr(treedef)
+    return r if len(r) <= limit else r[:limit - 4] + " ...)"
+
+
+# ---------------------------------------------------------------------------
+# Public API
+# ---------------------------------------------------------------------------
+
+def tree_flatten(tree, is_leaf: Callable[[Any], bool] | None = None):
+    """Return ``(leaves, treedef)``.  `is_leaf(x)` returning True makes `x` a
+    leaf even if it is a registered node (``None`` included)."""
+    leaves = []
+    if is_leaf is None:
+        node = _flatten(tree, leaves)
+    else:
+        node = _flatten_is_leaf(tree, leaves, is_leaf)
+    return leaves, _make_treedef(node, len(leaves))
+
+
+def tree_unflatten(treedef: PyTreeDef, leaves: Iterable[Any]):
+    """Inverse of `tree_flatten`: build a tree of structure `treedef`."""
+    if type(treedef) is not PyTreeDef:
+        raise TypeError(f"tree_unflatten: expected a PyTreeDef, got "
+                        f"{type(treedef).__qualname__}")
+    if type(leaves) is not list and type(leaves) is not tuple:
+        leaves = list(leaves)
+    n = treedef._num_leaves
+    if len(leaves) != n:
+        raise ValueError(
+            f"tree_unflatten: expected {n} {'leaf' if n == 1 else 'leaves'}"
+            f" for {_short_repr(treedef)}, but {len(leaves)} "
+            f"{'was' if len(leaves) == 1 else 'were'} given")
+    node = treedef._node
+    if node is None:
+        return leaves[0]
+    return _unflatten(node, iter(leaves))
+
+
+def tree_leaves(tree, is_leaf: Callable[[Any], bool] | None = None) -> list:
+    """The leaves of `tree`, in flattening order."""
+    leaves = []
+    if is_leaf is None:
+        _flatten(tree, leaves)
+    else:
+        _flatten_is_leaf(tree, leaves, is_leaf)
+    return leaves
+
+
+def tree_structure(tree,
+                   is_leaf: Callable[[Any], bool] | None = None) -> PyTreeDef:
+    """The treedef of `tree`."""
+    return tree_flatten(tree, is_leaf)[1]
+
+
+def treedef_is_leaf(treedef: PyTreeDef) -> bool:
+    """True when `treedef` has a single node (as in JAX, this includes the
+    childless nodes ``None`` and ``()``)."""
+    node = treedef._node
+    return node is None or not node[2]
+
+
+def treedef_children(treedef: PyTreeDef) -> list[PyTreeDef]:
+    return treedef.children()
+
+
+def all_leaves(iterable: Iterable[Any],
+               is_leaf: Callable[[Any], bool] | None = None) -> bool:
+    """True if every element of `iterable` is a leaf."""
+    for x in iterable:
+        if is_leaf is not None and is_leaf(x):
+            continue
+        if _handler_for(x) is not None:
+            return False
+    return True
+
+
+def tree_map(f: Callable, tree, *rest,
+             is_leaf: Callable[[Any], bool] | None = None):
+    """Apply `f` leafwise: ``f(x, *xs)`` for each leaf `x` of `tree` and the
+    corresponding entries `xs` of the trees in `rest`.
+
+    Each tree in `rest` must have `tree`'s structure as a prefix: the same
+    nodes, except that where `tree` has a leaf it may have a whole subtree,
+    which is passed to `f` as is.  On mismatch raises ValueError naming the
+    key path where the structures differ.
+    """
+    leaves = []
+    node = (_flatten(tree, leaves) if is_leaf is None
+            else _flatten_is_leaf(tree, leaves, is_leaf))
+    if rest:
+        others = [_flatten_up_to_checked(node, r, "tree_map") for r in rest]
+        new = list(map(f, leaves, *others))
+    else:
+        new = list(map(f, leaves))
+    if node is None:
+        return new[0]
+    return _unflatten(node, iter(new))
+
+
+def tree_flatten_with_path(tree,
+                           is_leaf: Callable[[Any], bool] | None = None):
+    """Return ``([(key_path, leaf), ...], treedef)``."""
+    out = []
+    node = _flatten_with_path(tree, (), out, is_leaf)
+    return out, _make_treedef(node, len(out))
+
+
+def tree_leaves_with_path(tree,
+                          is_leaf: Callable[[Any], bool] | None = None):
+    """Return ``[(key_path, leaf), ...]``."""
+    out = []
+    _flatten_with_path(tree, (), out, is_leaf)
+    return out
+
+
+def tree_map_with_path(f: Callable, tree, *rest,
+                       is_leaf: Callable[[Any], bool] | None = None):
+    """Like `tree_map`, but calls ``f(key_path, x, *xs)``."""
+    pairs = []
+    node = _flatten_with_path(tree, (), pairs, is_leaf)
+    others = [_flatten_up_to_checked(node, r, "tree_map_with_path")
+              for r in rest]
+    new = [f(p, x, *xs) for (p, x), *xs in zip(pairs, *others)]
+    if node is None:
+        return new[0]
+    return _unflatten(node, iter(new))
+
+
+class _NoInitializer:
+    def __repr__(self):
+        return "<no initializer>"
+
+
+_NO_INITIALIZER = _NoInitializer()
+
+
+def tree_reduce(function: Callable, tree, initializer: Any = _NO_INITIALIZER,
+                is_leaf: Callable[[Any], bool] | None = None):
+    """``functools.reduce(function, tree_leaves(tree), [initializer])``."""
+    leaves = tree_leaves(tree, is_leaf)
+    if initializer is _NO_INITIALIZER:
+        if not leaves:
+            raise TypeError("tree_reduce: tree has no leaves and no "
+                            "initializer was given")
+        return functools.reduce(function, leaves)
+    return functools.reduce(function, leaves, initializer)
+
+
+def tree_all(tree, *, is_leaf: Callable[[Any], bool] | None = None) -> bool:
+    """``all(tree_leaves(tree))``."""
+    return all(tree_leaves(tree, is_leaf))
+
+
+def tree_transpose(outer_treedef: PyTreeDef, inner_treedef: PyTreeDef | None,
+                   pytree_to_transpose):
+    """Turn a tree of structure ``outer.compose(inner)`` into one of
+    structure ``inner.compose(outer)``.  `inner_treedef` may be None, then it
+    is inferred from the first outer leaf position."""
+    if inner_treedef is None:
+        first = outer_treedef.flatten_up_to(pytree_to_transpose)
+        if not first:
+            raise ValueError("tree_transpose: cannot infer inner_treedef "
+                             "from an outer treedef without leaves")
+        inner_treedef = tree_structure(first[0])
+    leaves, treedef = tree_flatten(pytree_to_transpose)
+    expected = outer_treedef.compose(inner_treedef)
+    if treedef != expected:
+        raise TypeError(f"tree_transpose: tree structure mismatch; got\n"
+                        f"  {treedef!r}\nexpected outer.compose(inner) =\n"
+                        f"  {expected!r}")
+    n_in = inner_treedef._num_leaves
+    # leaves are laid out outer-major: leaves[o * n_in + i]
+    subtrees = [tree_unflatten(outer_treedef, leaves[i::n_in])
+                for i in range(n_in)]
+    return tree_unflatten(inner_treedef, subtrees)
