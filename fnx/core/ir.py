@@ -114,8 +114,7 @@ def format_ir(ir: IR, indent: int = 0, namer=None) -> str:
 
     def name(v):
         if isinstance(v, Literal):
-            val = v.value.item() if hasattr(v.value, "item") else v.value
-            return f"{val!r}:{v.aval.str_short()}"
+            return f"{str(v.value)}:{v.aval.str_short()}"  # str: shortest repr for the dtype
         if v not in names:
             names[v] = next(namer)
         return names[v]

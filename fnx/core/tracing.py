@@ -36,6 +36,7 @@ class IRTrace(Trace):
 
     def new_arg(self, aval):
         t = IRTracer(self, aval)
+        t._origin = f"input {len(self.invars)} of {self.name}, called at {t._origin}"
         t.var = Var(aval)
         self.invars.append(t.var)
         return t

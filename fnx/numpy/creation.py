@@ -52,8 +52,8 @@ def array(object, dtype=None, copy=True, order=None, ndmin=0):
         out = Array._wrap(np.array(object, dtype=dtypes.float_))
     else:
         out = to_array(object)
-    if dtype is not None and out.dtype != dtype:
-        out = lax.convert_element_type(out, dtype)
+    if dtype is not None and (out.dtype != dtype or out.weak_type):
+        out = lax.convert_element_type(out, dtype)  # an explicit dtype is a strong type
     if ndmin > out.ndim:
         out = lax.reshape(out, (1,) * (ndmin - out.ndim) + out.shape)
     return out

@@ -1,0 +1,193 @@
+"""jit: caching per signature, static and donated arguments, pytrees, the
+generated code, buffer freeing, and errors."""
+import tracemalloc
+
+import numpy as np
+import pytest
+
+import fnx
+import fnx.numpy as fnp
+from fnx.errors import DeletedArrayError
+
+
+def test_jit_matches_eager_and_traces_once_per_signature():
+    calls = []
+
+    def f(x, y):
+        calls.append(1)
+        return fnp.sin(x) * y + 1
+
+    g = fnx.jit(f)
+    x, y = fnp.arange(4.0), fnp.ones(4)
+    np.testing.assert_allclose(g(x, y), f(x, y), rtol=1e-6)
+    calls.clear()
+    for _ in range(3):
+        g(x, y)
+        g(x + 1, y * 2)  # same shapes and dtypes: no retrace
+    assert calls == [] and g.trace_count == 1
+    g(fnp.arange(5.0), fnp.ones(5))  # new shape: retrace
+    g(fnp.arange(4), fnp.ones(4))  # new dtype: retrace
+    g(x.astype("float64"), y)
+    assert g.trace_count == 4 and g._cache_size() == 4
+
+
+def test_weak_type_is_part_of_the_signature():
+    g = fnx.jit(lambda x: x * 2)
+    assert g(2.0).dtype == np.float32 and g(2.0).weak_type
+    assert not g(fnp.float32(2.0)).weak_type
+    assert g.trace_count == 2
+
+
+def test_static_argnums_and_argnames():
+    g = fnx.jit(lambda x, n, *, mode: x * n if mode == "mul" else x + n,
+                static_argnums=1, static_argnames="mode")
+    x = fnp.ones(3)
+    np.testing.assert_array_equal(g(x, 3, mode="mul"), [3, 3, 3])
+    np.testing.assert_array_equal(g(x, 3, mode="add"), [4, 4, 4])
+    np.testing.assert_array_equal(g(x, 3, mode="mul"), [3, 3, 3])
+    assert g.trace_count == 2
+    with pytest.raises(TypeError, match="hashable"):
+        g(x, [1], mode="mul")
+
+
+def test_decorator_forms():
+    from functools import partial
+
+    @partial(fnx.jit, static_argnums=(1,))
+    def f(x, n):
+        return x ** n
+
+    @fnx.jit
+    def h(x):
+        return x - 1
+
+    np.testing.assert_array_equal(f(fnp.full(2, 2.0), 3), [8.0, 8.0])
+    np.testing.assert_array_equal(h(fnp.ones(2)), [0.0, 0.0])
+    assert h.__name__ == "h" and h.__wrapped__.__name__ == "h"
+
+
+def test_pytree_inputs_and_outputs():
+    @fnx.jit
+    def step(params, batch, lr=0.1):
+        loss = ((batch["x"] @ params["w"] + params["b"]) ** 2).mean()
+        return {"loss": loss, "w": params["w"] * (1 - lr)}, (loss, None)
+
+    params = {"w": fnp.ones((3, 2)), "b": fnp.zeros(2)}
+    out, (loss, none) = step(params, {"x": fnp.ones((4, 3))})
+    assert none is None and set(out) == {"loss", "w"}
+    np.testing.assert_allclose(out["loss"], 9.0)
+    np.testing.assert_allclose(out["w"], 0.9 * np.ones((3, 2)))
+    step(params, {"x": fnp.ones((4, 3))}, lr=0.5)
+    assert step.trace_count == 2  # a keyword argument is a traced leaf: new signature
+
+
+def test_numpy_and_python_inputs():
+    g = fnx.jit(lambda x, s: x * s)
+    out = g(np.arange(3, dtype=np.float64), 2)
+    assert out.dtype == np.float64 and isinstance(out, fnx.Array)
+    np.testing.assert_array_equal(out, [0, 2, 4])
+
+
+def test_nested_jit_and_jit_of_constants():
+    inner = fnx.jit(lambda x: x * 2)
+    outer = fnx.jit(lambda x: inner(x) + inner(x + 1))
+    np.testing.assert_array_equal(outer(fnp.ones(2)), [6.0, 6.0])
+    c = fnp.arange(3.0)
+    with_const = fnx.jit(lambda x: x + c)
+    np.testing.assert_array_equal(with_const(fnp.ones(3)), [1.0, 2.0, 3.0])
+    nothing_in = fnx.jit(lambda: fnp.eye(2) * 3)
+    np.testing.assert_array_equal(nothing_in(), 3 * np.eye(2))
+
+
+def test_dead_code_is_not_run():
+    ran = []
+
+    def spy(x):
+        ran.append(1)
+        return x
+
+    from fnx.core.primitive import Primitive, ShapeDtypeStruct
+    spy_p = Primitive("test_spy_for_dce", shape_rule=lambda x: ShapeDtypeStruct(
+        x.shape, x.dtype, x.weak_type), impl=spy)
+    try:
+        g = fnx.jit(lambda x: (spy_p.bind(x), x + 1)[1])
+        g(fnp.ones(2))
+        assert ran == []
+        assert "test_spy_for_dce" not in g.lower(fnp.ones(2)).source
+    finally:
+        from fnx.core.primitive import REGISTRY
+        del REGISTRY["test_spy_for_dce"]
+
+
+def test_lower_shows_ir_and_generated_code():
+    g = fnx.jit(lambda x: fnp.exp(x) * 2)
+    low = g.lower(fnp.ones(3))
+    assert "exp" in low.as_text() and "mul" in str(low)
+    assert "def _fnx_" in low.source and "del " in low.source
+    compiled = low.compile()
+    np.testing.assert_allclose(compiled(fnp.zeros(3)), [2.0, 2.0, 2.0])
+    with pytest.raises(TypeError, match="compiled for f32\\[3\\]"):
+        compiled(fnp.zeros(4))
+    with pytest.raises(TypeError, match="structured as"):
+        compiled((fnp.zeros(3),))
+
+
+def test_intermediate_buffers_are_freed_after_last_use():
+    n = 1_000_000  # 8 MB per float64 buffer
+
+    def chain(x):
+        for _ in range(12):
+            x = fnp.sin(x) + 1.0
+        return x
+
+    g = fnx.jit(chain)
+    x = fnp.ones(n, dtype="float64")
+    g(x)
+    tracemalloc.start()
+    try:
+        tracemalloc.reset_peak()
+        g(x)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    # 24 intermediates were made; at most a few live at once.
+    assert peak < 4 * 8 * n, f"peak {peak / 1e6:.0f} MB"
+
+
+def test_donated_arguments_are_invalidated():
+    g = fnx.jit(lambda p, x: (p + x, p * 2), donate_argnums=0)
+    p = fnp.ones(3)
+    new, _ = g(p, fnp.ones(3))
+    np.testing.assert_array_equal(new, [2.0, 2.0, 2.0])
+    assert p.is_deleted()
+    with pytest.raises(DeletedArrayError, match="donated"):
+        p + 1
+    with pytest.raises(DeletedArrayError):
+        g(p, fnp.ones(3))
+    with pytest.raises(ValueError, match="static and donated"):
+        fnx.jit(lambda a: a, static_argnums=0, donate_argnums=0)
+
+
+def test_jit_of_methods_with_static_self():
+    from functools import partial
+
+    class Model:
+        scale = 3.0
+
+        @partial(fnx.jit, static_argnums=0)
+        def apply(self, x):
+            return x * self.scale
+
+    np.testing.assert_array_equal(Model().apply(fnp.ones(2)), [3.0, 3.0])
+
+
+def test_outputs_keep_their_weak_types_and_dtypes():
+    g = fnx.jit(lambda x: (x, x.astype("int8"), x > 0, 3.0))
+    a, b, c, d = g(fnp.ones(2))
+    assert a.dtype == np.float32 and b.dtype == np.int8 and c.dtype == np.bool_
+    assert d.dtype == np.float32 and d.weak_type
+
+
+def test_non_array_output_is_a_clear_error():
+    with pytest.raises(TypeError, match="str"):
+        fnx.jit(lambda x: "hello")(fnp.ones(1))
