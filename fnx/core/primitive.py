@@ -8,6 +8,8 @@ primitives; nothing else reaches the backends.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from . import dtypes
 from .trace import bind
 
@@ -23,8 +25,13 @@ class ShapeDtypeStruct:
     __slots__ = ("shape", "dtype", "weak_type")
 
     def __init__(self, shape, dtype, weak_type=False):
-        self.shape = tuple(int(d) for d in shape)
-        self.dtype = dtypes.canonicalize(dtype)
+        # Shape rules build many of these: skip conversions that are not needed.
+        if type(shape) is not tuple or not all(type(d) is int for d in shape):
+            shape = tuple(int(d) for d in shape)
+        if not (isinstance(dtype, np.dtype) and dtype in dtypes._SUPPORTED_SET):
+            dtype = dtypes.canonicalize(dtype)
+        self.shape = shape
+        self.dtype = dtype
         self.weak_type = bool(weak_type)
 
     @property

@@ -1,0 +1,58 @@
+"""The package as a user meets it: the tour, the README's commands, config."""
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+import fnx
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_tour_runs_and_shows_ir_and_timings():
+    out = subprocess.run([sys.executable, "-m", "fnx"], capture_output=True, text=True,
+                         timeout=300, cwd=ROOT)
+    assert out.returncode == 0, out.stderr
+    assert "{ lambda" in out.stdout and "dot_general" in out.stdout
+    assert "jit and eager agree: True" in out.stdout
+    assert re.search(r"eager: +[\d.]+ us per call", out.stdout)
+    assert re.search(r"jit: +[\d.]+ us per call", out.stdout)
+
+
+def test_ci_runs_exactly_the_readme_test_command():
+    readme = open(os.path.join(ROOT, "README.md")).read()
+    commands = re.findall(r"^    (python -m pip install .*)$", readme, flags=re.M)
+    assert len(commands) == 2, "the README gives exactly two set-up commands"
+    demo, tests = commands
+    assert demo.endswith("python -m fnx") and "pytest" in tests
+    ci = open(os.path.join(ROOT, ".ci", "run")).read()
+    assert tests in ci.splitlines()
+
+
+def test_config_accepts_jax_flags_and_keeps_64_bit():
+    import fnx.numpy as fnp
+    fnx.config.update("jax_enable_x64", True)
+    try:
+        assert fnx.config.jax_enable_x64 is True
+        assert fnp.ones(2).dtype == "float32"  # defaults stay 32-bit
+    finally:
+        fnx.config.update("jax_enable_x64", False)
+    assert fnp.ones(2, dtype="float64").dtype == "float64"  # given 64-bit stays 64-bit
+    with pytest.raises(AttributeError, match="unknown option"):
+        fnx.config.update("jax_enable_x46", True)
+
+
+def test_public_api_mirrors_jax_names():
+    import fnx.lax
+    import fnx.numpy
+    import fnx.tree_util
+    for name in ["Array", "jit", "make_ir", "eval_shape", "ShapeDtypeStruct", "config",
+                 "tree_util", "numpy", "lax", "errors", "devices", "device_put"]:
+        assert hasattr(fnx, name), name
+    for name in ["add", "mul", "max", "exp", "dot_general", "dynamic_slice",
+                 "dynamic_update_slice", "broadcast_in_dim", "reshape", "convert_element_type",
+                 "select", "iota", "sort", "reduce_sum", "argmax", "cumsum", "pad", "clamp"]:
+        assert callable(getattr(fnx.lax, name)), name
+    assert fnx.numpy.ones(2).__array_namespace__() is fnx.numpy
