@@ -326,8 +326,8 @@ class Array:
     def repeat(self, repeats, axis=None):
         return fnp.repeat(self, repeats, axis=axis)
 
-    def nonzero(self):
-        return fnp.nonzero(self)
+    def nonzero(self, *, size=None, fill_value=None):
+        return fnp.nonzero(self, size=size, fill_value=fill_value)
 
     def diagonal(self, offset=0, axis1=0, axis2=1):
         return fnp.diagonal(self, offset, axis1, axis2)
