@@ -194,8 +194,9 @@ class Array:
         if type(v) is _Deleted:
             return "Array(<deleted>)"
         body = np.array2string(np.asarray(v), separator=", ", prefix="Array(")
+        shape = f", shape={v.shape}" if v.size == 0 and v.shape != (0,) else ""
         weak = ", weak_type=True" if self.weak_type else ""
-        return f"Array({body}, dtype={v.dtype.name}{weak})"
+        return f"Array({body}{shape}, dtype={v.dtype.name}{weak})"
 
     def __str__(self):
         return str(np.asarray(self._concrete("str()")))
@@ -206,9 +207,10 @@ class Array:
         return format(str(self), spec)
 
     def __setitem__(self, idx, value):
+        i, v = _index_text(idx), _index_text(value, "v")
         raise TypeError(
-            "fnx arrays are immutable: `x[idx] = v` is not supported. "
-            "Use `x = x.at[idx].set(v)`, which returns an updated copy "
+            f"fnx arrays are immutable: `x[{i}] = {v}` is not supported. "
+            f"Use `x = x.at[{i}].set({v})`, which returns an updated copy "
             "(also .add, .multiply, .min, .max, ...).")
 
     __hash__ = None  # like NumPy and JAX arrays: unhashable
@@ -368,8 +370,8 @@ class Array:
     def __rlshift__(self, o): return fnp.left_shift(o, self)
     def __rshift__(self, o): return fnp.right_shift(self, o)
     def __rrshift__(self, o): return fnp.right_shift(o, self)
-    def __eq__(self, o): return fnp.equal(self, o)
-    def __ne__(self, o): return fnp.not_equal(self, o)
+    def __eq__(self, o): return fnp.equal(self, o) if _operand_like(o) else NotImplemented
+    def __ne__(self, o): return fnp.not_equal(self, o) if _operand_like(o) else NotImplemented
     def __lt__(self, o): return fnp.less(self, o)
     def __le__(self, o): return fnp.less_equal(self, o)
     def __gt__(self, o): return fnp.greater(self, o)
@@ -377,6 +379,23 @@ class Array:
 
 
 _new_array = object.__new__
+
+
+def _operand_like(o):
+    return isinstance(o, (Array, np.ndarray, np.generic, bool, int, float, complex, list, tuple))
+
+
+def _index_text(x, default="idx"):
+    """How an index or value reads in source, for error messages."""
+    if isinstance(x, tuple) and x:
+        parts = [_index_text(p, None) for p in x]
+        return default if None in parts else ", ".join(parts)
+    if x is None or x is Ellipsis or isinstance(x, (bool, int, float)):
+        return "..." if x is Ellipsis else repr(x)
+    if isinstance(x, slice):
+        parts = ["" if p is None else repr(p) for p in (x.start, x.stop, x.step)]
+        return ":".join(parts[:2]) + (f":{parts[2]}" if x.step is not None else "")
+    return default
 
 
 def _rebuild(value, weak_type):

@@ -28,6 +28,14 @@ class _Array:
         self.value = value
 
 
+class _Bool0:
+    """Marker for a 0-d boolean index (``x[True]``): a new axis, kept or emptied."""
+    __slots__ = ("flag",)
+
+    def __init__(self, flag):
+        self.flag = bool(flag)
+
+
 def _static_int(v, what):
     if isinstance(v, Tracer):
         raise ConcretizationError(
@@ -37,8 +45,10 @@ def _static_int(v, what):
     return None if v is None else int(v)
 
 
-def _parse(x, idx, allow_mask_where=False):
-    """Expand an index into per-dimension items: int, slice, None or _Array."""
+def _parse(x, idx):
+    """``(x2, items)``: the index expanded into per-dimension items (int, slice, None or
+    _Array) of ``x2``, which is ``x`` with a size-1 axis inserted for each 0-d boolean
+    index (``x[True]``), indexed by an integer array of length 1 (True) or 0 (False)."""
     if not isinstance(idx, tuple):
         idx = (idx,)
     items = []
@@ -49,14 +59,18 @@ def _parse(x, idx, allow_mask_where=False):
             items.append(slice(_static_int(it.start, "start"), _static_int(it.stop, "stop"),
                                _static_int(it.step, "step")))
         elif isinstance(it, (bool, np.bool_)):
-            raise IndexError("indexing: a Python bool as an index is not supported; use a "
-                             "boolean array mask")
+            items.append(_Bool0(it))
         elif isinstance(it, (int, np.integer)):
             items.append(int(it))
         else:
-            a = it if isinstance(it, Array) else to_array(np.asarray(it) if isinstance(
-                it, (list, tuple)) else it, "index")
-            if a.dtype == dtypes.bool_:
+            if isinstance(it, (list, tuple)):
+                it = np.asarray(it)
+                if it.size == 0 and it.dtype.kind == "f":
+                    it = it.astype(np.int32)  # x[[]]: an empty integer index, as NumPy
+            a = it if isinstance(it, Array) else to_array(it, "index")
+            if a.dtype == dtypes.bool_ and a.ndim == 0 and not isinstance(a, Tracer):
+                items.append(_Bool0(np.asarray(a._value)))
+            elif a.dtype == dtypes.bool_:
                 if isinstance(a, Tracer):
                     raise ConcretizationError(
                         "indexing: a boolean mask that is a traced value gives a result "
@@ -71,19 +85,31 @@ def _parse(x, idx, allow_mask_where=False):
             else:
                 raise IndexError(f"indexing: indices must be integers, slices, None, "
                                  f"Ellipsis or integer/boolean arrays; got an array of {a.dtype}")
-    n_consume = sum(1 for it in items if it is not None and it is not Ellipsis)
+    n_consume = sum(1 for it in items if it is not None and it is not Ellipsis
+                    and type(it) is not _Bool0)
     if n_consume > x.ndim:
         raise IndexError(f"indexing: too many indices ({n_consume}) for an array of rank "
                          f"{x.ndim} (shape {x.shape})")
-    if items.count(Ellipsis) > 1:
+    n_ellipsis = sum(1 for it in items if it is Ellipsis)
+    if n_ellipsis > 1:
         raise IndexError("indexing: an index can only have a single Ellipsis ('...')")
     fill = [slice(None)] * (x.ndim - n_consume)
-    if Ellipsis in items:
-        i = items.index(Ellipsis)
+    if n_ellipsis:
+        i = next(k for k, it in enumerate(items) if it is Ellipsis)
         items[i:i + 1] = fill
     else:
         items += fill
-    return items
+    if any(type(it) is _Bool0 for it in items):
+        new_shape, dim = [], 0
+        for k, it in enumerate(items):
+            if type(it) is _Bool0:
+                new_shape.append(1)
+                items[k] = _Array(Array._wrap(np.zeros((1 if it.flag else 0,), np.int32)))
+            elif it is not None:
+                new_shape.append(x.shape[dim])
+                dim += 1
+        x = lax.reshape(x, tuple(new_shape))
+    return x, items
 
 
 def _spec(x, items):
@@ -100,7 +126,10 @@ def _spec(x, items):
             spec.append(it % n)
         elif type(it) is slice:
             start, stop, step = it.indices(n)
-            spec.append(("s", start, None if stop < 0 else stop, step))
+            if not len(range(start, stop, step)):
+                spec.append(("s", 0, 0, 1))  # (a start of -1 would read as "the last")
+            else:
+                spec.append(("s", start, None if stop < 0 else stop, step))
         else:
             spec.append(("a", len(arrays)))
             arrays.append(it.value)
@@ -108,12 +137,66 @@ def _spec(x, items):
     return tuple(spec), arrays
 
 
-def getitem(x, idx):
-    items = _parse(x, idx)
+def getitem(x, idx, mode=None, fill_value=None):
+    """``x[idx]``; ``mode='fill'``: out-of-range dynamic indices give ``fill_value``
+    (default NaN, or the dtype's extreme for integers) instead of being clamped."""
+    x, items = _parse(x, idx)
     if any(type(it) is _Array for it in items):
         spec, arrays = _spec(x, items)
+        if mode == "fill":
+            x, arrays = _fill_out_of_range(x, spec, arrays, fill_value)
         return lax.gather(x, arrays, spec)
     return _basic_getitem(x, items)
+
+
+def _default_fill(dtype):
+    if dtype.kind in "fc":
+        return np.nan
+    if dtype.kind == "b":
+        return True
+    info = np.iinfo(dtype)
+    return info.min if dtype.kind == "i" else info.max
+
+
+def _fill_out_of_range(x, spec, arrays, fill_value):
+    """Pad each dimension indexed by an array with one ``fill_value`` slot and point the
+    out-of-range indices at it."""
+    from .elementwise import where
+    fill = lax.convert_element_type(_default_fill(x.dtype) if fill_value is None
+                                    else fill_value, x.dtype)
+    config, new_arrays, dim = [], list(arrays), 0
+    for it in spec:
+        if it is None:
+            continue
+        n = x.shape[dim]
+        if type(it) is tuple and it[0] == "a":
+            i = arrays[it[1]]
+            wrapped = where(lax.lt(i, lax.convert_element_type(0, i.dtype)), i + n, i) \
+                if i.dtype.kind == "i" else i
+            bad = (wrapped < 0) | (wrapped >= n)
+            new_arrays[it[1]] = where(bad, n, wrapped)
+            config.append((0, 1, 0))
+        else:
+            config.append((0, 0, 0))
+        dim += 1
+    return lax.pad(x, fill, config), new_arrays
+
+
+def _clip_indices(x, spec, arrays):
+    """Index arrays with negative values wrapped once and the rest clamped into range."""
+    from .elementwise import clip, where
+    arrays, dim = list(arrays), 0
+    for it in spec:
+        if it is None:
+            continue
+        if type(it) is tuple and it[0] == "a":
+            n = x.shape[dim]
+            i = arrays[it[1]]
+            if i.dtype.kind == "i":
+                i = where(lax.lt(i, lax.convert_element_type(0, i.dtype)), i + n, i)
+            arrays[it[1]] = clip(i, 0, max(n - 1, 0))
+        dim += 1
+    return arrays
 
 
 def _basic_getitem(x, items):
@@ -180,44 +263,71 @@ class IndexUpdateRef:
         self.array = array
         self.index = index
 
-    def get(self, *, mode=None, fill_value=None):
-        return getitem(self.array, self.index)
+    def get(self, *, mode=None, fill_value=None, **kw):
+        """``x[idx]``; ``mode='fill'`` gives ``fill_value`` for out-of-range indices."""
+        _check_mode(mode)
+        return getitem(self.array, self.index, mode, fill_value)
 
-    def set(self, values, **kw):
-        return _scatter(self.array, self.index, values, "set")
+    def set(self, values, *, mode=None, **kw):
+        return _scatter(self.array, self.index, values, "set", mode)
 
-    def add(self, values, **kw):
-        return _scatter(self.array, self.index, values, "add")
+    def add(self, values, *, mode=None, **kw):
+        return _scatter(self.array, self.index, values, "add", mode)
 
-    def subtract(self, values, **kw):
+    def subtract(self, values, *, mode=None, **kw):
         from .elementwise import negative
-        return _scatter(self.array, self.index, negative(values), "add")
+        return _scatter(self.array, self.index, negative(values), "add", mode)
 
-    def multiply(self, values, **kw):
-        return _scatter(self.array, self.index, values, "mul")
+    def multiply(self, values, *, mode=None, **kw):
+        return _scatter(self.array, self.index, values, "mul", mode)
 
     mul = multiply
 
-    def divide(self, values, **kw):
+    def divide(self, values, *, mode=None, **kw):
+        """``x / d`` where ``d`` is 1 except at the indexed elements, which are divided
+        by each of their values (repeated indices divide repeatedly, as JAX)."""
+        from .creation import ones_like
         from .elementwise import true_divide
-        return self.apply(lambda v: true_divide(v, values))
+        denom = _scatter(ones_like(self.array), self.index, values, "mul", mode)
+        return true_divide(self.array, denom)
 
-    def power(self, values, **kw):
+    def power(self, values, *, mode=None, **kw):
+        """``x ** e`` where ``e`` is 1 except at the indexed elements (repeated indices
+        multiply their exponents, as JAX)."""
+        from .creation import ones_like
         from .elementwise import power
-        return self.apply(lambda v: power(v, values))
+        exponent = _scatter(ones_like(self.array), self.index, values, "mul", mode)
+        return power(self.array, exponent)
 
-    def min(self, values, **kw):
-        return _scatter(self.array, self.index, values, "min")
+    def min(self, values, *, mode=None, **kw):
+        return _scatter(self.array, self.index, values, "min", mode)
 
-    def max(self, values, **kw):
-        return _scatter(self.array, self.index, values, "max")
+    def max(self, values, *, mode=None, **kw):
+        return _scatter(self.array, self.index, values, "max", mode)
 
-    def apply(self, func, **kw):
-        """``x`` with ``func`` applied to the indexed elements."""
-        return self.set(func(self.get()))
+    def apply(self, func, *, mode=None, **kw):
+        """``x`` with the elementwise ``func`` applied to the indexed elements (once per
+        element, even where the index repeats it)."""
+        idx = self.index
+        if isinstance(idx, Array) and idx.dtype == dtypes.bool_ and idx.shape == \
+                self.array.shape:  # a full-shape mask, possibly traced: a where
+            from .elementwise import where
+            x = to_array(self.array)
+            return where(idx, lax.convert_element_type(func(x), x.dtype), x)
+        return self.set(func(self.get(mode=mode)), mode=mode)
 
 
-def _scatter(x, idx, values, mode):
+_INDEX_MODES = (None, "clip", "drop", "fill", "promise_in_bounds")
+
+
+def _check_mode(mode):
+    if mode not in _INDEX_MODES:
+        raise ValueError(f"indexing: mode must be one of {_INDEX_MODES[1:]}, got {mode!r}")
+
+
+def _scatter(x, idx, values, mode, index_mode=None):
+    """Out-of-range dynamic indices: dropped (default, 'drop', 'fill') or clamped ('clip')."""
+    _check_mode(index_mode)
     x = to_array(x)
     values = to_array(values)
     if values.dtype != x.dtype:
@@ -225,8 +335,11 @@ def _scatter(x, idx, values, mode):
     mask = idx if isinstance(idx, Array) and idx.dtype == dtypes.bool_ else None
     if mask is not None and mask.shape == x.shape and values.ndim == 0:
         return _masked_update(x, mask, values, mode)
-    items = _parse(x, idx)
+    shape = x.shape
+    x, items = _parse(x, idx)
     spec, arrays = _spec(x, items)
+    if index_mode == "clip":
+        arrays = _clip_indices(x, spec, arrays)
     target = indexed_shape(x.shape, spec, [a.shape for a in arrays])
     try:
         np.broadcast_shapes(values.shape, target)
@@ -238,7 +351,8 @@ def _scatter(x, idx, values, mode):
                          f"broadcast to the indexed shape {tuple(target)}")
     values = lax.broadcast_in_dim(values, tuple(target),
                                   tuple(range(len(target) - values.ndim, len(target))))
-    return lax.scatter(x, values, arrays, spec, mode)
+    out = lax.scatter(x, values, arrays, spec, mode)
+    return out if out.shape == shape else lax.reshape(out, shape)
 
 
 def _masked_update(x, mask, v, mode):
@@ -256,7 +370,11 @@ def take(a, indices, axis=None, out=None, mode=None, unique_indices=False,
          indices_are_sorted=False, fill_value=None):
     """Elements of ``a`` at ``indices`` along ``axis`` (None: the flattened array).
 
-    Out-of-range indices clamp (``mode='clip'``, the default) or wrap (``'wrap'``).
+    ``mode``: None (default) or 'promise_in_bounds': negative indices count from the
+    end, as in indexing, and out-of-range ones are clamped; 'clip': NumPy's clip, indices
+    clamped to ``[0, n - 1]`` (so -1 is 0); 'wrap': taken modulo ``n``; 'fill': negative
+    indices count from the end and out-of-range ones give ``fill_value`` (default NaN,
+    or the dtype's extreme for integers), as JAX.
     """
     a = to_array(a)
     if axis is None:
@@ -267,13 +385,20 @@ def take(a, indices, axis=None, out=None, mode=None, unique_indices=False,
     idx = to_array(indices)
     if idx.dtype.kind not in "iu":
         raise IndexError(f"take: indices must be integers, got {idx.dtype}")
+    n = a.shape[axis]
     if mode == "wrap":
         from .elementwise import remainder
-        idx = remainder(idx, a.shape[axis])
-    elif mode not in (None, "clip", "fill", "promise_in_bounds"):
-        raise ValueError(f"take: mode must be 'clip' or 'wrap', got {mode!r}")
+        idx = remainder(idx, n) if n else idx
+    elif mode == "clip":
+        from .elementwise import clip
+        idx = clip(idx, 0, max(n - 1, 0))
+    elif mode not in (None, "fill", "promise_in_bounds"):
+        raise ValueError(f"take: mode must be 'clip', 'wrap' or 'fill', got {mode!r}")
     spec = tuple(("s", 0, a.shape[d], 1) if d != axis else ("a", 0) for d in range(a.ndim))
-    return lax.gather(a, [idx], spec)
+    arrays = [idx]
+    if mode == "fill":
+        a, arrays = _fill_out_of_range(a, spec, arrays, fill_value)
+    return lax.gather(a, arrays, spec)
 
 
 def _along_axis_spec(arr, indices, axis, name):
@@ -307,11 +432,15 @@ def take_along_axis(arr, indices, axis, mode=None, fill_value=None):
     return lax.gather(arr, index_arrays, spec)
 
 
-def put_along_axis(arr, indices, values, axis, inplace=False, mode=None):
-    """Functional ``numpy.put_along_axis``: returns the updated array."""
+def put_along_axis(arr, indices, values, axis, inplace=True, mode=None):
+    """Functional ``numpy.put_along_axis``: returns the updated array.
+
+    As in JAX, ``inplace=False`` must be passed: NumPy's form updates ``arr`` in place
+    and returns None, which code ported unchanged would silently rely on.
+    """
     if inplace:
-        raise ValueError("put_along_axis: fnx arrays are immutable; pass inplace=False and "
-                         "use the returned array")
+        raise ValueError("put_along_axis: fnx arrays are immutable, so it cannot update "
+                         "arr in place; pass inplace=False and use the returned array")
     arr, index_arrays, spec, shape = _along_axis_spec(arr, indices, axis, "put_along_axis")
     values = to_array(values)
     if values.dtype != arr.dtype:

@@ -28,7 +28,10 @@ def promote(name, *args, to_inexact=False):
         pairs.append(r)
     dtype, weak = dtypes.promote_pairs(pairs)
     if to_inexact and not dtypes.is_inexact(dtype):
-        dtype, weak = dtypes.promote_pairs([(dtype, weak), (dtypes.float32, True)])
+        # ints and bools become the default float (64-bit ints: float64); the result
+        # is weakly typed only if the inputs were (JAX: ``true_divide(i32, i32)`` is a
+        # strong float32, ``sqrt(2)`` a weak one).
+        dtype = dtypes.promote_pairs([(dtype, weak), (dtypes.float32, True)])[0]
     out = []
     for a in args:
         if dtypes.python_scalar_dtype(a) is not None:

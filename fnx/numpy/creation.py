@@ -25,10 +25,24 @@ def _python_only(obj):
     return type(obj) in (bool, int, float, complex)
 
 
-def _has_arrays(obj):
+def _leaves(obj):
     if isinstance(obj, (list, tuple)):
-        return any(_has_arrays(o) for o in obj)
-    return isinstance(obj, Array)
+        for o in obj:
+            yield from _leaves(o)
+    else:
+        yield obj
+
+
+def _nested(obj, dtype):
+    """A nested list/tuple with Arrays in it, as one Array of ``dtype`` (stacked)."""
+    if isinstance(obj, (list, tuple)):
+        from .manipulation import stack
+        if not obj:
+            return Array._wrap(np.zeros((0,), dtype))
+        return stack([_nested(o, dtype) for o in obj])
+    if isinstance(obj, Array):
+        return lax.convert_element_type(obj, dtype)
+    return Array._wrap(np.array(obj, dtype=dtype))
 
 
 def array(object, dtype=None, copy=True, order=None, ndmin=0):
@@ -36,9 +50,17 @@ def array(object, dtype=None, copy=True, order=None, ndmin=0):
     dtype = None if dtype is None else dtypes.canonicalize(dtype)
     if isinstance(object, Array):
         out = object
-    elif isinstance(object, (list, tuple)) and _has_arrays(object):
-        from .manipulation import stack
-        out = stack([array(o) for o in object]) if object else array(np.array(object))
+    elif isinstance(object, (list, tuple)) and object and not _python_only(object):
+        # Arrays, NumPy arrays or scalars inside: one dtype for all leaves by the
+        # lattice (Python scalars are weak, so [x_f16, 2.0] stays float16); like any
+        # list, the result is strongly typed.
+        leaves = list(_leaves(object))
+        dt = dtype or dtypes.promote_pairs(dtypes.dtype_and_weak(v) for v in leaves)[0]
+        if any(isinstance(v, Tracer) for v in leaves):
+            out = _nested(object, dt)  # traced values: stacked, recorded under jit
+        else:
+            with np.errstate(over="ignore", invalid="ignore"):
+                out = Array._wrap(np.array(object, dtype=dt))
     elif isinstance(object, (list, tuple)) and _python_only(object) and dtype is None:
         v = np.array(object)
         if v.dtype == np.float64:
@@ -79,9 +101,10 @@ def full(shape, fill_value, dtype=None):
     return lax.broadcast_in_dim(fill, shape, tuple(range(len(shape) - fill.ndim, len(shape))))
 
 
-def _const(value, shape, dtype):
+def _const(value, shape, dtype, weak_type=False):
     dtype = dtypes.float_ if dtype is None else dtypes.canonicalize(dtype)
-    return lax.broadcast_in_dim(Array._wrap(np.array(value, dtype)[()]), _shape(shape), ())
+    return lax.broadcast_in_dim(Array._wrap(np.array(value, dtype)[()], weak_type),
+                                _shape(shape), ())
 
 
 def zeros(shape, dtype=None, *, device=None):
@@ -97,19 +120,21 @@ def empty(shape, dtype=None, *, device=None):
 
 
 def _like(a, dtype, shape):
+    """(dtype, shape, weak_type) of an ``*_like`` result: a's, unless given."""
     a = to_array(a) if not isinstance(a, Array) else a
     return (a.dtype if dtype is None else dtypes.canonicalize(dtype),
-            a.shape if shape is None else _shape(shape))
+            a.shape if shape is None else _shape(shape),
+            a.weak_type and dtype is None)
 
 
 def zeros_like(a, dtype=None, shape=None, *, device=None):
-    dt, sh = _like(a, dtype, shape)
-    return _const(0, sh, dt)
+    dt, sh, weak = _like(a, dtype, shape)
+    return _const(0, sh, dt, weak)
 
 
 def ones_like(a, dtype=None, shape=None, *, device=None):
-    dt, sh = _like(a, dtype, shape)
-    return _const(1, sh, dt)
+    dt, sh, weak = _like(a, dtype, shape)
+    return _const(1, sh, dt, weak)
 
 
 def empty_like(a, dtype=None, shape=None, *, device=None):
@@ -117,12 +142,14 @@ def empty_like(a, dtype=None, shape=None, *, device=None):
 
 
 def full_like(a, fill_value, dtype=None, shape=None, *, device=None):
-    dt, sh = _like(a, dtype, shape)
-    return full(sh, fill_value, dt)
+    dt, sh, weak = _like(a, dtype, shape)
+    out = full(sh, fill_value, dt)
+    return lax.convert_element_type(out, dt, weak) if weak else out
 
 
 def arange(start, stop=None, step=None, dtype=None, *, device=None):
-    """``numpy.arange`` with static bounds (ints give int32, floats float32)."""
+    """``numpy.arange`` with static bounds. The dtype is the promotion of the bounds:
+    Python ints give int32 (int64 if they do not fit), floats float32."""
     for v in (start, stop, step):
         if isinstance(v, Tracer):
             concrete_int("arange", v, "start/stop/step")
@@ -131,10 +158,9 @@ def arange(start, stop=None, step=None, dtype=None, *, device=None):
     step = 1 if step is None else step
     vals = [v for v in (start, stop, step)]
     if dtype is None:
-        kinds = [np.asarray(v).dtype.kind for v in vals]
-        dtype = dtypes.float_ if "f" in kinds else dtypes.int_
-        if any(isinstance(v, Array) for v in vals):
-            dtype = dtypes.result_type(*[v for v in vals])
+        dtype = dtypes.result_type(*vals)
+        if dtype == dtypes.bool_:
+            dtype = dtypes.int_
     dtype = dtypes.canonicalize(dtype)
     start, stop, step = (v.item() if isinstance(v, Array) else v for v in vals)
     if step == 0:
@@ -175,7 +201,10 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
         out = where(last == num - 1, stop, out)
     out = moveaxis(out, 0, axis) if axis != 0 else out
     if dtype is not None:
-        out = lax.convert_element_type(out, dtypes.canonicalize(dtype))
+        dtype = dtypes.canonicalize(dtype)
+        if dtype.kind in "iu" and dt.kind == "f":
+            out = lax.floor(out)  # NumPy >= 2: integer linspace rounds toward -inf
+        out = lax.convert_element_type(out, dtype)
     return (out, step) if retstep else out
 
 
@@ -186,8 +215,25 @@ def logspace(start, stop, num=50, endpoint=True, base=10.0, dtype=None, axis=0):
 
 
 def geomspace(start, stop, num=50, endpoint=True, dtype=None, axis=0):
-    from .elementwise import exp, log
-    return exp(linspace(log(start), log(stop), num, endpoint, dtype=dtype, axis=axis))
+    """Geometric progression; both bounds negative gives negated values, as NumPy.
+    The endpoints are exactly ``start`` (and ``stop`` with ``endpoint``)."""
+    from .elementwise import abs as abs_, exp, log, multiply, sign, where
+    from .manipulation import moveaxis
+    num = concrete_int("geomspace", num, "num")
+    start, stop = to_array(start), to_array(stop)
+    dt = dtypes.promote_pairs([(start.dtype, start.weak_type), (stop.dtype, stop.weak_type),
+                               (dtypes.float32, True)])[0]
+    start = lax.convert_element_type(start, dt)
+    stop = lax.convert_element_type(stop, dt)
+    s = sign(start)  # NumPy requires start and stop of one sign; the result takes it
+    out = multiply(s, exp(linspace(log(abs_(start)), log(abs_(stop)), num, endpoint)))
+    if num > 0:
+        pos = lax.broadcasted_iota(dtypes.int32, out.shape, 0)
+        out = where(pos == 0, start, out)
+        if endpoint and num > 1:
+            out = where(pos == num - 1, stop, out)
+    out = moveaxis(out, 0, axis) if axis != 0 else out
+    return out if dtype is None else lax.convert_element_type(out, dtypes.canonicalize(dtype))
 
 
 def _tri_mask(n, m, k):
@@ -256,3 +302,10 @@ def meshgrid(*xi, copy=True, sparse=False, indexing="xy"):
         else:
             out.append(lax.broadcast_in_dim(x, tuple(shape), (d,)))
     return out
+
+
+# ``from .creation import *`` in fnx/numpy/__init__.py exports exactly the functions defined
+# here (not the modules and helpers this file imports, which would shadow real ones).
+__all__ = sorted(_n for _n, _v in list(globals().items())
+                 if not _n.startswith("_") and callable(_v)
+                 and getattr(_v, "__module__", None) == __name__)

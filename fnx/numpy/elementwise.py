@@ -16,6 +16,8 @@ from ..core.trace import EVAL, get_trace
 from ._util import broadcast_shapes, broadcast_to_shape, promote, promote_broadcast
 
 _FLOAT_KINDS = "f"
+# Python ints outside int32 are int64 in the lattice: they take the promotion path
+_INT32_MIN, _INT32_MAX = -2**31, 2**31 - 1
 
 
 def _fast_binary(name, slow, ufunc, kinds, out_bool=False):
@@ -34,13 +36,15 @@ def _fast_binary(name, slow, ufunc, kinds, out_bool=False):
                         except ValueError:
                             pass  # shapes do not broadcast: the slow path explains
                 elif (ty is float and xv.dtype.kind in _FLOAT_KINDS) or (
-                        ty is int and xv.dtype.kind in "iuf" and xv.dtype.kind in kinds):
+                        ty is int and xv.dtype.kind in "iuf" and xv.dtype.kind in kinds
+                        and _INT32_MIN <= y <= _INT32_MAX):
                     return Array._wrap(ufunc(xv, y), not out_bool and x.weak_type)
             elif tx is float or tx is int:
                 if ty is Array:
                     yv = y._value
                     if (tx is float and yv.dtype.kind in _FLOAT_KINDS) or (
-                            tx is int and yv.dtype.kind in "iuf" and yv.dtype.kind in kinds):
+                            tx is int and yv.dtype.kind in "iuf" and yv.dtype.kind in kinds
+                            and _INT32_MIN <= x <= _INT32_MAX):
                         return Array._wrap(ufunc(x, yv), not out_bool and y.weak_type)
         return slow(x, y)
     f.__name__ = name
@@ -49,9 +53,11 @@ def _fast_binary(name, slow, ufunc, kinds, out_bool=False):
     return f
 
 
-def _binary(name, lax_fn, to_inexact=False):
+def _binary(name, lax_fn, to_inexact=False, bool_fn=None):
     def slow(x, y):
         x, y = promote_broadcast(name, x, y, to_inexact=to_inexact, keep_scalars=True)
+        if bool_fn is not None and x.dtype == dtypes.bool_:
+            return bool_fn(x, y)  # NumPy and JAX: bool + is "or", bool * is "and"
         return lax_fn(x, y)
     slow.__name__ = name
     return slow
@@ -69,9 +75,10 @@ def _unary(name, lax_fn, to_inexact=False):
 
 
 # --- arithmetic --------------------------------------------------------------------------
-add = _fast_binary("add", _binary("add", lax.add), np.add, "biufc")
+add = _fast_binary("add", _binary("add", lax.add, bool_fn=lax.bitwise_or), np.add, "biufc")
 subtract = _fast_binary("subtract", _binary("subtract", lax.sub), np.subtract, "iufc")
-multiply = _fast_binary("multiply", _binary("multiply", lax.mul), np.multiply, "biufc")
+multiply = _fast_binary("multiply", _binary("multiply", lax.mul, bool_fn=lax.bitwise_and),
+                       np.multiply, "biufc")
 true_divide = _binary("true_divide", lax.div, to_inexact=True)
 divide = true_divide
 floor_divide = _binary("floor_divide", lax.floor_divide)
@@ -139,13 +146,27 @@ def _zeros_like(x):
     return lax.broadcast_in_dim(Array._wrap(np.zeros((), x.dtype), x.weak_type), x.shape, ())
 
 
+def _numeric(x):
+    """Bools become the default int (weak type kept), as JAX's ``promote_dtypes_numeric``."""
+    if x.dtype == dtypes.bool_:
+        return lax.convert_element_type(x, dtypes.int_, x.weak_type)
+    return x
+
+
 def power(x, y, /):
-    """``x ** y``; a Python int exponent becomes ``lax.integer_pow`` (exact, cheap)."""
+    """``x ** y``; a Python int exponent becomes ``lax.integer_pow`` (exact, cheap).
+
+    Integers to negative integer powers give ``1 / x**n`` truncated toward zero
+    (1, -1 or 0) instead of NumPy's error.
+    """
     if type(y) is int and not isinstance(x, (int, float, complex)):
         (x,) = promote("power", x)
+        x = _numeric(x)
         if y >= 0 or dtypes.is_inexact(x.dtype):
             return lax.integer_pow(x, y)
     x, y = promote_broadcast("power", x, y)
+    if x.dtype == dtypes.bool_:
+        x, y = _numeric(x), _numeric(y)
     return lax.pow(x, y)
 
 
@@ -174,7 +195,7 @@ def fmin(x, y, /):
 
 def logaddexp2(x, y, /):
     x, y = promote_broadcast("logaddexp2", x, y, to_inexact=True)
-    ln2 = np.log(2)
+    ln2 = float(np.log(2))  # a Python float: weakly typed, takes x's dtype
     return lax.div(lax.logaddexp(lax.mul(x, ln2), lax.mul(y, ln2)), ln2)
 
 
@@ -204,9 +225,24 @@ def logical_not(x, /):
 
 # --- unary ---------------------------------------------------------------------------------
 negative = _unary("negative", lax.neg)
-absolute = abs = _unary("absolute", lax.abs)
 sign = _unary("sign", lax.sign)
-square = _unary("square", lax.square)
+
+
+def absolute(x, /):
+    """``|x|``; bools and unsigned ints are returned as they are (as JAX)."""
+    (x,) = promote("absolute", x)
+    return x if x.dtype.kind in "bu" else lax.abs(x)
+
+
+abs = absolute
+
+
+def square(x, /):
+    """``x * x``; bools are squared as the default int (as JAX)."""
+    (x,) = promote("square", x)
+    return lax.square(_numeric(x))
+
+
 exp = _unary("exp", lax.exp, True)
 exp2 = _unary("exp2", lax.exp2, True)
 expm1 = _unary("expm1", lax.expm1, True)
@@ -227,9 +263,25 @@ sinh, cosh, tanh = (_unary(n, f, True) for n, f in (("sinh", lax.sinh), ("cosh",
 arcsinh = asinh = _unary("arcsinh", lax.asinh, True)
 arccosh = acosh = _unary("arccosh", lax.acosh, True)
 arctanh = atanh = _unary("arctanh", lax.atanh, True)
-real = _unary("real", lax.real)
-imag = _unary("imag", lax.imag)
-conjugate = conj = _unary("conj", lax.conj)
+
+
+def real(x, /):
+    (x,) = promote("real", x)
+    return lax.real(x) if x.dtype.kind == "c" else x
+
+
+def imag(x, /):
+    """Imaginary part; zeros of ``x``'s dtype for real inputs."""
+    (x,) = promote("imag", x)
+    return lax.imag(x) if x.dtype.kind == "c" else _zeros_like(x)
+
+
+def conjugate(x, /):
+    (x,) = promote("conjugate", x)
+    return lax.conj(x) if x.dtype.kind == "c" else x
+
+
+conj = conjugate
 
 
 def positive(x, /):
@@ -260,7 +312,12 @@ ceil = _float_or_int("ceil", lax.ceil)
 trunc = _float_or_int("trunc", lambda x: lax.select(lax.lt(x, _zeros_like(x)), lax.ceil(x),
                                                      lax.floor(x)))
 fix = trunc
-rint = _float_or_int("rint", lambda x: lax.round(x, lax.RoundingMethod.TO_NEAREST_EVEN))
+
+
+def rint(x, /):
+    """Round half to even; integers become floats (NumPy and JAX agree)."""
+    (x,) = promote("rint", x, to_inexact=True)
+    return lax.round(x, lax.RoundingMethod.TO_NEAREST_EVEN)
 
 
 def round(a, decimals=0, out=None):
@@ -268,15 +325,33 @@ def round(a, decimals=0, out=None):
     if out is not None:
         raise TypeError("round: fnx arrays are immutable, the out= argument is not supported")
     (a,) = promote("round", a)
+    decimals = int(decimals)
     if a.dtype.kind in "biu" and decimals >= 0:
         return a
+    if a.dtype.kind == "b":
+        a = _numeric(a)
     if a.dtype.kind in "iu":
-        f = 10 ** (-decimals)
-        return lax.mul(floor_divide(lax.add(a, f // 2), f), f)
+        return _round_int(a, 10 ** (-decimals))
+    even = lax.RoundingMethod.TO_NEAREST_EVEN
     if decimals == 0:
-        return lax.round(a, lax.RoundingMethod.TO_NEAREST_EVEN)
-    f = 10.0 ** decimals
-    return lax.div(lax.round(lax.mul(a, f), lax.RoundingMethod.TO_NEAREST_EVEN), f)
+        return lax.round(a, even)
+    if decimals > 0:  # the order of operations NumPy uses, so results match it bit for bit
+        f = 10.0 ** decimals
+        return lax.div(lax.round(lax.mul(a, f), even), f)
+    f = 10.0 ** (-decimals)
+    return lax.mul(lax.round(lax.div(a, f), even), f)
+
+
+def _round_int(a, f):
+    """Integers rounded to a multiple of ``f`` (> 1), half to even, exactly."""
+    if f > np.iinfo(a.dtype).max:
+        return _zeros_like(a)  # every representable value is below f / 2
+    q = floor_divide(a, f)
+    r = lax.sub(a, lax.mul(q, f))          # 0 <= r < f
+    half = lax.sub(lax.broadcast_in_dim(Array._wrap(np.array(f, a.dtype)), a.shape, ()), r)
+    odd = lax.ne(lax.rem(q, 2), _zeros_like(q))
+    up = lax.bitwise_or(lax.gt(r, half), lax.bitwise_and(lax.eq(r, half), odd))
+    return lax.mul(lax.select(up, lax.add(q, 1), q), f)
 
 
 around = round
@@ -284,16 +359,22 @@ around = round
 
 def isfinite(x, /):
     (x,) = promote("isfinite", x)
+    if x.dtype.kind == "c":
+        return lax.bitwise_and(lax.is_finite(lax.real(x)), lax.is_finite(lax.imag(x)))
     return lax.is_finite(x) if x.dtype.kind == "f" else _full_bool(x, True)
 
 
 def isinf(x, /):
     (x,) = promote("isinf", x)
+    if x.dtype.kind == "c":
+        return lax.bitwise_or(lax.isinf(lax.real(x)), lax.isinf(lax.imag(x)))
     return lax.isinf(x) if x.dtype.kind == "f" else _full_bool(x, False)
 
 
 def isnan(x, /):
     (x,) = promote("isnan", x)
+    if x.dtype.kind == "c":
+        return lax.bitwise_or(lax.isnan(lax.real(x)), lax.isnan(lax.imag(x)))
     return lax.isnan(x) if x.dtype.kind == "f" else _full_bool(x, False)
 
 
@@ -325,10 +406,12 @@ radians, degrees = deg2rad, rad2deg
 
 
 def heaviside(x1, x2, /):
+    """0 where ``x1 < 0``, 1 where ``x1 > 0``, ``x2`` where ``x1 == 0``, NaN where NaN."""
     x1, x2 = promote_broadcast("heaviside", x1, x2, to_inexact=True)
     zero = _zeros_like(x1)
-    one = lax.broadcast_in_dim(Array._wrap(np.ones((), x1.dtype)), x1.shape, ())
-    return lax.select(lax.lt(x1, zero), zero, lax.select(lax.gt(x1, zero), one, x2))
+    one = lax.broadcast_in_dim(Array._wrap(np.ones((), x1.dtype), x1.weak_type), x1.shape, ())
+    at_zero = lax.select(lax.eq(x1, zero), x2, x1)  # x1 is NaN there: NaN, as NumPy
+    return lax.select(lax.lt(x1, zero), zero, lax.select(lax.gt(x1, zero), one, at_zero))
 
 
 def clip(x, /, min=None, max=None, *, a_min=None, a_max=None):
@@ -361,15 +444,31 @@ def _broadcast3(c, x, y):
 
 
 def nan_to_num(x, copy=True, nan=0.0, posinf=None, neginf=None):
+    """NaN -> ``nan``, +-inf -> ``posinf``/``neginf`` (default: the dtype's extremes);
+    complex inputs are processed part by part."""
     (x,) = promote("nan_to_num", x)
+    if x.dtype.kind == "c":
+        re = nan_to_num(lax.real(x), copy, nan, posinf, neginf)
+        im = nan_to_num(lax.imag(x), copy, nan, posinf, neginf)
+        cre = lax.convert_element_type(re, x.dtype, x.weak_type)
+        cim = lax.convert_element_type(im, x.dtype, x.weak_type)
+        return lax.add(cre, lax.mul(cim, 1j))
     if x.dtype.kind != "f":
         return x
     info = np.finfo(x.dtype)
     posinf = info.max if posinf is None else posinf
     neginf = info.min if neginf is None else neginf
-    x = where(isnan(x), lax.convert_element_type(nan, x.dtype), x)
-    x = where(lax.bitwise_and(isinf(x), lax.gt(x, _zeros_like(x))), posinf, x)
-    return where(lax.bitwise_and(isinf(x), lax.lt(x, _zeros_like(x))), neginf, x)
+    zero = _zeros_like(x)
+    x = lax.select(lax.isnan(x), _full_like(x, nan), x)
+    x = lax.select(lax.bitwise_and(lax.isinf(x), lax.gt(x, zero)), _full_like(x, posinf), x)
+    return lax.select(lax.bitwise_and(lax.isinf(x), lax.lt(x, zero)), _full_like(x, neginf), x)
+
+
+def _full_like(x, value):
+    """``value`` in ``x``'s dtype, shape and weak type."""
+    with np.errstate(over="ignore", invalid="ignore"):
+        v = np.array(value, x.dtype)
+    return lax.broadcast_in_dim(Array._wrap(v, x.weak_type), x.shape, ())
 
 
 def isclose(a, b, rtol=1e-05, atol=1e-08, equal_nan=False):
@@ -401,7 +500,17 @@ def array_equal(a1, a2, equal_nan=False):
 
 
 def sinc(x, /):
+    """``sin(pi x) / (pi x)``, and 1 at 0."""
     (x,) = promote("sinc", x, to_inexact=True)
     px = lax.mul(x, np.pi)
-    safe = where(equal(x, 0), lax.convert_element_type(1.0, x.dtype), px)
-    return where(equal(x, 0), lax.convert_element_type(1.0, x.dtype), lax.div(lax.sin(safe), safe))
+    at_zero = lax.eq(x, _zeros_like(x))
+    one = _full_like(x, 1.0)
+    safe = lax.select(at_zero, one, px)
+    return lax.select(at_zero, one, lax.div(lax.sin(safe), safe))
+
+
+# ``from .elementwise import *`` in fnx/numpy/__init__.py exports exactly the functions defined
+# here (not the modules and helpers this file imports, which would shadow real ones).
+__all__ = sorted(_n for _n, _v in list(globals().items())
+                 if not _n.startswith("_") and callable(_v)
+                 and getattr(_v, "__module__", None) == __name__)

@@ -356,32 +356,233 @@ def trace(a, offset=0, axis1=0, axis2=1, dtype=None):
     return sum(diagonal(a, offset, axis1, axis2), axis=-1, dtype=dtype)
 
 
-def pad(array, pad_width, mode="constant", constant_values=0):
-    """``numpy.pad`` in 'constant', 'edge', 'reflect', 'symmetric' and 'wrap' modes."""
+_PAD_KWARGS = {"constant": {"constant_values"}, "edge": set(), "empty": set(),
+               "linear_ramp": {"end_values"}, "maximum": {"stat_length"},
+               "mean": {"stat_length"}, "median": {"stat_length"}, "minimum": {"stat_length"},
+               "reflect": {"reflect_type"}, "symmetric": {"reflect_type"}, "wrap": set()}
+
+
+def _pad_pairs(name, value, ndim, integral=False):
+    """``value`` broadcast to ``ndim`` (before, after) pairs of Python numbers."""
+    v = np.asarray(value)
+    if integral:
+        if v.dtype.kind not in "iub":
+            raise TypeError(f"pad: {name} must be integers, got {value!r}")
+        if (v < 0).any():
+            raise ValueError(f"pad: {name} must not contain negative values, got {value!r}")
+    try:
+        v = np.broadcast_to(v, (ndim, 2))
+    except ValueError:
+        raise ValueError(f"pad: {name} {value!r} cannot be broadcast to ({ndim}, 2) "
+                         "(one (before, after) pair per axis)") from None
+    return v.tolist()
+
+
+def pad(array, pad_width, mode="constant", **kwargs):
+    """``numpy.pad``: every NumPy mode ('constant', 'edge', 'linear_ramp', 'maximum',
+    'mean', 'median', 'minimum', 'reflect', 'symmetric', 'wrap', 'empty') with their
+    options, or a function ``f(vector, pad_width, iaxis, kwargs) -> vector`` applied
+    along each axis (as ``jax.numpy.pad``: it returns the padded vector)."""
     array = to_array(array)
-    pw = np.broadcast_to(np.asarray(pad_width, dtype=np.int64), (array.ndim, 2)).tolist()
-    if mode == "constant":
-        cv = lax.convert_element_type(constant_values, array.dtype)
-        return lax.pad(array, cv, [(lo, hi, 0) for lo, hi in pw])
-    out = array
+    nd = array.ndim
+    if isinstance(pad_width, Array):
+        pad_width = np.asarray(pad_width._concrete("pad: pad_width (it sets the output shape)"))
+    pw = [[int(a), int(b)] for a, b in _pad_pairs("pad_width", pad_width, nd, True)]
+    if callable(mode):
+        return _pad_function(array, pw, mode, kwargs)
+    if mode not in _PAD_KWARGS:
+        raise ValueError(f"pad: mode {mode!r} is not supported; use one of "
+                         f"{', '.join(sorted(_PAD_KWARGS))} or a function")
+    unknown = set(kwargs) - _PAD_KWARGS[mode]
+    if unknown:
+        raise ValueError(f"pad: unsupported keyword arguments for mode {mode!r}: "
+                         f"{sorted(unknown)}")
+    if mode in ("constant", "empty"):
+        return _pad_constant(array, pw, kwargs.get("constant_values", 0))
     for ax, (lo, hi) in enumerate(pw):
+        if array.shape[ax] == 0 and (lo or hi):
+            raise ValueError(f"pad: cannot extend the empty axis {ax} in mode {mode!r} "
+                             "(only 'constant' and 'empty' can)")
+    out = array
+    if mode == "linear_ramp":
+        ends = _pad_pairs("end_values", kwargs.get("end_values", 0), nd)
+        for ax, (lo, hi) in enumerate(pw):
+            out = _pad_linear_ramp(out, ax, lo, hi, ends[ax])
+        return out
+    if mode in ("maximum", "minimum", "mean", "median"):
+        sl = kwargs.get("stat_length")
+        sl = [[None, None]] * nd if sl is None else _pad_pairs("stat_length", sl, nd, True)
+        for ax, (lo, hi) in enumerate(pw):
+            out = _pad_stat(out, ax, lo, hi, mode, sl[ax])
+        return out
+    reflect_type = kwargs.get("reflect_type", "even")
+    if reflect_type not in ("even", "odd"):
+        raise ValueError(f"pad: reflect_type must be 'even' or 'odd', got {reflect_type!r}")
+    for ax, (lo, hi) in enumerate(pw):
+        if not (lo or hi):
+            continue
         n = out.shape[ax]
-        if mode == "edge":
-            idx = np.clip(np.arange(-lo, n + hi), 0, n - 1)
+        if mode in ("reflect", "symmetric") and reflect_type == "odd" and n > 1:
+            out = _pad_reflect_odd(out, ax, lo, hi, mode == "symmetric")
+            continue
+        if mode == "edge" or (mode in ("reflect", "symmetric") and n == 1):
+            idx = np.clip(np.arange(-lo, n + hi), 0, n - 1)   # NumPy: singletons extend
         elif mode == "wrap":
             idx = np.arange(-lo, n + hi) % n
-        elif mode in ("reflect", "symmetric"):
-            idx = np.arange(-lo, n + hi)
-            period = 2 * (n - 1) if mode == "reflect" else 2 * n
-            idx = np.mod(idx, builtins.max(period, 1))
-            idx = np.where(idx >= n, period - idx - (0 if mode == "reflect" else 1), idx)
         else:
-            raise NotImplementedError(f"pad: mode {mode!r} is not supported")
-        if lo or hi:
-            from ._indexing import take
-            out = take(out, Array._wrap(idx.astype(np.int32)), axis=ax)
+            period = 2 * (n - 1) if mode == "reflect" else 2 * n
+            idx = np.mod(np.arange(-lo, n + hi), period)
+            idx = np.where(idx >= n, period - idx - (0 if mode == "reflect" else 1), idx)
+        from ._indexing import take
+        out = take(out, Array._wrap(idx.astype(np.int32)), axis=ax)
+    return out
+
+
+def _pad_constant(array, pw, constant_values):
+    if isinstance(constant_values, Array) and constant_values.ndim == 0:
+        cv = [[constant_values, constant_values]] * array.ndim
+    else:
+        cv = _pad_pairs("constant_values", constant_values, array.ndim)
+    values = {(type(v), v) for pair in cv for v in pair if not isinstance(v, Array)}
+    if len(values) <= 1 and not any(isinstance(v, Array) for pair in cv for v in pair):
+        fill = lax.convert_element_type(cv[0][0] if cv else 0, array.dtype)
+        return lax.pad(array, fill, [(lo, hi, 0) for lo, hi in pw])
+    out = array
+    for ax, ((lo, hi), (before, after)) in enumerate(zip(pw, cv)):
+        for width, value, side in ((lo, before, 0), (hi, after, 1)):
+            if width:
+                cfg = [(0, 0, 0)] * array.ndim
+                cfg[ax] = (width, 0, 0) if side == 0 else (0, width, 0)
+                out = lax.pad(out, lax.convert_element_type(value, array.dtype), cfg)
+    return out
+
+
+def _edge(x, ax, last):
+    n = x.shape[ax]
+    return lax.slice_in_dim(x, n - 1, n, 1, ax) if last else lax.slice_in_dim(x, 0, 1, 1, ax)
+
+
+def _along(x, ax, width, block):
+    """``block`` (size 1 along ``ax``) repeated ``width`` times along ``ax``."""
+    shape = list(x.shape)
+    shape[ax] = width
+    return broadcast_to_shape(block, tuple(shape))
+
+
+def _pad_linear_ramp(x, ax, lo, hi, ends):
+    from .elementwise import add, floor, multiply, subtract, true_divide
+    if not (lo or hi):
+        return x
+    dt = x.dtype
+    calc = dtypes.float64 if dt.kind in "iub" else dt  # NumPy computes ramps in float64
+    parts = []
+    for width, end, last in ((lo, ends[0], False), (hi, ends[1], True)):
+        if not width:
+            parts.append(None)
+            continue
+        edge = lax.convert_element_type(_edge(x, ax, last), calc)
+        endv = lax.convert_element_type(end, calc)
+        step = true_divide(subtract(edge, endv), width)
+        shape = [1] * x.ndim
+        shape[ax] = width
+        i = lax.broadcasted_iota(calc, tuple(shape), ax)
+        ramp = add(multiply(i, step), endv)
+        if dt.kind in "iu":
+            ramp = floor(ramp)
+        ramp = lax.convert_element_type(ramp, dt)
+        parts.append(lax.rev(ramp, (ax,)) if last else ramp)
+    pieces = [p for p in (parts[0], x, parts[1]) if p is not None]
+    return lax.concatenate(pieces, ax)
+
+
+def _pad_stat(x, ax, lo, hi, mode, lengths):
+    from . import reductions as rd
+    from .elementwise import rint
+    if not (lo or hi):
+        return x
+    n = x.shape[ax]
+    stats = []
+    for width, length, last in ((lo, lengths[0], False), (hi, lengths[1], True)):
+        if not width:
+            stats.append(None)
+            continue
+        k = n if length is None else min(int(length), n)
+        if k == 0:
+            raise ValueError(f"pad: stat_length of 0 gives no value to pad axis {ax} with")
+        chunk = lax.slice_in_dim(x, n - k, n, 1, ax) if last else lax.slice_in_dim(x, 0, k, 1, ax)
+        if mode == "maximum":
+            st = rd.max(chunk, axis=ax, keepdims=True)
+        elif mode == "minimum":
+            st = rd.min(chunk, axis=ax, keepdims=True)
+        else:
+            calc = dtypes.float64 if x.dtype.kind in "iub" else x.dtype
+            chunk = lax.convert_element_type(chunk, calc)
+            if mode == "mean":
+                st = rd.mean(chunk, axis=ax, keepdims=True)
+            else:
+                srt = lax.sort(chunk, ax)
+                a = lax.slice_in_dim(srt, (k - 1) // 2, (k - 1) // 2 + 1, 1, ax)
+                b = lax.slice_in_dim(srt, k // 2, k // 2 + 1, 1, ax)
+                st = lax.div(lax.add(a, b), 2.0) if k % 2 == 0 else a
+            if x.dtype.kind in "iu":
+                st = rint(st)  # NumPy rounds integer means and medians (half to even)
+            st = lax.convert_element_type(st, x.dtype)
+        stats.append(_along(x, ax, width, st))
+    pieces = [p for p in (stats[0], x, stats[1]) if p is not None]
+    return lax.concatenate(pieces, ax)
+
+
+def _pad_reflect_odd(x, ax, lo, hi, include_edge):
+    """NumPy's iterative odd reflection (``2 * edge - reflected``), step for step."""
+    from .elementwise import multiply, subtract
+    period = x.shape[ax]
+    eo = 1 if include_edge else 0
+    cur = x
+    while lo > 0 or hi > 0:
+        m = cur.shape[ax]
+        if include_edge:
+            old = m // period * period
+        else:
+            old = (m - 1) // (period - 1) * (period - 1) + 1 - 1
+        if lo > 0:
+            cl = min(old, lo)
+            s0 = 1 - eo
+            chunk = lax.rev(lax.slice_in_dim(cur, s0, s0 + cl, 1, ax), (ax,))
+            chunk = subtract(multiply(_edge(cur, ax, False), 2), chunk)
+            cur = lax.concatenate([chunk, cur], ax)
+            lo -= cl
+        if hi > 0:
+            m = cur.shape[ax]
+            cl = min(old, hi)
+            chunk = lax.rev(lax.slice_in_dim(cur, m - 1 + eo - cl, m - 1 + eo, 1, ax), (ax,))
+            chunk = subtract(multiply(_edge(cur, ax, True), 2), chunk)
+            cur = lax.concatenate([cur, chunk], ax)
+            hi -= cl
+    return cur
+
+
+def _pad_function(array, pw, func, kwargs):
+    """JAX's callable mode: pad with zeros, then ``func`` rewrites each 1-D vector along
+    each axis in turn and returns it."""
+    out = _pad_constant(array, pw, 0)
+    for ax in range(out.ndim):
+        moved = moveaxis(out, ax, -1)
+        rows = lax.reshape(moved, (math.prod(moved.shape[:-1]), moved.shape[-1]))
+        new = [to_array(func(rows[i], tuple(pw[ax]), ax, kwargs)) for i in range(rows.shape[0])]
+        if new:
+            rows = stack(new) if len(new) > 1 else lax.expand_dims(new[0], (0,))
+        if rows.dtype != out.dtype:
+            rows = lax.convert_element_type(rows, out.dtype)
+        out = moveaxis(lax.reshape(rows, moved.shape), -1, ax)
     return out
 
 
 def copy(a, order=None):
     return to_array(a)
+
+
+# ``from .manipulation import *`` in fnx/numpy/__init__.py exports exactly the functions defined
+# here (not the modules and helpers this file imports, which would shadow real ones).
+__all__ = sorted(_n for _n, _v in list(globals().items())
+                 if not _n.startswith("_") and callable(_v)
+                 and getattr(_v, "__module__", None) == __name__)

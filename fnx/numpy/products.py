@@ -19,7 +19,7 @@ def matmul(x1, x2, /):
     if squeeze_b:
         b = lax.reshape(b, (b.shape[0], 1))
     if a.shape[-1] != b.shape[-2]:
-        raise ShapeError(f"matmul: contraction sizes differ: {x1_shape(x1)} @ {x1_shape(x2)} "
+        raise ShapeError(f"matmul: contraction sizes differ: {_shape_of(x1)} @ {_shape_of(x2)} "
                          f"(last dim of the first, {a.shape[-1]}, must equal the second-to-last "
                          f"of the second, {b.shape[-2]})")
     batch = broadcast_shapes("matmul", a.shape[:-2], b.shape[:-2])
@@ -34,7 +34,7 @@ def matmul(x1, x2, /):
     return out
 
 
-def x1_shape(x):
+def _shape_of(x):
     return getattr(x, "shape", None) or to_array(x).shape
 
 
@@ -119,11 +119,25 @@ def cross(a, b, axisa=-1, axisb=-1, axisc=-1, axis=None):
         axisa = axisb = axisc = axis
     a, b = promote("cross", a, b)
     a, b = moveaxis(a, axisa, -1), moveaxis(b, axisb, -1)
-    if a.shape[-1] != 3 or b.shape[-1] != 3:
-        raise ShapeError("cross: only 3-vectors are supported")
+    if a.shape[-1] not in (2, 3) or b.shape[-1] not in (2, 3):
+        raise ValueError(f"cross: the vectors must have 2 or 3 components, got shapes "
+                         f"{a.shape} and {b.shape} (after moving the vector axes last)")
+    if a.shape[-1] == 2 and b.shape[-1] == 2:  # the z component only, as NumPy
+        return subtract(multiply(a[..., 0], b[..., 1]), multiply(a[..., 1], b[..., 0]))
+    zero = lax.broadcast_in_dim(lax.convert_element_type(0, a.dtype), a.shape[:-1] + (1,), ())
+    a = lax.concatenate([a, zero], a.ndim - 1) if a.shape[-1] == 2 else a
+    zero = lax.broadcast_in_dim(lax.convert_element_type(0, b.dtype), b.shape[:-1] + (1,), ())
+    b = lax.concatenate([b, zero], b.ndim - 1) if b.shape[-1] == 2 else b
     a0, a1, a2 = (a[..., i] for i in range(3))
     b0, b1, b2 = (b[..., i] for i in range(3))
     c = stack([subtract(multiply(a1, b2), multiply(a2, b1)),
                subtract(multiply(a2, b0), multiply(a0, b2)),
                subtract(multiply(a0, b1), multiply(a1, b0))], -1)
     return moveaxis(c, -1, axisc)
+
+
+# ``from .products import *`` in fnx/numpy/__init__.py exports exactly the functions defined
+# here (not the modules and helpers this file imports, which would shadow real ones).
+__all__ = sorted(_n for _n, _v in list(globals().items())
+                 if not _n.startswith("_") and callable(_v)
+                 and getattr(_v, "__module__", None) == __name__)

@@ -37,6 +37,11 @@ def _reduction(name, lax_fn, acc_dtype=None, bool_in=False):
         if bool_in and a.dtype != dtypes.bool_:
             a = lax.ne(a, lax.broadcast_in_dim(Array._wrap(np.zeros((), a.dtype)), a.shape, ()))
         axes = normalize_axes(name, axis, a.ndim)
+        if (name in ("max", "min") and initial is None and where is None
+                and _count(a.shape, axes) == 0
+                and math.prod(d for i, d in enumerate(a.shape) if i not in axes) > 0):
+            raise ValueError(f"{name}: zero-size array to reduction operation {name} which "
+                             "has no identity; pass initial= (or where=)")
         target = dtypes.canonicalize(dtype) if dtype is not None else (
             acc_dtype(a.dtype) if acc_dtype else a.dtype)
         if target != a.dtype:
@@ -146,13 +151,15 @@ def argmin(a, axis=None, out=None, keepdims=False):
 
 def _arg(name, lax_fn, a, axis, keepdims):
     (a,) = promote(name, a)
+    if axis is None and a.size == 0:
+        raise ValueError(f"{name}: attempt to get {name} of an empty sequence")
     if axis is None:
         flat = lax.reshape(a, (a.size,))
         out = lax_fn(flat, 0, dtypes.int32)
         return lax.reshape(out, (1,) * a.ndim) if keepdims else out
     ax = normalize_axis(name, axis, a.ndim)
     if a.shape[ax] == 0:
-        raise ShapeError(f"{name}: attempt to get {name} of an empty sequence (axis {ax} of "
+        raise ValueError(f"{name}: attempt to get {name} of an empty sequence (axis {ax} of "
                          f"shape {a.shape})")
     out = lax_fn(a, ax, dtypes.int32)
     return lax.expand_dims(out, (ax,)) if keepdims else out
@@ -216,3 +223,10 @@ def average(a, axis=None, weights=None, returned=False, keepdims=False):
         from .manipulation import broadcast_to
         return avg, broadcast_to(wsum, avg.shape)
     return avg
+
+
+# ``from .reductions import *`` in fnx/numpy/__init__.py exports exactly the functions defined
+# here (not the modules and helpers this file imports, which would shadow real ones).
+__all__ = sorted(_n for _n, _v in list(globals().items())
+                 if not _n.startswith("_") and callable(_v)
+                 and getattr(_v, "__module__", None) == __name__ and _n != "broadcast_where")
