@@ -457,8 +457,9 @@ def test_histogram_matches_numpy(a, bins):
     w = np.ones_like(a) * 0.5
     d, _ = fnp.histogram(a, e, weights=w, density=True)
     check(d, np.histogram(a, e, weights=w, density=True)[0])
-    check(jit_matches(lambda a: fnp.histogram(a, 3, range=(-1, 1))[0], a),
-          np.histogram(a, 3, range=(-1, 1))[0])
+    counts3, edges3 = jit_matches(lambda a: fnp.histogram(a, 3, range=(-1, 1)), a)
+    check(edges3, np.histogram_bin_edges(a, 3, range=(-1, 1)), dtype=np.float32, rtol=1e-6)
+    check(counts3, np.histogram(a, np.asarray(edges3))[0])  # float32 edges, as computed
 
 
 @SETTINGS

@@ -45,6 +45,7 @@ def _unary(prim):
         return prim.bind(to_array(x))
     f.__name__ = prim.name
     f.__doc__ = f"Elementwise ``{prim.name}`` (lax semantics: no promotion)."
+    f.prim = prim
     return f
 
 

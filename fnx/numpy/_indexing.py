@@ -16,6 +16,7 @@ import numpy as np
 from .. import lax
 from ..core import dtypes
 from ..core.array import Array, Tracer, to_array
+from ..core.trace import EVAL, get_trace
 from ..errors import ConcretizationError
 from ..lax.indexing import indexed_shape
 
@@ -137,9 +138,21 @@ def _spec(x, items):
     return tuple(spec), arrays
 
 
+_BASIC = (int, slice, type(None), type(Ellipsis), np.integer)
+
+
+def _is_basic(idx):
+    if isinstance(idx, tuple):
+        return all(isinstance(i, _BASIC) and type(i) is not bool for i in idx)
+    return isinstance(idx, _BASIC) and type(idx) is not bool
+
+
 def getitem(x, idx, mode=None, fill_value=None):
     """``x[idx]``; ``mode='fill'``: out-of-range dynamic indices give ``fill_value``
     (default NaN, or the dtype's extreme for integers) instead of being clamped."""
+    if type(x) is Array and mode is None and get_trace() is EVAL and _is_basic(idx):
+        # Eager basic indexing is NumPy's own (a view; IndexError out of range).
+        return Array._wrap(x._concrete("indexing")[idx], x.weak_type)
     x, items = _parse(x, idx)
     if any(type(it) is _Array for it in items):
         spec, arrays = _spec(x, items)

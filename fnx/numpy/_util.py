@@ -19,6 +19,9 @@ def promote(name, *args, to_inexact=False):
     Python scalars become arrays of the result dtype directly (weakly typed),
     so ``x_f32 * 2.0`` records no conversion.
     """
+    if len(args) == 1 and isinstance(args[0], Array) and (
+            not to_inexact or args[0].dtype.kind in "fc"):
+        return [args[0]]  # one array of an acceptable dtype: nothing to do
     pairs = []
     for a in args:
         r = dtypes.python_scalar_dtype(a)

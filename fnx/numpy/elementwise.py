@@ -64,7 +64,13 @@ def _binary(name, lax_fn, to_inexact=False, bool_fn=None):
 
 
 def _unary(name, lax_fn, to_inexact=False):
+    prim = lax_fn.prim
+
     def f(x, /):
+        if type(x) is Array and get_trace() is EVAL:
+            v = x._value
+            if v.dtype.kind == "f":  # every unary primitive maps floats to their own dtype
+                return Array._wrap(prim.impl(v), x.weak_type)
         (x,) = promote(name, x, to_inexact=to_inexact)
         return lax_fn(x)
     f.__name__ = name
@@ -426,11 +432,12 @@ def clip(x, /, min=None, max=None, *, a_min=None, a_max=None):
     return x
 
 
-def where(condition, x=None, y=None, /):
-    """``x`` where ``condition`` else ``y`` (broadcasting); one argument: ``nonzero``."""
+def where(condition, x=None, y=None, /, *, size=None, fill_value=None):
+    """``x`` where ``condition`` else ``y`` (broadcasting); one argument: ``nonzero``
+    (``size=`` gives it a static shape, so it works under jit)."""
     if x is None and y is None:
         from .setops import nonzero
-        return nonzero(condition)
+        return nonzero(condition, size=size, fill_value=fill_value)
     if x is None or y is None:
         raise ValueError("where: give both x and y, or neither")
     x, y = promote("where", x, y)
