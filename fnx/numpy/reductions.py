@@ -13,6 +13,7 @@ import numpy as np
 from .. import lax
 from ..core import dtypes
 from ..core.array import Array, to_array
+from ..core.trace import EVAL, get_trace
 from ..errors import ShapeError
 from ._util import normalize_axes, normalize_axis, promote
 
@@ -29,10 +30,18 @@ def _sum_dtype(dtype):
     return dtype
 
 
-def _reduction(name, lax_fn, acc_dtype=None, bool_in=False):
+def _reduction(name, lax_fn, acc_dtype=None, bool_in=False, numpy_fn=None):
     def f(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
         if out is not None:
             raise TypeError(f"{name}: fnx arrays are immutable; out= is not supported")
+        if (numpy_fn is not None and type(a) is Array and dtype is None and initial is None
+                and where is None and get_trace() is EVAL):
+            v = a._value
+            if v.dtype.kind == "f" and v.size:  # float reductions: NumPy's result is ours
+                try:
+                    return Array._wrap(numpy_fn(v, axis=axis, keepdims=keepdims), a.weak_type)
+                except (TypeError, ValueError, np.exceptions.AxisError):
+                    pass  # the general path explains the error
         (a,) = promote(name, a)
         if bool_in and a.dtype != dtypes.bool_:
             a = lax.ne(a, lax.broadcast_in_dim(Array._wrap(np.zeros((), a.dtype)), a.shape, ()))
@@ -73,10 +82,10 @@ def _identity_for(name, dtype):
     return np.array(info.min if name == "max" else info.max, dtype)[()]
 
 
-sum = _reduction("sum", lax.reduce_sum, _sum_dtype)
-prod = _reduction("prod", lax.reduce_prod, _sum_dtype)
-max = amax = _reduction("max", lax.reduce_max)
-min = amin = _reduction("min", lax.reduce_min)
+sum = _reduction("sum", lax.reduce_sum, _sum_dtype, numpy_fn=np.sum)
+prod = _reduction("prod", lax.reduce_prod, _sum_dtype, numpy_fn=np.prod)
+max = amax = _reduction("max", lax.reduce_max, numpy_fn=np.max)
+min = amin = _reduction("min", lax.reduce_min, numpy_fn=np.min)
 _any = _reduction("any", lax.reduce_or, bool_in=True)
 _all = _reduction("all", lax.reduce_and, bool_in=True)
 
