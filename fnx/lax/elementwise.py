@@ -12,21 +12,15 @@ import numpy as np
 
 from ..core import dtypes
 from ..core.primitive import Primitive, ShapeDtypeStruct
-from ._rules import binop, check_kind, describe, same_shapes_dtypes, unop
+from ._rules import binop, check_kind, describe, quiet, same_shapes_dtypes, unop
 from ..errors import ShapeError
 from . import special_math
 
 _ERR = dict(divide="ignore", invalid="ignore", over="ignore", under="ignore")
 
-
-def _quiet(f):
-    """NumPy impl without floating-point warnings (JAX semantics: no warnings)."""
-    def impl(*args, **kw):
-        with np.errstate(**_ERR):
-            return f(*args, **kw)
-    impl.__name__ = getattr(f, "__name__", "impl")
-    impl.raw = f  # jit calls the raw function inside one errstate for the whole call
-    return impl
+# NumPy impl without floating-point warnings (JAX semantics: no warnings); ``.raw``
+# is the plain function, which jit calls inside one errstate for the whole call.
+_quiet = quiet
 
 
 def _real_dtype(d):
@@ -45,13 +39,29 @@ exp_p = unop("exp", _quiet(np.exp), "inexact", hint=_INEXACT)
 exp2_p = unop("exp2", _quiet(np.exp2), "inexact", hint=_INEXACT)
 expm1_p = unop("expm1", _quiet(np.expm1), "inexact", hint=_INEXACT)
 log_p = unop("log", _quiet(np.log), "inexact", hint=_INEXACT)
-log1p_p = unop("log1p", _quiet(np.log1p), "inexact", hint=_INEXACT)
+
+
+def _log1p_impl(x):
+    if x.dtype.kind != "c":
+        return np.log1p(x)
+    # NumPy's complex log1p forms 1 + z and loses the real part for small z
+    # (log1p(0.02j) in complex64 is off by ~20 ulp of |z|). Near 0 (parts below 1/2):
+    # log|1 + z| = log1p(re * (re + 2) + im**2) / 2, arg(1 + z) = atan2(im, 1 + re).
+    # Elsewhere forming 1 + z costs at most an ulp of |z| (and near z = -1 the
+    # formula above would cancel), so NumPy's log1p is used.
+    re, im = x.real, x.imag
+    small = (np.abs(re) < 0.5) & (np.abs(im) < 0.5)
+    careful = 0.5 * np.log1p(re * (re + 2) + im * im) + 1j * np.arctan2(im, 1 + re)
+    return np.where(small, careful, np.log1p(x)).astype(x.dtype, copy=False)
+
+
+log1p_p = unop("log1p", _quiet(_log1p_impl), "inexact", hint=_INEXACT)
 log2_p = unop("log2", _quiet(np.log2), "inexact", hint=_INEXACT)
 log10_p = unop("log10", _quiet(np.log10), "inexact", hint=_INEXACT)
 sqrt_p = unop("sqrt", _quiet(np.sqrt), "inexact", hint=_INEXACT)
 rsqrt_p = unop("rsqrt", _quiet(lambda x: 1 / np.sqrt(x)), "inexact", hint=_INEXACT)
 cbrt_p = unop("cbrt", np.cbrt, "float", hint=_INEXACT)
-square_p = unop("square", np.square)
+square_p = unop("square", _quiet(np.square))
 reciprocal_p = unop("reciprocal", _quiet(np.reciprocal), "inexact", hint=_INEXACT)
 sin_p = unop("sin", _quiet(np.sin), "inexact", hint=_INEXACT)
 cos_p = unop("cos", _quiet(np.cos), "inexact", hint=_INEXACT)
@@ -65,8 +75,15 @@ tanh_p = unop("tanh", np.tanh, "inexact", hint=_INEXACT)
 asinh_p = unop("asinh", np.arcsinh, "inexact", hint=_INEXACT)
 acosh_p = unop("acosh", _quiet(np.arccosh), "inexact", hint=_INEXACT)
 atanh_p = unop("atanh", _quiet(np.arctanh), "inexact", hint=_INEXACT)
-logistic_p = unop("logistic", _quiet(lambda x: np.exp(-np.logaddexp(0, -x)).astype(x.dtype)),
-                  "float", hint=_INEXACT)
+def _logistic_impl(x):
+    # exp(-|x|) never overflows; e / (1 + e) keeps full relative accuracy for x < 0
+    # (exp(-logaddexp(0, -x)) loses digits there: the error of the logaddexp term
+    # is magnified by its size).
+    e = np.exp(-np.abs(x))
+    return np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype, copy=False)
+
+
+logistic_p = unop("logistic", _logistic_impl, "float", hint=_INEXACT)
 erf_p = unop("erf", special_math.erf, "float", hint=_INEXACT)
 erfc_p = unop("erfc", special_math.erfc, "float", hint=_INEXACT)
 erf_inv_p = unop("erf_inv", special_math.erf_inv, "float", hint=_INEXACT)
@@ -78,18 +95,31 @@ isnan_p = unop("isnan", np.isnan, "float", out_dtype=lambda d: dtypes.bool_)
 not_p = unop("not", np.invert, "intbool")
 real_p = unop("real", np.real, "any", out_dtype=_real_dtype)
 imag_p = unop("imag", np.imag, "any", out_dtype=_real_dtype)
-conj_p = unop("conj", np.conjugate, "any")
+conj_p = unop("conj", lambda x: np.conjugate(x) if x.dtype.kind == "c" else x,
+               "any")  # np.conjugate turns bool into int8
 
 
 def _round_impl(x, *, rounding_method=0):
     if rounding_method == 1:
         return np.round(x)
     r = np.trunc(x)
-    return r + np.where(np.abs(x - r) >= 0.5, np.sign(x), 0).astype(x.dtype)
+    # where(...) rather than r + 0: adding zero would turn -0.0 (round(-0.3)) into +0.0
+    return np.where(np.abs(x - r) >= 0.5, r + np.sign(x), r)
 
 
-round_p = unop("round", _round_impl, "float")  # rounding_method: 0 away from zero, 1 to even
-round_p.shape_rule = (lambda rule: lambda x, *, rounding_method=0: rule(x))(round_p.shape_rule)
+round_p = unop("round", _quiet(_round_impl), "float")  # rounding_method: 0 away from zero, 1 to even
+
+
+def _round_rule(rule):
+    def shape_rule(x, *, rounding_method=0):
+        if rounding_method not in (0, 1):
+            raise ShapeError(f"round: rounding_method must be 0 (AWAY_FROM_ZERO) or 1 "
+                             f"(TO_NEAREST_EVEN), got {rounding_method!r} for {describe(x)}")
+        return rule(x)
+    return shape_rule
+
+
+round_p.shape_rule = _round_rule(round_p.shape_rule)
 
 
 def _integer_pow_rule(x, *, y):
@@ -122,9 +152,9 @@ def _integer_pow_impl(x, *, y):
 integer_pow_p = Primitive("integer_pow", shape_rule=_integer_pow_rule, impl=_integer_pow_impl)
 
 # --- binary ----------------------------------------------------------------------
-add_p = binop("add", np.add)
-sub_p = binop("sub", np.subtract)
-mul_p = binop("mul", np.multiply)
+add_p = binop("add", _quiet(np.add))
+sub_p = binop("sub", _quiet(np.subtract))
+mul_p = binop("mul", _quiet(np.multiply))
 
 
 def _div_impl(x, y):
@@ -138,7 +168,7 @@ def _div_impl(x, y):
 
 
 div_p = binop("div", _div_impl)                  # integer division truncates toward zero
-rem_p = binop("rem", _quiet(np.fmod))             # sign of the dividend, like C
+rem_p = binop("rem", _quiet(np.fmod), "realnum")  # sign of the dividend, like C
 floor_divide_p = binop("floor_divide", _quiet(np.floor_divide), "realnum")
 
 

@@ -22,7 +22,7 @@ import numpy as np
 
 from ..core.primitive import Primitive, ShapeDtypeStruct
 from ..errors import ShapeError
-from ._rules import describe
+from ._rules import describe, quiet
 
 SCATTER_MODES = ("set", "add", "mul", "min", "max")
 
@@ -43,6 +43,11 @@ def indexed_shape(shape, spec, index_shapes):
         if it is None:
             pieces.append((1,))
             continue
+        if type(it) is tuple and it[0] == "s" and it[3] == 0:
+            raise ShapeError(f"gather: slice step cannot be zero (spec item {pos}: {it})")
+        if type(it) is tuple and it[0] == "a" and not 0 <= it[1] < len(index_shapes):
+            raise ShapeError(f"gather: spec item {pos} names index operand {it[1]}, but "
+                             f"there are {len(index_shapes)}")
         n = shape[dim]
         dim += 1
         if type(it) is int:
@@ -111,7 +116,14 @@ def _key(x_shape, spec, indices, oob):
 
 
 def _gather_rule(x, *indices, spec):
-    return ShapeDtypeStruct(_check_indices("gather", x, spec, indices), x.dtype, x.weak_type)
+    shape = _check_indices("gather", x, spec, indices)
+    dims = [it for it in spec if it is not None]
+    for d, it in enumerate(dims):
+        if (type(it) is tuple and it[0] == "a" and x.shape[d] == 0
+                and indices[it[1]].size):   # nothing to clamp into (NumPy, JAX: IndexError)
+            raise ShapeError(f"gather: index operand {it[1]} ({describe(indices[it[1]])}) "
+                             f"indexes dimension {d} of {describe(x)}, which is empty")
+    return ShapeDtypeStruct(shape, x.dtype, x.weak_type)
 
 
 def _gather_impl(x, *indices, spec):
@@ -152,4 +164,4 @@ def _scatter_impl(x, updates, *indices, spec, mode):
     return out
 
 
-scatter_p = Primitive("scatter", shape_rule=_scatter_rule, impl=_scatter_impl)
+scatter_p = Primitive("scatter", shape_rule=_scatter_rule, impl=quiet(_scatter_impl))

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..core.primitive import Primitive, ShapeDtypeStruct
 from ..errors import ShapeError
-from ._rules import describe
+from ._rules import describe, kind_of, quiet
 
 
 def _free(ndim, *used):
@@ -34,6 +34,16 @@ def _dot_general_rule(lhs, rhs, *, dimension_numbers, preferred_element_type=Non
     if lhs.dtype != rhs.dtype:
         bad("operands must have one dtype (use fnx.numpy.matmul/einsum to promote)")
     out_dtype = lhs.dtype if preferred_element_type is None else preferred_element_type
+    if preferred_element_type is not None:
+        # JAX's combinations: (integral, integral), (integral, floating),
+        # (floating, floating), (complex, complex); integers never narrow.
+        k_in, k_out = kind_of(lhs.dtype), kind_of(out_dtype)
+        ok = {"b": "biuf", "i": "iuf", "u": "iuf", "f": "f", "c": "c"}[k_in]
+        if k_out not in ok or (k_in in "iu" and k_out in "iu"
+                               and out_dtype.itemsize < lhs.dtype.itemsize):
+            bad(f"preferred_element_type={out_dtype} is incompatible with {lhs.dtype} "
+                "operands (allowed: integral -> integral (not narrower) or floating, "
+                "floating -> floating, complex -> complex)")
     shape = ([lhs.shape[d] for d in lb] + [lhs.shape[d] for d in _free(lhs.ndim, lc, lb)]
              + [rhs.shape[d] for d in _free(rhs.ndim, rc, rb)])
     return ShapeDtypeStruct(shape, out_dtype,
@@ -55,4 +65,5 @@ def _dot_general_impl(lhs, rhs, *, dimension_numbers, preferred_element_type=Non
     return np.matmul(a, b).reshape(batch + m + n)
 
 
-dot_general_p = Primitive("dot_general", shape_rule=_dot_general_rule, impl=_dot_general_impl)
+dot_general_p = Primitive("dot_general", shape_rule=_dot_general_rule,
+                          impl=quiet(_dot_general_impl))

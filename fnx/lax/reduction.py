@@ -11,7 +11,7 @@ import numpy as np
 
 from ..core.primitive import Primitive, ShapeDtypeStruct
 from ..errors import ShapeError
-from ._rules import KINDS, check_kind, describe, normalize_axes
+from ._rules import KINDS, check_kind, describe, normalize_axes, quiet
 
 
 def _reduced(x, axes, dtype=None):
@@ -20,7 +20,7 @@ def _reduced(x, axes, dtype=None):
 
 
 def _identity(dtype, which):
-    if dtype.kind == "f":
+    if dtype.kind in "fc":   # complex: -inf + 0j / inf + 0j, as JAX
         return -np.inf if which == "max" else np.inf
     if dtype.kind == "b":
         return which != "max"
@@ -35,10 +35,12 @@ def _reducer(name, numpy_fn, kinds, which=None):
 
     def impl(x, *, axes):
         if which is not None and x.size == 0:
-            return np.full(_reduced(x, axes).shape, _identity(x.dtype, which), x.dtype)
+            axes = {a % x.ndim for a in axes}
+            shape = tuple(s for i, s in enumerate(x.shape) if i not in axes)
+            return np.full(shape, _identity(x.dtype, which), x.dtype)
         out = numpy_fn(x, axis=tuple(axes))
         return out if out.dtype == x.dtype else out.astype(x.dtype)
-    return Primitive(name, shape_rule=shape_rule, impl=impl)
+    return Primitive(name, shape_rule=shape_rule, impl=quiet(impl))
 
 
 reduce_sum_p = _reducer("reduce_sum", np.sum, "num")
@@ -59,6 +61,9 @@ def _arg_reducer(name, numpy_fn):
             raise ShapeError(f"{name}: reduces exactly one axis, got axes={axes}")
         if x.shape[axes[0]] == 0:
             raise ShapeError(f"{name}: cannot reduce the empty axis {axes[0]} of {describe(x)}")
+        if np.dtype(index_dtype).kind not in "iu":
+            raise ShapeError(f"{name}: index_dtype must be an integer dtype, got "
+                             f"{index_dtype} (operand {describe(x)})")
         return _reduced(x, axes, index_dtype)
 
     def impl(x, *, axes, index_dtype):
@@ -82,7 +87,7 @@ def _cumulative(name, numpy_fn, kinds):
         out = numpy_fn(x, axis=axis)
         out = out if out.dtype == x.dtype else out.astype(x.dtype)
         return np.flip(out, axis) if reverse else out
-    return Primitive(name, shape_rule=shape_rule, impl=impl)
+    return Primitive(name, shape_rule=shape_rule, impl=quiet(impl))
 
 
 cumsum_p = _cumulative("cumsum", np.cumsum, "num")

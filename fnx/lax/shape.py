@@ -12,7 +12,7 @@ import numpy as np
 
 from ..core.primitive import Primitive, ShapeDtypeStruct
 from ..errors import ShapeError
-from ._rules import describe, normalize_axes
+from ._rules import describe, kind_of, normalize_axes
 
 
 def _aval(x, shape, dtype=None):
@@ -24,6 +24,7 @@ def _aval(x, shape, dtype=None):
 def _broadcast_in_dim_rule(x, *, shape, broadcast_dimensions):
     bd = broadcast_dimensions
     ok = (len(bd) == x.ndim and all(0 <= d < len(shape) for d in bd)
+          and all(d >= 0 for d in shape)
           and all(b > a for a, b in zip(bd, bd[1:]))
           and all(x.shape[i] in (1, shape[d]) for i, d in enumerate(bd)))
     if not ok:
@@ -236,8 +237,13 @@ dynamic_update_slice_p = Primitive("dynamic_update_slice", shape_rule=_dynamic_u
 # --- iota ----------------------------------------------------------------------------------
 
 def _iota_rule(*, dtype, shape, dimension):
+    if kind_of(dtype) not in "iufc":
+        raise ShapeError(f"iota: dtype must be numeric (integer, floating or complex), got "
+                         f"{dtype} for shape {shape}")
     if not 0 <= dimension < len(shape):
         raise ShapeError(f"iota: dimension {dimension} out of range for shape {shape}")
+    if any(d < 0 for d in shape):
+        raise ShapeError(f"iota: negative dimension in shape {shape}")
     return ShapeDtypeStruct(shape, dtype)
 
 
