@@ -28,6 +28,14 @@ def _scalar_like(x, like):
     return Array._wrap(v[()], True)  # binary primitives take a rank-0 operand as is
 
 
+def _axis(name, axis, ndim):
+    """A non-negative axis; out-of-range axes raise ShapeError (no silent wrap)."""
+    axis = int(axis)
+    if not -ndim <= axis < builtins.max(ndim, 1):
+        raise ShapeError(f"{name}: axis {axis} is out of bounds for an array of rank {ndim}")
+    return axis % builtins.max(ndim, 1)
+
+
 def _is_scalar(x):
     return dtypes.python_scalar_dtype(x) is not None
 
@@ -310,7 +318,7 @@ def argmin(x, axis, index_dtype=dtypes.int32):
 def _cumulative(prim):
     def f(x, axis=0, reverse=False):
         x = to_array(x)
-        return prim.bind(x, axis=int(axis) % builtins.max(x.ndim, 1), reverse=bool(reverse))
+        return prim.bind(x, axis=_axis(prim.name, axis, x.ndim), reverse=bool(reverse))
     f.__name__ = prim.name
     return f
 
@@ -347,7 +355,7 @@ def sort(operand, dimension=-1, is_stable=True, num_keys=1):
     """Stable sort along ``dimension``; a tuple of operands sorts by the first ``num_keys``."""
     single = not isinstance(operand, (tuple, list))
     ops = [to_array(o) for o in ([operand] if single else operand)]
-    dim = int(dimension) % builtins.max(ops[0].ndim, 1)
+    dim = _axis("sort", dimension, ops[0].ndim)
     out = so.sort_p.bind(*ops, dimension=dim, is_stable=bool(is_stable), num_keys=int(num_keys))
     return out[0] if single else tuple(out)
 

@@ -20,7 +20,8 @@ def _sort_rule(*operands, dimension, is_stable=True, num_keys=1):
     if any(o.shape != operands[0].shape for o in operands):
         raise ShapeError(f"sort: operands must have equal shapes, got {describe(*operands)}")
     if operands[0].ndim == 0:
-        raise ShapeError("sort: operands must have at least one dimension")
+        raise ShapeError(f"sort: operands must have at least one dimension, got rank 0 "
+                         f"({describe(*operands)})")
     normalize_axis("sort", dimension, operands[0].ndim)
     return [ShapeDtypeStruct(o.shape, o.dtype, o.weak_type) for o in operands]
 
