@@ -14,6 +14,7 @@ import itertools
 import numpy as np
 
 from ..core.ir import IR, Literal
+from ..lax import _rules
 
 _counter = itertools.count()
 
@@ -42,8 +43,8 @@ def compile_ir(ir: IR, name="f") -> Compiled:
         return key
 
     def ref(v):
-        if type(v) is Literal:
-            return bind_global("lit", v.value)
+        if type(v) is Literal:  # a 0-d array: NumPy's scalar kernels can round differently
+            return bind_global("lit", np.asarray(v.value))
         return names[v]
 
     for v, c in zip(ir.constvars, ir.consts):
@@ -88,9 +89,15 @@ def compile_ir(ir: IR, name="f") -> Compiled:
     outs = ", ".join(ref(v) for v in ir.outvars)
     body.append(f"return ({outs}{',' if len(ir.outvars) == 1 else ''})")
     fname = f"_fnx_{''.join(c if c.isalnum() else '_' for c in name)}_{next(_counter)}"
-    if quiet:
-        glb["_errstate"] = np.errstate
-        body = ["with _errstate(all='ignore'):"] + ["    " + line for line in body]
+    if quiet:  # one floating-point-error state for the whole call, not one per op
+        if _rules._extobj_contextvar is not None:
+            glb["_fp_state"], glb["_fp_ignore"] = _rules._extobj_contextvar, _rules._IGNORE_ALL
+            body = (["_fp_token = _fp_state.set(_fp_ignore)", "try:"]
+                    + ["    " + line for line in body]
+                    + ["finally:", "    _fp_state.reset(_fp_token)"])
+        else:  # pragma: no cover - NumPy without the context variable
+            glb["_errstate"] = np.errstate
+            body = ["with _errstate(all='ignore'):"] + ["    " + line for line in body]
     source = f"def {fname}({', '.join(args)}):\n" + "\n".join("    " + l for l in body) + "\n"
     exec(compile(source, f"<fnx jit {name}>", "exec"), glb)
     return Compiled(glb[fname], source, ir)

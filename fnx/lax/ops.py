@@ -7,6 +7,7 @@ and shape (weak typing), so ``lax.mul(x, 2.0)`` works for any float ``x``.
 from __future__ import annotations
 
 import builtins
+import operator
 import numpy as np
 
 from ..core import dtypes
@@ -103,7 +104,12 @@ def round(x, rounding_method=RoundingMethod.AWAY_FROM_ZERO):
 
 
 def integer_pow(x, y):
-    return ew.integer_pow_p.bind(to_array(x), y=int(y))
+    try:
+        y = operator.index(y)
+    except TypeError:
+        raise ShapeError(f"integer_pow: the exponent must be a Python int, got {y!r}; use "
+                         "lax.pow for non-integer exponents") from None
+    return ew.integer_pow_p.bind(to_array(x), y=y)
 
 
 def select_n(which, *cases):
@@ -234,12 +240,12 @@ def slice_in_dim(x, start_index, limit_index, stride=1, axis=0):
     return slice(x, starts, limits, strides)
 
 
-def _start_operands(starts):
+def _start_operands(name, starts):
     out = []
     for s in starts:
         s = to_array(s)
         if s.dtype.kind not in "iu":
-            raise ShapeError(f"dynamic_slice: start indices must be integers, got {s.dtype}")
+            raise ShapeError(f"{name}: start indices must be integers, got {s.dtype}")
         out.append(convert_element_type(s, dtypes.int32) if s.weak_type else s)
     return out
 
@@ -247,14 +253,15 @@ def _start_operands(starts):
 def dynamic_slice(x, start_indices, slice_sizes):
     """``x[start:start+size]`` per dimension; starts are clamped so the window fits."""
     x = to_array(x)
-    return sh.dynamic_slice_p.bind(x, *_start_operands(start_indices),
+    return sh.dynamic_slice_p.bind(x, *_start_operands("dynamic_slice", start_indices),
                                    slice_sizes=tuple(int(s) for s in slice_sizes))
 
 
 def dynamic_update_slice(x, update, start_indices):
     """``x`` with ``update`` written at ``start_indices`` (clamped so it fits)."""
     x = to_array(x)
-    return sh.dynamic_update_slice_p.bind(x, to_array(update), *_start_operands(start_indices))
+    return sh.dynamic_update_slice_p.bind(x, to_array(update),
+                                          *_start_operands("dynamic_update_slice", start_indices))
 
 
 def dynamic_slice_in_dim(x, start_index, slice_size, axis=0):
