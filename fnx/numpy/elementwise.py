@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import lax
 from ..core import dtypes
-from ..core.array import Array, to_array
+from ..core.array import Array, _new_array, to_array
 from ..core.trace import EVAL, get_trace
 from ._util import broadcast_shapes, broadcast_to_shape, promote, promote_broadcast
 
@@ -22,20 +22,26 @@ _INT32_MIN, _INT32_MAX = -2**31, 2**31 - 1
 
 def _fast_binary(name, slow, ufunc, kinds, out_bool=False):
     """``slow`` with an eager shortcut straight to ``ufunc`` when it is exact."""
+    ok_dtypes = frozenset(d for d in dtypes.SUPPORTED if d.kind in kinds)
+
     def f(x, y, /):
-        if get_trace() is EVAL:
-            tx, ty = type(x), type(y)
+        tx, ty = type(x), type(y)
+        if tx is Array and ty is Array:  # the hottest case first: two concrete arrays
+            xv, yv = x._value, y._value
+            dt = xv.dtype
+            if dt is yv.dtype and dt in ok_dtypes and get_trace() is EVAL:
+                try:
+                    r = ufunc(xv, yv)
+                except ValueError:
+                    return slow(x, y)  # shapes do not broadcast: the slow path explains
+                out = _new_array(Array)
+                out._value = r
+                out.weak_type = not out_bool and x.weak_type and y.weak_type
+                return out
+        if get_trace() is EVAL:  # an array with a Python scalar of a compatible kind
             if tx is Array:
                 xv = x._value
-                if ty is Array:
-                    yv = y._value
-                    if xv.dtype is yv.dtype and xv.dtype.kind in kinds:
-                        try:
-                            return Array._wrap(ufunc(xv, yv),
-                                               not out_bool and x.weak_type and y.weak_type)
-                        except ValueError:
-                            pass  # shapes do not broadcast: the slow path explains
-                elif (ty is float and xv.dtype.kind in _FLOAT_KINDS) or (
+                if (ty is float and xv.dtype.kind in _FLOAT_KINDS) or (
                         ty is int and xv.dtype.kind in "iuf" and xv.dtype.kind in kinds
                         and _INT32_MIN <= y <= _INT32_MAX):
                     return Array._wrap(ufunc(xv, y), not out_bool and x.weak_type)
