@@ -204,21 +204,12 @@ def can_cast(from_, to, casting="safe") -> bool:
     return promote_types(src, dst) == dst
 
 
-def is_float(dtype) -> bool:
-    return np.dtype(dtype).kind == "f" or dtype == bfloat16
-
-
 def is_inexact(dtype) -> bool:
     return np.dtype(dtype).kind in "fc" or dtype == bfloat16
 
 
 def is_integer(dtype) -> bool:
     return np.dtype(dtype).kind in "iu"
-
-
-def default_float_for(dtype) -> np.dtype:
-    """The float dtype an int/bool array becomes in ``true_divide``, ``sqrt``..."""
-    return dtype if is_inexact(dtype) else float_
 
 
 class finfo(np.finfo):

@@ -137,7 +137,7 @@ def rebuild_call(fun, static, in_tree, static_argnums):
     return flat_fun, out_tree_box
 
 
-def _normalize_argnums(static_argnums, nargs=None):
+def _normalize_argnums(static_argnums):
     if static_argnums is None:
         return ()
     if isinstance(static_argnums, int):

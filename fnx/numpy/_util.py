@@ -9,10 +9,6 @@ from ..core.array import Array, Tracer, to_array
 from ..errors import ConcretizationError, ShapeError
 
 
-def asarray_operand(x):
-    return to_array(x)
-
-
 def promote(name, *args, to_inexact=False):
     """Arrays of ``args`` converted to their common dtype (JAX's lattice).
 
@@ -99,7 +95,4 @@ def concrete_int(name, x, what):
             "(jit(f, static_argnums=...)).")
     return int(x)
 
-
-def is_tracer(x):
-    return isinstance(x, Tracer)
 
