@@ -276,3 +276,122 @@ def _convert_impl(x, *, new_dtype, weak_type=False):
 
 convert_element_type_p = Primitive("convert_element_type", shape_rule=_convert_rule,
                                    impl=_convert_impl)
+
+
+# --- jvp rules ---------------------------------------------------------------------------------
+# Written with fnx.lax ops, so they differentiate again (higher order for free).
+from ..transforms.jvp import defjvp, defjvp_zero, deflinear  # noqa: E402
+from . import ops as L  # noqa: E402  (rules run after import; ops imports this module)
+
+deflinear(neg_p)
+deflinear(real_p)
+deflinear(imag_p)
+deflinear(conj_p)
+for _p in (sign_p, floor_p, ceil_p, round_p, is_finite_p, isinf_p, isnan_p, not_p, eq_p, ne_p,
+           lt_p, le_p, gt_p, ge_p, and_p, or_p, xor_p, shift_left_p, shift_right_logical_p,
+           shift_right_arithmetic_p, floor_divide_p, nextafter_p):
+    defjvp_zero(_p)
+defjvp(abs_p, lambda g, ans, x: L.mul(g, L.sign(x)))
+defjvp(exp_p, lambda g, ans, x: L.mul(g, ans))
+defjvp(exp2_p, lambda g, ans, x: L.mul(g, L.mul(ans, np.log(2.0))))
+defjvp(expm1_p, lambda g, ans, x: L.mul(g, L.add(ans, 1.0)))
+defjvp(log_p, lambda g, ans, x: L.div(g, x))
+defjvp(log1p_p, lambda g, ans, x: L.div(g, L.add(x, 1.0)))
+defjvp(log2_p, lambda g, ans, x: L.div(g, L.mul(x, np.log(2.0))))
+defjvp(log10_p, lambda g, ans, x: L.div(g, L.mul(x, np.log(10.0))))
+defjvp(sqrt_p, lambda g, ans, x: L.div(g, L.mul(ans, 2.0)))
+defjvp(rsqrt_p, lambda g, ans, x: L.mul(g, L.mul(L.div(ans, x), -0.5)))
+defjvp(cbrt_p, lambda g, ans, x: L.div(g, L.mul(L.square(ans), 3.0)))
+defjvp(square_p, lambda g, ans, x: L.mul(g, L.mul(x, 2.0)))
+defjvp(reciprocal_p, lambda g, ans, x: L.neg(L.mul(g, L.square(ans))))
+defjvp(sin_p, lambda g, ans, x: L.mul(g, L.cos(x)))
+defjvp(cos_p, lambda g, ans, x: L.neg(L.mul(g, L.sin(x))))
+defjvp(tan_p, lambda g, ans, x: L.mul(g, L.add(L.square(ans), 1.0)))
+defjvp(asin_p, lambda g, ans, x: L.mul(g, L.rsqrt(L.sub(1.0, L.square(x)))))
+defjvp(acos_p, lambda g, ans, x: L.neg(L.mul(g, L.rsqrt(L.sub(1.0, L.square(x))))))
+defjvp(atan_p, lambda g, ans, x: L.div(g, L.add(L.square(x), 1.0)))
+defjvp(sinh_p, lambda g, ans, x: L.mul(g, L.cosh(x)))
+defjvp(cosh_p, lambda g, ans, x: L.mul(g, L.sinh(x)))
+defjvp(tanh_p, lambda g, ans, x: L.mul(g, L.sub(1.0, L.square(ans))))
+defjvp(asinh_p, lambda g, ans, x: L.mul(g, L.rsqrt(L.add(L.square(x), 1.0))))
+defjvp(acosh_p, lambda g, ans, x: L.mul(g, L.rsqrt(L.mul(L.sub(x, 1.0), L.add(x, 1.0)))))
+defjvp(atanh_p, lambda g, ans, x: L.div(g, L.sub(1.0, L.square(x))))
+defjvp(logistic_p, lambda g, ans, x: L.mul(g, L.mul(ans, L.sub(1.0, ans))))
+defjvp(erf_p, lambda g, ans, x: L.mul(g, L.mul(L.exp(L.neg(L.square(x))), 2 / np.sqrt(np.pi))))
+defjvp(erfc_p, lambda g, ans, x: L.mul(g, L.mul(L.exp(L.neg(L.square(x))), -2 / np.sqrt(np.pi))))
+defjvp(erf_inv_p, lambda g, ans, x: L.mul(g, L.mul(L.exp(L.square(ans)), np.sqrt(np.pi) / 2)))
+defjvp(lgamma_p, lambda g, ans, x: L.mul(g, L.digamma(x)))
+defjvp(integer_pow_p, lambda g, ans, x, *, y: (
+    L.mul(g, L.mul(L.integer_pow(x, y - 1), float(y))) if y != 0 else None))
+
+defjvp(add_p, lambda g, ans, x, y: g, lambda g, ans, x, y: g)
+defjvp(sub_p, lambda g, ans, x, y: g, lambda g, ans, x, y: L.neg(g))
+defjvp(mul_p, lambda g, ans, x, y: L.mul(g, y), lambda g, ans, x, y: L.mul(x, g))
+defjvp(div_p, lambda g, ans, x, y: L.div(g, y),
+       lambda g, ans, x, y: L.neg(L.mul(g, L.div(ans, y))))
+defjvp(rem_p, lambda g, ans, x, y: g,
+       lambda g, ans, x, y: L.neg(L.mul(g, L.round(L.div(L.sub(x, ans), y)))))
+defjvp(pow_p,
+       lambda g, ans, x, y: L.mul(g, L.mul(y, L.pow(x, L.sub(y, 1.0)))),
+       lambda g, ans, x, y: L.mul(g, L.mul(ans, L.log(L.select(L.eq(x, 0.0), L.add(
+           L.mul(x, 0.0), 1.0), x)))))
+defjvp(max_p, lambda g, ans, x, y: L.mul(g, _tie_weight(x, y)),
+       lambda g, ans, x, y: L.mul(g, _tie_weight(y, x)))
+defjvp(min_p, lambda g, ans, x, y: L.mul(g, _tie_weight(y, x)),
+       lambda g, ans, x, y: L.mul(g, _tie_weight(x, y)))
+defjvp(atan2_p, lambda g, ans, x, y: L.mul(g, L.div(y, L.add(L.square(x), L.square(y)))),
+       lambda g, ans, x, y: L.mul(g, L.div(L.neg(x), L.add(L.square(x), L.square(y)))))
+defjvp(hypot_p, lambda g, ans, x, y: L.mul(g, L.div(x, ans)),
+       lambda g, ans, x, y: L.mul(g, L.div(y, ans)))
+defjvp(copysign_p, lambda g, ans, x, y: L.mul(g, L.mul(L.sign(x), L.sign(ans))), None)
+defjvp(logaddexp_p, lambda g, ans, x, y: L.mul(g, L.exp(L.sub(x, ans))),
+       lambda g, ans, x, y: L.mul(g, L.exp(L.sub(y, ans))))
+
+
+def _tie_weight(a, b):
+    """1 where a > b, 1/2 where equal, 0 where less (max's derivative splits ties)."""
+    one = L.convert_element_type(L.gt(a, b), a.dtype)
+    half = L.mul(L.convert_element_type(L.eq(a, b), a.dtype), 0.5)
+    return L.add(one, half)
+
+
+def _select_n_jvp(primals, tangents):
+    which, *cases = primals
+    out = select_n_p.bind(which, *cases)
+    if all(t is None for t in tangents[1:]):
+        return out, None
+    from ..transforms.jvp import instantiate
+    ts = [instantiate(t, c) for t, c in zip(tangents[1:], cases)]
+    return out, select_n_p.bind(which, *ts)
+
+
+select_n_p.jvp = _select_n_jvp
+
+
+def _clamp_jvp(primals, tangents):
+    lo, x, hi = primals
+    out = clamp_p.bind(lo, x, hi)
+    parts = []
+    for t, mask in ((tangents[0], L.lt(x, lo)), (tangents[1], L.bitwise_and(L.ge(x, lo),
+                                                                             L.le(x, hi))),
+                    (tangents[2], L.gt(x, hi))):
+        if t is not None:
+            if t.shape != out.shape:
+                t = L.broadcast_in_dim(t, out.shape, ())
+            parts.append(L.select(mask, t, L.mul(t, 0.0)))
+    from ..transforms.jvp import _sum_tangents
+    return out, _sum_tangents(parts)
+
+
+clamp_p.jvp = _clamp_jvp
+
+
+def _convert_jvp(primals, tangents, *, new_dtype, weak_type=False):
+    out = convert_element_type_p.bind(*primals, new_dtype=new_dtype, weak_type=weak_type)
+    t = tangents[0]
+    if t is None or not dtypes.is_inexact(new_dtype):
+        return out, None
+    return out, convert_element_type_p.bind(t, new_dtype=new_dtype, weak_type=weak_type)
+
+
+convert_element_type_p.jvp = _convert_jvp

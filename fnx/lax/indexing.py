@@ -165,3 +165,26 @@ def _scatter_impl(x, updates, *indices, spec, mode):
 
 
 scatter_p = Primitive("scatter", shape_rule=_scatter_rule, impl=quiet(_scatter_impl))
+
+
+# --- jvp rules -------------------------------------------------------------------------------
+from ..transforms.jvp import deflinear_in, instantiate  # noqa: E402
+
+deflinear_in(gather_p, 0)
+
+
+def _scatter_jvp(primals, tangents, *, spec, mode):
+    x, updates, *indices = primals
+    out = scatter_p.bind(x, updates, *indices, spec=spec, mode=mode)
+    if tangents[0] is None and tangents[1] is None:
+        return out, None
+    if mode not in ("set", "add"):
+        from ..errors import MissingRuleError
+        raise MissingRuleError(f"scatter (mode={mode!r}) has no jvp rule yet; modes 'set' "
+                               "and 'add' differentiate")
+    t = scatter_p.bind(instantiate(tangents[0], x), instantiate(tangents[1], updates),
+                       *indices, spec=spec, mode=mode)
+    return out, t
+
+
+scatter_p.jvp = _scatter_jvp

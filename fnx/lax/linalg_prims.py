@@ -67,3 +67,11 @@ def _dot_general_impl(lhs, rhs, *, dimension_numbers, preferred_element_type=Non
 
 dot_general_p = Primitive("dot_general", shape_rule=_dot_general_rule,
                           impl=quiet(_dot_general_impl))
+
+
+# --- jvp rule: bilinear ----------------------------------------------------------------------
+from ..transforms.jvp import defjvp  # noqa: E402
+
+defjvp(dot_general_p,
+       lambda g, ans, x, y, **p: dot_general_p.bind(g, y, **p),
+       lambda g, ans, x, y, **p: dot_general_p.bind(x, g, **p))

@@ -96,3 +96,24 @@ cummax_p = _cumulative("cummax", np.maximum.accumulate, "real")
 cummin_p = _cumulative("cummin", np.minimum.accumulate, "real")
 
 
+
+
+# --- jvp rules -------------------------------------------------------------------------------
+from ..transforms.jvp import deflinear, defjvp, defjvp_zero  # noqa: E402
+from . import ops as L  # noqa: E402
+
+deflinear(reduce_sum_p)
+deflinear(cumsum_p)
+for _p in (argmax_p, argmin_p, reduce_and_p, reduce_or_p):
+    defjvp_zero(_p)
+
+
+def _chosen_jvp(g, ans, x, *, axes):
+    """Tangent of max/min: the mean of the tangents at the positions that attain it."""
+    kept = tuple(d for d in range(x.ndim) if d not in axes)
+    hit = L.convert_element_type(L.eq(x, L.broadcast_in_dim(ans, x.shape, kept)), g.dtype)
+    return L.div(L.reduce_sum(L.mul(g, hit), axes), L.reduce_sum(hit, axes))
+
+
+defjvp(reduce_max_p, _chosen_jvp)
+defjvp(reduce_min_p, _chosen_jvp)

@@ -254,3 +254,26 @@ def _iota_impl(*, dtype, shape, dimension):
 
 
 iota_p = Primitive("iota", shape_rule=_iota_rule, impl=_iota_impl)
+
+
+# --- jvp rules: shape primitives are linear in their array operands --------------------------
+from ..transforms.jvp import deflinear, deflinear_in, defjvp_zero, instantiate  # noqa: E402
+
+for _p in (broadcast_in_dim_p, reshape_p, transpose_p, squeeze_p, expand_dims_p, rev_p,
+           concatenate_p, slice_p):
+    deflinear(_p)
+deflinear(pad_p)  # linear in (operand, padding_value) jointly
+deflinear_in(dynamic_slice_p, 0)
+defjvp_zero(iota_p)
+
+
+def _dynamic_update_slice_jvp(primals, tangents):
+    x, update, *starts = primals
+    out = dynamic_update_slice_p.bind(x, update, *starts)
+    if tangents[0] is None and tangents[1] is None:
+        return out, None
+    return out, dynamic_update_slice_p.bind(instantiate(tangents[0], x),
+                                            instantiate(tangents[1], update), *starts)
+
+
+dynamic_update_slice_p.jvp = _dynamic_update_slice_jvp

@@ -49,6 +49,25 @@ def _jit_impl(*args, ir, name):
 jit_p = Primitive("jit", shape_rule=_jit_rule, impl=_jit_impl, multiple_results=True)
 
 
+def _jit_jvp(primals, tangents, *, ir, name):
+    """Differentiate a jitted call by evaluating its IR under the enclosing jvp trace.
+
+    The derivative is inlined into the caller (it is recompiled with the caller when
+    that is jitted); a call primitive of its own for the tangent comes with issue 3."""
+    from ..core.ir import eval_ir
+    from .jvp import jvp
+    return jvp(lambda *xs: eval_ir(ir, *xs), tuple(primals),
+               tuple(t if t is not None else _zeros(p) for p, t in zip(primals, tangents)))
+
+
+def _zeros(p):
+    from .jvp import zeros_like_tangent
+    return zeros_like_tangent(p)
+
+
+jit_p.jvp = _jit_jvp
+
+
 # --- the user-facing wrapper -----------------------------------------------------------------
 
 class Lowered:
