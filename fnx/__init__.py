@@ -18,6 +18,7 @@ from .core.tracing import eval_shape, make_ir
 from . import numpy, lax  # noqa: E402  (after core: they build on it)
 from .transforms.jit import jit
 from .transforms.jvp import jvp
+from .transforms.vjp import grad, linearize, value_and_grad, vjp
 
 __version__ = "0.1.0"
 

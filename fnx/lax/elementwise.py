@@ -395,3 +395,47 @@ def _convert_jvp(primals, tangents, *, new_dtype, weak_type=False):
 
 
 convert_element_type_p.jvp = _convert_jvp
+
+
+# --- transpose rules (the linear primitives reverse mode meets) ---------------------------------
+from ..transforms.vjp import is_linear  # noqa: E402
+
+
+def unbroadcast(ct, x):
+    """``ct`` summed down to ``x``'s shape (a rank-0 operand took the full shape)."""
+    if tuple(ct.shape) == tuple(x.shape):
+        return ct
+    return L.reduce_sum(ct, tuple(range(ct.ndim)))
+
+
+def _convert_ct(ct, x):
+    return ct if ct.dtype == x.dtype else L.convert_element_type(ct, x.dtype)
+
+
+neg_p.transpose = lambda ct, x: [L.neg(ct)]
+add_p.transpose = lambda ct, x, y: [unbroadcast(ct, x) if is_linear(x) else None,
+                                    unbroadcast(ct, y) if is_linear(y) else None]
+sub_p.transpose = lambda ct, x, y: [unbroadcast(ct, x) if is_linear(x) else None,
+                                    unbroadcast(L.neg(ct), y) if is_linear(y) else None]
+mul_p.transpose = lambda ct, x, y: (
+    [unbroadcast(L.mul(ct, y), x), None] if is_linear(x) else [None, unbroadcast(L.mul(x, ct), y)])
+div_p.transpose = lambda ct, x, y: [unbroadcast(L.div(ct, y), x), None]
+conj_p.transpose = lambda ct, x: [L.conj(ct)]
+real_p.transpose = lambda ct, x: [_convert_ct(ct, x)]
+convert_element_type_p.transpose = lambda ct, x, **p: [_convert_ct(ct, x)]
+
+
+def _select_n_transpose(ct, which, *cases):
+    zero = L.mul(ct, 0.0)
+    out = [None]
+    for i, c in enumerate(cases):
+        if not is_linear(c):
+            out.append(None)
+        elif which.dtype == np.bool_:
+            out.append(L.select(which, ct, zero) if i == 1 else L.select(which, zero, ct))
+        else:
+            out.append(L.select(L.eq(which, i), ct, zero))
+    return out
+
+
+select_n_p.transpose = _select_n_transpose

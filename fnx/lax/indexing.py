@@ -188,3 +188,37 @@ def _scatter_jvp(primals, tangents, *, spec, mode):
 
 
 scatter_p.jvp = _scatter_jvp
+
+
+# --- transpose rules -------------------------------------------------------------------------
+from ..transforms.vjp import is_linear  # noqa: E402
+
+
+def _gather_transpose(ct, x, *indices, spec):
+    from . import ops as L
+    zeros = L.broadcast_in_dim(L.convert_element_type(0, ct.dtype), tuple(x.shape), ())
+    return [scatter_p.bind(zeros, ct, *indices, spec=spec, mode="add")] + [None] * len(indices)
+
+
+gather_p.transpose = _gather_transpose
+
+
+def _scatter_transpose(ct, x, updates, *indices, spec, mode):
+    from . import ops as L
+    if mode not in ("add", "set"):
+        from ..errors import MissingRuleError
+        raise MissingRuleError(f"scatter (mode={mode!r}) has no transpose rule")
+    ct_x = ct_u = None
+    if is_linear(x):
+        if mode == "add":
+            ct_x = ct
+        else:
+            zeros = L.broadcast_in_dim(L.convert_element_type(0, ct.dtype),
+                                       tuple(updates.shape), ())
+            ct_x = scatter_p.bind(ct, zeros, *indices, spec=spec, mode="set")
+    if is_linear(updates):
+        ct_u = gather_p.bind(ct, *indices, spec=spec)
+    return [ct_x, ct_u] + [None] * len(indices)
+
+
+scatter_p.transpose = _scatter_transpose

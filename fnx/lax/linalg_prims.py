@@ -75,3 +75,41 @@ from ..transforms.jvp import defjvp  # noqa: E402
 defjvp(dot_general_p,
        lambda g, ans, x, y, **p: dot_general_p.bind(g, y, **p),
        lambda g, ans, x, y, **p: dot_general_p.bind(x, g, **p))
+
+
+# --- transpose rule --------------------------------------------------------------------------
+from ..transforms.vjp import is_linear  # noqa: E402
+
+
+def _dot_general_transpose(ct, lhs, rhs, *, dimension_numbers, preferred_element_type=None):
+    (lc, rc), (lb, rb) = dimension_numbers
+    nb = len(lb)
+    if is_linear(lhs):
+        x, y, xc, yc, xb, yb = lhs, rhs, lc, rc, lb, rb
+    else:
+        x, y, xc, yc, xb, yb = rhs, lhs, rc, lc, rb, lb
+    xf = _free(len(x.shape), xc, xb)
+    yf = _free(len(y.shape), yc, yb)
+    # Output dims: batch, then lhs free, then rhs free.
+    if is_linear(lhs):
+        ct_yf = list(range(nb + len(xf), nb + len(xf) + len(yf)))
+    else:
+        ct_yf = list(range(nb, nb + len(yf)))
+    ct_b = list(range(nb))
+    # ct_x[b, xf, yc-order] = sum over y free of ct[b, ..] * y[b, yc, yf]
+    res = dot_general_p.bind(ct, y, dimension_numbers=((tuple(ct_yf), tuple(yf)),
+                                                (tuple(ct_b), tuple(yb))),
+                             preferred_element_type=None)
+    # res dims: batch (x's batch order), x free (in xf order), then y's remaining dims
+    # (the contracted ones, in increasing y index), which pair with xc.
+    y_rest = sorted(yc)
+    x_dims = list(xb) + xf + [xc[list(yc).index(d)] for d in y_rest]
+    perm = [x_dims.index(d) for d in range(len(x.shape))]
+    from . import ops as L
+    out = L.transpose(res, perm)
+    if out.dtype != x.dtype:
+        out = L.convert_element_type(out, x.dtype)
+    return [out, None] if is_linear(lhs) else [None, out]
+
+
+dot_general_p.transpose = _dot_general_transpose

@@ -117,3 +117,12 @@ def _chosen_jvp(g, ans, x, *, axes):
 
 defjvp(reduce_max_p, _chosen_jvp)
 defjvp(reduce_min_p, _chosen_jvp)
+
+
+def _reduce_sum_transpose(ct, x, *, axes):
+    kept = tuple(d for d in range(len(x.shape)) if d not in axes)
+    return [L.broadcast_in_dim(ct, tuple(x.shape), kept)]
+
+
+reduce_sum_p.transpose = _reduce_sum_transpose
+cumsum_p.transpose = lambda ct, x, *, axis, reverse=False: [L.cumsum(ct, axis, not reverse)]

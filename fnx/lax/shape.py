@@ -277,3 +277,105 @@ def _dynamic_update_slice_jvp(primals, tangents):
 
 
 dynamic_update_slice_p.jvp = _dynamic_update_slice_jvp
+
+
+# --- transpose rules --------------------------------------------------------------------------
+from . import ops as L  # noqa: E402
+from ..transforms.vjp import is_linear  # noqa: E402
+
+
+def _broadcast_in_dim_transpose(ct, x, *, shape, broadcast_dimensions):
+    summed = tuple(d for d in range(len(shape)) if d not in broadcast_dimensions)
+    expanded = tuple(d for i, d in enumerate(broadcast_dimensions)
+                     if x.shape[i] == 1 and shape[d] != 1)
+    out = L.reduce_sum(ct, summed + expanded) if summed + expanded else ct
+    return [L.reshape(out, x.shape)]
+
+
+broadcast_in_dim_p.transpose = _broadcast_in_dim_transpose
+
+
+def _reshape_transpose(ct, x, *, new_sizes, dimensions=None):
+    if dimensions is None:
+        return [L.reshape(ct, x.shape)]
+    inv = [0] * len(dimensions)
+    for i, d in enumerate(dimensions):
+        inv[d] = i
+    return [L.transpose(L.reshape(ct, [x.shape[d] for d in dimensions]), inv)]
+
+
+reshape_p.transpose = _reshape_transpose
+
+
+def _transpose_transpose(ct, x, *, permutation):
+    inv = [0] * len(permutation)
+    for i, p in enumerate(permutation):
+        inv[p] = i
+    return [L.transpose(ct, inv)]
+
+
+transpose_p.transpose = _transpose_transpose
+squeeze_p.transpose = lambda ct, x, *, dimensions: [L.reshape(ct, x.shape)]
+expand_dims_p.transpose = lambda ct, x, *, dimensions: [L.reshape(ct, x.shape)]
+rev_p.transpose = lambda ct, x, *, dimensions: [L.rev(ct, dimensions)]
+
+
+def _concatenate_transpose(ct, *xs, dimension):
+    out, start = [], 0
+    for x in xs:
+        n = x.shape[dimension]
+        out.append(L.slice_in_dim(ct, start, start + n, 1, dimension) if is_linear(x) else None)
+        start += n
+    return out
+
+
+concatenate_p.transpose = _concatenate_transpose
+
+
+def _pad_transpose(ct, x, padding_value, *, padding_config):
+    zero = L.convert_element_type(0, ct.dtype)
+    unpadded = L.pad(ct, zero, [(-lo, -hi, 0) for lo, hi, _ in padding_config])
+    ct_x = L.slice(unpadded, [0] * len(x.shape), unpadded.shape,
+                   [it + 1 for _, _, it in padding_config])
+    ct_pv = None
+    if is_linear(padding_value):
+        all_axes = tuple(range(ct.ndim))
+        ct_pv = L.sub(L.reduce_sum(ct, all_axes), L.reduce_sum(ct_x, all_axes))
+    return [ct_x if is_linear(x) else None, ct_pv]
+
+
+pad_p.transpose = _pad_transpose
+
+
+def _slice_transpose(ct, x, *, start_indices, limit_indices, strides=None):
+    strides = strides or (1,) * len(x.shape)
+    config = []
+    for n, s, st, m in zip(x.shape, start_indices, strides, ct.shape):
+        last = s + (m - 1) * st + 1 if m else s
+        config.append((s, n - last, st - 1) if m else (s, n - s, 0))
+    zero = L.convert_element_type(0, ct.dtype)
+    return [L.pad(ct, zero, config)]
+
+
+slice_p.transpose = _slice_transpose
+
+
+def _dynamic_slice_transpose(ct, x, *starts, slice_sizes):
+    zeros = L.broadcast_in_dim(L.convert_element_type(0, ct.dtype), x.shape, ())
+    return [L.dynamic_update_slice(zeros, ct, starts)] + [None] * len(starts)
+
+
+dynamic_slice_p.transpose = _dynamic_slice_transpose
+
+
+def _dynamic_update_slice_transpose(ct, x, update, *starts):
+    ct_x = ct_u = None
+    if is_linear(x):
+        zeros = L.broadcast_in_dim(L.convert_element_type(0, ct.dtype), update.shape, ())
+        ct_x = L.dynamic_update_slice(ct, zeros, starts)
+    if is_linear(update):
+        ct_u = L.dynamic_slice(ct, starts, update.shape)
+    return [ct_x, ct_u] + [None] * len(starts)
+
+
+dynamic_update_slice_p.transpose = _dynamic_update_slice_transpose

@@ -1,0 +1,240 @@
+"""Reverse mode: ``linearize``, ``vjp``, ``grad``, ``value_and_grad``.
+
+Reverse mode is derived from the jvp rules, so the two can never disagree:
+
+1. ``linearize`` runs the jvp with *tangents* traced by a partial-evaluation
+   trace. Computations that need only primals run at once on the enclosing
+   trace (eagerly, or into an enclosing jit's IR); computations on tangents
+   are recorded into a linear IR whose constants are the residuals.
+2. ``vjp`` transposes that linear IR: it walks the equations backwards and
+   applies each linear primitive's ``transpose`` rule to the cotangents.
+
+Under ``jit`` both steps bind on the jit trace, so one IR holds the forward
+and the backward pass.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import tree_util
+from ..core import dtypes
+from ..core.array import Array, Tracer, to_array
+from ..core.ir import IR, Literal, dce
+from ..core.trace import get_trace, parent_context, trace_context
+from ..core.tracing import IRTrace, IRTracer
+from ..errors import MissingRuleError
+from .jvp import JVPTrace, JVPTracer, zeros_like_tangent
+
+
+class UndefinedPrimal:
+    """A linear input of a transpose rule: only its type is known."""
+    __slots__ = ("aval",)
+
+    def __init__(self, aval):
+        self.aval = aval
+
+    @property
+    def shape(self):
+        return self.aval.shape
+
+    @property
+    def dtype(self):
+        return self.aval.dtype
+
+
+def is_linear(x):
+    return type(x) is UndefinedPrimal
+
+
+class PartialIRTrace(IRTrace):
+    """Records only equations that depend on its own tracers; the rest run on the parent."""
+
+    def process_primitive(self, prim, args, params):
+        if not any(isinstance(a, IRTracer) and a._trace is self for a in args):
+            with parent_context(self):
+                return prim.bind(*args, **params)
+        return super().process_primitive(prim, args, params)
+
+
+def linearize_flat(fun, primals):
+    """(primal outputs, linear IR from input tangents to output tangents)."""
+    pe = PartialIRTrace(get_trace(), "linearize")
+    with trace_context(pe):
+        tangents = [pe.new_arg(p.aval) for p in primals]
+        jt = JVPTrace(pe)
+        with trace_context(jt):
+            outs = fun(*[JVPTracer(jt, p, t) for p, t in zip(primals, tangents)])
+            pairs = [jt.lift(o if isinstance(o, Array) else to_array(o), "output")
+                     for o in outs]
+        out_primals = [p for p, _ in pairs]
+        outvars = [pe.to_atom(zeros_like_tangent(p) if t is None else t)
+                   for p, t in pairs]
+    ir = dce(IR(pe.invars, outvars, pe.eqns, pe.constvars, pe.consts))
+    return out_primals, ir
+
+
+def backward_pass(ir: IR, cts_out):
+    """Cotangents of ``ir``'s inputs, given cotangents of its outputs (None: zero)."""
+    linear = set(ir.invars)
+    for e in ir.eqns:
+        linear.update(e.outputs)
+    consts = dict(zip(ir.constvars, ir.consts))
+    ct_env = {}
+
+    def add_ct(v, ct):
+        if ct is None or type(v) is Literal or v not in linear:
+            return
+        prev = ct_env.get(v)
+        ct_env[v] = ct if prev is None else _add(prev, ct)
+
+    for v, ct in zip(ir.outvars, cts_out):
+        add_ct(v, ct)
+
+    def read(v):
+        if type(v) is Literal:
+            return Array._wrap(v.value, v.aval.weak_type)
+        if v in linear:
+            return UndefinedPrimal(v.aval)
+        c = consts[v]
+        return c if isinstance(c, Array) else Array._wrap(c)
+
+    for e in reversed(ir.eqns):
+        cts = [ct_env.pop(v, None) for v in e.outputs]
+        if all(c is None for c in cts):
+            continue
+        if e.prim.transpose is None:
+            raise MissingRuleError(
+                f"{e.prim.name} has no transpose rule, so reverse mode cannot pass through "
+                f"it (from {e.source}). Forward mode (fnx.jvp) still works.")
+        args = [read(v) for v in e.inputs]
+        ct = cts if e.prim.multiple_results else cts[0]
+        for v, c in zip(e.inputs, e.prim.transpose(ct, *args, **e.params)):
+            add_ct(v, c)
+    return [ct_env.get(v) for v in ir.invars]
+
+
+def _add(a, b):
+    from .. import lax
+    return lax.add(a, b)
+
+
+# --- public API ----------------------------------------------------------------------------
+
+def linearize(fun, *primals):
+    """``(fun(*primals), f_jvp)`` where ``f_jvp(*tangents)`` evaluates the linear map."""
+    p_leaves, p_tree = tree_util.tree_flatten(primals)
+    p_leaves = [to_array(p) for p in p_leaves]
+    out_tree = [None]
+
+    def flat(*xs):
+        out = fun(*tree_util.tree_unflatten(p_tree, xs))
+        leaves, out_tree[0] = tree_util.tree_flatten(out)
+        return leaves
+
+    outs, ir = linearize_flat(flat, p_leaves)
+    from ..core.ir import eval_ir
+
+    def f_jvp(*tangents):
+        t_leaves, t_tree = tree_util.tree_flatten(tangents)
+        if t_tree != p_tree:
+            raise ValueError(f"linearize: tangents must be structured like the primals "
+                             f"({p_tree}), got {t_tree}")
+        return tree_util.tree_unflatten(out_tree[0], eval_ir(ir, *[to_array(t) for t in t_leaves]))
+
+    return tree_util.tree_unflatten(out_tree[0], outs), f_jvp
+
+
+def vjp(fun, *primals, has_aux=False):
+    """``(fun(*primals), f_vjp)``; ``f_vjp(cotangent)`` returns one cotangent per primal."""
+    p_leaves, p_tree = tree_util.tree_flatten(primals)
+    p_leaves = [to_array(p) for p in p_leaves]
+    out_tree, aux_box = [None], [None]
+
+    def flat(*xs):
+        out = fun(*tree_util.tree_unflatten(p_tree, xs))
+        if has_aux:
+            out, aux_box[0] = out
+        leaves, out_tree[0] = tree_util.tree_flatten(out)
+        return leaves
+
+    outs, ir = linearize_flat(flat, p_leaves)
+
+    def f_vjp(ct):
+        ct_leaves, ct_tree = tree_util.tree_flatten(ct)
+        if ct_tree != out_tree[0]:
+            raise ValueError(f"vjp: the cotangent must be structured like the output "
+                             f"({out_tree[0]}), got {ct_tree}")
+        cts = backward_pass(ir, [to_array(c) for c in ct_leaves])
+        cts = [zeros_like_tangent(p) if c is None else c for p, c in zip(p_leaves, cts)]
+        return tree_util.tree_unflatten(p_tree, cts)
+
+    out = tree_util.tree_unflatten(out_tree[0], outs)
+    if has_aux:
+        aux = tree_util.tree_map(lambda a: _unwrap(a), aux_box[0])
+        return out, f_vjp, aux
+    return out, f_vjp
+
+
+def _unwrap(a):
+    while isinstance(a, JVPTracer):
+        a = a.primal
+    return a
+
+
+def value_and_grad(fun, argnums=0, has_aux=False):
+    """``(fun(*args), d fun / d args[argnums])`` for a real scalar ``fun``."""
+    single = isinstance(argnums, int)
+    nums = (argnums,) if single else tuple(argnums)
+
+    def wrapped(*args, **kwargs):
+        for n in nums:
+            if not -len(args) <= n < len(args):
+                raise ValueError(f"grad: argnums {argnums} out of range for {len(args)} "
+                                 "positional arguments")
+        nums_ = tuple(n % len(args) for n in nums)
+        for n in nums_:
+            for leaf in tree_util.tree_leaves(args[n]):
+                dt = to_array(leaf).dtype
+                if not dtypes.is_inexact(dt):
+                    raise TypeError(
+                        f"grad: argument {n} has a leaf of dtype {dt}; gradients are only "
+                        "defined for float (or complex) inputs. Convert it with "
+                        ".astype(float), or leave it out of argnums.")
+
+        def f_of(*diff):
+            full = list(args)
+            for n, d in zip(nums_, diff):
+                full[n] = d
+            return fun(*full, **kwargs)
+
+        res = vjp(f_of, *[args[n] for n in nums_], has_aux=has_aux)
+        out, f_vjp = res[0], res[1]
+        o = to_array(out) if not isinstance(out, Array) else out
+        if not isinstance(out, (Array, float, int)) or o.shape != () or not \
+                dtypes.is_inexact(o.dtype):
+            raise TypeError(f"grad: the function must return a real scalar, got "
+                            f"{_describe(out)}. Reduce it (e.g. .sum() or .mean()), or use "
+                            "fnx.vjp / fnx.jacrev for non-scalar outputs.")
+        g = f_vjp(Array._wrap(np.ones((), o.dtype)))
+        g = g[0] if single else tuple(g)
+        return ((out, res[2]) if has_aux else out), g
+
+    return wrapped
+
+
+def _describe(x):
+    if isinstance(x, Array):
+        return f"an array of shape {x.shape} and dtype {x.dtype}"
+    return f"a {type(x).__name__}"
+
+
+def grad(fun, argnums=0, has_aux=False):
+    """The gradient of a real scalar ``fun`` with respect to ``args[argnums]``."""
+    vg = value_and_grad(fun, argnums, has_aux)
+
+    def g(*args, **kwargs):
+        out, grads = vg(*args, **kwargs)
+        return (grads, out[1]) if has_aux else grads
+
+    return g
+
