@@ -17,6 +17,7 @@ from .core.primitive import Primitive, ShapeDtypeStruct
 from .core.tracing import eval_shape, make_ir
 from . import numpy, lax  # noqa: E402  (after core: they build on it)
 from .transforms.jit import jit
+from .lax import stop_gradient
 from .transforms.jvp import jvp
 from .transforms.vjp import grad, linearize, value_and_grad, vjp
 

@@ -140,3 +140,14 @@ def test_linearize_matches_jvp():
     t = fnp.ones_like(w)
     np.testing.assert_allclose(f_jvp(t), fnx.jvp(lambda w: fnp.sin(x @ w), (w,), (t,))[1],
                                rtol=1e-12)
+
+
+def test_stop_gradient_blocks_derivatives_only():
+    def f(x):
+        return (x * fnx.stop_gradient(x)).sum()
+    x = fnp.asarray([1.0, -2.0])
+    np.testing.assert_allclose(fnx.grad(f)(x), [1.0, -2.0])  # d/dx of x*c is c
+    assert fnx.lax.stop_gradient is fnx.stop_gradient
+    p = fnx.stop_gradient({"a": x, "b": (x, 1.0)})
+    np.testing.assert_array_equal(p["b"][0], x)
+    np.testing.assert_allclose(fnx.jit(f)(x), 5.0)

@@ -97,6 +97,7 @@ real_p = unop("real", np.real, "any", out_dtype=_real_dtype)
 imag_p = unop("imag", np.imag, "any", out_dtype=_real_dtype)
 conj_p = unop("conj", lambda x: np.conjugate(x) if x.dtype.kind == "c" else x,
                "any")  # np.conjugate turns bool into int8
+stop_gradient_p = unop("stop_gradient", lambda x: x, "any")  # identity whose derivative is 0
 
 
 def _round_impl(x, *, rounding_method=0):
@@ -287,7 +288,8 @@ deflinear(neg_p)
 deflinear(real_p)
 deflinear(imag_p)
 deflinear(conj_p)
-for _p in (sign_p, floor_p, ceil_p, round_p, is_finite_p, isinf_p, isnan_p, not_p, eq_p, ne_p,
+for _p in (stop_gradient_p, sign_p, floor_p, ceil_p, round_p, is_finite_p, isinf_p, isnan_p,
+           not_p, eq_p, ne_p,
            lt_p, le_p, gt_p, ge_p, and_p, or_p, xor_p, shift_left_p, shift_right_logical_p,
            shift_right_arithmetic_p, floor_divide_p, nextafter_p):
     defjvp_zero(_p)

@@ -94,6 +94,12 @@ shift_right_logical = _binary(ew.shift_right_logical_p)
 shift_right_arithmetic = _binary(ew.shift_right_arithmetic_p)
 
 
+def stop_gradient(x):
+    """``x`` unchanged, with zero derivative (a pytree of arrays is handled leafwise)."""
+    from .. import tree_util
+    return tree_util.tree_map(lambda a: ew.stop_gradient_p.bind(to_array(a)), x)
+
+
 class RoundingMethod:
     AWAY_FROM_ZERO = 0
     TO_NEAREST_EVEN = 1
