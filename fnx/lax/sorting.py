@@ -36,3 +36,21 @@ def _sort_impl(*operands, dimension, is_stable=True, num_keys=1):
 
 
 sort_p = Primitive("sort", shape_rule=_sort_rule, impl=_sort_impl, multiple_results=True)
+
+
+# --- jvp rule: tangents follow the sorting permutation ------------------------------------------
+def _sort_jvp(primals, tangents, *, dimension, is_stable=True, num_keys=1):
+    from . import ops as L
+    from .indexing import gather_p
+    shape = tuple(primals[0].shape)
+    iota = L.broadcasted_iota(np.int32, shape, dimension)
+    *outs, perm = sort_p.bind(*primals, iota, dimension=dimension, is_stable=is_stable,
+                              num_keys=num_keys)
+    index = [perm if d == dimension else L.broadcasted_iota(np.int32, shape, d)
+             for d in range(len(shape))]
+    spec = tuple(("a", d) for d in range(len(shape)))
+    out_t = [None if t is None else gather_p.bind(t, *index, spec=spec) for t in tangents]
+    return outs, out_t
+
+
+sort_p.jvp = _sort_jvp
