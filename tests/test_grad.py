@@ -18,6 +18,7 @@ FUNCS = {
     "shapes": lambda w, x: fnp.pad(w.reshape(2, 3), ((1, 0), (0, 2))).cumsum(axis=1).ravel(),
     "einsum": lambda w, x: fnp.einsum("ij,kj->ik", x, w @ w.T),
     "sort": lambda w, x: fnp.sort(w, axis=0) * fnp.arange(1.0, 4.0)[:, None] + fnp.sort(w.T)[:, :1].T,
+    "prod": lambda w, x: fnp.prod(w, axis=0) + fnp.prod(w.at[1, 0].set(0.0)),
     "softmax": lambda w, x: fnp.exp(w - w.max(axis=1, keepdims=True)) / fnp.exp(
         w - w.max(axis=1, keepdims=True)).sum(axis=1, keepdims=True),
 }
@@ -132,7 +133,7 @@ def test_errors_are_clear():
         fnx.grad(lambda x: x.sum(), argnums=2)(fnp.ones(3))
     from fnx.errors import MissingRuleError
     with pytest.raises(MissingRuleError, match="jvp rule"):
-        fnx.grad(lambda x: fnp.prod(x))(fnp.ones(3))
+        fnx.grad(lambda x: fnp.cumprod(x).sum())(fnp.ones(3))
 
 
 def test_linearize_matches_jvp():

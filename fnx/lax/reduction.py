@@ -126,3 +126,28 @@ def _reduce_sum_transpose(ct, x, *, axes):
 
 reduce_sum_p.transpose = _reduce_sum_transpose
 cumsum_p.transpose = lambda ct, x, *, axis, reverse=False: [L.cumsum(ct, axis, not reverse)]
+
+
+def _reduce_prod_jvp(primals, tangents, *, axes):
+    """Sum of g_i times the product of all other elements (exact with zeros: no division)."""
+    (x,), (g,) = primals, tangents
+    ans = reduce_prod_p.bind(x, axes=axes)
+    kept = [d for d in range(x.ndim) if d not in axes]
+    n = 1
+    for d in axes:
+        n *= x.shape[d]
+    if n == 0:
+        return ans, None
+    shape = [x.shape[d] for d in kept] + [n]
+    last = len(kept)
+    flat = [L.reshape(L.transpose(v, kept + list(axes)), shape) for v in (x, g)]
+    one = L.convert_element_type(1, x.dtype)
+    no_pad = [(0, 0, 0)] * last
+    left = L.pad(L.slice_in_dim(L.cumprod(flat[0], last), 0, n - 1, 1, last), one,
+                 no_pad + [(1, 0, 0)])
+    right = L.pad(L.slice_in_dim(L.cumprod(flat[0], last, reverse=True), 1, n, 1, last), one,
+                  no_pad + [(0, 1, 0)])
+    return ans, L.reduce_sum(L.mul(flat[1], L.mul(left, right)), (last,))
+
+
+reduce_prod_p.jvp = _reduce_prod_jvp
