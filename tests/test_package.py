@@ -56,3 +56,12 @@ def test_public_api_mirrors_jax_names():
                  "select", "iota", "sort", "reduce_sum", "argmax", "cumsum", "pad", "clamp"]:
         assert callable(getattr(fnx.lax, name)), name
     assert fnx.numpy.ones(2).__array_namespace__() is fnx.numpy
+
+
+def test_readme_example_runs(capsys):
+    readme = open(os.path.join(ROOT, "README.md")).read()
+    code = re.search(r"```python\n(.*?)```", readme, re.S).group(1)
+    namespace = {}
+    exec(compile(code, "README.md", "exec"), namespace)
+    assert "{ lambda" in capsys.readouterr().out
+    assert namespace["grads"][0].shape == (3, 2)
