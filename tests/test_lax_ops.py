@@ -49,6 +49,9 @@ from fnx.lax.indexing import indexed_shape
 # Primitives that deliberately have no line in the table, and why.
 NOT_IN_TABLE = {
     "jit": "the call primitive: its operand is an IR, not an array op (tests/test_jit.py)",
+    "custom_jvp_call": "carries a user function and rule (tests/test_custom_rules.py)",
+    "custom_vjp_call": "carries a user function and rule (tests/test_custom_rules.py)",
+    "custom_lin": "the linear half of a custom_vjp; only transposed (tests/test_custom_rules.py)",
 }
 
 # Hypothesis examples per record and check; FNX_OP_EXAMPLES=500 for a deep run.

@@ -1,0 +1,82 @@
+"""custom_jvp and custom_vjp: the user's rules are used by jvp, grad and under jit."""
+from functools import partial
+
+import numpy as np
+import pytest
+
+import fnx
+import fnx.numpy as fnp
+from fnx.errors import FnxError
+
+
+@fnx.custom_jvp
+def log1pexp(x):
+    return fnp.log1p(fnp.exp(x))
+
+
+@log1pexp.defjvp
+def _log1pexp_jvp(primals, tangents):
+    (x,), (t,) = primals, tangents
+    return log1pexp(x), t * fnx.lax.logistic(x)  # stable where exp overflows
+
+
+def test_custom_jvp_rule_is_used_in_both_modes_and_under_jit():
+    x = fnp.asarray([0.0, 10.0, 1000.0])
+    g = fnx.grad(lambda x: log1pexp(x).sum())(x)
+    np.testing.assert_allclose(g, [0.5, 1 / (1 + np.exp(-10.0)), 1.0], rtol=1e-6)
+    _, t = fnx.jvp(log1pexp, (x,), (fnp.ones(3),))
+    np.testing.assert_allclose(t, g, rtol=1e-6)
+    np.testing.assert_allclose(fnx.jit(fnx.grad(lambda x: log1pexp(x).sum()))(x), g, rtol=1e-6)
+    np.testing.assert_allclose(fnx.jit(log1pexp)(fnp.asarray([0.0])), [np.log(2.0)], rtol=1e-6)
+
+
+def test_custom_jvp_second_order_uses_the_rule_again():
+    d2 = fnx.grad(fnx.grad(lambda x: log1pexp(x)))(0.0)
+    np.testing.assert_allclose(d2, 0.25, rtol=1e-6)  # logistic'(0)
+
+
+@fnx.custom_vjp
+def clip_gradient(x):
+    return x * 1.0
+
+
+def _clip_fwd(x):
+    return x * 1.0, {"scale": fnp.ones_like(x)}
+
+
+def _clip_bwd(res, g):
+    return (fnp.clip(g, -1.0, 1.0) * res["scale"],)
+
+
+clip_gradient.defvjp(_clip_fwd, _clip_bwd)
+
+
+def test_custom_vjp_bwd_is_used_with_pytree_residuals():
+    f = lambda x: (clip_gradient(x) * fnp.asarray([0.5, 5.0])).sum()  # noqa: E731
+    x = fnp.asarray([1.0, 2.0])
+    np.testing.assert_allclose(fnx.grad(f)(x), [0.5, 1.0])
+    np.testing.assert_allclose(fnx.jit(fnx.grad(f))(x), [0.5, 1.0])
+    np.testing.assert_allclose(fnx.grad(fnx.jit(f))(x), [0.5, 1.0])
+    np.testing.assert_allclose(clip_gradient(x), x)
+
+
+def test_custom_vjp_nondiff_argnums_through_partial():
+    @partial(fnx.custom_vjp, nondiff_argnums=(0,))
+    def scaled(k, x):
+        return x * k
+
+    scaled.defvjp(lambda k, x: (x * k, None), lambda k, res, g: (g * k * 10,))
+    assert float(fnx.grad(lambda x: scaled(3.0, x))(1.0)) == 30.0
+
+
+def test_custom_vjp_refuses_forward_mode_and_bad_bwd():
+    with pytest.raises(FnxError, match="forward mode"):
+        fnx.jvp(clip_gradient, (fnp.ones(2),), (fnp.ones(2),))
+
+    @fnx.custom_vjp
+    def h(x):
+        return x
+
+    h.defvjp(lambda x: (x, None), lambda res, g: g)  # not a tuple
+    with pytest.raises(TypeError, match="tuple"):
+        fnx.grad(lambda x: h(x).sum())(fnp.ones(2))
