@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import tree_util
 from ..core import dtypes
-from ..core.array import Array, Tracer, to_array
+from ..core.array import Array, to_array
 from ..core.ir import IR, Literal, dce
 from ..core.trace import get_trace, parent_context, trace_context
 from ..core.tracing import IRTrace, IRTracer
