@@ -52,6 +52,8 @@ NOT_IN_TABLE = {
     "custom_jvp_call": "carries a user function and rule (tests/test_custom_rules.py)",
     "custom_vjp_call": "carries a user function and rule (tests/test_custom_rules.py)",
     "custom_lin": "the linear half of a custom_vjp; only transposed (tests/test_custom_rules.py)",
+    "remat_call": "carries a checkpointed user function (tests/test_custom_rules.py)",
+    "remat_lin": "the linear half of a checkpoint (tests/test_custom_rules.py)",
 }
 
 # Hypothesis examples per record and check; FNX_OP_EXAMPLES=500 for a deep run.

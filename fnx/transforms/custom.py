@@ -204,3 +204,98 @@ class custom_vjp(_Custom):
         if out_tree[0] is None:
             _out_avals(fun_flat, leaves)
         return tree_util.tree_unflatten(out_tree[0], outs)
+
+
+# --- checkpoint / remat ---------------------------------------------------------------------------
+# A checkpointed function saves only its inputs for the backward pass. Its jvp is a linear
+# primitive, ``remat_lin``, applied to those inputs and the tangents: evaluated, it runs the
+# function's jvp; transposed (reverse mode), it re-runs the function's vjp, recomputing the
+# forward intermediates instead of storing them.
+
+def _remat_lin_rule(*args, num_res, fun, out_avals):
+    return list(out_avals)
+
+
+def _remat_lin_eval(*args, num_res, fun):
+    from .jvp import jvp
+    res, tangents = list(args[:num_res]), list(args[num_res:])
+    return list(jvp(lambda *xs: fun(*xs), tuple(res), tuple(tangents))[1])
+
+
+def _remat_lin_impl(*vals, num_res, fun, out_avals):
+    return [o._value for o in _remat_lin_eval(*[Array._wrap(v) for v in vals], num_res=num_res,
+                                              fun=fun)]
+
+
+remat_lin_p = Primitive("remat_lin", shape_rule=_remat_lin_rule, impl=_remat_lin_impl,
+                        multiple_results=True)
+
+
+def _remat_lin_transpose(cts, *args, num_res, fun, out_avals):
+    from .vjp import vjp
+    res = list(args[:num_res])
+    cts = [Array._wrap(np.zeros(a.shape, a.dtype)) if c is None else c
+           for c, a in zip(cts, out_avals)]
+    _, f_vjp = vjp(lambda *xs: fun(*xs), *res)
+    return [None] * num_res + list(f_vjp(cts))
+
+
+def _remat_lin_jvp(primals, tangents, *, num_res, fun, out_avals):
+    if any(t is not None for t in tangents[:num_res]):
+        from ..errors import MissingRuleError
+        raise MissingRuleError("checkpoint: differentiating the derivative of a checkpointed "
+                               "function twice in forward mode is not supported yet")
+    outs = remat_lin_p.bind(*primals, num_res=num_res, fun=fun, out_avals=out_avals)
+    ts = [instantiate(t, p) for p, t in zip(primals[num_res:], tangents[num_res:])]
+    return outs, remat_lin_p.bind(*primals[:num_res], *ts, num_res=num_res, fun=fun,
+                                  out_avals=out_avals)
+
+
+remat_lin_p.transpose = _remat_lin_transpose
+remat_lin_p.jvp = _remat_lin_jvp
+
+
+def _remat_call_rule(*args, fun, name):
+    return _out_avals(fun, args)
+
+
+def _remat_call_impl(*vals, fun, name):
+    return [o._value for o in fun(*[Array._wrap(v) for v in vals])]
+
+
+remat_call_p = Primitive("remat_call", shape_rule=_remat_call_rule, impl=_remat_call_impl,
+                         multiple_results=True)
+
+
+def _remat_call_jvp(primals, tangents, *, fun, name):
+    outs = remat_call_p.bind(*primals, fun=fun, name=name)
+    ts = [instantiate(t, p) for p, t in zip(primals, tangents)]
+    out_t = remat_lin_p.bind(*primals, *ts, num_res=len(primals), fun=fun,
+                             out_avals=tuple(o.aval for o in outs))
+    return outs, out_t
+
+
+remat_call_p.jvp = _remat_call_jvp
+
+
+def checkpoint(fun, *, static_argnums=()):
+    """``fun`` whose backward pass recomputes its forward intermediates instead of storing
+    them: reverse mode saves only its inputs (``fnx.remat`` is the same function)."""
+    static_argnums = (static_argnums,) if isinstance(static_argnums, int) else \
+        tuple(static_argnums)
+    helper = _Custom(fun, static_argnums)
+
+    @functools.wraps(fun)
+    def wrapped(*args):
+        static, leaves, tree = helper._split(args)
+        out_tree = [None]
+        fun_flat = helper._flat_fun(static, tree, out_tree)
+        outs = remat_call_p.bind(*leaves, fun=fun_flat, name=getattr(fun, "__name__", "f"))
+        if out_tree[0] is None:
+            _out_avals(fun_flat, leaves)
+        return tree_util.tree_unflatten(out_tree[0], outs)
+
+    return wrapped
+
+
+remat = checkpoint
