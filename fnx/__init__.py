@@ -19,6 +19,7 @@ from . import numpy, lax  # noqa: E402  (after core: they build on it)
 from .transforms.jit import jit
 from .lax import stop_gradient
 from .transforms.jvp import jvp
+from .transforms.vmap import vmap
 from .transforms.custom import checkpoint, custom_jvp, custom_vjp, remat
 from .transforms.vjp import grad, linearize, value_and_grad, vjp
 

@@ -12,6 +12,7 @@ import numpy as np
 from ..core import dtypes
 from ..core.primitive import Primitive, ShapeDtypeStruct
 from ..errors import ShapeError
+from ..transforms.vmap import batch_elementwise
 
 KINDS = {
     "any": "biufc", "num": "iufc", "int": "iu", "intbool": "biu", "inexact": "fc",
@@ -78,6 +79,7 @@ def unop(name, impl, kinds="num", out_dtype=None, hint=""):
         return ShapeDtypeStruct(x.shape, od, x.weak_type and od.kind == x.dtype.kind)
     p = Primitive(name, shape_rule=shape_rule, impl=impl)
     p.ufunc = _ufunc_of(impl)
+    batch_elementwise(p)
     return p
 
 
@@ -113,6 +115,7 @@ def binop(name, impl, kinds="num", out_dtype=None, hint=""):
                                 weak if out_dtype is None else False)
     p = Primitive(name, shape_rule=shape_rule, impl=impl)
     p.ufunc = _ufunc_of(impl)
+    batch_elementwise(p)
     return p
 
 

@@ -441,3 +441,11 @@ def _select_n_transpose(ct, which, *cases):
 
 
 select_n_p.transpose = _select_n_transpose
+
+
+# --- batching rules ---------------------------------------------------------------------------
+# (unop/binop primitives get theirs from their constructors)
+from ..transforms.vmap import batch_elementwise  # noqa: E402
+
+for _p in (select_n_p, clamp_p, convert_element_type_p, integer_pow_p, round_p):
+    batch_elementwise(_p)

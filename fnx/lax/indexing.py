@@ -222,3 +222,55 @@ def _scatter_transpose(ct, x, updates, *indices, spec, mode):
 
 
 scatter_p.transpose = _scatter_transpose
+
+
+# --- batching rules (operand batched; index arrays that vary over the batch: not yet) -----------
+def _batch_position(spec, index_shapes):
+    """Where a leading full slice's dimension lands in the result of ``x[spec]``."""
+    adv = [k for k, it in enumerate(spec)
+           if type(it) is int or (type(it) is tuple and it[0] == "a")]
+    if not any(type(it) is tuple and it[0] == "a" for it in spec):
+        return 0
+    if adv == list(range(adv[0], adv[-1] + 1)):
+        return 0
+    return len(np.broadcast_shapes(*[index_shapes[it[1]] for it in spec
+                                     if type(it) is tuple and it[0] == "a"]))
+
+
+def _no_batched_indices(name, dims):
+    if any(d is not None for d in dims):
+        from ..errors import MissingRuleError
+        raise MissingRuleError(f"{name}: index arrays that vary over a vmap batch are not "
+                               "supported yet (the operand may vary)")
+
+
+def _gather_batch(vals, dims, size, *, spec):
+    _no_batched_indices("gather", dims[1:])
+    x, *idx = vals
+    out = gather_p.bind(x, *idx, spec=(("s", 0, size, 1),) + tuple(spec))
+    return out, _batch_position(spec, [i.shape for i in idx])
+
+
+gather_p.batch = _gather_batch
+
+
+def _scatter_batch(vals, dims, size, *, spec, mode):
+    from . import ops as L
+    from ..transforms.vmap import _full
+    _no_batched_indices("scatter", dims[2:])
+    x, upd, *idx = vals
+    x = _full(x, dims[0], size, x.shape[1:] if dims[0] == 0 else x.shape)
+    new_spec = (("s", 0, size, 1),) + tuple(spec)
+    target = indexed_shape(tuple(x.shape), new_spec, [i.shape for i in idx])
+    pos = _batch_position(spec, [i.shape for i in idx])
+    if dims[1] is None:
+        keep = tuple(d for d in range(len(target)) if d != pos)
+        upd = L.broadcast_in_dim(upd, target, keep)
+    elif pos != 0:
+        perm = list(range(1, upd.ndim))
+        perm.insert(pos, 0)
+        upd = L.transpose(upd, perm)
+    return scatter_p.bind(x, upd, *idx, spec=new_spec, mode=mode), 0
+
+
+scatter_p.batch = _scatter_batch

@@ -113,3 +113,25 @@ def _dot_general_transpose(ct, lhs, rhs, *, dimension_numbers, preferred_element
 
 
 dot_general_p.transpose = _dot_general_transpose
+
+
+# --- batching rule -----------------------------------------------------------------------------
+def _dot_general_batch(vals, dims, size, *, dimension_numbers, preferred_element_type=None):
+    (lc, rc), (lb, rb) = dimension_numbers
+    lhs, rhs = vals
+    up = lambda ds: tuple(d + 1 for d in ds)  # noqa: E731
+    if dims[0] is not None and dims[1] is not None:
+        dn = ((up(lc), up(rc)), ((0,) + up(lb), (0,) + up(rb)))
+        out_dim = 0
+    elif dims[0] is not None:
+        dn = ((up(lc), rc), (up(lb), rb))
+        out_dim = len(lb)  # lhs dim 0 is the first lhs free dim
+    else:
+        dn = ((lc, up(rc)), (lb, up(rb)))
+        out_dim = len(lb) + (lhs.ndim - len(lc) - len(lb))
+    out = dot_general_p.bind(lhs, rhs, dimension_numbers=dn,
+                             preferred_element_type=preferred_element_type)
+    return out, out_dim
+
+
+dot_general_p.batch = _dot_general_batch

@@ -151,3 +151,16 @@ def _reduce_prod_jvp(primals, tangents, *, axes):
 
 
 reduce_prod_p.jvp = _reduce_prod_jvp
+
+
+# --- batching rules ---------------------------------------------------------------------------
+from ..transforms.vmap import batch_shifted  # noqa: E402
+
+for _p in (reduce_sum_p, reduce_prod_p, reduce_max_p, reduce_min_p, reduce_and_p, reduce_or_p):
+    batch_shifted(_p, lambda p, n, x: dict(axes=tuple(a % (x.ndim - 1) + 1 for a in p["axes"])))
+for _p in (argmax_p, argmin_p):
+    batch_shifted(_p, lambda p, n, x: dict(axes=tuple(a % (x.ndim - 1) + 1 for a in p["axes"]),
+                                           index_dtype=p["index_dtype"]))
+for _p in (cumsum_p, cumprod_p, cummax_p, cummin_p):
+    batch_shifted(_p, lambda p, n, x: dict(axis=p["axis"] % (x.ndim - 1) + 1,
+                                           reverse=p.get("reverse", False)))

@@ -379,3 +379,78 @@ def _dynamic_update_slice_transpose(ct, x, update, *starts):
 
 
 dynamic_update_slice_p.transpose = _dynamic_update_slice_transpose
+
+
+# --- batching rules (the batch dimension is axis 0 of batched operands) ---------------------------
+from ..transforms.vmap import _full, batch_shifted  # noqa: E402
+
+
+def _shift_dims(dims, rank):
+    return tuple(d % rank + 1 for d in dims) if rank else tuple(d + 1 for d in dims)
+
+
+batch_shifted(broadcast_in_dim_p, lambda p, n, x: dict(
+    shape=(n,) + tuple(p["shape"]),
+    broadcast_dimensions=(0,) + tuple(d + 1 for d in p["broadcast_dimensions"])))
+batch_shifted(reshape_p, lambda p, n, x: dict(
+    new_sizes=(n,) + tuple(p["new_sizes"]),
+    dimensions=None if p.get("dimensions") is None else
+    (0,) + tuple(d + 1 for d in p["dimensions"])))
+batch_shifted(transpose_p, lambda p, n, x: dict(
+    permutation=(0,) + tuple(d + 1 for d in p["permutation"])))
+batch_shifted(squeeze_p, lambda p, n, x: dict(dimensions=_shift_dims(p["dimensions"],
+                                                                     x.ndim - 1)))
+batch_shifted(expand_dims_p, lambda p, n, x: dict(
+    dimensions=_shift_dims(p["dimensions"], x.ndim - 1 + len(p["dimensions"]))))
+batch_shifted(rev_p, lambda p, n, x: dict(dimensions=_shift_dims(p["dimensions"], x.ndim - 1)))
+batch_shifted(slice_p, lambda p, n, x: dict(
+    start_indices=(0,) + tuple(p["start_indices"]), limit_indices=(n,) + tuple(p["limit_indices"]),
+    strides=None if p.get("strides") is None else (1,) + tuple(p["strides"])))
+
+
+def _concatenate_batch(vals, dims, size, *, dimension):
+    shapes = [tuple(v.shape[1:]) if d == 0 else tuple(v.shape) for v, d in zip(vals, dims)]
+    return concatenate_p.bind(*[_full(v, d, size, s) for v, d, s in zip(vals, dims, shapes)],
+                              dimension=dimension + 1), 0
+
+
+concatenate_p.batch = _concatenate_batch
+
+
+def _pad_batch(vals, dims, size, *, padding_config):
+    if dims[1] is not None:
+        from ..errors import MissingRuleError
+        raise MissingRuleError("pad: a padding value that varies over a vmap batch is not "
+                               "supported yet")
+    return pad_p.bind(vals[0], vals[1], padding_config=((0, 0, 0),) + tuple(padding_config)), 0
+
+
+pad_p.batch = _pad_batch
+
+
+def _dynamic_slice_batch(vals, dims, size, *, slice_sizes):
+    if any(d is not None for d in dims[1:]):
+        from ..errors import MissingRuleError
+        raise MissingRuleError("dynamic_slice: start indices that vary over a vmap batch are "
+                               "not supported yet")
+    zero = L.convert_element_type(0, vals[1].dtype if len(vals) > 1 else np.int32)
+    return dynamic_slice_p.bind(vals[0], zero, *vals[1:],
+                                slice_sizes=(size,) + tuple(slice_sizes)), 0
+
+
+dynamic_slice_p.batch = _dynamic_slice_batch
+
+
+def _dynamic_update_slice_batch(vals, dims, size):
+    if any(d is not None for d in dims[2:]):
+        from ..errors import MissingRuleError
+        raise MissingRuleError("dynamic_update_slice: start indices that vary over a vmap "
+                               "batch are not supported yet")
+    x, upd, *starts = vals
+    x = _full(x, dims[0], size, x.shape[1:] if dims[0] == 0 else x.shape)
+    upd = _full(upd, dims[1], size, upd.shape[1:] if dims[1] == 0 else upd.shape)
+    zero = L.convert_element_type(0, starts[0].dtype if starts else np.int32)
+    return dynamic_update_slice_p.bind(x, upd, zero, *starts), 0
+
+
+dynamic_update_slice_p.batch = _dynamic_update_slice_batch

@@ -54,3 +54,13 @@ def _sort_jvp(primals, tangents, *, dimension, is_stable=True, num_keys=1):
 
 
 sort_p.jvp = _sort_jvp
+
+
+def _sort_batch(vals, dims, size, *, dimension, is_stable=True, num_keys=1):
+    from ..transforms.vmap import _full
+    ops = [_full(v, d, size, v.shape[1:] if d == 0 else v.shape) for v, d in zip(vals, dims)]
+    outs = sort_p.bind(*ops, dimension=dimension + 1, is_stable=is_stable, num_keys=num_keys)
+    return outs, [0] * len(outs)
+
+
+sort_p.batch = _sort_batch

@@ -299,3 +299,9 @@ def checkpoint(fun, *, static_argnums=()):
 
 
 remat = checkpoint
+
+
+from .vmap import batch_by_inlining  # noqa: E402
+
+for _p in (custom_jvp_call_p, custom_vjp_call_p, remat_call_p):
+    batch_by_inlining(_p, lambda params: params["fun"])  # the custom rule applies per example

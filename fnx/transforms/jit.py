@@ -68,6 +68,16 @@ def _zeros(p):
 jit_p.jvp = _jit_jvp
 
 
+def _jit_body(params):
+    from ..core.ir import eval_ir
+    return lambda *xs: eval_ir(params["ir"], *xs)
+
+
+from .vmap import batch_by_inlining  # noqa: E402
+
+batch_by_inlining(jit_p, _jit_body)
+
+
 # --- the user-facing wrapper -----------------------------------------------------------------
 
 class Lowered:
