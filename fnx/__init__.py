@@ -20,6 +20,7 @@ from .transforms.jit import jit
 from .lax import stop_gradient
 from .transforms.jvp import jvp
 from .transforms.vmap import vmap
+from .transforms.jacobian import hessian, jacfwd, jacrev
 from .transforms.custom import checkpoint, custom_jvp, custom_vjp, remat
 from .transforms.vjp import grad, linearize, value_and_grad, vjp
 

@@ -1,0 +1,124 @@
+"""Jacobians: ``jacfwd`` (vmap of jvp over input basis vectors), ``jacrev`` (vmap of
+the vjp over output basis vectors) and ``hessian`` (jacfwd of jacrev).
+
+For each output leaf of shape ``O`` and input leaf of shape ``I`` the Jacobian
+block has shape ``O + I``; with a single array input and output it is one array.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import tree_util
+from ..core import dtypes
+from ..core.array import Array, to_array
+from .jvp import jvp
+from .vjp import vjp
+from .vmap import vmap
+
+
+def _split(flat, leaves, axis_front):
+    """Cut the flat basis axis of ``flat`` into blocks shaped like ``leaves``."""
+    from .. import lax
+    out, start = [], 0
+    for leaf in leaves:
+        n = math.prod(leaf.shape)
+        if axis_front:
+            block = lax.slice_in_dim(flat, start, start + n, 1, 0)
+            out.append(lax.reshape(block, tuple(leaf.shape) + tuple(flat.shape[1:])))
+        else:
+            block = lax.slice_in_dim(flat, start, start + n, 1, flat.ndim - 1)
+            out.append(lax.reshape(block, tuple(flat.shape[:-1]) + tuple(leaf.shape)))
+        start += n
+    return out
+
+
+def _argnums_setup(fun, args, argnums):
+    single = isinstance(argnums, int)
+    nums = (argnums,) if single else tuple(argnums)
+    diff = tuple(args[n] for n in nums)
+
+    def f_of(*d):
+        full = list(args)
+        for n, v in zip(nums, d):
+            full[n] = v
+        return fun(*full)
+
+    target = diff[0] if single else diff
+    return (lambda x: f_of(x) if single else f_of(*x)), target
+
+
+def _basis(leaves):
+    n = sum(math.prod(leaf.shape) for leaf in leaves)
+    dt = dtypes.result_type(*leaves) if leaves else dtypes.float32
+    if not dtypes.is_inexact(dt):
+        raise TypeError(f"jacobian: inputs must be float arrays, got {dt}")
+    return Array._wrap(np.eye(n, dtype=dt)), n
+
+
+def _assemble(out_tree, in_tree, blocks_per_out):
+    """Out-structured pytree of in-structured pytrees (plain arrays for single leaves)."""
+    rows = [b[0] if in_tree.num_leaves == 1 and tree_util.treedef_is_leaf(in_tree)
+            else tree_util.tree_unflatten(in_tree, b) for b in blocks_per_out]
+    return tree_util.tree_unflatten(out_tree, rows)
+
+
+def jacfwd(fun, argnums=0):
+    """The Jacobian of ``fun`` by forward mode (one batched jvp over input directions)."""
+    def jac(*args):
+        f, x = _argnums_setup(fun, args, argnums)
+        in_leaves, in_tree = tree_util.tree_flatten(x)
+        in_leaves = [to_array(v) for v in in_leaves]
+        basis, n = _basis(in_leaves)
+
+        def push(t_flat):
+            ts = [lax_reshape(b, leaf.shape) for b, leaf in
+                  zip(_split(t_flat, in_leaves, True), in_leaves)]
+            return jvp(f, (tree_util.tree_unflatten(in_tree, in_leaves),),
+                       (tree_util.tree_unflatten(in_tree, ts),))[1]
+
+        out = vmap(push, out_axes=-1)(basis)
+        out_leaves, out_tree = tree_util.tree_flatten(out)
+        return _assemble(out_tree, in_tree, [_split(o, in_leaves, False) for o in out_leaves])
+    return jac
+
+
+def lax_reshape(x, shape):
+    from .. import lax
+    return lax.reshape(x, tuple(shape))
+
+
+def jacrev(fun, argnums=0):
+    """The Jacobian of ``fun`` by reverse mode (one batched vjp over output directions)."""
+    def jac(*args):
+        f, x = _argnums_setup(fun, args, argnums)
+        in_leaves, in_tree = tree_util.tree_flatten(x)
+        out, f_vjp = vjp(f, x)
+        out_leaves, out_tree = tree_util.tree_flatten(out)
+        out_leaves = [to_array(o) for o in out_leaves]
+        basis, m = _basis(out_leaves)
+
+        def pull(ct_flat):
+            cts = [lax_reshape(b, leaf.shape) for b, leaf in
+                   zip(_split(ct_flat, out_leaves, True), out_leaves)]
+            (g,) = f_vjp(tree_util.tree_unflatten(out_tree, cts))
+            return tree_util.tree_leaves(g)
+
+        grads = vmap(pull)(basis)  # each input leaf: (m,) + leaf shape
+        per_out = []
+        for block_idx, o in enumerate(out_leaves):
+            start = sum(math.prod(p.shape) for p in out_leaves[:block_idx])
+            row = []
+            for g, leaf in zip(grads, in_leaves):
+                from .. import lax
+                b = lax.slice_in_dim(g, start, start + math.prod(o.shape), 1, 0)
+                row.append(lax.reshape(b, tuple(o.shape) + tuple(to_array(leaf).shape)))
+            per_out.append(row)
+        return _assemble(out_tree, in_tree, per_out)
+    return jac
+
+
+def hessian(fun, argnums=0):
+    """Second derivatives: ``jacfwd(jacrev(fun))``."""
+    return jacfwd(jacrev(fun, argnums), argnums)
