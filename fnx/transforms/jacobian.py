@@ -10,7 +10,7 @@ import math
 
 import numpy as np
 
-from .. import tree_util
+from .. import lax, tree_util
 from ..core import dtypes
 from ..core.array import Array, to_array
 from .jvp import jvp
@@ -20,7 +20,6 @@ from .vmap import vmap
 
 def _split(flat, leaves, axis_front):
     """Cut the flat basis axis of ``flat`` into blocks shaped like ``leaves``."""
-    from .. import lax
     out, start = [], 0
     for leaf in leaves:
         n = math.prod(leaf.shape)
@@ -73,7 +72,7 @@ def jacfwd(fun, argnums=0):
         basis, n = _basis(in_leaves)
 
         def push(t_flat):
-            ts = [lax_reshape(b, leaf.shape) for b, leaf in
+            ts = [lax.reshape(b, tuple(leaf.shape)) for b, leaf in
                   zip(_split(t_flat, in_leaves, True), in_leaves)]
             return jvp(f, (tree_util.tree_unflatten(in_tree, in_leaves),),
                        (tree_util.tree_unflatten(in_tree, ts),))[1]
@@ -82,11 +81,6 @@ def jacfwd(fun, argnums=0):
         out_leaves, out_tree = tree_util.tree_flatten(out)
         return _assemble(out_tree, in_tree, [_split(o, in_leaves, False) for o in out_leaves])
     return jac
-
-
-def lax_reshape(x, shape):
-    from .. import lax
-    return lax.reshape(x, tuple(shape))
 
 
 def jacrev(fun, argnums=0):
@@ -100,7 +94,7 @@ def jacrev(fun, argnums=0):
         basis, m = _basis(out_leaves)
 
         def pull(ct_flat):
-            cts = [lax_reshape(b, leaf.shape) for b, leaf in
+            cts = [lax.reshape(b, tuple(leaf.shape)) for b, leaf in
                    zip(_split(ct_flat, out_leaves, True), out_leaves)]
             (g,) = f_vjp(tree_util.tree_unflatten(out_tree, cts))
             return tree_util.tree_leaves(g)
@@ -111,7 +105,6 @@ def jacrev(fun, argnums=0):
             start = sum(math.prod(p.shape) for p in out_leaves[:block_idx])
             row = []
             for g, leaf in zip(grads, in_leaves):
-                from .. import lax
                 b = lax.slice_in_dim(g, start, start + math.prod(o.shape), 1, 0)
                 row.append(lax.reshape(b, tuple(o.shape) + tuple(to_array(leaf).shape)))
             per_out.append(row)
