@@ -87,5 +87,17 @@ def test_errors():
         fnx.vmap(lambda a, b: a + b)(fnp.ones(3), fnp.ones(4))
     with pytest.raises(ValueError, match="out of range"):
         fnx.vmap(lambda a: a, in_axes=2)(fnp.ones((3, 4)))
-    with pytest.raises(MissingRuleError, match="gather"):
-        fnx.vmap(lambda x, i: x[i])(fnp.ones((3, 4)), fnp.asarray([0, 1, 2]))
+    with pytest.raises(MissingRuleError, match="scatter"):
+        fnx.vmap(lambda x, i: x.at[i].add(1.0))(fnp.ones((3, 4)), fnp.asarray([0, 1, 2]))
+
+
+@pytest.mark.parametrize("index", [
+    lambda r, j: r[j], lambda r, j: r[:, j], lambda r, j: r[j, 1:3],
+    lambda r, j: r[[j, 0], ::2], lambda r, j: r[::2, [j, 1]], lambda r, j: r[j, [[1], [2]]],
+    lambda r, j: r[None, :, j], lambda r, j: r[:, None, [j]]])
+def test_gather_with_batched_indices_matches_a_loop(index):
+    x = fnp.arange(60.0).reshape(3, 4, 5)
+    i = fnp.asarray([0, 3, 1])
+    np.testing.assert_array_equal(fnx.vmap(index)(x, i), _loop(index, x, i))
+    np.testing.assert_array_equal(fnx.vmap(index, in_axes=(None, 0))(x[0], i),
+                                  np.stack([np.asarray(index(x[0], i[k])) for k in range(3)]))

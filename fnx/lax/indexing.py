@@ -245,10 +245,35 @@ def _no_batched_indices(name, dims):
 
 
 def _gather_batch(vals, dims, size, *, spec):
-    _no_batched_indices("gather", dims[1:])
     x, *idx = vals
-    out = gather_p.bind(x, *idx, spec=(("s", 0, size, 1),) + tuple(spec))
-    return out, _batch_position(spec, [i.shape for i in idx])
+    if all(d is None for d in dims[1:]):
+        out = gather_p.bind(x, *idx, spec=(("s", 0, size, 1),) + tuple(spec))
+        return out, _batch_position(spec, [i.shape for i in idx])
+    # Index arrays vary over the batch: index the batch dim too, with an iota that
+    # broadcasts against them. Advanced indices then lead the result, batch first.
+    from . import ops as L
+    from ..transforms.vmap import _full
+    x = _full(x, dims[0], size, x.shape[1:] if dims[0] == 0 else x.shape)
+    shapes = [i.shape[1:] if d == 0 else i.shape for i, d in zip(idx, dims[1:])]
+    rank = max(len(s) for s in shapes)
+    aligned = []
+    for i, d, s in zip(idx, dims[1:], shapes):
+        lead = (size,) if d == 0 else (1,)
+        aligned.append(L.reshape(i, lead + (1,) * (rank - len(s)) + tuple(s)))
+    batch_index = L.broadcasted_iota(aligned[0].dtype if aligned else np.int32,
+                                     (size,) + (1,) * rank, 0)
+    new_spec = (("a", len(aligned)),) + tuple(spec)
+    out = gather_p.bind(x, *aligned, batch_index, spec=new_spec)
+    # The result is (batch, *S, basic dims...). Per example, advanced indices that are
+    # adjacent keep their place after the basic dims before them: restore that order.
+    adv = [k for k, it in enumerate(spec)
+           if type(it) is int or (type(it) is tuple and it[0] == "a")]
+    before = sum(1 for it in spec[:adv[0]] if it is None or (type(it) is tuple and it[0] == "s"))
+    if before and adv == list(range(adv[0], adv[-1] + 1)):
+        perm = ([0] + list(range(1 + rank, 1 + rank + before)) + list(range(1, 1 + rank))
+                + list(range(1 + rank + before, out.ndim)))
+        out = L.transpose(out, perm)
+    return out, 0
 
 
 gather_p.batch = _gather_batch

@@ -37,6 +37,12 @@ class _Bool0:
         self.flag = bool(flag)
 
 
+def _holds_arrays(obj):
+    if isinstance(obj, (list, tuple)):
+        return any(_holds_arrays(o) for o in obj)
+    return isinstance(obj, Array)
+
+
 def _static_int(v, what):
     if isinstance(v, Tracer):
         raise ConcretizationError(
@@ -64,7 +70,10 @@ def _parse(x, idx):
         elif isinstance(it, (int, np.integer)):
             items.append(int(it))
         else:
-            if isinstance(it, (list, tuple)):
+            if isinstance(it, (list, tuple)) and _holds_arrays(it):
+                from .creation import array
+                it = array(it)  # a list holding traced values is stacked, not converted
+            elif isinstance(it, (list, tuple)):
                 it = np.asarray(it)
                 if it.size == 0 and it.dtype.kind == "f":
                     it = it.astype(np.int32)  # x[[]]: an empty integer index, as NumPy
