@@ -87,8 +87,25 @@ def test_errors():
         fnx.vmap(lambda a, b: a + b)(fnp.ones(3), fnp.ones(4))
     with pytest.raises(ValueError, match="out of range"):
         fnx.vmap(lambda a: a, in_axes=2)(fnp.ones((3, 4)))
-    with pytest.raises(MissingRuleError, match="scatter"):
-        fnx.vmap(lambda x, i: x.at[i].add(1.0))(fnp.ones((3, 4)), fnp.asarray([0, 1, 2]))
+    with pytest.raises(MissingRuleError, match="dynamic_slice"):
+        fnx.vmap(lambda x, i: fnx.lax.dynamic_slice(x, (i,), (2,)))(fnp.ones((3, 4)),
+                                                                     fnp.asarray([0, 1, 2]))
+
+
+@pytest.mark.parametrize("update", [
+    lambda r, j: r.at[j].add(1.0), lambda r, j: r.at[:, j].set(-1.0),
+    lambda r, j: r.at[::2, [j, 1]].add(fnp.ones((2, 2)) * 5), lambda r, j: r.at[[j, j]].add(2.0)])
+def test_scatter_with_batched_indices_matches_a_loop(update):
+    x = fnp.arange(60.0).reshape(3, 4, 5)
+    i = fnp.asarray([0, 3, 1])
+    np.testing.assert_array_equal(fnx.vmap(update)(x, i), _loop(update, x, i))
+
+
+def test_per_example_gradients_through_batched_gathers():
+    x = fnp.arange(60.0).reshape(3, 4, 5)
+    i = fnp.asarray([0, 3, 1])
+    g = fnx.grad(lambda r, j: (r[j] ** 2).sum())
+    np.testing.assert_array_equal(fnx.vmap(g)(x, i), _loop(g, x, i))
 
 
 @pytest.mark.parametrize("index", [

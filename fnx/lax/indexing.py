@@ -224,7 +224,7 @@ def _scatter_transpose(ct, x, updates, *indices, spec, mode):
 scatter_p.transpose = _scatter_transpose
 
 
-# --- batching rules (operand batched; index arrays that vary over the batch: not yet) -----------
+# --- batching rules ---------------------------------------------------------------------------
 def _batch_position(spec, index_shapes):
     """Where a leading full slice's dimension lands in the result of ``x[spec]``."""
     adv = [k for k, it in enumerate(spec)
@@ -237,43 +237,48 @@ def _batch_position(spec, index_shapes):
                                      if type(it) is tuple and it[0] == "a"]))
 
 
-def _no_batched_indices(name, dims):
-    if any(d is not None for d in dims):
-        from ..errors import MissingRuleError
-        raise MissingRuleError(f"{name}: index arrays that vary over a vmap batch are not "
-                               "supported yet (the operand may vary)")
-
-
 def _gather_batch(vals, dims, size, *, spec):
     x, *idx = vals
     if all(d is None for d in dims[1:]):
         out = gather_p.bind(x, *idx, spec=(("s", 0, size, 1),) + tuple(spec))
         return out, _batch_position(spec, [i.shape for i in idx])
-    # Index arrays vary over the batch: index the batch dim too, with an iota that
-    # broadcasts against them. Advanced indices then lead the result, batch first.
+    x = _batched_operand(x, dims[0], size)
+    aligned, new_spec, perm = _batched_index_spec(idx, dims[1:], size, spec)
+    out = gather_p.bind(x, *aligned, spec=new_spec)
     from . import ops as L
+    return (L.transpose(out, perm) if perm else out), 0
+
+
+def _batched_operand(x, d, size):
     from ..transforms.vmap import _full
-    x = _full(x, dims[0], size, x.shape[1:] if dims[0] == 0 else x.shape)
-    shapes = [i.shape[1:] if d == 0 else i.shape for i, d in zip(idx, dims[1:])]
+    return _full(x, d, size, x.shape[1:] if d == 0 else x.shape)
+
+
+def _batched_index_spec(idx, dims, size, spec):
+    """Index arrays aligned so an iota can index the batch dim too, the new spec, and the
+    permutation from its result, (batch, *S, basic dims...), to the per-example order."""
+    from . import ops as L
+    shapes = [i.shape[1:] if d == 0 else i.shape for i, d in zip(idx, dims)]
     rank = max(len(s) for s in shapes)
-    aligned = []
-    for i, d, s in zip(idx, dims[1:], shapes):
-        lead = (size,) if d == 0 else (1,)
-        aligned.append(L.reshape(i, lead + (1,) * (rank - len(s)) + tuple(s)))
-    batch_index = L.broadcasted_iota(aligned[0].dtype if aligned else np.int32,
-                                     (size,) + (1,) * rank, 0)
-    new_spec = (("a", len(aligned)),) + tuple(spec)
-    out = gather_p.bind(x, *aligned, batch_index, spec=new_spec)
-    # The result is (batch, *S, basic dims...). Per example, advanced indices that are
-    # adjacent keep their place after the basic dims before them: restore that order.
+    aligned = [L.reshape(i, ((size,) if d == 0 else (1,)) + (1,) * (rank - len(s)) + tuple(s))
+               for i, d, s in zip(idx, dims, shapes)]
+    aligned.append(L.broadcasted_iota(aligned[0].dtype, (size,) + (1,) * rank, 0))
+    new_spec = (("a", len(aligned) - 1),) + tuple(spec)
     adv = [k for k, it in enumerate(spec)
            if type(it) is int or (type(it) is tuple and it[0] == "a")]
     before = sum(1 for it in spec[:adv[0]] if it is None or (type(it) is tuple and it[0] == "s"))
+    perm = None
     if before and adv == list(range(adv[0], adv[-1] + 1)):
+        out_rank = 1 + len(indexed_shape_rank(spec, shapes))
         perm = ([0] + list(range(1 + rank, 1 + rank + before)) + list(range(1, 1 + rank))
-                + list(range(1 + rank + before, out.ndim)))
-        out = L.transpose(out, perm)
-    return out, 0
+                + list(range(1 + rank + before, out_rank)))
+    return aligned, new_spec, perm
+
+
+def indexed_shape_rank(spec, shapes):
+    """Dims of a per-example result: the broadcast index dims plus the basic dims."""
+    basic = [it for it in spec if it is None or (type(it) is tuple and it[0] == "s")]
+    return list(np.broadcast_shapes(*shapes)) + basic
 
 
 gather_p.batch = _gather_batch
@@ -282,7 +287,20 @@ gather_p.batch = _gather_batch
 def _scatter_batch(vals, dims, size, *, spec, mode):
     from . import ops as L
     from ..transforms.vmap import _full
-    _no_batched_indices("scatter", dims[2:])
+    if any(d is not None for d in dims[2:]):
+        x, upd, *idx = vals
+        x = _batched_operand(x, dims[0], size)
+        aligned, new_spec, perm = _batched_index_spec(idx, dims[2:], size, spec)
+        per_example = indexed_shape(tuple(x.shape[1:]), tuple(spec),
+                                    [i.shape[1:] if d == 0 else i.shape
+                                     for i, d in zip(idx, dims[2:])])
+        upd = _full(upd, dims[1], size, per_example)
+        if perm:
+            inv = [0] * len(perm)
+            for k, p in enumerate(perm):
+                inv[p] = k
+            upd = L.transpose(upd, inv)
+        return scatter_p.bind(x, upd, *aligned, spec=new_spec, mode=mode), 0
     x, upd, *idx = vals
     x = _full(x, dims[0], size, x.shape[1:] if dims[0] == 0 else x.shape)
     new_spec = (("s", 0, size, 1),) + tuple(spec)
