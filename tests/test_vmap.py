@@ -87,9 +87,19 @@ def test_errors():
         fnx.vmap(lambda a, b: a + b)(fnp.ones(3), fnp.ones(4))
     with pytest.raises(ValueError, match="out of range"):
         fnx.vmap(lambda a: a, in_axes=2)(fnp.ones((3, 4)))
-    with pytest.raises(MissingRuleError, match="dynamic_slice"):
-        fnx.vmap(lambda x, i: fnx.lax.dynamic_slice(x, (i,), (2,)))(fnp.ones((3, 4)),
-                                                                     fnp.asarray([0, 1, 2]))
+    with pytest.raises(MissingRuleError, match="padding value"):
+        fnx.vmap(lambda v: fnx.lax.pad(fnp.ones(2), v, [(1, 1, 0)]))(fnp.ones(3))
+
+
+def test_dynamic_slices_with_batched_starts():
+    x = fnp.arange(20.0).reshape(4, 5)
+    i = fnp.asarray([0, 3, 1, 9])  # 9 clamps, as eagerly
+    ds = lambda r, j: fnx.lax.dynamic_slice(r, (j,), (2,))  # noqa: E731
+    np.testing.assert_array_equal(fnx.vmap(ds)(x, i), _loop(ds, x, i))
+    dus = lambda r, j: fnx.lax.dynamic_update_slice(r, fnp.full(2, -1.0), (j,))  # noqa: E731
+    np.testing.assert_array_equal(fnx.vmap(dus)(x, i), _loop(dus, x, i))
+    both = lambda j: fnx.lax.dynamic_slice(x, (j, j), (2, 3))  # noqa: E731
+    np.testing.assert_array_equal(fnx.vmap(both)(i), np.stack([np.asarray(both(k)) for k in i]))
 
 
 @pytest.mark.parametrize("update", [

@@ -428,11 +428,30 @@ def _pad_batch(vals, dims, size, *, padding_config):
 pad_p.batch = _pad_batch
 
 
+def _window_indices(x, starts, sizes):
+    """Per-dimension index arrays (clamped starts + iota) that select the window."""
+    idx = []
+    for d, (s, n, z) in enumerate(zip(starts, x.shape, sizes)):
+        s = L.clamp(0, L.convert_element_type(s, np.int32), max(n - z, 0))
+        shape = [1] * len(sizes)
+        shape[d] = z
+        idx.append(L.reshape(L.add(s, L.iota(np.int32, z)), shape))
+    return idx, tuple(("a", d) for d in range(len(sizes)))
+
+
+def _vmap_as_gather(vals, dims, size, per_example):
+    from ..transforms.vmap import vmap
+    return vmap(per_example, in_axes=tuple(dims), axis_size=size)(*vals), 0
+
+
 def _dynamic_slice_batch(vals, dims, size, *, slice_sizes):
-    if any(d is not None for d in dims[1:]):
-        from ..errors import MissingRuleError
-        raise MissingRuleError("dynamic_slice: start indices that vary over a vmap batch are "
-                               "not supported yet")
+    if any(d is not None for d in dims[1:]):  # batched starts: a gather of the windows
+        from .indexing import gather_p
+
+        def window(x, *starts):
+            idx, spec = _window_indices(x, starts, slice_sizes)
+            return gather_p.bind(x, *idx, spec=spec)
+        return _vmap_as_gather(vals, dims, size, window)
     zero = L.convert_element_type(0, vals[1].dtype if len(vals) > 1 else np.int32)
     return dynamic_slice_p.bind(vals[0], zero, *vals[1:],
                                 slice_sizes=(size,) + tuple(slice_sizes)), 0
@@ -442,10 +461,13 @@ dynamic_slice_p.batch = _dynamic_slice_batch
 
 
 def _dynamic_update_slice_batch(vals, dims, size):
-    if any(d is not None for d in dims[2:]):
-        from ..errors import MissingRuleError
-        raise MissingRuleError("dynamic_update_slice: start indices that vary over a vmap "
-                               "batch are not supported yet")
+    if any(d is not None for d in dims[2:]):  # batched starts: a scatter into the windows
+        from .indexing import scatter_p
+
+        def update(x, upd, *starts):
+            idx, spec = _window_indices(x, starts, upd.shape)
+            return scatter_p.bind(x, upd, *idx, spec=spec, mode="set")
+        return _vmap_as_gather(vals, dims, size, update)
     x, upd, *starts = vals
     x = _full(x, dims[0], size, x.shape[1:] if dims[0] == 0 else x.shape)
     upd = _full(upd, dims[1], size, upd.shape[1:] if dims[1] == 0 else upd.shape)
