@@ -88,6 +88,9 @@ class Primitive:
         self.onnx = None         # ONNX lowering
         self.kernel = None       # GPU kernel codegen hook
         self.numpy_codegen = None  # (input expressions, params) -> expression string, for jit
+        # Eager grad compiles and caches each call signature's derivation; False for
+        # primitives whose rules run user code that may need concrete values.
+        self.cache_eager_vjp = True
         REGISTRY[name] = self
 
     def bind(self, *args, **params):

@@ -25,12 +25,24 @@ _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 def user_frame_info(skip: int = 1) -> str:
     """``file:line (function)`` of the innermost frame outside the fnx package."""
     f = sys._getframe(skip)
+    inside = _INSIDE_FNX
     while f is not None:
-        fn = f.f_code.co_filename
-        if not fn.startswith(_PKG_DIR) or "/tests/" in fn:
-            return f"{fn}:{f.f_lineno} ({f.f_code.co_name})"
+        code = f.f_code
+        ins = inside.get(code)
+        if ins is None:
+            fn = code.co_filename
+            if len(inside) > 4096:  # code made at run time (exec, jit) must not pile up
+                inside.clear()
+            ins = inside[code] = fn.startswith(_PKG_DIR) and "/tests/" not in fn
+        if not ins:
+            return f"{code.co_filename}:{f.f_lineno} ({code.co_name})"
         f = f.f_back
     return "<unknown>"
+
+
+# code object -> whether it belongs to fnx itself (tracers record the user's line,
+# which is found by walking out of fnx's frames; this keeps the walk cheap).
+_INSIDE_FNX: dict = {}
 
 
 class Trace:

@@ -305,3 +305,8 @@ from .vmap import batch_by_inlining  # noqa: E402
 
 for _p in (custom_jvp_call_p, custom_vjp_call_p, remat_call_p):
     batch_by_inlining(_p, lambda params: params["fun"])  # the custom rule applies per example
+
+# Their rules run user functions, which may branch on concrete values: eager grad must
+# not trace them abstractly to cache a derivation (see fnx/transforms/tape.py).
+for _p in (custom_jvp_call_p, custom_vjp_call_p, custom_lin_p, remat_call_p, remat_lin_p):
+    _p.cache_eager_vjp = False

@@ -20,7 +20,7 @@ from .. import tree_util
 from ..core import dtypes
 from ..core.array import Array, to_array
 from ..core.ir import IR, Literal, dce
-from ..core.trace import get_trace, parent_context, trace_context
+from ..core.trace import EVAL, get_trace, parent_context, trace_context
 from ..core.tracing import IRTrace, IRTracer
 from ..errors import MissingRuleError
 from .jvp import JVPTrace, JVPTracer, zeros_like_tangent
@@ -157,14 +157,20 @@ def vjp(fun, *primals, has_aux=False):
         leaves, out_tree[0] = tree_util.tree_flatten(out)
         return leaves
 
-    outs, ir = linearize_flat(flat, p_leaves)
+    if get_trace() is EVAL:  # eager: a tape of compiled per-call vjps (tape.py)
+        outs, backward = tape.vjp_flat(flat, p_leaves)
+    else:
+        outs, ir = linearize_flat(flat, p_leaves)
+
+        def backward(cts):
+            return backward_pass(ir, cts)
 
     def f_vjp(ct):
         ct_leaves, ct_tree = tree_util.tree_flatten(ct)
         if ct_tree != out_tree[0]:
             raise ValueError(f"vjp: the cotangent must be structured like the output "
                              f"({out_tree[0]}), got {ct_tree}")
-        cts = backward_pass(ir, [to_array(c) for c in ct_leaves])
+        cts = backward([to_array(c) for c in ct_leaves])
         cts = [zeros_like_tangent(p) if c is None else c for p, c in zip(p_leaves, cts)]
         return tree_util.tree_unflatten(p_tree, cts)
 
@@ -176,7 +182,7 @@ def vjp(fun, *primals, has_aux=False):
 
 
 def _unwrap(a):
-    while isinstance(a, JVPTracer):
+    while isinstance(a, (JVPTracer, tape.TapeTracer)):
         a = a.primal
     return a
 
@@ -238,3 +244,6 @@ def grad(fun, argnums=0, has_aux=False):
 
     return g
 
+
+
+from . import tape  # noqa: E402  (it builds on linearize_flat and backward_pass)

@@ -1,0 +1,297 @@
+"""Eager reverse mode: a tape of per-call vjps, each derived from a jvp rule.
+
+``vjp`` / ``grad`` called with no enclosing transformation run the function
+at once, like NumPy, and record one tape entry per primitive call that
+touches a differentiated value: the call's vjp. That vjp is derived exactly
+as under jit (``vjp.py``): the primitive's jvp rule is linearized and the
+linear part transposed, so there is still only one hand-written derivative
+rule per primitive, and eager and jitted gradients cannot disagree.
+
+The derivation depends only on the primitive, its params and the types of
+its inputs, never on their values. So the second time a call with the same
+signature is seen, the derivation is traced once into two IRs, compiled to
+NumPy functions and cached: ``fwd(primals) -> (outputs, residuals)`` and
+``bwd(residuals, output cotangents) -> input cotangents``. From then on a
+differentiated call costs two small generated functions and a tape append,
+which is what makes eager ``grad`` cheap. Calls whose rules run user code
+(custom_jvp, custom_vjp, checkpoint) or whose params cannot be keyed are
+linearized afresh each time.
+
+Integer and bool values carry no derivative: they are plain Arrays here, not
+tape values (JAX's float0 semantics).
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..backends.numpy_codegen import compile_ir
+from ..core import dtypes
+from ..core.array import Array, Tracer, to_array
+from ..core.ir import IR, dce, eval_ir
+from ..core.primitive import ShapeDtypeStruct
+from ..core.trace import EVAL, Trace, get_trace, parent_context, trace_context
+from ..core.tracing import IRTrace
+from .jvp import zeros_like_tangent
+from .vjp import backward_pass, linearize_flat
+
+
+_new = object.__new__
+_ORIGIN = "a value differentiated by an eager grad/vjp"
+
+
+class TapeTracer(Tracer):
+    """A concrete value (``primal``) that the tape differentiates (value ``node``)."""
+    __slots__ = ("primal", "node")
+
+    def _concrete(self, what):
+        # Python control flow on concrete values keeps working under eager grad.
+        return self.primal._concrete(what)
+
+    # Type queries read the concrete value: no abstract value is built per call.
+    @property
+    def shape(self):
+        return self.primal._value.shape
+
+    @property
+    def dtype(self):
+        return self.primal._value.dtype
+
+    @property
+    def aval(self):
+        return self.primal.aval
+
+    @property
+    def _aval(self):
+        return self.primal.aval
+
+
+class TapeTrace(Trace):
+    name = "grad"
+
+    def __init__(self):
+        self.parent = EVAL
+        self.entries = []  # (bwd, residuals, input nodes, output nodes)
+        self.n_nodes = 0
+
+    def new_value(self, primal):
+        t = _new(TapeTracer)
+        t._trace = self
+        t.weak_type = primal.weak_type
+        t._origin = _ORIGIN
+        t.primal = primal
+        t.node = self.n_nodes
+        self.n_nodes += 1
+        return t
+
+    def process_primitive(self, prim, args, params):
+        primals, mask, in_nodes = [], [], []
+        for a in args:
+            if type(a) is TapeTracer and a._trace is self:
+                primals.append(a.primal)
+                mask.append(True)
+                in_nodes.append(a.node)
+            else:
+                if isinstance(a, Tracer):
+                    self.check_foreign_tracer(a, prim.name)
+                primals.append(a)
+                mask.append(False)
+        if not in_nodes:
+            return EVAL.process_primitive(prim, primals, params)
+        rule = _cached_rule(prim, params, primals, mask)
+        if rule is not None:
+            res = rule.fwd(*[p._value for p in primals])
+            n = len(rule.out_avals)
+            outs = [Array._wrap(o, a.weak_type) for o, a in zip(res[:n], rule.out_avals)]
+            residuals = res[n:]
+        else:
+            with parent_context(self):
+                outs, rule = linearize_flat(_call_of(prim, params, primals, mask),
+                                            [p for p, m in zip(primals, mask) if m])
+            residuals = ()
+        wrapped, out_nodes = [], []
+        for o in outs:
+            if dtypes.is_inexact(o.dtype):
+                t = self.new_value(o)
+                out_nodes.append(t.node)
+                wrapped.append(t)
+            else:
+                out_nodes.append(None)
+                wrapped.append(o)
+        self.entries.append((rule, residuals, in_nodes, out_nodes))
+        return wrapped if prim.multiple_results else wrapped[0]
+
+    def backward_numpy(self, cts):
+        """Eager backward pass over NumPy values: ``cts`` maps nodes to cotangents of
+        the outputs and ends up holding those of the inputs."""
+        for rule, residuals, in_nodes, out_nodes in reversed(self.entries):
+            out_cts = [None if i is None else cts.pop(i, None) for i in out_nodes]
+            if all(c is None for c in out_cts):
+                continue
+            if type(rule) is IR:  # linearized afresh: transpose its linear IR
+                in_cts = [None if c is None else c._value for c in backward_pass(
+                    rule, [None if c is None else Array._wrap(c) for c in out_cts])]
+            else:
+                out_cts = [np.zeros(a.shape, a.dtype) if c is None else c
+                           for c, a in zip(out_cts, rule.out_avals)]
+                in_cts = rule.bwd(*residuals, *out_cts)
+            for i, c in zip(in_nodes, in_cts):
+                if c is not None:
+                    prev = cts.get(i)
+                    cts[i] = c if prev is None else prev + c
+        return cts
+
+    def backward_traced(self, cts):
+        """The same pass with fnx ops on the current trace (cotangents may be tracers:
+        ``vmap`` / ``jit`` of a vjp function, ``jacrev``)."""
+        from .. import lax
+        for rule, residuals, in_nodes, out_nodes in reversed(self.entries):
+            out_cts = [None if i is None else cts.pop(i, None) for i in out_nodes]
+            if all(c is None for c in out_cts):
+                continue
+            if type(rule) is IR:
+                in_cts = backward_pass(rule, out_cts)
+            else:
+                out_cts = [zeros_like_tangent(a) if c is None else c
+                           for c, a in zip(out_cts, rule.out_avals)]
+                it = iter(eval_ir(rule.bwd_ir, *[Array._wrap(r) for r in residuals],
+                                  *out_cts))
+                in_cts = [next(it) if p else None for p in rule.present]
+            for i, c in zip(in_nodes, in_cts):
+                if c is not None:
+                    prev = cts.get(i)
+                    cts[i] = c if prev is None else lax.add(prev, c)
+        return cts
+
+
+def _call_of(prim, params, args, mask):
+    """``prim`` as a function of the masked arguments only, returning a list."""
+    def call(*diff):
+        it = iter(diff)
+        out = prim.bind(*[next(it) if m else a for a, m in zip(args, mask)], **params)
+        return list(out) if prim.multiple_results else [out]
+    return call
+
+
+class _Rule:
+    """One call signature's derivation, compiled: ``fwd(*primals) -> outputs +
+    residuals``, ``bwd(*residuals, *output cts) -> input cts`` (None: zero), and the
+    bwd IR for traced cotangents (``present`` says which input cts it returns)."""
+    __slots__ = ("fwd", "bwd", "bwd_ir", "present", "out_avals")
+
+    def __init__(self, fwd, bwd, bwd_ir, present, out_avals):
+        self.fwd, self.bwd, self.bwd_ir = fwd, bwd, bwd_ir
+        self.present, self.out_avals = present, out_avals
+
+
+_SEEN: dict = {}    # key -> number of calls seen (compiled on the second)
+_RULES: dict = {}   # key -> _Rule
+_MAX_KEYS = 4096
+
+
+def _typed(v):
+    """A hashable key for a param value that tells 1, 1.0 and True apart."""
+    if type(v) is tuple:
+        return tuple(map(_typed, v))
+    return (type(v), v)
+
+
+def _cached_rule(prim, params, primals, mask):
+    if not prim.cache_eager_vjp:
+        return None
+    try:
+        key = (prim, tuple((k, _typed(v)) for k, v in params.items()),
+               tuple((p.shape, p.dtype, p.weak_type) for p in primals), tuple(mask))
+        rule = _RULES.get(key)
+    except TypeError:  # unhashable params: derive afresh
+        return None
+    if rule is not None:
+        return rule
+    seen = _SEEN.get(key, 0)
+    if seen == 0:
+        if len(_SEEN) > _MAX_KEYS:
+            _SEEN.clear()
+        _SEEN[key] = 1
+        return None
+    if len(_RULES) > _MAX_KEYS:
+        _RULES.clear()
+    rule = _RULES[key] = _compile_rule(prim, params, [p.aval for p in primals], mask)
+    return rule
+
+
+def _compile_rule(prim, params, avals, mask):
+    """Trace the call's linearization into a fwd IR and its transpose into a bwd IR."""
+    name = f"vjp_{prim.name}"
+    fwd_trace = IRTrace(EVAL, name)
+    with trace_context(fwd_trace):
+        args = [fwd_trace.new_arg(a) for a in avals]
+        outs, lin = linearize_flat(_call_of(prim, params, args, mask),
+                                   [a for a, m in zip(args, mask) if m])
+        residuals = list(lin.consts)
+        fwd_out = [fwd_trace.to_atom(x) for x in outs + residuals]
+    fwd_ir = dce(IR(fwd_trace.invars, fwd_out, fwd_trace.eqns, fwd_trace.constvars,
+                    fwd_trace.consts))
+
+    bwd_trace = IRTrace(EVAL, name + "_T")
+    with trace_context(bwd_trace):
+        res_args = [bwd_trace.new_arg(r.aval) for r in residuals]
+        ct_args = [bwd_trace.new_arg(ShapeDtypeStruct(o.shape, o.dtype)) for o in outs]
+        cts = backward_pass(lin.replace(consts=res_args), ct_args)
+        present = [c is not None for c in cts]
+        bwd_out = [bwd_trace.to_atom(c) for c in cts if c is not None]
+    bwd_ir = dce(IR(bwd_trace.invars, bwd_out, bwd_trace.eqns, bwd_trace.constvars,
+                    bwd_trace.consts))
+    fwd = compile_ir(fwd_ir, name).fn
+    bwd_fn = compile_ir(bwd_ir, name + "_T").fn
+    if not all(present):
+        inner = bwd_fn
+
+        def bwd_fn(*a):
+            it = iter(inner(*a))
+            return [next(it) if p else None for p in present]
+    return _Rule(fwd, bwd_fn, bwd_ir, present, [o.aval for o in outs])
+
+
+# --- entry point ---------------------------------------------------------------------------
+
+def vjp_flat(fun, primals):
+    """Eager ``vjp`` of ``fun(*primals) -> list``: (output primals, ``backward``), where
+    ``backward(output cotangents)`` returns one cotangent per primal (None: zero)."""
+    tape = TapeTrace()
+    with trace_context(tape):
+        ins = [tape.new_value(p) if dtypes.is_inexact(p.dtype) else p for p in primals]
+        outs = fun(*ins)
+        out_primals, out_nodes = [], []
+        for o in outs:
+            if type(o) is TapeTracer and o._trace is tape:
+                out_primals.append(o.primal)
+                out_nodes.append(o.node)
+            else:
+                if isinstance(o, Tracer):
+                    tape.check_foreign_tracer(o, "output")
+                out_primals.append(o if isinstance(o, Array) else to_array(o, "output"))
+                out_nodes.append(None)
+    in_nodes = [t.node if type(t) is TapeTracer else None for t in ins]
+
+    def backward(cts):
+        concrete = get_trace() is EVAL and all(type(c) is Array for c in cts)
+        seeds = {}
+        for n, c in zip(out_nodes, cts):
+            if n is None or c is None:
+                continue
+            if concrete:
+                c = c._value
+            prev = seeds.get(n)
+            seeds[n] = c if prev is None else (prev + c if concrete else _add(prev, c))
+        if concrete:
+            res = tape.backward_numpy(seeds)
+            return [None if n is None or n not in res else Array._wrap(res[n])
+                    for n in in_nodes]
+        res = tape.backward_traced(seeds)
+        return [None if n is None else res.get(n) for n in in_nodes]
+
+    return out_primals, backward
+
+
+def _add(a, b):
+    from .. import lax
+    return lax.add(a, b)
