@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import lax
+from ..lax import elementwise as _ew
 from ..core import dtypes
 from ..core.array import Array, _new_array, to_array
 from ..core.trace import EVAL, get_trace
@@ -20,9 +21,12 @@ _FLOAT_KINDS = "f"
 _INT32_MIN, _INT32_MAX = -2**31, 2**31 - 1
 
 
-def _fast_binary(name, slow, ufunc, kinds, out_bool=False):
-    """``slow`` with an eager shortcut straight to ``ufunc`` when it is exact."""
+def _fast_binary(name, slow, ufunc, kinds, prim, out_bool=False):
+    """``slow`` with shortcuts when nothing needs promoting or broadcasting: eagerly
+    straight to ``ufunc``, under a transformation straight to ``prim``."""
     ok_dtypes = frozenset(d for d in dtypes.SUPPORTED if d.kind in kinds)
+    bind = prim.bind
+    traced_kinds = kinds.replace("b", "")  # bool add/multiply are or/and
 
     def f(x, y, /):
         tx, ty = type(x), type(y)
@@ -52,6 +56,16 @@ def _fast_binary(name, slow, ufunc, kinds, out_bool=False):
                             tx is int and yv.dtype.kind in "iuf" and yv.dtype.kind in kinds
                             and _INT32_MIN <= x <= _INT32_MAX):
                         return Array._wrap(ufunc(x, yv), not out_bool and y.weak_type)
+        elif isinstance(x, Array):  # tracers of one dtype, equal shapes or a rank-0 side
+            if isinstance(y, Array):
+                dt = x.dtype
+                if dt == y.dtype and dt.kind in traced_kinds and (
+                        x.shape == y.shape or not x.ndim or not y.ndim):
+                    return bind(x, y)
+            elif (ty is float or ty is int) and x.dtype.kind == "f":
+                return bind(x, Array._wrap(np.array(y, x.dtype)[()], True))
+        elif (tx is float or tx is int) and isinstance(y, Array) and y.dtype.kind == "f":
+            return bind(Array._wrap(np.array(x, y.dtype)[()], True), y)
         return slow(x, y)
     f.__name__ = name
     f.__qualname__ = name
@@ -87,15 +101,17 @@ def _unary(name, lax_fn, to_inexact=False):
 
 
 # --- arithmetic --------------------------------------------------------------------------
-add = _fast_binary("add", _binary("add", lax.add, bool_fn=lax.bitwise_or), np.add, "biufc")
-subtract = _fast_binary("subtract", _binary("subtract", lax.sub), np.subtract, "iufc")
+add = _fast_binary("add", _binary("add", lax.add, bool_fn=lax.bitwise_or), np.add, "biufc",
+                   _ew.add_p)
+subtract = _fast_binary("subtract", _binary("subtract", lax.sub), np.subtract, "iufc",
+                        _ew.sub_p)
 multiply = _fast_binary("multiply", _binary("multiply", lax.mul, bool_fn=lax.bitwise_and),
-                       np.multiply, "biufc")
+                       np.multiply, "biufc", _ew.mul_p)
 true_divide = _binary("true_divide", lax.div, to_inexact=True)
 divide = true_divide
 floor_divide = _binary("floor_divide", lax.floor_divide)
-maximum = _fast_binary("maximum", _binary("maximum", lax.max), np.maximum, "biuf")
-minimum = _fast_binary("minimum", _binary("minimum", lax.min), np.minimum, "biuf")
+maximum = _fast_binary("maximum", _binary("maximum", lax.max), np.maximum, "biuf", _ew.max_p)
+minimum = _fast_binary("minimum", _binary("minimum", lax.min), np.minimum, "biuf", _ew.min_p)
 arctan2 = atan2 = _binary("arctan2", lax.atan2, to_inexact=True)
 hypot = _binary("hypot", lax.hypot, to_inexact=True)
 copysign = _binary("copysign", lax.copysign, to_inexact=True)
@@ -103,23 +119,24 @@ nextafter = _binary("nextafter", lax.nextafter, to_inexact=True)
 logaddexp = _binary("logaddexp", lax.logaddexp, to_inexact=True)
 fmod = _binary("fmod", lax.rem)
 
-equal = _fast_binary("equal", _binary("equal", lax.eq), np.equal, "biuf", out_bool=True)
+equal = _fast_binary("equal", _binary("equal", lax.eq), np.equal, "biuf", _ew.eq_p,
+                     out_bool=True)
 not_equal = _fast_binary("not_equal", _binary("not_equal", lax.ne), np.not_equal, "biuf",
-                         out_bool=True)
-less = _fast_binary("less", _binary("less", lax.lt), np.less, "biuf", out_bool=True)
+                         _ew.ne_p, out_bool=True)
+less = _fast_binary("less", _binary("less", lax.lt), np.less, "biuf", _ew.lt_p, out_bool=True)
 less_equal = _fast_binary("less_equal", _binary("less_equal", lax.le), np.less_equal, "biuf",
-                          out_bool=True)
+                          _ew.le_p, out_bool=True)
 greater = _fast_binary("greater", _binary("greater", lax.gt), np.greater, "biuf",
-                       out_bool=True)
+                       _ew.gt_p, out_bool=True)
 greater_equal = _fast_binary("greater_equal", _binary("greater_equal", lax.ge),
-                             np.greater_equal, "biuf", out_bool=True)
+                             np.greater_equal, "biuf", _ew.ge_p, out_bool=True)
 
 bitwise_and = _fast_binary("bitwise_and", _binary("bitwise_and", lax.bitwise_and),
-                           np.bitwise_and, "biu")
+                           np.bitwise_and, "biu", _ew.and_p)
 bitwise_or = _fast_binary("bitwise_or", _binary("bitwise_or", lax.bitwise_or),
-                          np.bitwise_or, "biu")
+                          np.bitwise_or, "biu", _ew.or_p)
 bitwise_xor = _fast_binary("bitwise_xor", _binary("bitwise_xor", lax.bitwise_xor),
-                           np.bitwise_xor, "biu")
+                           np.bitwise_xor, "biu", _ew.xor_p)
 
 
 def left_shift(x, y, /):

@@ -36,6 +36,7 @@ from .vjp import backward_pass, linearize_flat
 
 
 _new = object.__new__
+_wrap = Array._wrap
 _ORIGIN = "a value differentiated by an eager grad/vjp"
 
 
@@ -84,38 +85,53 @@ class TapeTrace(Trace):
         return t
 
     def process_primitive(self, prim, args, params):
-        primals, mask, in_nodes = [], [], []
+        # One pass over the arguments: NumPy values, type signature, taped inputs.
+        vals, sig, in_nodes = [], [], []
+        mask = 0
+        bit = 1
         for a in args:
             if type(a) is TapeTracer and a._trace is self:
-                primals.append(a.primal)
-                mask.append(True)
+                p = a.primal
                 in_nodes.append(a.node)
+                mask |= bit
             else:
                 if isinstance(a, Tracer):
                     self.check_foreign_tracer(a, prim.name)
-                primals.append(a)
-                mask.append(False)
-        if not in_nodes:
-            return EVAL.process_primitive(prim, primals, params)
-        rule = _cached_rule(prim, params, primals, mask)
+                p = a
+            v = p._value
+            vals.append(v)
+            sig.append((v.shape, v.dtype, p.weak_type))
+            bit <<= 1
+        if not mask:
+            return EVAL.process_primitive(prim, args, params)
+        rule = _cached_rule(prim, params, sig, mask) if prim.cache_eager_vjp else None
         if rule is not None:
-            res = rule.fwd(*[p._value for p in primals])
-            n = len(rule.out_avals)
-            outs = [Array._wrap(o, a.weak_type) for o, a in zip(res[:n], rule.out_avals)]
-            residuals = res[n:]
+            res = rule.fwd(*vals)
+            residuals = res[rule.n_out:]
+            wrapped, out_nodes = [], []
+            for o, a, diff in zip(res, rule.out_avals, rule.out_inexact):
+                o = _wrap(o, a.weak_type)
+                if diff:
+                    o = self.new_value(o)
+                    out_nodes.append(o.node)
+                else:
+                    out_nodes.append(None)
+                wrapped.append(o)
         else:
+            primals = [a.primal if type(a) is TapeTracer and a._trace is self else a
+                       for a in args]
             with parent_context(self):
-                outs, rule = linearize_flat(_call_of(prim, params, primals, mask),
-                                            [p for p, m in zip(primals, mask) if m])
+                outs, rule = linearize_flat(
+                    _call_of(prim, params, primals, _bits(mask, len(args))),
+                    [a.primal for a in args if type(a) is TapeTracer and a._trace is self])
             residuals = ()
-        wrapped, out_nodes = [], []
-        for o in outs:
-            if dtypes.is_inexact(o.dtype):
-                t = self.new_value(o)
-                out_nodes.append(t.node)
-                wrapped.append(t)
-            else:
-                out_nodes.append(None)
+            wrapped, out_nodes = [], []
+            for o in outs:
+                if dtypes.is_inexact(o.dtype):
+                    o = self.new_value(o)
+                    out_nodes.append(o.node)
+                else:
+                    out_nodes.append(None)
                 wrapped.append(o)
         self.entries.append((rule, residuals, in_nodes, out_nodes))
         return wrapped if prim.multiple_results else wrapped[0]
@@ -176,14 +192,16 @@ class _Rule:
     """One call signature's derivation, compiled: ``fwd(*primals) -> outputs +
     residuals``, ``bwd(*residuals, *output cts) -> input cts`` (None: zero), and the
     bwd IR for traced cotangents (``present`` says which input cts it returns)."""
-    __slots__ = ("fwd", "bwd", "bwd_ir", "present", "out_avals")
+    __slots__ = ("fwd", "bwd", "bwd_ir", "present", "out_avals", "n_out", "out_inexact")
 
     def __init__(self, fwd, bwd, bwd_ir, present, out_avals):
         self.fwd, self.bwd, self.bwd_ir = fwd, bwd, bwd_ir
         self.present, self.out_avals = present, out_avals
+        self.n_out = len(out_avals)
+        self.out_inexact = [dtypes.is_inexact(a.dtype) for a in out_avals]
 
 
-_SEEN: dict = {}    # key -> number of calls seen (compiled on the second)
+_SEEN: dict = {}    # keys seen once (compiled on the second sighting)
 _RULES: dict = {}   # key -> _Rule
 _MAX_KEYS = 4096
 
@@ -195,26 +213,29 @@ def _typed(v):
     return (type(v), v)
 
 
-def _cached_rule(prim, params, primals, mask):
-    if not prim.cache_eager_vjp:
-        return None
+def _bits(mask, n):
+    return [bool(mask >> i & 1) for i in range(n)]
+
+
+def _cached_rule(prim, params, sig, mask):
+    """The compiled rule for this call signature (None: derive afresh this time)."""
     try:
-        key = (prim, tuple((k, _typed(v)) for k, v in params.items()),
-               tuple((p.shape, p.dtype, p.weak_type) for p in primals), tuple(mask))
+        key = (prim, tuple([(k, _typed(v)) for k, v in params.items()]) if params else (),
+               tuple(sig), mask)
         rule = _RULES.get(key)
     except TypeError:  # unhashable params: derive afresh
         return None
     if rule is not None:
         return rule
-    seen = _SEEN.get(key, 0)
-    if seen == 0:
+    if key not in _SEEN:  # compile on the second sighting: one-off calls stay cheap
         if len(_SEEN) > _MAX_KEYS:
             _SEEN.clear()
-        _SEEN[key] = 1
+        _SEEN[key] = True
         return None
     if len(_RULES) > _MAX_KEYS:
         _RULES.clear()
-    rule = _RULES[key] = _compile_rule(prim, params, [p.aval for p in primals], mask)
+    avals = [ShapeDtypeStruct(*t) for t in sig]
+    rule = _RULES[key] = _compile_rule(prim, params, avals, _bits(mask, len(sig)))
     return rule
 
 
