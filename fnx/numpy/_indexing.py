@@ -162,6 +162,13 @@ def getitem(x, idx, mode=None, fill_value=None):
     if type(x) is Array and mode is None and get_trace() is EVAL and _is_basic(idx):
         # Eager basic indexing is NumPy's own (a view; IndexError out of range).
         return Array._wrap(x._concrete("indexing")[idx], x.weak_type)
+    if type(idx) is slice and idx.step is None and x.ndim:  # x[a:b] of a tracer: one slice
+        start, stop = idx.start, idx.stop
+        if (start is None or type(start) is int) and (stop is None or type(stop) is int):
+            shape = x.shape
+            start, stop, _ = idx.indices(shape[0])
+            if start < stop:
+                return lax.slice(x, (start,) + (0,) * (len(shape) - 1), (stop,) + shape[1:])
     x, items = _parse(x, idx)
     if any(type(it) is _Array for it in items):
         spec, arrays = _spec(x, items)

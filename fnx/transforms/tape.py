@@ -29,13 +29,14 @@ from ..core import dtypes
 from ..core.array import Array, Tracer, to_array
 from ..core.ir import IR, dce, eval_ir
 from ..core.primitive import ShapeDtypeStruct
-from ..core.trace import EVAL, Trace, get_trace, parent_context, trace_context
+from ..core.trace import EVAL, Trace, _current, get_trace, parent_context, trace_context
 from ..core.tracing import IRTrace
 from .jvp import zeros_like_tangent
 from .vjp import backward_pass, linearize_flat
 
 
 _new = object.__new__
+_set_trace, _reset_trace = _current.set, _current.reset
 _wrap = Array._wrap
 _ORIGIN = "a value differentiated by an eager grad/vjp"
 
@@ -139,20 +140,28 @@ class TapeTrace(Trace):
     def backward_numpy(self, cts):
         """Eager backward pass over NumPy values: ``cts`` maps nodes to cotangents of
         the outputs and ends up holding those of the inputs."""
+        pop, get = cts.pop, cts.get
         for rule, residuals, in_nodes, out_nodes in reversed(self.entries):
-            out_cts = [None if i is None else cts.pop(i, None) for i in out_nodes]
-            if all(c is None for c in out_cts):
-                continue
+            if len(out_nodes) == 1:  # the common case: one output
+                c = pop(out_nodes[0], None) if out_nodes[0] is not None else None
+                if c is None:
+                    continue
+                out_cts = [c]
+            else:
+                out_cts = [None if i is None else pop(i, None) for i in out_nodes]
+                if all(c is None for c in out_cts):
+                    continue
             if type(rule) is IR:  # linearized afresh: transpose its linear IR
                 in_cts = [None if c is None else c._value for c in backward_pass(
                     rule, [None if c is None else Array._wrap(c) for c in out_cts])]
             else:
-                out_cts = [np.zeros(a.shape, a.dtype) if c is None else c
-                           for c, a in zip(out_cts, rule.out_avals)]
+                if len(out_cts) > 1:
+                    out_cts = [np.zeros(a.shape, a.dtype) if c is None else c
+                               for c, a in zip(out_cts, rule.out_avals)]
                 in_cts = rule.bwd(*residuals, *out_cts)
             for i, c in zip(in_nodes, in_cts):
                 if c is not None:
-                    prev = cts.get(i)
+                    prev = get(i)
                     cts[i] = c if prev is None else prev + c
         return cts
 
@@ -278,8 +287,9 @@ def vjp_flat(fun, primals):
     """Eager ``vjp`` of ``fun(*primals) -> list``: (output primals, ``backward``), where
     ``backward(output cotangents)`` returns one cotangent per primal (None: zero)."""
     tape = TapeTrace()
-    with trace_context(tape):
-        ins = [tape.new_value(p) if dtypes.is_inexact(p.dtype) else p for p in primals]
+    token = _set_trace(tape)  # trace_context, without a generator's cost
+    try:
+        ins = [tape.new_value(p) if p.dtype.kind in "fc" else p for p in primals]
         outs = fun(*ins)
         out_primals, out_nodes = [], []
         for o in outs:
@@ -291,6 +301,9 @@ def vjp_flat(fun, primals):
                     tape.check_foreign_tracer(o, "output")
                 out_primals.append(o if isinstance(o, Array) else to_array(o, "output"))
                 out_nodes.append(None)
+    finally:
+        _reset_trace(token)
+        tape.valid = False
     in_nodes = [t.node if type(t) is TapeTracer else None for t in ins]
 
     def backward(cts):

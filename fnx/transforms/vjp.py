@@ -14,6 +14,8 @@ and the backward pass.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .. import tree_util
@@ -144,6 +146,15 @@ def linearize(fun, *primals):
     return tree_util.tree_unflatten(out_tree[0], outs), f_jvp
 
 
+def _vjp_flat(flat, leaves):
+    """(output leaves, ``backward(output cts) -> input cts (None: zero)``) of a flat
+    function: a tape when eager, one linear IR under a transformation."""
+    if get_trace() is EVAL:  # eager: a tape of compiled per-call vjps (tape.py)
+        return tape.vjp_flat(flat, leaves)
+    outs, ir = linearize_flat(flat, leaves)
+    return outs, functools.partial(backward_pass, ir)
+
+
 def vjp(fun, *primals, has_aux=False):
     """``(fun(*primals), f_vjp)``; ``f_vjp(cotangent)`` returns one cotangent per primal."""
     p_leaves, p_tree = tree_util.tree_flatten(primals)
@@ -157,13 +168,7 @@ def vjp(fun, *primals, has_aux=False):
         leaves, out_tree[0] = tree_util.tree_flatten(out)
         return leaves
 
-    if get_trace() is EVAL:  # eager: a tape of compiled per-call vjps (tape.py)
-        outs, backward = tape.vjp_flat(flat, p_leaves)
-    else:
-        outs, ir = linearize_flat(flat, p_leaves)
-
-        def backward(cts):
-            return backward_pass(ir, cts)
+    outs, backward = _vjp_flat(flat, p_leaves)
 
     def f_vjp(ct):
         ct_leaves, ct_tree = tree_util.tree_flatten(ct)
@@ -193,37 +198,53 @@ def value_and_grad(fun, argnums=0, has_aux=False):
     nums = (argnums,) if single else tuple(argnums)
 
     def wrapped(*args, **kwargs):
+        nargs = len(args)
         for n in nums:
-            if not -len(args) <= n < len(args):
-                raise ValueError(f"grad: argnums {argnums} out of range for {len(args)} "
+            if not -nargs <= n < nargs:
+                raise ValueError(f"grad: argnums {argnums} out of range for {nargs} "
                                  "positional arguments")
-        nums_ = tuple(n % len(args) for n in nums)
+        nums_ = [n % nargs for n in nums]
+        leaves, trees, sizes = [], [], []
         for n in nums_:
-            for leaf in tree_util.tree_leaves(args[n]):
-                dt = to_array(leaf).dtype
-                if not dtypes.is_inexact(dt):
+            ls, tree = tree_util.tree_flatten(args[n])
+            for leaf in ls:
+                a = leaf if isinstance(leaf, Array) else to_array(leaf)
+                if a.dtype.kind not in "fc":
                     raise TypeError(
-                        f"grad: argument {n} has a leaf of dtype {dt}; gradients are only "
-                        "defined for float (or complex) inputs. Convert it with "
+                        f"grad: argument {n} has a leaf of dtype {a.dtype}; gradients are "
+                        "only defined for float (or complex) inputs. Convert it with "
                         ".astype(float), or leave it out of argnums.")
+                leaves.append(a)
+            trees.append(tree)
+            sizes.append(len(ls))
+        aux_box = [None]
 
-        def f_of(*diff):
-            full = list(args)
-            for n, d in zip(nums_, diff):
-                full[n] = d
-            return fun(*full, **kwargs)
+        def flat(*xs):
+            full, i = list(args), 0
+            for n, tree, k in zip(nums_, trees, sizes):
+                full[n] = tree_util.tree_unflatten(tree, xs[i:i + k])
+                i += k
+            out = fun(*full, **kwargs)
+            if has_aux:
+                out, aux_box[0] = out
+            return [out]
 
-        res = vjp(f_of, *[args[n] for n in nums_], has_aux=has_aux)
-        out, f_vjp = res[0], res[1]
-        o = to_array(out) if not isinstance(out, Array) else out
-        if not isinstance(out, (Array, float, int)) or o.shape != () or not \
-                dtypes.is_inexact(o.dtype):
+        (out,), backward = _vjp_flat(flat, leaves)
+        if not isinstance(out, Array) or out.shape != () or out.dtype.kind != "f":
             raise TypeError(f"grad: the function must return a real scalar, got "
                             f"{_describe(out)}. Reduce it (e.g. .sum() or .mean()), or use "
                             "fnx.vjp / fnx.jacrev for non-scalar outputs.")
-        g = f_vjp(Array._wrap(np.ones((), o.dtype)))
-        g = g[0] if single else tuple(g)
-        return ((out, res[2]) if has_aux else out), g
+        cts = backward([Array._wrap(np.ones((), out.dtype))])
+        grads, i = [], 0
+        for tree, k in zip(trees, sizes):
+            g = [zeros_like_tangent(p) if c is None else c
+                 for p, c in zip(leaves[i:i + k], cts[i:i + k])]
+            grads.append(tree_util.tree_unflatten(tree, g))
+            i += k
+        g = grads[0] if single else tuple(grads)
+        if has_aux:
+            return (out, tree_util.tree_map(_unwrap, aux_box[0])), g
+        return out, g
 
     return wrapped
 
