@@ -3,7 +3,7 @@ gradients, next to hand-written NumPy (and HIPS autograd / JAX / PyTorch when
 they are installed).
 
     python -m benchmarks.grad [rosenbrock] [per_example] [--quick] [--json out.json]
-                              [--repeats N] [--raw]
+                              [--repeats N] [--raw] [--threads N]
     python benchmarks/grad.py rosenbrock          # just the eager Rosenbrock row
 
 Workloads (all by default; name one or more to run only those):
@@ -21,7 +21,10 @@ Workloads (all by default; name one or more to run only those):
   and a Python loop of ``autograd.grad``.
 
 Every row's result is checked against a hand-written NumPy gradient before
-anything is timed. The goals from the issue are printed under the table with
+anything is timed. Every library runs with one compute thread unless
+``--threads`` says otherwise (``--threads 0``: each library's default): on a
+small shared machine, multi-threaded BLAS / OpenMP pools on these small arrays
+turn any other load into rounds many times slower. The goals from the issue are printed under the table with
 PASS/FAIL. See benchmarks/README.md.
 
 Importing this module runs nothing; ``main(["--quick"])`` is a smoke run (a few
@@ -66,6 +69,24 @@ def _import_fnx():
     return fnx, fnp
 
 
+def limit_threads(n):
+    """Ask every library for ``n`` compute threads: BLAS / OpenMP through the
+    environment (read when NumPy, PyTorch and XLA load, so call this first), and
+    PyTorch's intra-op pool directly. Returns a note when it came too late."""
+    n = str(int(n))
+    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[var] = n
+    flags = os.environ.get("XLA_FLAGS", "")
+    eigen = "false" if n == "1" else "true"
+    os.environ["XLA_FLAGS"] = (f"{flags} --xla_cpu_multi_thread_eigen={eigen} "
+                               f"intra_op_parallelism_threads={n}").strip()
+    late = [m for m in ("numpy", "jax", "torch") if m in sys.modules]
+    if late:
+        return (f"--threads {n}: {', '.join(late)} already imported, its thread pool may not "
+                f"follow (run the script in a fresh process)")
+    return None
+
+
 def _competitors():
     """``(autograd, autograd.numpy, jax, jax.numpy, torch)``, each None when missing."""
     ag = H.optional_import("autograd", "HIPS autograd rows")
@@ -75,6 +96,8 @@ def _competitors():
     if jax is not None:
         jax.config.update("jax_enable_x64", True)  # float64 Rosenbrock; f32 inputs stay f32
     torch = H.optional_import("torch", "PyTorch rows")
+    if torch is not None and os.environ.get("OMP_NUM_THREADS"):
+        torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
     return ag, agnp, jax, jnp, torch
 
 
@@ -293,7 +316,7 @@ def _status(passed):
     return {True: "PASS", False: "FAIL", None: "SKIP"}[passed]
 
 
-def format_report(results, overhead_ns, goal_rows, *, raw=False):
+def format_report(results, overhead_ns, goal_rows, *, raw=False, threads=None):
     m = H.machine_info()
     vers = [f"NumPy {m.get('numpy', '?')}"]
     for mod in ("autograd", "jax", "torch"):
@@ -304,7 +327,10 @@ def format_report(results, overhead_ns, goal_rows, *, raw=False):
              f"median per-call time over {results[0].repeats} interleaved rounds; timing loop + "
              f"empty-lambda call ({overhead_ns:.0f} ns) "
              + ("NOT subtracted (--raw)" if raw else "subtracted"),
-             "ratio to fnx = time / fnx time of the same workload (<1: faster than fnx)", ""]
+             "ratio to fnx = time / fnx time of the same workload (<1: faster than fnx)",
+             "compute threads per library: " + (f"{threads} (--threads {threads})" if threads
+                                                else "each library's default (--threads 0)"),
+             ""]
     lines.append(H.format_table(results))
     if H.notes():
         lines.append("")
@@ -320,11 +346,16 @@ def main(argv=None):
     p = H.arg_parser(__doc__.split("\n\n")[0])
     p.add_argument("workloads", nargs="*", metavar="WORKLOAD",
                    help=f"run only these ({', '.join(BUILDERS)}); default: all")
+    p.add_argument("--threads", type=int, default=1, metavar="N",
+                   help="compute threads for every library (BLAS, OpenMP, XLA, PyTorch); "
+                        "default 1 (steady on a shared 2-core machine); 0: each library's "
+                        "own default")
     args = p.parse_args(argv)
     unknown = [w for w in args.workloads if w not in BUILDERS]
     if unknown:
         p.error(f"unknown workload {unknown[0]!r}; choose from {', '.join(BUILDERS)}")
     names = list(dict.fromkeys(args.workloads)) or list(BUILDERS)
+    late = limit_threads(args.threads) if args.threads else None
     repeats = args.repeats or (9 if args.quick else 51)
     workloads, refs = build_workloads(names)
     check(workloads, refs)
@@ -332,10 +363,12 @@ def main(argv=None):
                                 warmup_ms=2 if args.quick else 20,
                                 subtract_overhead=not args.raw)
     goal_rows = goals(results)
-    print(format_report(results, overhead, goal_rows, raw=args.raw))
+    report = format_report(results, overhead, goal_rows, raw=args.raw, threads=args.threads)
+    print(report if late is None else f"{report}\nnote: {late}")
     if args.json:
         H.dump_json(args.json, results, benchmark="grad", overhead_ns=overhead,
-                    overhead_subtracted=not args.raw, goals=goal_rows, notes=H.notes())
+                    overhead_subtracted=not args.raw, threads=args.threads, goals=goal_rows,
+                    notes=H.notes() + ([late] if late else []))
     return {"results": results, "overhead_ns": overhead, "goals": goal_rows}
 
 
