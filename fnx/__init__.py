@@ -23,6 +23,7 @@ from .transforms.vmap import vmap
 from .transforms.jacobian import hessian, jacfwd, jacrev
 from .transforms.custom import checkpoint, custom_jvp, custom_vjp, remat
 from .transforms.vjp import grad, linearize, value_and_grad, vjp
+from . import testing  # noqa: E402  (after the transforms it checks)
 
 __version__ = "0.1.0"
 
