@@ -110,6 +110,10 @@ def test_grad_under_jit_is_one_ir_with_forward_and_backward():
     names = [e.prim.name for e in ir.eqns]
     assert names.count("dot_general") == 2  # forward x @ w, backward x^T @ ct
     assert names.count("tanh") == 1  # no duplicated forward computation
+    # forward, the sum, then tanh' = 1 - tanh^2 feeding the backward dot: nothing else
+    # (no zero-tangent arithmetic, no multiplication by the seed cotangent)
+    assert sorted(names) == sorted(["dot_general", "tanh", "reduce_sum", "square", "sub",
+                                    "dot_general", "transpose"])
     np.testing.assert_allclose(fnx.grad(fnx.jit(f))(w, x), eager[1], rtol=1e-12)
 
 

@@ -219,3 +219,24 @@ def test_lax_shape_errors_name_op_shapes_and_fix():
 def test_numpy_broadcast_error_is_clear():
     with pytest.raises(ShapeError, match=r"add: shapes \(3,\), \(4,\) do not broadcast"):
         fnp.ones(3) + fnp.ones(4)
+
+
+def test_simplify_drops_multiplications_by_one_and_keeps_types():
+    from fnx.core.ir import simplify
+
+    def f(x):
+        ones = fnx.lax.broadcast_in_dim(np.ones((), x.dtype), x.shape, ())
+        return x * ones, 1.0 * x, x * 2.0, x.astype("complex64") * (1 + 0j)
+
+    ir = fnx.make_ir(f)(fnp.ones((2, 3)))
+    muls = [e for e in ir.eqns if e.prim.name == "mul"]
+    assert len(muls) == 2  # x * 2 and the complex one stay
+    assert not any(e.prim.name == "broadcast_in_dim" for e in ir.eqns)
+    x = fnp.asarray(np.array([[np.nan, -0.0, np.inf], [1.0, -2.5, 3.0]]))
+    for got, want in zip(fnx.jit(f)(x), f(x)):
+        assert got.dtype == want.dtype
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want))
+    # a weakly typed one times a strong value is the value; the other way round is kept
+    ir2 = fnx.make_ir(lambda v: v * 1.0)(fnp.ones(3))
+    assert not ir2.eqns
+    assert simplify(ir2) is ir2

@@ -216,3 +216,39 @@ def dce(ir: IR) -> IR:
     kept.reverse()
     pairs = [(v, c) for v, c in zip(ir.constvars, ir.consts) if v in live]
     return IR(ir.invars, ir.outvars, kept, [v for v, _ in pairs], [c for _, c in pairs])
+
+
+# --- algebraic simplification --------------------------------------------------------
+
+def _is_one(v, ones):
+    """A literal one, or a var known to hold only ones (not complex: (a+bi)(1+0i) turns
+    an infinite b into NaN)."""
+    if type(v) is Literal:
+        return v.aval.dtype.kind != "c" and bool(v.value == 1)
+    return v in ones
+
+
+def simplify(ir: IR) -> IR:
+    """Drop the identities transformations leave behind: ``x * 1`` and ``1 * x`` are
+    ``x`` when the product has ``x``'s exact type (the ones may be a literal or a
+    broadcast of one, e.g. the seed cotangent of a sum). Exact for every dtype, NaN
+    and signed zeros included. Run ``dce`` afterwards to drop the unused broadcasts."""
+    ones, subst, eqns = set(), {}, []
+    for e in ir.eqns:
+        ins = [subst.get(v, v) if type(v) is Var else v for v in e.inputs]
+        name = e.prim.name
+        if name == "mul":
+            (a, b), out = ins, e.outputs[0]
+            if _is_one(b, ones) and a.aval == out.aval:
+                subst[out] = a
+                continue
+            if _is_one(a, ones) and b.aval == out.aval:
+                subst[out] = b
+                continue
+        elif name == "broadcast_in_dim" and type(ins[0]) is Literal and _is_one(ins[0], ones):
+            ones.add(e.outputs[0])
+        eqns.append(e if ins == e.inputs else Eqn(e.prim, ins, e.outputs, e.params, e.source))
+    if not subst:
+        return ir
+    outvars = [subst.get(v, v) if type(v) is Var else v for v in ir.outvars]
+    return IR(ir.invars, outvars, eqns, ir.constvars, ir.consts)

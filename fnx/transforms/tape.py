@@ -27,7 +27,7 @@ import numpy as np
 from ..backends.numpy_codegen import compile_ir
 from ..core import dtypes
 from ..core.array import Array, Tracer, to_array
-from ..core.ir import IR, dce, eval_ir
+from ..core.ir import IR, dce, eval_ir, simplify
 from ..core.primitive import ShapeDtypeStruct
 from ..core.trace import EVAL, Trace, _current, get_trace, parent_context, trace_context
 from ..core.tracing import IRTrace
@@ -258,8 +258,8 @@ def _compile_rule(prim, params, avals, mask):
                                    [a for a, m in zip(args, mask) if m])
         residuals = list(lin.consts)
         fwd_out = [fwd_trace.to_atom(x) for x in outs + residuals]
-    fwd_ir = dce(IR(fwd_trace.invars, fwd_out, fwd_trace.eqns, fwd_trace.constvars,
-                    fwd_trace.consts))
+    fwd_ir = dce(simplify(IR(fwd_trace.invars, fwd_out, fwd_trace.eqns,
+                             fwd_trace.constvars, fwd_trace.consts)))
 
     bwd_trace = IRTrace(EVAL, name + "_T")
     with trace_context(bwd_trace):
@@ -268,8 +268,8 @@ def _compile_rule(prim, params, avals, mask):
         cts = backward_pass(lin.replace(consts=res_args), ct_args)
         present = [c is not None for c in cts]
         bwd_out = [bwd_trace.to_atom(c) for c in cts if c is not None]
-    bwd_ir = dce(IR(bwd_trace.invars, bwd_out, bwd_trace.eqns, bwd_trace.constvars,
-                    bwd_trace.consts))
+    bwd_ir = dce(simplify(IR(bwd_trace.invars, bwd_out, bwd_trace.eqns,
+                             bwd_trace.constvars, bwd_trace.consts)))
     fwd = compile_ir(fwd_ir, name).fn
     bwd_fn = compile_ir(bwd_ir, name + "_T").fn
     if not all(present):
