@@ -17,8 +17,8 @@ Models (one example at a time; params are a dict of arrays):
 * ``attention``: a pre-layer-norm causal two-head self-attention block
   (q/k/v projections, softmax over keys, output projection, residual).
 
-Compositions: grad, grad(grad) (Hessian-vector products and a second
-derivative along a line), jacfwd(jacrev), hessian (also jitted, vmapped, and on
+Compositions: grad, grad(grad) (Hessian-vector products, also as jvp(grad),
+and a second derivative along a line), jacfwd(jacrev), hessian (also jitted, vmapped, and on
 the dict of params), vmap(grad) (per-example gradients), grad(vmap),
 jacrev/jacfwd(vmap), jit(grad), grad(jit), vmap(jit), jit(vmap(grad)), MAML
 (grad through an inner SGD step; vmapped over tasks), gradients of functions
@@ -401,6 +401,9 @@ def test_grad_of_grad(name):
             return sum((g[k] * vt[k]).sum() for k in c.keys)
 
         np.testing.assert_allclose(c.ravel(fnx.grad(gv)(p)), hess @ v, **HESS_TOL)
+        # forward over reverse: the same product as jvp(grad)
+        _, hv = fnx.jvp(lambda p: fnx.grad(c.f)(p, x, y), (p,), (vt,))
+        np.testing.assert_allclose(c.ravel(hv), hess @ v, **HESS_TOL)
 
         # a scalar second derivative along the line p + t v
         def line(t):
