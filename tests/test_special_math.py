@@ -1,4 +1,4 @@
-"""Tests for fnx.lax.special_math (erf, erfc, erf_inv, lgamma, digamma)."""
+"""Tests for fnx.lax.special_math (erf, erfc, erf_inv, lgamma, digamma, polygamma)."""
 
 import math
 import subprocess
@@ -20,6 +20,8 @@ FUNCS = {
     "erf_inv": sm.erf_inv,
     "lgamma": sm.lgamma,
     "digamma": sm.digamma,
+    "trigamma": lambda x: sm.polygamma(1, x),
+    "polygamma4": lambda x: sm.polygamma(4, x),
 }
 DTYPES = [np.float16, np.float32, np.float64]
 EULER = 0.57721566490153286061
@@ -448,6 +450,136 @@ def test_lgamma_digamma_vs_scipy_float64():
                                atol=1e-15)
     np.testing.assert_allclose(sm.digamma(x), special.psi(x), rtol=1e-14,
                                atol=0)
+
+
+# ---------------------------------------------------------------------------
+# polygamma
+# ---------------------------------------------------------------------------
+
+ZETA3 = 1.2020569031595942854
+
+
+def test_polygamma_closed_forms():
+    pi = math.pi
+    cases = [(1, 1.0, pi ** 2 / 6), (1, 0.5, pi ** 2 / 2), (1, 2.0, pi ** 2 / 6 - 1),
+             (2, 1.0, -2 * ZETA3), (2, 0.5, -14 * ZETA3), (3, 1.0, pi ** 4 / 15),
+             (3, 0.5, pi ** 4), (5, 1.0, 8 * pi ** 6 / 63), (1, 1e-8, 1e16 + pi ** 2 / 6),
+             # the negative axis (reflection): psi_1(x) = psi_1(x + 1) + 1/x^2
+             (1, -0.5, pi ** 2 / 2 + 4), (2, -0.5, -14 * ZETA3 + 16)]
+    for n, x, want in cases:
+        got = no_warnings(sm.polygamma, n, np.float64(x))
+        assert got == pytest.approx(want, rel=4e-16 * 4), (n, x)
+
+
+def test_polygamma_order_zero_is_digamma_and_bad_orders_are_nan():
+    x = np.linspace(-3.7, 40.0, 101)
+    assert np.array_equal(sm.polygamma(0, x), sm.digamma(x), equal_nan=True)
+    got = sm.polygamma(np.array([-1.0, 1.5, np.nan, np.inf, -np.inf]), 2.0)
+    assert np.isnan(got).all()
+
+
+def test_polygamma_special_values():
+    x = np.array([0.0, -0.0, -1.0, -2.0, np.inf, -np.inf, np.nan])
+    for n in (1, 2, 3, 4):
+        got = no_warnings(sm.polygamma, n, x)
+        sign = 1.0 if n % 2 else -1.0
+        assert (got[:4] == sign * np.inf).all()
+        assert got[4] == 0.0 and np.isnan(got[5:]).all()
+    # where n! x^-(n+1) leaves the float64 range the result does not overflow or
+    # underflow early
+    assert sm.polygamma(1, np.float64(1e300)) == pytest.approx(1e-300, rel=1e-15)
+    assert sm.polygamma(2, np.float64(1e-200)) == -np.inf
+    assert sm.polygamma(1, np.float64(5e-324)) == np.inf
+    assert sm.polygamma(3, np.float64(1e200)) == 0.0      # 2e-600 underflows
+
+
+def test_polygamma_broadcasts_and_keeps_the_dtype_of_x():
+    n = np.array([[0.0], [1.0], [2.0]], np.float32)
+    x = np.array([0.5, 1.0, 7.25, 30.0], np.float32)
+    got = sm.polygamma(n, x)
+    assert got.shape == (3, 4) and got.dtype == np.float32
+    want = sm.polygamma(n.astype(np.float64), x.astype(np.float64)).astype(np.float32)
+    assert np.array_equal(got, want)
+    assert sm.polygamma(2, np.float16(3.0)).dtype == np.float16
+    with pytest.raises(TypeError):
+        sm.polygamma(np.array([1j]), 1.0)
+
+
+@PROP
+@given(st.integers(1, 12), arrays(np.float64, st.floats(1e-3, 1e3)))
+def test_polygamma_recurrence(n, x):
+    """psi_n(x + 1) = psi_n(x) + (-1)^n n! / x^(n+1)."""
+    a = no_warnings(sm.polygamma, n, x + 1.0)
+    b = no_warnings(sm.polygamma, n, x)
+    step = (-1.0) ** n * math.factorial(n) / x ** (n + 1)
+    ok = np.isfinite(b) & np.isfinite(step)
+    scale = np.abs(a) + np.abs(b) + np.abs(step)
+    assert np.all(np.abs(a - (b + step))[ok] <= 2e-15 * 8 * scale[ok])
+
+
+@PROP
+@given(st.integers(1, 8), arrays(np.float64, st.floats(-60.0, -1e-3)))
+def test_polygamma_reflection_on_the_negative_axis(n, x):
+    """psi_n(x) - (-1)^n psi_n(1 - x) = -pi d^n/dx^n cot(pi x): checked through the
+    recurrence instead (x -> x + k until positive), which uses no cotangent."""
+    assume_ok = x != np.floor(x)
+    x = x[assume_ok]
+    if not x.size:
+        return
+    got = no_warnings(sm.polygamma, n, x)
+    k = np.ceil(-x) + 1.0
+    acc = sm.polygamma(n, x + k)
+    scale = np.abs(acc)
+    sign = -((-1.0) ** n) * math.factorial(n)
+    for j in range(int(k.max())):
+        term = np.where(j < k, sign / (x + j) ** (n + 1), 0.0)
+        acc = acc + term
+        scale = scale + np.abs(term)
+    assert np.all(np.abs(got - acc) <= 1e-13 * scale)
+
+
+def test_polygamma_vs_scipy():
+    special = pytest.importorskip("scipy.special")
+    rng = np.random.default_rng(5)
+    x = np.concatenate([rng.uniform(0.0, 30.0, 2000), np.exp(rng.uniform(-30, 30, 500)),
+                        rng.uniform(-20.0, 0.0, 500)])
+    for n in range(7):
+        got = no_warnings(sm.polygamma, n, x)
+        ref = special.polygamma(n, x)
+        pos = x > 0
+        np.testing.assert_allclose(got[pos], ref[pos], rtol=1e-14, atol=0)
+        # negative axis: both lose accuracy next to the zeros of psi_n there; compare
+        # on the scale of the terms of the recurrence (scipy sums them directly)
+        with np.errstate(all="ignore"):
+            r = np.abs(x[~pos] - np.round(x[~pos]))
+            scale = np.abs(ref[~pos]) + math.factorial(n) / r ** (n + 1)
+        assert np.all(np.abs(got[~pos] - ref[~pos]) <= 1e-13 * scale)
+
+
+def test_polygamma_max_ulp_error_against_mpmath():
+    mp = pytest.importorskip("mpmath")
+    mp.mp.dps = 40
+    rng = np.random.default_rng(17)
+
+    def worst(n, xs):
+        got = sm.polygamma(n, xs)
+        errs = []
+        for g, v in zip(got.tolist(), xs.tolist()):
+            e = mp.polygamma(n, mp.mpf(v))
+            errs.append(float(abs(mp.mpf(g) - e)) / float(np.spacing(abs(float(e)))))
+        return max(errs)
+
+    for n in (1, 2, 3, 6, 13, 40, 100, 170):
+        xs = np.concatenate([rng.uniform(0, 12, 40), np.exp(rng.uniform(-20, 20, 20)),
+                             np.exp(rng.uniform(-600, 600, 10)) ** (1 / max(1, n / 10))])
+        xs = np.array([v for v in xs if 1e-300 < abs(float(mp.polygamma(n, mp.mpf(v))))
+                       < 1e300])
+        assert worst(n, xs) <= 16, n
+    # past 170! the result goes through logs: relative error ~ |log result| eps
+    x = np.array([10.0, 50.0, 400.0])
+    got = sm.polygamma(200, x)
+    want = np.array([float(mp.polygamma(200, mp.mpf(v))) for v in x])
+    np.testing.assert_allclose(got, want, rtol=2e-12)
 
 
 # ---------------------------------------------------------------------------

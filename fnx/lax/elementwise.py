@@ -188,6 +188,9 @@ hypot_p = binop("hypot", np.hypot, "float")
 copysign_p = binop("copysign", np.copysign, "float")
 nextafter_p = binop("nextafter", np.nextafter, "float")
 logaddexp_p = binop("logaddexp", _quiet(np.logaddexp), "float")
+# polygamma(m, x): the m-th derivative of digamma; m is integer-valued, of x's dtype
+# (JAX's form). Non-integer or negative m gives NaN (special_math.polygamma).
+polygamma_p = binop("polygamma", special_math.polygamma, "float", hint=_INEXACT)
 eq_p = binop("eq", np.equal, "any", out_dtype=dtypes.bool_)
 ne_p = binop("ne", np.not_equal, "any", out_dtype=dtypes.bool_)
 lt_p = binop("lt", np.less, "real", out_dtype=dtypes.bool_)
@@ -323,6 +326,17 @@ defjvp(erf_p, lambda g, ans, x: L.mul(g, L.mul(L.exp(L.neg(L.square(x))), 2 / np
 defjvp(erfc_p, lambda g, ans, x: L.mul(g, L.mul(L.exp(L.neg(L.square(x))), -2 / np.sqrt(np.pi))))
 defjvp(erf_inv_p, lambda g, ans, x: L.mul(g, L.mul(L.exp(L.square(ans)), np.sqrt(np.pi) / 2)))
 defjvp(lgamma_p, lambda g, ans, x: L.mul(g, L.digamma(x)))
+defjvp(digamma_p, lambda g, ans, x: L.mul(g, L.polygamma(1.0, x)))
+
+
+def _polygamma_order_jvp(g, ans, m, x):
+    raise ValueError("polygamma: the derivative with respect to the order m is not defined "
+                     "(m is integer-valued); pass m as a constant or wrap it in "
+                     "lax.stop_gradient")
+
+
+defjvp(polygamma_p, _polygamma_order_jvp,
+       lambda g, ans, m, x: L.mul(g, L.polygamma(L.add(m, 1.0), x)))
 defjvp(integer_pow_p, lambda g, ans, x, *, y: (
     L.mul(g, L.mul(L.integer_pow(x, y - 1), float(y))) if y != 0 else None))
 
