@@ -242,9 +242,14 @@ def _remat_lin_transpose(cts, *args, num_res, fun, out_avals):
 
 def _remat_lin_jvp(primals, tangents, *, num_res, fun, out_avals):
     if any(t is not None for t in tangents[:num_res]):
-        from ..errors import MissingRuleError
-        raise MissingRuleError("checkpoint: differentiating the derivative of a checkpointed "
-                               "function twice in forward mode is not supported yet")
+        # Forward mode over the derivative (jacfwd(jacrev(f)), jvp(grad(f))): differentiate
+        # the function's jvp itself. Correct at any order; this second derivative is not
+        # itself rematerialized.
+        from .jvp import jvp
+        ts = [instantiate(t, p) for p, t in zip(primals, tangents)]
+        outs, out_t = jvp(lambda *a: list(_remat_lin_eval(*a, num_res=num_res, fun=fun)),
+                          tuple(primals), tuple(ts))
+        return list(outs), list(out_t)
     outs = remat_lin_p.bind(*primals, num_res=num_res, fun=fun, out_avals=out_avals)
     ts = [instantiate(t, p) for p, t in zip(primals[num_res:], tangents[num_res:])]
     return outs, remat_lin_p.bind(*primals[:num_res], *ts, num_res=num_res, fun=fun,
@@ -301,10 +306,84 @@ def checkpoint(fun, *, static_argnums=()):
 remat = checkpoint
 
 
-from .vmap import batch_by_inlining  # noqa: E402
+# --- batching: the call stays a call, with its function and rules vmapped ---------------------
+# Under vmap each call primitive binds again with batched versions of what it carries, so
+# a custom rule still applies when vmap is inside grad/jvp (``grad(vmap(f))``, ``jacrev``).
+# Batch rules see batched operands at axis 0; every output is batched at axis 0.
 
-for _p in (custom_jvp_call_p, custom_vjp_call_p, remat_call_p):
-    batch_by_inlining(_p, lambda params: params["fun"])  # the custom rule applies per example
+def _vmapped(fn, axes, size):
+    from .vmap import vmap
+    batched = vmap(fn, in_axes=axes, axis_size=size)
+
+    def call(*xs):
+        return list(batched(*xs))
+    call.__name__ = getattr(fn, "__name__", "custom")
+    return call
+
+
+def _custom_jvp_batch(vals, dims, size, *, fun, rule, name):
+    from .vmap import vmap
+    axes = tuple(dims)
+    per_example = vmap(lambda p, t: rule(list(p), list(t)), in_axes=(axes, axes),
+                       axis_size=size)
+
+    def rule_b(primals, tangents):  # tangents have their primals' shapes, so their axes
+        outs, out_t = per_example(tuple(primals), tuple(tangents))
+        return list(outs), list(out_t)
+
+    outs = custom_jvp_call_p.bind(*vals, fun=_vmapped(fun, axes, size), rule=rule_b, name=name)
+    return outs, [0] * len(outs)
+
+
+def _custom_vjp_batch(vals, dims, size, *, fun, rule, name):
+    from .. import lax
+    from .vmap import vmap
+    fwd, bwd = rule
+    axes = tuple(dims)
+    fwd_each = vmap(lambda *p: fwd(list(p)), in_axes=axes, axis_size=size)
+    bwd_each = vmap(lambda r, c: bwd(list(r), list(c)), in_axes=0, axis_size=size)
+
+    def fwd_b(primals):
+        outs, res = fwd_each(*primals)
+        return list(outs), list(res)
+
+    def bwd_b(res, cts):  # outputs and residuals are batched at 0, so are their cotangents
+        in_cts = bwd_each(tuple(res), tuple(cts))
+        # an unbatched input was shared by every example: its cotangent is their sum
+        return [c if d == 0 else lax.reduce_sum(c, (0,)) for c, d in zip(in_cts, axes)]
+
+    outs = custom_vjp_call_p.bind(*vals, fun=_vmapped(fun, axes, size), rule=(fwd_b, bwd_b),
+                                  name=name)
+    return outs, [0] * len(outs)
+
+
+def _remat_call_batch(vals, dims, size, *, fun, name):
+    outs = remat_call_p.bind(*vals, fun=_vmapped(fun, tuple(dims), size), name=name)
+    return outs, [0] * len(outs)
+
+
+def _remat_lin_batch(vals, dims, size, *, num_res, fun, out_avals):
+    # remat_lin(res, t) is jvp(fun, res, t)[1]: a residual and its tangent must agree on
+    # being batched, so where one of the pair is, the other is broadcast to match.
+    from .vmap import _full
+    vals, dims = list(vals), list(dims)
+    for i in range(num_res):
+        j = num_res + i
+        if dims[i] != dims[j]:
+            k = i if dims[i] is None else j
+            vals[k] = _full(vals[k], None, size, vals[k].shape)
+            dims[k] = 0
+    avals = tuple(ShapeDtypeStruct((size,) + tuple(a.shape), a.dtype, a.weak_type)
+                  for a in out_avals)
+    fun_b = _vmapped(fun, tuple(dims[:num_res]), size)
+    outs = remat_lin_p.bind(*vals, num_res=num_res, fun=fun_b, out_avals=avals)
+    return outs, [0] * len(outs)
+
+
+custom_jvp_call_p.batch = _custom_jvp_batch
+remat_lin_p.batch = _remat_lin_batch
+custom_vjp_call_p.batch = _custom_vjp_batch
+remat_call_p.batch = _remat_call_batch
 
 # Their rules run user functions, which may branch on concrete values: eager grad must
 # not trace them abstractly to cache a derivation (see fnx/transforms/tape.py).
