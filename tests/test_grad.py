@@ -193,3 +193,17 @@ def test_jitted_training_step_frees_residuals_and_gradients_early():
     grads = new_params = n_layers * d * d * 8
     # Residuals die during the backward pass as gradients appear: never all at once.
     assert peak < 0.8 * (residuals + grads + new_params), peak
+
+
+def test_aux_outputs_keep_the_derivatives_of_enclosing_transformations():
+    inner = lambda x: (lambda y: (x * y, x * x))  # noqa: E731
+    vg = lambda x: fnx.value_and_grad(inner(x), has_aux=True)(1.0)[0][1]  # noqa: E731
+    g = lambda x: fnx.grad(inner(x), has_aux=True)(1.0)[1]  # noqa: E731
+    v = lambda x: fnx.vjp(inner(x), 1.0, has_aux=True)[2]  # noqa: E731
+    for f in (vg, g, v):
+        assert float(fnx.grad(f)(2.0)) == 4.0
+        assert float(fnx.jit(fnx.grad(f))(2.0)) == 4.0
+        assert float(fnx.jvp(f, (2.0,), (1.0,))[1]) == 4.0
+    # and the aux itself is a plain value of the enclosing level
+    _, aux = fnx.grad(lambda y: (y * 3.0, y * 2.0), has_aux=True)(1.0)
+    assert type(aux) is fnx.Array and float(aux) == 2.0

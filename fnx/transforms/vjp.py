@@ -164,7 +164,8 @@ def vjp(fun, *primals, has_aux=False):
     def flat(*xs):
         out = fun(*tree_util.tree_unflatten(p_tree, xs))
         if has_aux:
-            out, aux_box[0] = out
+            out, aux = out
+            aux_box[0] = tree_util.tree_map(_own_primal, aux)
         leaves, out_tree[0] = tree_util.tree_flatten(out)
         return leaves
 
@@ -181,14 +182,16 @@ def vjp(fun, *primals, has_aux=False):
 
     out = tree_util.tree_unflatten(out_tree[0], outs)
     if has_aux:
-        aux = tree_util.tree_map(lambda a: _unwrap(a), aux_box[0])
-        return out, f_vjp, aux
+        return out, f_vjp, aux_box[0]
     return out, f_vjp
 
 
-def _unwrap(a):
-    while isinstance(a, (JVPTracer, tape.TapeTracer)):
-        a = a.primal
+def _own_primal(a):
+    """An aux output without this differentiation's own tangent (called while its trace
+    is current). Tracers of enclosing transformations stay: they still carry theirs."""
+    t = get_trace()
+    if isinstance(a, (JVPTracer, tape.TapeTracer)) and a._trace is t:
+        return a.primal
     return a
 
 
@@ -226,7 +229,8 @@ def value_and_grad(fun, argnums=0, has_aux=False):
                 i += k
             out = fun(*full, **kwargs)
             if has_aux:
-                out, aux_box[0] = out
+                out, aux = out
+                aux_box[0] = tree_util.tree_map(_own_primal, aux)
             return [out]
 
         (out,), backward = _vjp_flat(flat, leaves)
@@ -243,7 +247,7 @@ def value_and_grad(fun, argnums=0, has_aux=False):
             i += k
         g = grads[0] if single else tuple(grads)
         if has_aux:
-            return (out, tree_util.tree_map(_unwrap, aux_box[0])), g
+            return (out, aux_box[0]), g
         return out, g
 
     return wrapped
