@@ -1,0 +1,957 @@
+"""Every primitive's transformation rules, property-tested.
+
+One table (``RULES``) drives two sweeps; each line names a primitive, a hypothesis
+strategy of cases (shapes of rank 0-3 with sides 1-4, static params, and a
+generator of values inside the op's domain, away from its kinks and
+singularities), the dtypes of the batching sweep and, for differentiable
+primitives, the gradient orders and modes checked.
+
+1. ``test_rules_match_finite_differences``: ``fnx.testing.check_grads`` in both
+   modes, to order 2 (order 1 or one mode where a line says why), for float32
+   and float64 (and complex where a line lists it). That checks each jvp rule
+   against finite differences, each transpose rule against its jvp rule, and
+   the rules of the rules (the second derivatives).
+2. ``test_batching_matches_a_python_loop``: ``fnx.vmap`` over a random batch size,
+   with each argument mapped at a random axis (first, last, in between) or not
+   at all, equals the op applied example by example and stacked: exactly for
+   integer and bool results, to a few ulps for floats (a batched reduction may
+   sum in another order). This runs for every primitive, integer ones included.
+
+Rules another change is adding right now (``KNOWN_MISSING``) are checked as soon
+as they exist: until then the test skips, printing the ``MissingRuleError``,
+and only for those; any other missing rule fails. Where only the second
+derivative needs a missing rule, order 1 is still checked on every example.
+
+``test_every_primitive_has_a_line`` fails when a primitive is registered without
+a line here (or without a reason in ``NO_GRAD`` / ``NO_BATCH``).
+
+``FNX_RULE_EXAMPLES=200`` (default 12) for a deep run.
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, note, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+import fnx
+from fnx import lax
+from fnx.core.dtypes import short_name
+from fnx.core.primitive import REGISTRY
+from fnx.errors import MissingRuleError, ShapeError
+from fnx.lax.indexing import indexed_shape
+from fnx.testing import check_grads
+
+EXAMPLES = int(os.environ.get("FNX_RULE_EXAMPLES", "12"))
+SETTINGS = settings(max_examples=EXAMPLES, deadline=None, database=None,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
+                                           HealthCheck.filter_too_much])
+
+BOOL, I8, I32, U8 = map(np.dtype, ("bool", "int8", "int32", "uint8"))
+F32, F64, C64, C128 = map(np.dtype, ("float32", "float64", "complex64", "complex128"))
+FLOAT = (F32, F64)
+CPLX = (C64, C128)
+NUM = (F32, F64, I32)
+INTS = (I32, I8, U8)
+BITS = (BOOL, I32, U8)
+
+# Rules that are being added by another change right now. Until they land, a check that
+# needs one skips (printing the error); nothing else may be missing.
+KNOWN_MISSING = [
+    r"^(cumprod|cummax|cummin|digamma) has no jvp rule",
+    r"^scatter \(mode='(mul|min|max)'\) has no (jvp|transpose) rule",
+    r"^pad: a padding value that varies over a vmap batch",
+]
+
+
+def known_missing(err):
+    msg = str(err)
+    return any(re.search(p, msg) for p in KNOWN_MISSING)
+
+
+# Primitives that are not gradient-checked, and why.
+NO_GRAD = {
+    **{p: "bool result: no derivative" for p in (
+        "eq", "ne", "lt", "le", "gt", "ge", "is_finite", "isinf", "isnan")},
+    **{p: "integer/bool operands only" for p in (
+        "and", "or", "xor", "not", "shift_left", "shift_right_arithmetic",
+        "shift_right_logical", "reduce_and", "reduce_or")},
+    "argmax": "integer result: no derivative",
+    "argmin": "integer result: no derivative",
+    "iota": "no operands",
+    "stop_gradient": "its derivative is zero by definition, where finite differences see the "
+                     "identity (tests/test_grad.py checks it)",
+    "nextafter": "fnx defines its derivative as zero (JAX defines none); numerically it is "
+                 "the identity in x, so finite differences disagree by design",
+    "custom_lin": "the linear half of a custom_vjp: checked through the custom_vjp_call line",
+    "remat_lin": "the linear half of a checkpoint: checked through the remat_call line",
+}
+
+# Primitives that get no batching line, and why.
+NO_BATCH = {
+    "custom_lin": "only inside the linear program of a custom_vjp, which is transposed, "
+                  "never vmapped on its own (vmap of grad goes through custom_vjp_call)",
+    "remat_lin": "only inside the linear program of a checkpoint (vmap of grad goes through "
+                 "remat_call)",
+}
+
+
+# --- values ---------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Dom:
+    """Where values are drawn: floats uniform in [lo, hi] (``away0``: |x| in [lo, hi] with a
+    random sign; ``frac``: the fractional part in [0.15, 0.85], or away from the halves too
+    for "half"; ``distinct``: all elements at least (hi - lo) / (4 size) apart), complex
+    parts likewise with the imaginary part in [-imag, imag]; integers in [ilo, ihi]."""
+    lo: float = -2.0
+    hi: float = 2.0
+    away0: bool = False
+    frac: str = ""
+    distinct: bool = False
+    specials: bool = False
+    integral: bool = False      # integer-valued floats
+    imag: float = 0.5
+    ilo: int = -20
+    ihi: int = 20
+
+
+ANY = Dom()
+POS = Dom(0.5, 3.0)
+AWAY0 = Dom(0.3, 2.0, away0=True, ilo=1, ihi=20)
+UNIT = Dom(-0.8, 0.8, imag=0.2)
+DISTINCT = Dom(-3.0, 3.0, distinct=True)
+
+
+def values(rng, shape, dtype, dom=ANY):
+    dtype = np.dtype(dtype)
+    shape = tuple(shape)
+    if dtype.kind == "b":
+        return rng.random(shape) < 0.5
+    if dtype.kind in "iu":
+        info = np.iinfo(dtype)
+        lo, hi = max(dom.ilo, int(info.min)), min(dom.ihi, int(info.max))
+        if dom.distinct:
+            n = int(np.prod(shape))
+            return rng.permutation(np.arange(n) + max(lo, -n // 2))[:n].reshape(shape) \
+                .astype(dtype)
+        v = rng.integers(lo, hi + 1, shape)
+        if dom.away0:
+            v = np.where(v == 0, 1, v)
+        return v.astype(dtype)
+    n = int(np.prod(shape))
+    if dom.distinct:
+        gap = (dom.hi - dom.lo) / max(n, 1)
+        v = dom.lo + gap * (rng.permutation(n) + rng.uniform(0.25, 0.75, n))
+    elif dom.frac:
+        k = rng.integers(int(np.floor(dom.lo)), int(np.ceil(dom.hi)), n)
+        f = rng.uniform(0.15, 0.35, n) + rng.integers(0, 2, n) * 0.5 if dom.frac == "half" \
+            else rng.uniform(0.15, 0.85, n)
+        v = k + f
+    else:
+        v = rng.uniform(dom.lo, dom.hi, n)
+        if dom.away0:
+            v = v * rng.choice([-1.0, 1.0], n)
+    if dom.integral:
+        v = np.round(v)
+    if dom.specials and n:
+        pick = rng.random(n) < 0.3
+        v = np.where(pick, rng.choice([np.nan, np.inf, -np.inf, 0.0], n), v)
+    if dtype.kind == "c":
+        v = v + 1j * rng.uniform(-dom.imag, dom.imag, n)
+    return v.reshape(shape).astype(dtype)
+
+
+# --- cases and table lines ---------------------------------------------------------------------
+
+@dataclass
+class Case:
+    fn: object                  # fn(*arrays) -> array or tuple of arrays (static params bound)
+    make: object                # make(rng) -> tuple of NumPy arrays: one example's operands
+    label: str = ""             # static params, for failure reports
+    unbatched: tuple = ()       # operand positions that the batching test never maps
+    nondiff: tuple = ()         # float operand positions the gradient test holds fixed
+
+    def example(self, rng):
+        return tuple(self.make(rng))
+
+    def __repr__(self):
+        return f"Case({self.label})"
+
+
+def arrays(*specs):
+    """``make`` for independent operands: specs are (shape, dtype, dom)."""
+    return lambda rng: tuple(values(rng, s, d, dom) for s, d, dom in specs)
+
+
+@dataclass(frozen=True)
+class Rule:
+    prim: str
+    cases: object               # dtype -> strategy of Case
+    bdtypes: tuple = FLOAT      # dtypes of the batching sweep
+    gdtypes: tuple = FLOAT      # dtypes of the gradient sweep (unless prim is in NO_GRAD)
+    order: int = 2
+    modes: tuple = ("fwd", "rev")
+    why: str = ""               # why order 1 or one mode only
+    variant: str = ""
+
+    @property
+    def id(self):
+        return f"{self.prim}[{self.variant}]" if self.variant else self.prim
+
+    def __repr__(self):
+        return self.id
+
+
+SHAPES = hnp.array_shapes(min_dims=0, max_dims=3, min_side=1, max_side=4)
+SHAPES1 = hnp.array_shapes(min_dims=1, max_dims=3, min_side=1, max_side=4)
+
+
+def elementwise(prim, *doms, fn=None, bdtypes=FLOAT, gdtypes=FLOAT, params=None, **kw):
+    """An elementwise line: operands of one shape (for two operands, sometimes one of rank
+    0, which lax broadcasts); ``params`` maps names to strategies of static params."""
+    fn = fn or getattr(lax, prim)
+    params = params or {}
+
+    @st.composite
+    def cases(draw, dtype):
+        shape = draw(SHAPES)
+        shapes = [shape] * len(doms)
+        if len(doms) == 2 and draw(st.integers(0, 3)) == 0:
+            shapes[draw(st.integers(0, 1))] = ()
+        p = {k: draw(v) for k, v in params.items()}
+        f = (lambda *xs: fn(*xs, **p)) if p else fn
+        return Case(f, arrays(*[(s, dtype, d) for s, d in zip(shapes, doms)]), str(p or ""))
+
+    return Rule(prim, cases, bdtypes, gdtypes, **kw)
+
+
+def coupled(prim, make, fn=None, bdtypes=FLOAT, gdtypes=FLOAT, **kw):
+    """An elementwise line whose operands are drawn together: ``make(rng, shape, dtype)``."""
+    fn = fn or getattr(lax, prim)
+
+    @st.composite
+    def cases(draw, dtype):
+        shape = draw(SHAPES)
+        return Case(fn, lambda rng: make(rng, shape, dtype))
+
+    return Rule(prim, cases, bdtypes, gdtypes, **kw)
+
+
+def structured(prim, strategy, bdtypes=FLOAT, gdtypes=FLOAT, **kw):
+    return Rule(prim, strategy, bdtypes, gdtypes, **kw)
+
+
+# --- coupled operands -------------------------------------------------------------------------
+
+def _multiple_plus_frac(rng, shape, dtype):
+    """(x, y) with x / y at least 0.15 away from an integer (rem, floor_divide: no jumps)."""
+    y = values(rng, shape, dtype, Dom(0.5, 2.0, away0=True, ilo=-9, ihi=9))
+    if np.dtype(dtype).kind in "iu":
+        return values(rng, shape, dtype, Dom(ilo=-40, ihi=40)), y
+    q = values(rng, shape, np.float64, Dom(-3.0, 3.0, frac="int"))
+    return (q * y).astype(dtype), y
+
+
+def _apart(rng, shape, dtype):
+    """(x, y) at least 0.2 apart (max, min: no ties); integers may tie."""
+    x = values(rng, shape, dtype)
+    if np.dtype(dtype).kind in "biu":
+        return x, values(rng, shape, dtype)
+    d = values(rng, shape, dtype, Dom(0.2, 1.0, away0=True))
+    return x, (x + d).astype(dtype)
+
+
+def _comparands(rng, shape, dtype):
+    """Operands that often tie, for comparisons."""
+    dom = Dom(-2.0, 2.0, ilo=-2, ihi=2)
+    x = values(rng, shape, dtype, dom)
+    y = np.where(rng.random(shape) < 0.3, x, values(rng, shape, dtype, dom))
+    return x, np.asarray(y).astype(dtype)
+
+
+def _shifts(rng, shape, dtype):
+    bits = np.dtype(dtype).itemsize * 8
+    return values(rng, shape, dtype, Dom(ilo=-100, ihi=100)), \
+        values(rng, shape, dtype, Dom(ilo=0, ihi=bits + 1))
+
+
+# --- structured cases ----------------------------------------------------------------------------
+
+def _with(fn, **params):
+    return lambda *xs: fn(*xs, **params)
+
+
+@st.composite
+def select_n_cases(draw, dtype):
+    shape = draw(SHAPES)
+    wdt = draw(st.sampled_from([BOOL, I32]))
+    n = draw(st.integers(1, 2 if wdt == BOOL else 3))
+    wshape = draw(st.sampled_from([(), shape]))
+
+    def make(rng):
+        which = values(rng, wshape, wdt, Dom(ilo=0, ihi=n - 1)) if n > 1 else \
+            np.zeros(wshape, wdt)
+        return (which,) + tuple(values(rng, shape, dtype) for _ in range(n))
+    return Case(lax.select_n, make, f"{n} cases, which {short_name(wdt)}{list(wshape)}")
+
+
+@st.composite
+def clamp_cases(draw, dtype):
+    shape = draw(SHAPES)
+    lo_shape, hi_shape = draw(st.sampled_from([(), shape])), draw(st.sampled_from([(), shape]))
+
+    def make(rng):
+        lo = values(rng, lo_shape, dtype, Dom(-1.0, -0.4, ilo=-5, ihi=-1))
+        hi = values(rng, hi_shape, dtype, Dom(0.4, 1.0, ilo=1, ihi=5))
+        if dtype.kind in "iu":
+            return lo, values(rng, shape, dtype, Dom(ilo=-8, ihi=8)), hi
+        x = np.where(rng.random(shape) < 0.5, values(rng, shape, dtype, Dom(-0.3, 0.3)),
+                     values(rng, shape, dtype, Dom(1.1, 2.0, away0=True)))
+        return lo, np.asarray(x).astype(dtype), hi
+    return Case(lax.clamp, make, f"lo{list(lo_shape)} hi{list(hi_shape)}")
+
+
+@st.composite
+def convert_cases(draw, dtype):
+    shape = draw(SHAPES)
+    if dtype.kind in "fc":
+        new = draw(st.sampled_from([F32, F64, C64, C128] +
+                                   ([I32, BOOL] if draw(st.booleans()) else [])))
+    else:
+        new = draw(st.sampled_from([F32, I8, I32, BOOL]))
+    weak = draw(st.booleans())
+    return Case(_with(lax.convert_element_type, new_dtype=new, weak_type=weak),
+                arrays((shape, dtype, ANY)), f"-> {new} weak={weak}")
+
+
+@st.composite
+def integer_pow_cases(draw, dtype):
+    shape = draw(SHAPES)
+    y = draw(st.integers(-3, 4) if dtype.kind in "fc" else st.integers(0, 4))
+    return Case(_with(lax.integer_pow, y=y), arrays((shape, dtype, AWAY0)), f"y={y}")
+
+
+@st.composite
+def round_cases(draw, dtype):
+    m = draw(st.sampled_from([0, 1]))
+    return Case(_with(lax.round, rounding_method=m),
+                arrays((draw(SHAPES), dtype, Dom(-3.0, 3.0, frac="half"))), f"method={m}")
+
+
+@st.composite
+def broadcast_in_dim_cases(draw, dtype):
+    out = draw(hnp.array_shapes(min_dims=0, max_dims=3, min_side=1, max_side=3))
+    dims = sorted(draw(st.sets(st.integers(0, len(out) - 1), max_size=len(out)))) \
+        if out else []
+    xshape = tuple(draw(st.sampled_from([1, out[d]])) for d in dims)
+    return Case(_with(lax.broadcast_in_dim, shape=out, broadcast_dimensions=tuple(dims)),
+                arrays((xshape, dtype, ANY)), f"{list(xshape)} -> {list(out)} via {dims}")
+
+
+@st.composite
+def reshape_cases(draw, dtype):
+    shape = draw(SHAPES)
+    n = int(np.prod(shape))
+    factors = [f for f in (2, 3, 2, 2) if n % f == 0]
+    new, rest = [], n
+    for f in factors:
+        if rest % f == 0 and draw(st.booleans()):
+            new.append(f)
+            rest //= f
+    new.append(rest)
+    new = tuple(draw(st.permutations(new)))
+    dims = tuple(draw(st.permutations(range(len(shape))))) if draw(st.booleans()) else None
+    return Case(_with(lax.reshape, new_sizes=new, dimensions=dims),
+                arrays((shape, dtype, ANY)), f"{list(shape)} -> {list(new)} dims={dims}")
+
+
+@st.composite
+def transpose_cases(draw, dtype):
+    shape = draw(SHAPES1)
+    perm = tuple(draw(st.permutations(range(len(shape)))))
+    return Case(_with(lax.transpose, permutation=perm), arrays((shape, dtype, ANY)), str(perm))
+
+
+@st.composite
+def squeeze_cases(draw, dtype):
+    shape = list(draw(SHAPES1))
+    ones = draw(st.sets(st.integers(0, len(shape) - 1), min_size=1))
+    for d in ones:
+        shape[d] = 1
+    dims = tuple(d - len(shape) if draw(st.booleans()) else d for d in sorted(ones))
+    return Case(_with(lax.squeeze, dimensions=dims), arrays((tuple(shape), dtype, ANY)),
+                str(dims))
+
+
+@st.composite
+def expand_dims_cases(draw, dtype):
+    shape = draw(SHAPES)
+    nd = len(shape) + draw(st.integers(1, 2))
+    dims = tuple(draw(st.permutations(range(nd)))[:nd - len(shape)])
+    return Case(_with(lax.expand_dims, dimensions=dims), arrays((shape, dtype, ANY)), str(dims))
+
+
+@st.composite
+def rev_cases(draw, dtype):
+    shape = draw(SHAPES1)
+    dims = tuple(sorted(draw(st.sets(st.integers(0, len(shape) - 1), min_size=1))))
+    return Case(_with(lax.rev, dimensions=dims), arrays((shape, dtype, ANY)), str(dims))
+
+
+@st.composite
+def concatenate_cases(draw, dtype):
+    shape = list(draw(SHAPES1))
+    dim = draw(st.integers(0, len(shape) - 1))
+    specs = []
+    for _ in range(draw(st.integers(2, 3))):
+        shape[dim] = draw(st.integers(1, 3))
+        specs.append((tuple(shape), dtype, ANY))
+    return Case(lambda *xs: lax.concatenate(xs, dim), arrays(*specs), f"dimension={dim}")
+
+
+def pad_cases(batched_value):
+    @st.composite
+    def cases(draw, dtype):
+        shape = draw(SHAPES)
+        config = []
+        for n in shape:
+            it = draw(st.integers(0, 1))
+            core = n + (n - 1) * it
+            lo = draw(st.integers(-min(1, core - 1), 2))
+            hi = draw(st.integers(-min(1, core - 1 - max(lo, 0) - max(-lo, 0)), 2)) \
+                if core - 1 - abs(min(lo, 0)) > 0 else draw(st.integers(0, 2))
+            config.append((lo, hi, it))
+        config = tuple(config)
+        return Case(_with(lax.pad, padding_config=config),
+                    arrays((shape, dtype, ANY), ((), dtype, ANY)), str(config),
+                    unbatched=() if batched_value else (1,))
+    return cases
+
+
+@st.composite
+def slice_cases(draw, dtype):
+    shape = draw(SHAPES1)
+    start, limit, strides = [], [], []
+    for n in shape:
+        s = draw(st.integers(0, n - 1))
+        start.append(s)
+        limit.append(draw(st.integers(s + 1, n)))
+        strides.append(draw(st.integers(1, 2)))
+    st_ = tuple(strides) if draw(st.booleans()) else None
+    return Case(_with(lax.slice, start_indices=tuple(start), limit_indices=tuple(limit),
+                      strides=st_), arrays((shape, dtype, ANY)), f"{start}:{limit}:{st_}")
+
+
+def _starts(shape):
+    return [((), I32, Dom(ilo=-2, ihi=n + 1)) for n in shape]
+
+
+@st.composite
+def dynamic_slice_cases(draw, dtype):
+    shape = draw(SHAPES)
+    sizes = tuple(draw(st.integers(1, n)) for n in shape)
+    return Case(lambda x, *s: lax.dynamic_slice(x, s, sizes),
+                arrays((shape, dtype, ANY), *_starts(shape)), f"sizes={sizes}")
+
+
+@st.composite
+def dynamic_update_slice_cases(draw, dtype):
+    shape = draw(SHAPES)
+    ushape = tuple(draw(st.integers(1, n)) for n in shape)
+    return Case(lambda x, u, *s: lax.dynamic_update_slice(x, u, s),
+                arrays((shape, dtype, ANY), (ushape, dtype, ANY), *_starts(shape)),
+                f"update {list(ushape)}")
+
+
+@st.composite
+def iota_cases(draw, dtype):
+    shape = draw(SHAPES1)
+    dim = draw(st.integers(0, len(shape) - 1))
+    # iota has no operands: the dummy one gives vmap something to map
+    return Case(lambda dummy: lax.broadcasted_iota(dtype, shape, dim),
+                arrays(((), F32, ANY)), f"{list(shape)} dimension={dim}")
+
+
+@st.composite
+def index_cases(draw, dtype, mode=None):
+    """gather (mode None) or scatter: an operand, a static spec mixing static indices,
+    slices, new axes and up to two integer index arrays of one shape."""
+    rank = draw(st.integers(1, 3))
+    shape = tuple(draw(st.integers(1, 4)) for _ in range(rank))
+    n_arr = draw(st.integers(0, min(2, rank)))
+    if mode == "set":
+        n_arr = min(n_arr, 1)       # set: unique targets, else which update wins is unspecified
+    arr_dims = set(draw(st.permutations(range(rank)))[:n_arr])
+    spec = []
+    for d, n in enumerate(shape):
+        if d in arr_dims:
+            spec.append(("a", len([s for s in spec if type(s) is tuple and s[0] == "a"])))
+        else:
+            kind = draw(st.sampled_from(["all", "int", "slice"]))
+            if kind == "int":
+                spec.append(draw(st.integers(0, n - 1)))
+            elif kind == "all":
+                spec.append(("s", None, None, None))
+            else:
+                spec.append(("s", draw(st.integers(0, n - 1)), None,
+                             draw(st.sampled_from([1, 2, -1]))))
+    if draw(st.booleans()):
+        spec.insert(draw(st.integers(0, len(spec))), None)
+    spec = tuple(spec)
+    idx_sizes = [shape[d] for d in sorted(arr_dims)]
+    if mode == "set" and n_arr:
+        ishape = (draw(st.integers(1, idx_sizes[0])),)
+    else:
+        ishape = draw(st.sampled_from([(), (2,), (3,), (2, 2)]))
+    out_shape = indexed_shape(shape, spec, [ishape] * n_arr)
+    # out-of-range indices too: gather clamps them, scatter drops their updates
+    spread = {None: 2, "set": 0}.get(mode, 1)
+
+    def make(rng):
+        idx = []
+        for n in idx_sizes:
+            if mode == "set":
+                idx.append((rng.permutation(n)[:ishape[0]] - rng.integers(0, 2) * n)
+                           .astype(I32))
+            else:
+                idx.append(values(rng, ishape, I32, Dom(ilo=-n - spread, ihi=n - 1 + spread)))
+        if mode in ("min", "max"):   # no ties between any two values
+            both = values(rng, (int(np.prod(shape)) + int(np.prod(out_shape)),), dtype, DISTINCT)
+            return (both[:int(np.prod(shape))].reshape(shape),
+                    both[int(np.prod(shape)):].reshape(out_shape), *idx)
+        dom = AWAY0 if mode == "mul" else ANY
+        x = values(rng, shape, dtype, dom)
+        if mode is None:
+            return (x, *idx)
+        return (x, values(rng, out_shape, dtype, dom), *idx)
+
+    label = f"x{list(shape)} spec={spec} index{list(ishape)}"
+    if mode is None:
+        return Case(lambda x, *i: lax.gather(x, i, spec), make, label)
+    return Case(lambda x, u, *i: lax.scatter(x, u, i, spec, mode), make, f"{mode} {label}")
+
+
+def reduce_cases(fn, dom=ANY):
+    @st.composite
+    def cases(draw, dtype):
+        shape = draw(SHAPES1)
+        axes = tuple(sorted(draw(st.sets(st.integers(0, len(shape) - 1), min_size=1))))
+        return Case(_with(fn, axes=axes), arrays((shape, dtype, dom)), f"axes={axes}")
+    return cases
+
+
+def arg_cases(fn):
+    @st.composite
+    def cases(draw, dtype):
+        shape = draw(SHAPES1)
+        axis = draw(st.integers(0, len(shape) - 1))
+        idt = draw(st.sampled_from([I32, np.dtype("int64")]))
+        return Case(_with(fn, axis=axis, index_dtype=idt),
+                    arrays((shape, dtype, Dom(-2.0, 2.0, ilo=-2, ihi=2))), f"axis={axis}")
+    return cases
+
+
+def cum_cases(fn, dom=ANY):
+    @st.composite
+    def cases(draw, dtype):
+        shape = draw(SHAPES1)
+        axis = draw(st.integers(0, len(shape) - 1))
+        rev = draw(st.booleans())
+        return Case(_with(fn, axis=axis, reverse=rev), arrays((shape, dtype, dom)),
+                    f"axis={axis} reverse={rev}")
+    return cases
+
+
+@st.composite
+def dot_general_cases(draw, dtype):
+    nb, nc, nl, nr = (draw(st.integers(0, 1)) for _ in range(4))
+    sizes = {k: [draw(st.integers(1, 3)) for _ in range(n)]
+             for k, n in (("b", nb), ("c", nc), ("l", nl), ("r", nr))}
+    lroles = [("b", i) for i in range(nb)] + [("c", i) for i in range(nc)] + \
+        [("l", i) for i in range(nl)]
+    rroles = [("b", i) for i in range(nb)] + [("c", i) for i in range(nc)] + \
+        [("r", i) for i in range(nr)]
+    lroles, rroles = draw(st.permutations(lroles)), draw(st.permutations(rroles))
+    lshape = tuple(sizes[k][i] for k, i in lroles)
+    rshape = tuple(sizes[k][i] for k, i in rroles)
+
+    def pos(roles, kind, n):
+        return tuple(roles.index((kind, i)) for i in range(n))
+    dn = ((pos(lroles, "c", nc), pos(rroles, "c", nc)), (pos(lroles, "b", nb),
+                                                         pos(rroles, "b", nb)))
+    return Case(_with(lax.dot_general, dimension_numbers=dn),
+                arrays((lshape, dtype, ANY), (rshape, dtype, ANY)),
+                f"{list(lshape)} x {list(rshape)} dn={dn}")
+
+
+@st.composite
+def dot_general_preferred_cases(draw, dtype):
+    """preferred_element_type wider than the operands (float32 -> float64)."""
+    m, k, n = (draw(st.integers(1, 3)) for _ in range(3))
+    return Case(_with(lax.dot_general, dimension_numbers=(((1,), (0,)), ((), ())),
+                      preferred_element_type=F64),
+                arrays(((m, k), dtype, ANY), ((k, n), dtype, ANY)), f"{m}x{k} @ {k}x{n} -> f64")
+
+
+@st.composite
+def sort_cases(draw, dtype):
+    shape = draw(SHAPES1)
+    n = draw(st.integers(1, 3))
+    num_keys = draw(st.integers(1, min(2, n)))
+    dim = draw(st.integers(0, len(shape) - 1))
+    # distinct first keys: no ties, so the sorting permutation is locally constant
+    specs = [(shape, dtype, DISTINCT)] + [(shape, dtype, ANY)] * (n - 1)
+    single = n == 1 and draw(st.booleans())
+    fn = (lambda x: lax.sort(x, dim)) if single else \
+        (lambda *xs: lax.sort(xs, dim, True, num_keys))
+    return Case(fn, arrays(*specs), f"{n} operands num_keys={num_keys} dimension={dim}")
+
+
+@st.composite
+def polygamma_cases(draw, dtype):
+    shape = draw(SHAPES)
+    mshape = draw(st.sampled_from([(), shape]))
+    return Case(lax.polygamma,
+                arrays((mshape, dtype, Dom(0.0, 3.0, integral=True)), (shape, dtype, POS)),
+                f"m{list(mshape)}", nondiff=(0,))
+
+
+# call primitives: small bodies through each
+@fnx.custom_jvp
+def _sin_mul(x, y):
+    return lax.mul(lax.sin(x), y)
+
+
+@_sin_mul.defjvp
+def _sin_mul_jvp(primals, tangents):
+    (x, y), (tx, ty) = primals, tangents
+    return _sin_mul(x, y), lax.add(lax.mul(lax.mul(lax.cos(x), tx), y),
+                                   lax.mul(lax.sin(x), ty))
+
+
+@fnx.custom_vjp
+def _sin_mul_v(x, y):
+    return lax.mul(lax.sin(x), y)
+
+
+_sin_mul_v.defvjp(lambda x, y: (lax.mul(lax.sin(x), y), (x, y)),
+                  lambda res, ct: (lax.mul(lax.mul(lax.cos(res[0]), res[1]), ct),
+                                   lax.mul(lax.sin(res[0]), ct)))
+
+
+def call_cases(make_fn):
+    @st.composite
+    def cases(draw, dtype):
+        shape = draw(SHAPES)
+        return Case(make_fn(), arrays((shape, dtype, ANY), (shape, dtype, ANY)))
+    return cases
+
+
+def _body(x, y):
+    return lax.add(lax.mul(lax.sin(x), y), lax.exp(lax.mul(x, y)))
+
+
+# --- the table ---------------------------------------------------------------------------------
+
+def un(prim, dom=ANY, **kw):
+    return elementwise(prim, dom, **kw)
+
+
+def bi(prim, dom=ANY, dom2=None, **kw):
+    return elementwise(prim, dom, dom2 or dom, **kw)
+
+
+SPECIALS = Dom(-3.0, 3.0, specials=True)
+
+RULES = [
+    # --- unary elementwise ---
+    un("neg", bdtypes=NUM), un("abs", AWAY0, bdtypes=NUM, gdtypes=FLOAT + CPLX), un("sign", AWAY0, bdtypes=NUM),
+    un("floor", Dom(-3.0, 3.0, frac="int")), un("ceil", Dom(-3.0, 3.0, frac="int")),
+    structured("round", round_cases),
+    un("exp", gdtypes=FLOAT + CPLX), un("exp2", gdtypes=FLOAT + CPLX),
+    un("expm1", gdtypes=FLOAT + CPLX),
+    un("log", POS, gdtypes=FLOAT + CPLX), un("log1p", Dom(-0.5, 2.0), gdtypes=FLOAT + CPLX),
+    un("log2", POS, gdtypes=FLOAT + CPLX), un("log10", POS, gdtypes=FLOAT + CPLX),
+    un("sqrt", POS, gdtypes=FLOAT + CPLX), un("rsqrt", POS, gdtypes=FLOAT + CPLX),
+    un("cbrt", AWAY0),
+    un("square", bdtypes=NUM, gdtypes=FLOAT + CPLX), un("reciprocal", AWAY0, gdtypes=FLOAT + CPLX),
+    un("sin", gdtypes=FLOAT + CPLX), un("cos", gdtypes=FLOAT + CPLX),
+    un("tan", Dom(-1.2, 1.2, imag=0.3), gdtypes=FLOAT + CPLX),
+    un("asin", UNIT, gdtypes=FLOAT + CPLX), un("acos", UNIT, gdtypes=FLOAT + CPLX),
+    un("atan", gdtypes=FLOAT + CPLX),
+    un("sinh", gdtypes=FLOAT + CPLX), un("cosh", gdtypes=FLOAT + CPLX),
+    un("tanh", gdtypes=FLOAT + CPLX), un("asinh", gdtypes=FLOAT + CPLX),
+    un("acosh", Dom(1.2, 3.0), gdtypes=FLOAT + CPLX), un("atanh", UNIT, gdtypes=FLOAT + CPLX),
+    un("logistic"), un("erf"), un("erfc"), un("erf_inv", UNIT),
+    un("lgamma", Dom(0.5, 4.0)), un("digamma", Dom(0.5, 4.0)),
+    # the order m is integer-valued and held fixed (its derivative raises, as in JAX)
+    structured("polygamma", polygamma_cases),
+    un("is_finite", SPECIALS), un("isinf", SPECIALS), un("isnan", SPECIALS),
+    un("not", fn=lax.bitwise_not, bdtypes=BITS),
+    un("real", gdtypes=FLOAT + CPLX), un("imag", gdtypes=FLOAT + CPLX),
+    un("conj", gdtypes=FLOAT + CPLX),
+    un("stop_gradient", bdtypes=NUM),
+    structured("integer_pow", integer_pow_cases, bdtypes=NUM, gdtypes=FLOAT + CPLX),
+    # --- binary elementwise ---
+    bi("add", bdtypes=NUM, gdtypes=FLOAT + CPLX), bi("sub", bdtypes=NUM, gdtypes=FLOAT + CPLX),
+    bi("mul", bdtypes=NUM, gdtypes=FLOAT + CPLX),
+    bi("div", ANY, AWAY0, bdtypes=NUM, gdtypes=FLOAT + CPLX),
+    coupled("rem", _multiple_plus_frac, bdtypes=NUM),
+    coupled("floor_divide", _multiple_plus_frac, bdtypes=NUM),
+    bi("pow", POS, Dom(-2.0, 2.0, ilo=0, ihi=3), bdtypes=NUM, gdtypes=FLOAT + CPLX),
+    coupled("max", _apart, bdtypes=NUM), coupled("min", _apart, bdtypes=NUM),
+    bi("atan2", ANY, Dom(0.3, 2.0)), bi("hypot", AWAY0), bi("copysign", AWAY0),
+    bi("nextafter"), bi("logaddexp"),
+    *[coupled(p, _comparands, bdtypes=(F32, I32)) for p in ("eq", "ne", "lt", "le", "gt", "ge")],
+    bi("and", fn=lax.bitwise_and, bdtypes=BITS), bi("or", fn=lax.bitwise_or, bdtypes=BITS),
+    bi("xor", fn=lax.bitwise_xor, bdtypes=BITS),
+    *[coupled(p, _shifts, bdtypes=INTS) for p in ("shift_left", "shift_right_arithmetic",
+                                                   "shift_right_logical")],
+    # --- select, clamp, convert ---
+    structured("select_n", select_n_cases, bdtypes=NUM, gdtypes=FLOAT + CPLX),
+    structured("clamp", clamp_cases, bdtypes=NUM),
+    structured("convert_element_type", convert_cases, bdtypes=NUM, gdtypes=FLOAT + CPLX),
+    # --- shapes ---
+    structured("broadcast_in_dim", broadcast_in_dim_cases, bdtypes=NUM),
+    structured("reshape", reshape_cases, bdtypes=NUM),
+    structured("transpose", transpose_cases, bdtypes=NUM),
+    structured("squeeze", squeeze_cases, bdtypes=NUM),
+    structured("expand_dims", expand_dims_cases, bdtypes=NUM),
+    structured("rev", rev_cases, bdtypes=NUM),
+    structured("concatenate", concatenate_cases, bdtypes=NUM),
+    structured("pad", pad_cases(False), bdtypes=NUM),
+    structured("pad", pad_cases(True), bdtypes=NUM, variant="batched padding value"),
+    structured("slice", slice_cases, bdtypes=NUM),
+    structured("dynamic_slice", dynamic_slice_cases, bdtypes=NUM),
+    structured("dynamic_update_slice", dynamic_update_slice_cases, bdtypes=NUM),
+    structured("iota", iota_cases, bdtypes=(F32, I32)),
+    # --- indexing ---
+    structured("gather", index_cases, bdtypes=NUM),
+    *[structured("scatter", lambda d, m=m: index_cases(d, m), bdtypes=NUM, variant=m)
+      for m in ("set", "add", "mul", "min", "max")],
+    # --- reductions ---
+    structured("reduce_sum", reduce_cases(lax.reduce_sum), bdtypes=NUM, gdtypes=FLOAT + CPLX),
+    structured("reduce_prod", reduce_cases(lax.reduce_prod, AWAY0), bdtypes=NUM,
+               gdtypes=FLOAT + CPLX),
+    structured("reduce_max", reduce_cases(lax.reduce_max, DISTINCT), bdtypes=NUM),
+    structured("reduce_min", reduce_cases(lax.reduce_min, DISTINCT), bdtypes=NUM),
+    structured("reduce_and", reduce_cases(lax.reduce_and), bdtypes=BITS),
+    structured("reduce_or", reduce_cases(lax.reduce_or), bdtypes=BITS),
+    structured("argmax", arg_cases(lax.argmax), bdtypes=NUM),
+    structured("argmin", arg_cases(lax.argmin), bdtypes=NUM),
+    structured("cumsum", cum_cases(lax.cumsum), bdtypes=NUM, gdtypes=FLOAT + CPLX),
+    structured("cumprod", cum_cases(lax.cumprod, AWAY0), bdtypes=NUM),
+    structured("cummax", cum_cases(lax.cummax, DISTINCT), bdtypes=NUM),
+    structured("cummin", cum_cases(lax.cummin, DISTINCT), bdtypes=NUM),
+    # --- contraction, sorting ---
+    structured("dot_general", dot_general_cases, bdtypes=NUM, gdtypes=FLOAT + CPLX),
+    structured("dot_general", dot_general_preferred_cases, bdtypes=(F32,), gdtypes=(F32,),
+               variant="preferred_element_type"),
+    structured("sort", sort_cases, bdtypes=NUM),
+    # --- call primitives, through small bodies ---
+    structured("jit", call_cases(lambda: fnx.jit(_body))),
+    structured("custom_jvp_call", call_cases(lambda: _sin_mul)),
+    structured("custom_vjp_call", call_cases(lambda: _sin_mul_v), modes=("rev",),
+               why="a custom_vjp defines no forward mode"),
+    structured("remat_call", call_cases(lambda: fnx.checkpoint(_body))),
+]
+
+GRAD_RULES = [r for r in RULES if r.prim not in NO_GRAD and r.gdtypes]
+
+
+# --- known bugs (reported; outside this file) -------------------------------------------------
+# rule id -> [(exception type, message pattern, what is wrong)]. An example that raises a
+# matching error is set aside and the remaining examples still run; the test then reports
+# XFAIL with the description. Any other failure fails, and once the bug is fixed the
+# examples simply pass.
+_F64_CONST = (r"operands must have one dtype.*f64\[\]",
+              "the jvp rule multiplies by a NumPy float64 constant (np.log(2.0), "
+              "2 / np.sqrt(np.pi), ...), which lax treats as a strongly typed float64 array: "
+              "it fails for float32 and complex inputs")
+KNOWN_BUGS = {
+    **{p: [(ShapeError, *_F64_CONST)] for p in ("exp2", "log2", "log10", "erf", "erfc",
+                                                "erf_inv")},
+    "abs": [(ShapeError, r"mul: .*f64\[.*c128\[|mul: .*f32\[.*c64\[",
+             "the jvp rule of abs multiplies the complex tangent by a complex sign and "
+             "gets a real/complex dtype mismatch for complex inputs")],
+    "imag": [(MissingRuleError, r"^imag has no transpose rule",
+              "imag has a (linear) jvp rule but no transpose rule, so reverse mode through "
+              "imag fails")],
+    "dot_general[preferred_element_type]": [
+        (ShapeError, r"dot_general: operands must have one dtype",
+         "the jvp/transpose of dot_general with preferred_element_type wider than the "
+         "operands binds dot_general on mixed dtypes")],
+}
+
+
+class Outcomes:
+    """Errors that the sweeps tolerate: rules being added now (skip) and reported bugs
+    (xfail); collected over the examples and reported once at the end."""
+
+    def __init__(self, rule):
+        self.rule = rule
+        self.missing, self.bugs = [], []
+
+    def tolerate(self, err):
+        if isinstance(err, MissingRuleError) and known_missing(err):
+            self.missing.append(str(err).splitlines()[0])
+            return True
+        for typ, pattern, what in KNOWN_BUGS.get(self.rule.id, []):
+            if isinstance(err, typ) and re.search(pattern, str(err)):
+                self.bugs.append(f"{what} ({type(err).__name__}: {str(err).splitlines()[0]})")
+                return True
+        return False
+
+    def finish(self, checked):
+        if self.bugs:
+            pytest.xfail(f"{self.rule.id}: known bug, reported: {self.bugs[0]} "
+                         f"[{len(self.bugs)} examples hit it; {checked} passed]")
+        if self.missing:
+            pytest.skip(f"{self.rule.id}: {self.missing[0]} (a rule another change is "
+                        f"adding; {checked} examples checked otherwise)")
+
+
+# --- the sweeps -------------------------------------------------------------------------------
+
+def _draw(rule, data, dtypes):
+    dtype = data.draw(st.sampled_from(dtypes), label="dtype")
+    case = data.draw(rule.cases(np.dtype(dtype)), label="case")
+    seed = data.draw(st.integers(0, 2 ** 32 - 1), label="seed")
+    return dtype, case, np.random.default_rng(seed)
+
+
+def _describe(args):
+    return ", ".join(f"{short_name(np.asarray(a).dtype)}{list(np.shape(a))}" for a in args)
+
+
+def _differentiated(case, args):
+    """(function of the differentiated operands, those operands): ``case.nondiff`` held."""
+    if not case.nondiff:
+        return case.fn, args
+    keep = [i for i in range(len(args)) if i not in case.nondiff]
+
+    def fn(*diff):
+        full = list(args)
+        for i, d in zip(keep, diff):
+            full[i] = d
+        return case.fn(*full)
+    return fn, tuple(args[i] for i in keep)
+
+
+@pytest.mark.parametrize("rule", GRAD_RULES, ids=[r.id for r in GRAD_RULES])
+def test_rules_match_finite_differences(rule):
+    outcomes, checked = Outcomes(rule), [0]
+
+    @SETTINGS
+    @given(data=st.data())
+    def run(data):
+        _, case, rng = _draw(rule, data, rule.gdtypes)
+        args = case.example(rng)
+        note(f"{rule.id}({_describe(args)}) {case.label}\nargs={args!r}")
+        fn, diff_args = _differentiated(case, args)
+        try:
+            check_grads(fn, diff_args, order=rule.order, modes=rule.modes)
+        except (MissingRuleError, ShapeError) as e:
+            if not outcomes.tolerate(e):
+                raise
+            if rule.order > 1 and outcomes.missing and not outcomes.bugs:
+                try:     # only the second derivative may be missing: check the first
+                    check_grads(fn, diff_args, order=1, modes=rule.modes)
+                except (MissingRuleError, ShapeError) as e1:
+                    if not outcomes.tolerate(e1):
+                        raise
+                    return
+                checked[0] += 1
+            return
+        checked[0] += 1
+
+    run()
+    outcomes.finish(checked[0])
+
+
+def _stack(xs, axis):
+    return np.stack(xs, axis=axis)
+
+
+def _leaves(x):
+    return list(x) if isinstance(x, (tuple, list)) else [x]
+
+
+def _assert_batch_equal(got, want, what):
+    g, w = np.asarray(got), np.asarray(want)
+    assert g.dtype == w.dtype, f"{what}: dtype {g.dtype}, the loop gives {w.dtype}"
+    assert g.shape == w.shape, f"{what}: shape {g.shape}, the loop gives {w.shape}"
+    if w.dtype.kind in "fc":
+        eps = float(np.finfo(w.dtype).eps)
+        fin = np.isfinite(w)
+        scale = float(np.abs(w[fin]).max()) if fin.any() else 0.0
+        np.testing.assert_allclose(g, w, rtol=16 * eps, atol=16 * eps * scale, equal_nan=True,
+                                   err_msg=what)
+    else:
+        np.testing.assert_array_equal(g, w, err_msg=what)
+
+
+@pytest.mark.parametrize("rule", RULES, ids=[r.id for r in RULES])
+def test_batching_matches_a_python_loop(rule):
+    outcomes, checked = Outcomes(rule), [0]
+
+    @SETTINGS
+    @given(data=st.data())
+    def run(data):
+        _, case, rng = _draw(rule, data, rule.bdtypes)
+        size = data.draw(st.integers(1, 3), label="batch size")
+        examples = [case.example(rng) for _ in range(size)]
+        n = len(examples[0])
+        axes = []
+        for i in range(n):
+            nd = np.ndim(examples[0][i]) + 1
+            axes.append(None if i in case.unbatched else data.draw(
+                st.one_of(st.none(), st.integers(0, nd - 1), st.just(-1)),
+                label=f"in_axes[{i}]"))
+        if all(a is None for a in axes):
+            axes[next(i for i in range(n) if i not in case.unbatched)] = 0
+        batched = [examples[0][i] if a is None else _stack([ex[i] for ex in examples], a)
+                   for i, a in enumerate(axes)]
+        per_example = [[examples[0][i] if a is None else ex[i] for i, a in enumerate(axes)]
+                       for ex in examples]
+        note(f"{rule.id}: {case.label}; batch {size}, in_axes={tuple(axes)}; "
+             f"operands {_describe(batched)}")
+        try:
+            got = fnx.vmap(case.fn, in_axes=tuple(axes))(*batched)
+        except (MissingRuleError, ShapeError) as e:
+            if not outcomes.tolerate(e):
+                raise
+            return
+        outs = [_leaves(case.fn(*args)) for args in per_example]
+        got = _leaves(got)
+        assert len(got) == len(outs[0]), \
+            f"{rule.id}: {len(got)} outputs, the loop gives {len(outs[0])}"
+        for k, g in enumerate(got):
+            want = np.stack([np.asarray(o[k]) for o in outs])
+            _assert_batch_equal(g, want, f"{rule.id} output {k} (in_axes={tuple(axes)})")
+        checked[0] += 1
+
+    run()
+    outcomes.finish(checked[0])
+
+
+def test_every_primitive_has_a_line():
+    lines = {r.prim for r in RULES}
+    missing = sorted(set(REGISTRY) - lines - set(NO_BATCH))
+    assert not missing, f"primitives without a line in RULES: {missing}"
+    stale = sorted((lines | set(NO_BATCH) | set(NO_GRAD)) - set(REGISTRY))
+    assert not stale, f"lines or reasons for primitives that are not registered: {stale}"
+    graded = {r.prim for r in GRAD_RULES}
+    unreasoned = sorted(set(REGISTRY) - graded - set(NO_GRAD))
+    assert not unreasoned, f"primitives neither gradient-checked nor in NO_GRAD: {unreasoned}"
+    both = sorted(graded & set(NO_GRAD))
+    assert not both, f"primitives gradient-checked and in NO_GRAD: {both}"
+    for r in RULES:
+        assert r.order == 2 and r.modes == ("fwd", "rev") or r.why, \
+            f"{r.id}: checked to order {r.order} in {r.modes} without a reason"
