@@ -153,6 +153,90 @@ def _reduce_prod_jvp(primals, tangents, *, axes):
 reduce_prod_p.jvp = _reduce_prod_jvp
 
 
+def _shifted(v, d, fill, axis, reverse):
+    """``v`` moved ``d`` places along ``axis`` in the scan direction (towards higher
+    indices, or lower ones when ``reverse``), ``fill`` in the vacated places."""
+    config = [(0, 0, 0)] * v.ndim
+    config[axis] = (-d, d, 0) if reverse else (d, -d, 0)
+    return L.pad(v, fill, config)
+
+
+def _cumprod_jvp(primals, tangents, *, axis, reverse=False):
+    """The product rule pushed through a Hillis-Steele scan of ``mul``.
+
+    Each of the ceil(log2 n) steps multiplies every partial product by the one
+    ``d`` places back (``d = 1, 2, 4, ...``), so the tangent obeys
+    ``dy <- dy * shift(y) + y * shift(dy)``. This is the tangent of the scan
+    itself, written with mul/pad/add only: exact when ``x`` has zeros (there is
+    no division), linear in the tangent (so it transposes for reverse mode), and
+    differentiable again (grad of grad is the product rule once more). It costs
+    O(n log n) work and keeps log2 n partial-product arrays as residuals. The
+    primal is ``cumprod`` itself, so it matches the undifferentiated result bitwise.
+    """
+    (x,), (t,) = primals, tangents
+    ans = cumprod_p.bind(x, axis=axis, reverse=reverse)
+    if t is None or x.dtype.kind not in "fc":
+        return ans, None
+    n = x.shape[axis]
+    y, dy, d = x, t, 1
+    while d < n:
+        y_back = _shifted(y, d, 1, axis, reverse)
+        dy = L.add(L.mul(dy, y_back), L.mul(y, _shifted(dy, d, 0, axis, reverse)))
+        d *= 2
+        if d < n:
+            y = L.mul(y, y_back)
+    return ans, dy
+
+
+cumprod_p.jvp = _cumprod_jvp
+
+
+def _cum_extreme_jvp(prim):
+    """cummax/cummin: output ``i`` takes the tangent of the element that holds the
+    running extreme there.
+
+    Ties: of the elements equal to the running extreme, the most recent one in
+    the scan direction wins (the largest index ``k <= i``, or the smallest
+    ``k >= i`` when ``reverse``). Wherever ``x[i]`` itself attains the running
+    extreme the output tangent is therefore ``t[i]``: on a nondecreasing input
+    cummax is the identity and so is its derivative. (JAX differentiates through
+    an associative scan of max, which splits ties between the two halves of
+    each combine, so its tie weights depend on the scan tree.) Once a NaN
+    appears the output is NaN and takes the tangent of the most recent NaN.
+
+    The winner's index is itself a running extreme (cummax/cummin of the
+    indices where ``x`` equals the output), and the tangent is a gather of
+    ``t`` there: linear in ``t``, transposed by a scatter-add.
+    """
+    def rule(primals, tangents, *, axis, reverse=False):
+        (x,), (t,) = primals, tangents
+        ans = prim.bind(x, axis=axis, reverse=reverse)
+        if t is None or x.dtype.kind not in "fc":
+            return ans, None
+        shape = tuple(x.shape)
+        if 0 in shape:
+            return ans, t
+        n = shape[axis]
+        hit = L.eq(x, ans)
+        hit = L.bitwise_or(hit, L.bitwise_and(L.isnan(x), L.isnan(ans)))
+        iota = L.broadcasted_iota(np.int32, shape, axis)
+        if reverse:
+            where = L.cummin(L.select(hit, iota, L.broadcast_in_dim(np.int32(n), shape, ())),
+                             axis, reverse=True)
+        else:
+            where = L.cummax(L.select(hit, iota, L.broadcast_in_dim(np.int32(-1), shape, ())),
+                             axis)
+        index = [where if d == axis else L.broadcasted_iota(np.int32, shape, d)
+                 for d in range(len(shape))]
+        from .indexing import gather_p
+        return ans, gather_p.bind(t, *index, spec=tuple(("a", d) for d in range(len(shape))))
+    prim.jvp = rule
+
+
+_cum_extreme_jvp(cummax_p)
+_cum_extreme_jvp(cummin_p)
+
+
 # --- batching rules ---------------------------------------------------------------------------
 from ..transforms.vmap import batch_shifted  # noqa: E402
 
