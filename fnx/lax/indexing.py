@@ -176,15 +176,92 @@ deflinear_in(gather_p, 0)
 def _scatter_jvp(primals, tangents, *, spec, mode):
     x, updates, *indices = primals
     out = scatter_p.bind(x, updates, *indices, spec=spec, mode=mode)
-    if tangents[0] is None and tangents[1] is None:
+    tx, tu = tangents[0], tangents[1]
+    if tx is None and tu is None:
         return out, None
-    if mode not in ("set", "add"):
-        from ..errors import MissingRuleError
-        raise MissingRuleError(f"scatter (mode={mode!r}) has no jvp rule yet; modes 'set' "
-                               "and 'add' differentiate")
-    t = scatter_p.bind(instantiate(tangents[0], x), instantiate(tangents[1], updates),
-                       *indices, spec=spec, mode=mode)
-    return out, t
+    if mode in ("set", "add"):
+        t = scatter_p.bind(instantiate(tx, x), instantiate(tu, updates),
+                           *indices, spec=spec, mode=mode)
+        return out, t
+    if x.dtype.kind not in "fc":
+        return out, None
+    rule = _scatter_mul_tangent if mode == "mul" else _scatter_extreme_tangent
+    return out, rule(x, updates, indices, out, tx, tu, spec)
+
+
+def _scatter_into(like, updates, indices, spec, mode="add", fill=0):
+    """``updates`` scattered (``mode``) into an array of ``fill`` shaped like ``like``."""
+    from . import ops as L
+    base = L.broadcast_in_dim(L.convert_element_type(fill, updates.dtype), tuple(like.shape), ())
+    return scatter_p.bind(base, updates, *indices, spec=spec, mode=mode)
+
+
+def _const_like(value, a):
+    from . import ops as L
+    return L.broadcast_in_dim(L.convert_element_type(value, a.dtype), tuple(a.shape), ())
+
+
+def _scatter_mul_tangent(x, updates, indices, out, tx, tu, spec):
+    """out[p] = x[p] * (product of the updates aimed at p), so
+    d out[p] = tx[p] * prod + x[p] * sum_j tu[j] * (product of the other updates at p).
+
+    The operand part is ``scatter_mul(tx, updates)`` (linear in ``tx``; see the
+    transpose rule). For the updates part, "the product of the others" is formed
+    without dividing by a zero: per target element, the number of zero updates
+    ``z`` and the product ``P`` of the nonzero ones; then the others' product is
+    ``P / u`` for a nonzero ``u`` when ``z == 0``, ``P`` for the zero update when
+    ``z == 1`` and 0 otherwise. JAX differentiates scatter-mul in the updates only
+    for unique indices; this covers repeated ones too. With unique indices the
+    others' product is ``u / u = 1`` (also in its derivative, up to rounding), so
+    every derivative order is exact; with repeated indices and updates that are
+    exactly zero, the first derivative is exact but higher ones treat the zero
+    count as constant.
+    """
+    from . import ops as L
+    from ..transforms.jvp import _sum_tangents
+    parts = []
+    if tx is not None:
+        parts.append(scatter_p.bind(tx, updates, *indices, spec=spec, mode="mul"))
+    if tu is not None:
+        dt = updates.dtype
+        is_zero = L.eq(updates, L.convert_element_type(0, dt))
+        safe = L.select(is_zero, _const_like(1, updates), updates)
+        zeros_at = gather_p.bind(_scatter_into(x, L.convert_element_type(is_zero, dt), indices,
+                                               spec), *indices, spec=spec)
+        prod_at = gather_p.bind(_scatter_into(x, safe, indices, spec, "mul", 1), *indices,
+                                spec=spec)
+        zero = _const_like(0, updates)
+        others = L.select(is_zero, L.select(L.eq(zeros_at, L.convert_element_type(1, dt)),
+                                            prod_at, zero),
+                          L.select(L.eq(zeros_at, zero), L.div(prod_at, safe), zero))
+        parts.append(L.mul(x, _scatter_into(x, L.mul(tu, others), indices, spec)))
+    return _sum_tangents(parts)
+
+
+def _scatter_extreme_tangent(x, updates, indices, out, tx, tu, spec):
+    """scatter-min/max: each output element takes the mean of the tangents of the
+    contenders (the operand element and every update aimed at it) that equal the
+    result (NaN counts as equal to NaN). Elements no update beats keep the operand's
+    tangent; ties are shared equally, as reduce_max/reduce_min do here (and as
+    JAX's scatter-min/max rule does)."""
+    from . import ops as L
+    from ..transforms.jvp import _sum_tangents
+    dt = x.dtype
+
+    def hits(a, b):
+        same = L.bitwise_or(L.eq(a, b), L.bitwise_and(L.isnan(a), L.isnan(b))) \
+            if dt.kind == "f" else L.eq(a, b)
+        return L.convert_element_type(same, dt)
+
+    hit_x = hits(x, out)
+    hit_u = hits(updates, gather_p.bind(out, *indices, spec=spec))
+    count = L.add(hit_x, _scatter_into(x, hit_u, indices, spec))
+    parts = []
+    if tx is not None:
+        parts.append(L.mul(tx, hit_x))
+    if tu is not None:
+        parts.append(_scatter_into(x, L.mul(tu, hit_u), indices, spec))
+    return L.div(_sum_tangents(parts), count)
 
 
 scatter_p.jvp = _scatter_jvp
@@ -194,10 +271,71 @@ scatter_p.jvp = _scatter_jvp
 from ..transforms.vjp import is_linear  # noqa: E402
 
 
+def _in_range_indices(shape, spec, indices, oob):
+    """Index operands rewritten so that no element is out of range, and their spec.
+
+    Dynamic indices wrap once (negative ones), then ``oob="clip"`` clamps them as
+    ``gather`` does, and ``oob="drop"`` sends the out-of-range ones to index ``n``:
+    a padding slot the caller appends to those dimensions (third result). The
+    transposes use these, because gather clamps where scatter drops: the
+    transpose of a clamping gather must add at the clamped element, and that of
+    a dropping scatter must give its dropped updates a zero cotangent.
+    """
+    from . import ops as L
+    from ..core.array import Tracer
+    if not any(isinstance(i, Tracer) for i in indices) and _all_in_range(shape, spec, indices):
+        return list(indices), tuple(spec), []     # concrete and in range: nothing to do
+    new_idx, new_spec, pad_dims, dim = [], [], [], 0
+    for it in spec:
+        if it is None:
+            new_spec.append(it)
+            continue
+        if type(it) is tuple and it[0] == "a":
+            n = shape[dim]
+            i = indices[it[1]]
+            i = L.convert_element_type(i, np.int64 if n >= 2 ** 31 - 1 else np.int32)
+            if indices[it[1]].dtype.kind == "i":
+                i = L.select(L.lt(i, 0), L.add(i, n), i)
+            if oob == "clip":
+                i = L.clamp(0, i, max(n - 1, 0))
+            else:
+                bad = L.bitwise_or(L.lt(i, 0), L.ge(i, n))
+                i = L.select(bad, L.broadcast_in_dim(L.convert_element_type(n, i.dtype),
+                                                     tuple(i.shape), ()), i)
+                pad_dims.append(dim)
+            new_spec.append(("a", len(new_idx)))
+            new_idx.append(i)
+        else:
+            new_spec.append(it)
+        dim += 1
+    return new_idx, tuple(new_spec), pad_dims
+
+
+def _all_in_range(shape, spec, indices):
+    dims = [it for it in spec if it is not None]
+    for n, it in zip(shape, dims):
+        if type(it) is tuple and it[0] == "a":
+            i = np.asarray(indices[it[1]])
+            if i.size and (i.min() < 0 or i.max() >= n):
+                return False
+    return True
+
+
 def _gather_transpose(ct, x, *indices, spec):
     from . import ops as L
     zeros = L.broadcast_in_dim(L.convert_element_type(0, ct.dtype), tuple(x.shape), ())
-    return [scatter_p.bind(zeros, ct, *indices, spec=spec, mode="add")] + [None] * len(indices)
+    idx, spec2, _ = _in_range_indices(tuple(x.shape), spec, indices, "clip")
+    return [scatter_p.bind(zeros, ct, *idx, spec=spec2, mode="add")] + [None] * len(indices)
+
+
+def _gather_dropping(ct, indices, spec):
+    """``ct[spec]`` with zeros where an index is out of range (what a scatter dropped)."""
+    from . import ops as L
+    idx, spec2, pad_dims = _in_range_indices(tuple(ct.shape), spec, indices, "drop")
+    if pad_dims:
+        ct = L.pad(ct, L.convert_element_type(0, ct.dtype),
+                   [(0, 1 if d in pad_dims else 0, 0) for d in range(ct.ndim)])
+    return gather_p.bind(ct, *idx, spec=spec2)
 
 
 gather_p.transpose = _gather_transpose
@@ -205,9 +343,16 @@ gather_p.transpose = _gather_transpose
 
 def _scatter_transpose(ct, x, updates, *indices, spec, mode):
     from . import ops as L
+    from ..errors import MissingRuleError
+    if mode == "mul":   # linear in the operand only: out = x * (product of the updates)
+        if is_linear(updates):
+            raise MissingRuleError("scatter (mode='mul') is not linear in its updates, so it "
+                                   "has no transpose for them")
+        return [scatter_p.bind(ct, updates, *indices, spec=spec, mode="mul"), None] + \
+            [None] * len(indices)
     if mode not in ("add", "set"):
-        from ..errors import MissingRuleError
-        raise MissingRuleError(f"scatter (mode={mode!r}) has no transpose rule")
+        raise MissingRuleError(f"scatter (mode={mode!r}) is not linear in either operand, so "
+                               "it has no transpose rule")
     ct_x = ct_u = None
     if is_linear(x):
         if mode == "add":
@@ -217,8 +362,22 @@ def _scatter_transpose(ct, x, updates, *indices, spec, mode):
                                        tuple(updates.shape), ())
             ct_x = scatter_p.bind(ct, zeros, *indices, spec=spec, mode="set")
     if is_linear(updates):
-        ct_u = gather_p.bind(ct, *indices, spec=spec)
+        ct_u = _gather_dropping(ct, indices, spec)
+        if mode == "set":   # of updates aimed at one element, only the one written counts
+            ct_u = L.select(_set_winners(tuple(x.shape), updates, indices, spec), ct_u,
+                            _const_like(0, ct_u))
     return [ct_x, ct_u] + [None] * len(indices)
+
+
+def _set_winners(shape, updates, indices, spec):
+    """Which updates a scatter-set writes (the others are overwritten by a repeated
+    index): scatter the updates' ids the same way and read back who won."""
+    from . import ops as L
+    n = int(np.prod(updates.shape, dtype=np.int64))
+    ids = L.reshape(L.iota(np.int32, n), tuple(updates.shape))
+    base = L.broadcast_in_dim(L.convert_element_type(-1, np.int32), shape, ())
+    won = scatter_p.bind(base, ids, *indices, spec=spec, mode="set")
+    return L.eq(gather_p.bind(won, *indices, spec=spec), ids)
 
 
 scatter_p.transpose = _scatter_transpose
