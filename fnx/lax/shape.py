@@ -418,11 +418,25 @@ concatenate_p.batch = _concatenate_batch
 
 
 def _pad_batch(vals, dims, size, *, padding_config):
-    if dims[1] is not None:
-        from ..errors import MissingRuleError
-        raise MissingRuleError("pad: a padding value that varies over a vmap batch is not "
-                               "supported yet")
-    return pad_p.bind(vals[0], vals[1], padding_config=((0, 0, 0),) + tuple(padding_config)), 0
+    x, pv = vals
+    config = ((0, 0, 0),) + tuple(padding_config)
+    if dims[1] is None:
+        return pad_p.bind(x, pv, padding_config=config), 0
+    # A padding value per example: pad the whole batch with a zero, then select each
+    # example's value into the padded positions. The mask is the pad of an
+    # all-False array with True (so negative and interior padding need no case of
+    # their own), shared by the batch.
+    x_shape = tuple(x.shape[1:] if dims[0] == 0 else x.shape)
+    _pad_rule(ShapeDtypeStruct(x_shape, x.dtype), ShapeDtypeStruct(tuple(pv.shape[1:]), pv.dtype),
+              padding_config=tuple(padding_config))   # per-example checks and messages
+    x = _full(x, dims[0], size, x_shape)
+    padded = pad_p.bind(x, L.convert_element_type(0, x.dtype), padding_config=config)
+    no = L.broadcast_in_dim(np.bool_(False), tuple(x.shape[1:]), ())
+    mask = pad_p.bind(no, L.convert_element_type(True, np.bool_),
+                      padding_config=tuple(padding_config))
+    shape = tuple(padded.shape)
+    mask = L.broadcast_in_dim(mask, shape, tuple(range(1, len(shape))))
+    return L.select(mask, L.broadcast_in_dim(pv, shape, (0,)), padded), 0
 
 
 pad_p.batch = _pad_batch
