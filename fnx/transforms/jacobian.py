@@ -3,6 +3,10 @@ the vjp over output basis vectors) and ``hessian`` (jacfwd of jacrev).
 
 For each output leaf of shape ``O`` and input leaf of shape ``I`` the Jacobian
 block has shape ``O + I``; with a single array input and output it is one array.
+
+With ``has_aux=True`` the function returns ``(output, aux)``: only ``output`` is
+differentiated, and the Jacobian function returns ``(jacobian, aux)`` (JAX's
+form), ``aux`` computed once at the primal point and not differentiated.
 """
 from __future__ import annotations
 
@@ -63,8 +67,11 @@ def _assemble(out_tree, in_tree, blocks_per_out):
     return tree_util.tree_unflatten(out_tree, rows)
 
 
-def jacfwd(fun, argnums=0):
-    """The Jacobian of ``fun`` by forward mode (one batched jvp over input directions)."""
+def jacfwd(fun, argnums=0, has_aux=False):
+    """The Jacobian of ``fun`` by forward mode (one batched jvp over input directions).
+
+    ``has_aux``: ``fun`` returns ``(output, aux)``; the result is ``(jacobian, aux)``.
+    """
     def jac(*args):
         f, x = _argnums_setup(fun, args, argnums)
         in_leaves, in_tree = tree_util.tree_flatten(x)
@@ -74,21 +81,42 @@ def jacfwd(fun, argnums=0):
         def push(t_flat):
             ts = [lax.reshape(b, tuple(leaf.shape)) for b, leaf in
                   zip(_split(t_flat, in_leaves, True), in_leaves)]
-            return jvp(f, (tree_util.tree_unflatten(in_tree, in_leaves),),
-                       (tree_util.tree_unflatten(in_tree, ts),))[1]
+            res = jvp(f, (tree_util.tree_unflatten(in_tree, in_leaves),),
+                      (tree_util.tree_unflatten(in_tree, ts),), has_aux=has_aux)
+            if not has_aux:
+                return res[1]
+            # aux depends on the primals only, the same for every basis vector: its
+            # arrays leave the vmap unbatched, other leaves (Python values) as they are
+            leaves, aux_box[0] = tree_util.tree_flatten(res[2])
+            aux_box[1] = leaves
+            return res[1], [a for a in leaves if isinstance(a, Array)]
 
-        out = vmap(push, out_axes=-1)(basis)
+        aux_box = [None, None]
+        if has_aux:
+            out, aux_arrays = vmap(push, out_axes=(-1, None))(basis)
+            it = iter(aux_arrays)
+            aux = tree_util.tree_unflatten(aux_box[0], [next(it) if isinstance(a, Array) else a
+                                                        for a in aux_box[1]])
+        else:
+            out = vmap(push, out_axes=-1)(basis)
         out_leaves, out_tree = tree_util.tree_flatten(out)
-        return _assemble(out_tree, in_tree, [_split(o, in_leaves, False) for o in out_leaves])
+        jac_ = _assemble(out_tree, in_tree, [_split(o, in_leaves, False) for o in out_leaves])
+        return (jac_, aux) if has_aux else jac_
     return jac
 
 
-def jacrev(fun, argnums=0):
-    """The Jacobian of ``fun`` by reverse mode (one batched vjp over output directions)."""
+def jacrev(fun, argnums=0, has_aux=False):
+    """The Jacobian of ``fun`` by reverse mode (one batched vjp over output directions).
+
+    ``has_aux``: ``fun`` returns ``(output, aux)``; the result is ``(jacobian, aux)``.
+    """
     def jac(*args):
         f, x = _argnums_setup(fun, args, argnums)
         in_leaves, in_tree = tree_util.tree_flatten(x)
-        out, f_vjp = vjp(f, x)
+        if has_aux:
+            out, f_vjp, aux = vjp(f, x, has_aux=True)
+        else:
+            out, f_vjp = vjp(f, x)
         out_leaves, out_tree = tree_util.tree_flatten(out)
         out_leaves = [to_array(o) for o in out_leaves]
         basis, m = _basis(out_leaves)
@@ -108,10 +136,11 @@ def jacrev(fun, argnums=0):
                 b = lax.slice_in_dim(g, start, start + math.prod(o.shape), 1, 0)
                 row.append(lax.reshape(b, tuple(o.shape) + tuple(to_array(leaf).shape)))
             per_out.append(row)
-        return _assemble(out_tree, in_tree, per_out)
+        jac_ = _assemble(out_tree, in_tree, per_out)
+        return (jac_, aux) if has_aux else jac_
     return jac
 
 
-def hessian(fun, argnums=0):
-    """Second derivatives: ``jacfwd(jacrev(fun))``."""
-    return jacfwd(jacrev(fun, argnums), argnums)
+def hessian(fun, argnums=0, has_aux=False):
+    """Second derivatives: ``jacfwd(jacrev(fun))``; ``has_aux`` as for the Jacobians."""
+    return jacfwd(jacrev(fun, argnums, has_aux=has_aux), argnums, has_aux=has_aux)
