@@ -37,3 +37,47 @@ def test_pytree_inputs_outputs_and_argnums():
         np.testing.assert_allclose(jr[k]["w"], jf[k]["w"], rtol=1e-12)
     jx = fnx.jacrev(f, argnums=1)(p, fnp.asarray(X))
     np.testing.assert_allclose(jx["a"], A, rtol=1e-12)
+
+
+def test_has_aux_returns_the_jacobian_and_the_undifferentiated_aux():
+    def f(x, label=None):
+        y = fnp.tanh(fnp.asarray(A) @ x)
+        aux = {"norm": (x ** 2).sum(), "y": y}
+        return y, (aux if label is None else dict(aux, label=label, k=3))
+
+    ref = (1 - np.tanh(A @ X) ** 2)[:, None] * A
+    for jac in (fnx.jacfwd, fnx.jacrev):
+        for wrap in (lambda g: g, fnx.jit):
+            j, aux = wrap(jac(f, has_aux=True))(fnp.asarray(X))
+            np.testing.assert_allclose(j, ref, rtol=1e-12)
+            np.testing.assert_allclose(aux["norm"], (X ** 2).sum(), rtol=1e-12)
+            np.testing.assert_allclose(aux["y"], np.tanh(A @ X), rtol=1e-12)
+            assert aux["y"].shape == (3,)          # not batched over the basis
+        # eagerly, aux leaves that are not arrays come back as they are
+        _, aux = jac(lambda x: f(x, "tanh"), has_aux=True)(fnp.asarray(X))
+        assert aux["label"] == "tanh" and aux["k"] == 3
+    # aux is not differentiated: the Jacobian of (out, aux) ignores aux entirely
+    j_plain = fnx.jacrev(lambda x: f(x)[0])(fnp.asarray(X))
+    np.testing.assert_allclose(fnx.jacrev(f, has_aux=True)(fnp.asarray(X))[0], j_plain,
+                               rtol=1e-15)
+
+
+def test_has_aux_with_argnums_pytrees_and_hessian():
+    def f(p, x):
+        out = {"a": p["w"] @ x, "b": (p["w"] ** 2).sum()}
+        return out, p["w"].sum() * x
+    p = {"w": fnp.asarray(A)}
+    for jac in (fnx.jacfwd, fnx.jacrev):
+        j, aux = jac(f, argnums=(0, 1), has_aux=True)(p, fnp.asarray(X))
+        jp, jx = j["a"]
+        np.testing.assert_allclose(jx, A, rtol=1e-12)
+        assert jp["w"].shape == (3, 3, 4)
+        np.testing.assert_allclose(j["b"][0]["w"], 2 * A, rtol=1e-12)
+        np.testing.assert_allclose(aux, A.sum() * X, rtol=1e-12)
+    h, aux = fnx.hessian(lambda x: ((x ** 3).sum(), x * 2), has_aux=True)(fnp.asarray(X))
+    np.testing.assert_allclose(h, np.diag(6 * X), rtol=1e-12)
+    np.testing.assert_allclose(aux, 2 * X, rtol=1e-15)
+    # nested inside another transformation: aux stays the primal value
+    g = fnx.vmap(lambda x: fnx.jacfwd(lambda v: (fnp.sin(v), fnp.cos(v).sum()),
+                                      has_aux=True)(x)[1])(fnp.asarray(A))
+    np.testing.assert_allclose(g, np.cos(A).sum(axis=1), rtol=1e-12)

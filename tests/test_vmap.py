@@ -82,12 +82,15 @@ def test_per_example_gradients_and_grad_of_vmap():
                                rtol=1e-12)
 
 
-def test_errors():
+def test_errors(monkeypatch):
     with pytest.raises(ValueError, match="different sizes"):
         fnx.vmap(lambda a, b: a + b)(fnp.ones(3), fnp.ones(4))
     with pytest.raises(ValueError, match="out of range"):
         fnx.vmap(lambda a: a, in_axes=2)(fnp.ones((3, 4)))
-    with pytest.raises(MissingRuleError, match="padding value"):
+    with pytest.raises(fnx.errors.ShapeError, match="padding_value"):   # per-example checks
+        fnx.vmap(lambda v: fnx.lax.pad(fnp.ones(2), v, [(1, 1, 0)]))(fnp.ones(3, "float64"))
+    monkeypatch.setattr(fnx.lax.shape.pad_p, "batch", None)            # a primitive without one
+    with pytest.raises(MissingRuleError, match="pad has no batching rule"):
         fnx.vmap(lambda v: fnx.lax.pad(fnp.ones(2), v, [(1, 1, 0)]))(fnp.ones(3))
 
 
@@ -128,3 +131,76 @@ def test_gather_with_batched_indices_matches_a_loop(index):
     np.testing.assert_array_equal(fnx.vmap(index)(x, i), _loop(index, x, i))
     np.testing.assert_array_equal(fnx.vmap(index, in_axes=(None, 0))(x[0], i),
                                   np.stack([np.asarray(index(x[0], i[k])) for k in range(3)]))
+
+
+# --- batching of pad with a batched padding value, and of the new derivative rules ------------
+
+F64 = np.random.default_rng(7)
+
+
+@pytest.mark.parametrize("config", [
+    [(1, 2, 0), (0, 0, 0)], [(0, 0, 1), (2, -1, 0)], [(-1, 1, 2), (1, 0, 1)],
+    [(0, 0, 0), (0, 0, 0)], [(-1, 0, 0), (3, 3, 0)], [(-1, -1, 0), (0, 0, 0)]])
+def test_pad_with_a_batched_padding_value_matches_a_loop(config):
+    x = fnp.asarray(np.arange(24.0).reshape(4, 2, 3))
+    v = fnp.asarray(np.array([-1.0, -2.0, -3.0, -4.0]))
+    f = lambda r, p: fnx.lax.pad(r, p, config)  # noqa: E731
+    np.testing.assert_array_equal(fnx.vmap(f)(x, v), _loop(f, x, v))
+    np.testing.assert_array_equal(fnx.jit(fnx.vmap(f))(x, v), _loop(f, x, v))
+    # operand shared by the batch, and the batch on another axis of the output
+    np.testing.assert_array_equal(fnx.vmap(f, in_axes=(None, 0))(x[0], v),
+                                  np.stack([np.asarray(f(x[0], v[i])) for i in range(4)]))
+    out = fnx.vmap(f, out_axes=1)(x, v)
+    np.testing.assert_array_equal(out, np.moveaxis(_loop(f, x, v), 0, 1))
+
+
+def test_pad_with_a_batched_padding_value_is_one_batched_computation_and_differentiates():
+    x = fnp.asarray(np.arange(6.0).reshape(2, 3))
+    v = fnp.asarray(np.array([-1.0, 7.0]))
+    f = lambda r, p: fnx.lax.pad(r, p, [(1, 1, 1)])  # noqa: E731
+    ir = fnx.make_ir(fnx.vmap(f))(x, v)
+    assert sum(e.prim.name == "pad" for e in ir.eqns) <= 2   # no per-example calls
+    # the padding value appears 2 + 2 (edges and interior) times per example
+    g = fnx.vmap(fnx.grad(lambda r, p: (f(r, p) ** 2).sum(), argnums=(0, 1)))(x, v)
+    np.testing.assert_array_equal(g[1], 2 * 4 * np.asarray(v))
+    np.testing.assert_array_equal(g[0], 2 * np.asarray(x))
+    ints = fnx.vmap(lambda p: fnx.lax.pad(fnp.asarray(np.array([1, 2], np.int32)), p,
+                                          [(1, 0, 1)]))(fnp.asarray(np.array([5, 6], np.int32)))
+    np.testing.assert_array_equal(ints, [[5, 1, 5, 2], [6, 1, 6, 2]])
+
+
+DERIVATIVE_FUNCS = {
+    "cumprod": lambda x: fnx.lax.cumprod(x, 1) + fnx.lax.cumprod(x, 0, reverse=True),
+    "cummax_cummin": lambda x: fnx.lax.cummax(x, 1) * fnx.lax.cummin(x, 0, reverse=True),
+    "scatter_mul": lambda x: x.at[[0, 2, 0], 1:3].multiply(x[1, :2] + 1.0),
+    "scatter_max": lambda x: x.at[[0, 1, 0]].max(x[2] * 2.0),
+    "scatter_min": lambda x: x.at[:, [3, 3]].min(x[:, :2] - 0.5),
+    "polygamma": lambda x: fnx.lax.polygamma(2.0, fnp.abs(x) + 0.5) + fnx.lax.digamma(x * x + 1),
+}
+
+
+@pytest.mark.parametrize("name", sorted(DERIVATIVE_FUNCS))
+def test_vmap_of_new_derivative_rules_matches_a_loop(name):
+    f = DERIVATIVE_FUNCS[name]
+    x = fnp.asarray(RNG.standard_normal((5, 3, 4)))
+    x = x.at[1, 0, 2].set(0.0)          # a zero for the products
+    t = fnp.asarray(RNG.standard_normal((5, 3, 4)))
+    jvp = lambda a, b: fnx.jvp(f, (a,), (b,))[1]  # noqa: E731
+    np.testing.assert_allclose(fnx.vmap(jvp)(x, t), _loop(jvp, x, t), rtol=1e-13, atol=1e-14)
+    g = fnx.grad(lambda a: (f(a) * fnp.sin(a)).sum())
+    np.testing.assert_allclose(fnx.vmap(g)(x), _loop(g, x), rtol=1e-13, atol=1e-14)
+    np.testing.assert_allclose(fnx.jit(fnx.vmap(g))(x), _loop(g, x), rtol=1e-13, atol=1e-14)
+    # jacrev = vmap of vjp over output basis vectors: agrees with jacfwd
+    x0 = x[1]
+    np.testing.assert_allclose(fnx.jacrev(f)(x0), fnx.jacfwd(f)(x0), rtol=1e-13, atol=1e-14)
+
+
+def test_polygamma_with_batched_orders_and_arguments():
+    m = fnp.asarray(np.array([0.0, 1.0, 2.0, 3.0]))
+    x = fnp.asarray(np.array([0.5, 1.5, 2.5, 10.0]))
+    out = fnx.vmap(fnx.lax.polygamma)(m, x)
+    want = np.array([float(fnx.lax.polygamma(m[i], x[i])) for i in range(4)])
+    np.testing.assert_array_equal(out, want)
+    both = fnx.vmap(fnx.vmap(fnx.lax.polygamma, in_axes=(None, 0)), in_axes=(0, None))(m, x)
+    grid = [fnp.broadcast_to(m[:, None], (4, 4)), fnp.broadcast_to(x[None, :], (4, 4))]
+    np.testing.assert_array_equal(both, np.asarray(fnx.lax.polygamma(*grid)))
