@@ -191,6 +191,18 @@ logaddexp_p = binop("logaddexp", _quiet(np.logaddexp), "float")
 # polygamma(m, x): the m-th derivative of digamma; m is integer-valued, of x's dtype
 # (JAX's form). Non-integer or negative m gives NaN (special_math.polygamma).
 polygamma_p = binop("polygamma", special_math.polygamma, "float", hint=_INEXACT)
+_polygamma_rule = polygamma_p.shape_rule
+
+
+def _polygamma_shape_rule(m, x):
+    try:
+        return _polygamma_rule(m, x)
+    except ShapeError as e:   # there is no fnx.numpy.polygamma to point to
+        raise ShapeError(str(e).replace("use fnx.numpy.polygamma for NumPy broadcasting and "
+                                        "type promotion, or ", "use ")) from None
+
+
+polygamma_p.shape_rule = _polygamma_shape_rule
 eq_p = binop("eq", np.equal, "any", out_dtype=dtypes.bool_)
 ne_p = binop("ne", np.not_equal, "any", out_dtype=dtypes.bool_)
 lt_p = binop("lt", np.less, "real", out_dtype=dtypes.bool_)
