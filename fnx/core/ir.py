@@ -231,12 +231,20 @@ def _is_one(v, ones):
 def simplify(ir: IR) -> IR:
     """Drop the identities transformations leave behind: ``x * 1`` and ``1 * x`` are
     ``x`` when the product has ``x``'s exact type (the ones may be a literal or a
-    broadcast of one, e.g. the seed cotangent of a sum). Exact for every dtype, NaN
-    and signed zeros included. Run ``dce`` afterwards to drop the unused broadcasts."""
+    broadcast of one, e.g. the seed cotangent of a sum), exact for every dtype, NaN and
+    signed zeros included; and scalars computed from literals only become literals
+    (computed once by the primitive's own impl, so bitwise what the call would give).
+    Run ``dce`` afterwards to drop the unused broadcasts."""
     ones, subst, eqns = set(), {}, []
     for e in ir.eqns:
         ins = [subst.get(v, v) if type(v) is Var else v for v in e.inputs]
         name = e.prim.name
+        if (ins and not e.prim.multiple_results and not e.outputs[0].aval.shape
+                and all(type(v) is Literal for v in ins) and not sub_irs(e.params)):
+            # a scalar computed from literals only (e.g. a converted pad value): fold it
+            value = np.asarray(e.prim.impl(*[np.asarray(v.value) for v in ins], **e.params))
+            subst[e.outputs[0]] = Literal(value[()], e.outputs[0].aval)
+            continue
         if name == "mul":
             (a, b), out = ins, e.outputs[0]
             if _is_one(b, ones) and a.aval == out.aval:

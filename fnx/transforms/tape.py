@@ -72,8 +72,9 @@ class TapeTrace(Trace):
 
     def __init__(self):
         self.parent = EVAL
-        self.entries = []  # (bwd, residuals, input nodes, output nodes)
+        self.entries = []  # (rule, residuals, input nodes, output nodes)
         self.n_nodes = 0
+        self.all_cached = True  # every entry's rule is a compiled _Rule
 
     def new_value(self, primal):
         t = _new(TapeTracer)
@@ -134,12 +135,18 @@ class TapeTrace(Trace):
                 else:
                     out_nodes.append(None)
                 wrapped.append(o)
-        self.entries.append((rule, residuals, in_nodes, out_nodes))
+            self.all_cached = False
+        self.entries.append((rule, residuals, tuple(in_nodes), tuple(out_nodes)))
         return wrapped if prim.multiple_results else wrapped[0]
 
-    def backward_numpy(self, cts):
+    def backward_numpy(self, cts, want=()):
         """Eager backward pass over NumPy values: ``cts`` maps nodes to cotangents of
-        the outputs and ends up holding those of the inputs."""
+        the outputs and ends up holding those of the inputs (``want``: the nodes the
+        caller reads)."""
+        if self.all_cached and len(self.entries) > 1:
+            fused = _fused_backward(self.entries, cts, want)
+            if fused is not None:
+                return fused
         pop, get = cts.pop, cts.get
         for rule, residuals, in_nodes, out_nodes in reversed(self.entries):
             if len(out_nodes) == 1:  # the common case: one output
@@ -168,24 +175,68 @@ class TapeTrace(Trace):
     def backward_traced(self, cts):
         """The same pass with fnx ops on the current trace (cotangents may be tracers:
         ``vmap`` / ``jit`` of a vjp function, ``jacrev``)."""
-        from .. import lax
-        for rule, residuals, in_nodes, out_nodes in reversed(self.entries):
-            out_cts = [None if i is None else cts.pop(i, None) for i in out_nodes]
-            if all(c is None for c in out_cts):
-                continue
-            if type(rule) is IR:
-                in_cts = backward_pass(rule, out_cts)
-            else:
-                out_cts = [zeros_like_tangent(a) if c is None else c
-                           for c, a in zip(out_cts, rule.out_avals)]
-                it = iter(eval_ir(rule.bwd_ir, *[Array._wrap(r) for r in residuals],
-                                  *out_cts))
-                in_cts = [next(it) if p else None for p in rule.present]
-            for i, c in zip(in_nodes, in_cts):
-                if c is not None:
-                    prev = cts.get(i)
-                    cts[i] = c if prev is None else lax.add(prev, c)
-        return cts
+        return _backward_traced(self.entries, cts,
+                                lambda i, residuals: [Array._wrap(r) for r in residuals])
+
+
+def _backward_traced(entries, cts, residual_values):
+    from .. import lax
+    for k in range(len(entries) - 1, -1, -1):
+        rule, residuals, in_nodes, out_nodes = entries[k]
+        out_cts = [None if i is None else cts.pop(i, None) for i in out_nodes]
+        if all(c is None for c in out_cts):
+            continue
+        if type(rule) is IR:
+            in_cts = backward_pass(rule, out_cts)
+        else:
+            out_cts = [zeros_like_tangent(a) if c is None else c
+                       for c, a in zip(out_cts, rule.out_avals)]
+            it = iter(eval_ir(rule.bwd_ir, *residual_values(k, residuals), *out_cts))
+            in_cts = [next(it) if p else None for p in rule.present]
+        for i, c in zip(in_nodes, in_cts):
+            if c is not None:
+                prev = cts.get(i)
+                cts[i] = c if prev is None else lax.add(prev, c)
+    return cts
+
+
+# --- the whole backward pass as one generated function ---------------------------------------
+# A tape's structure (which rules, wired how) does not depend on values. When the same
+# structure is seen again (a training loop), its backward pass is traced once through the
+# per-call bwd IRs into one IR and compiled: one NumPy function instead of one per call.
+
+_FUSED_SEEN: dict = {}
+_FUSED: dict = {}
+
+
+def _fused_backward(entries, cts, want):
+    key = (tuple([(e[0], e[2], e[3]) for e in entries]), tuple(cts), want)
+    fused = _FUSED.get(key)
+    if fused is None:
+        if key not in _FUSED_SEEN:
+            if len(_FUSED_SEEN) > 256:
+                _FUSED_SEEN.clear()
+            _FUSED_SEEN[key] = True
+            return None
+        if len(_FUSED) > 256:
+            _FUSED.clear()
+        fused = _FUSED[key] = _compile_backward(entries, cts, want)
+    fn, present = fused
+    it = iter(fn(*[r for e in entries for r in e[1]], *cts.values()))
+    return {n: next(it) for n, p in zip(want, present) if p}
+
+
+def _compile_backward(entries, cts, want):
+    trace = IRTrace(EVAL, "tape_backward")
+    with trace_context(trace):
+        res_args = [[trace.new_arg(a) for a in e[0].res_avals] for e in entries]
+        seeds = {n: trace.new_arg(ShapeDtypeStruct(c.shape, c.dtype)) for n, c in cts.items()}
+        out = _backward_traced(entries, seeds, lambda k, residuals: res_args[k])
+        outs = [None if n is None else out.get(n) for n in want]
+        present = [o is not None for o in outs]
+        outvars = [trace.to_atom(o) for o in outs if o is not None]
+    ir = dce(simplify(IR(trace.invars, outvars, trace.eqns, trace.constvars, trace.consts)))
+    return compile_ir(ir, "tape_backward").fn, present
 
 
 def _call_of(prim, params, args, mask):
@@ -201,11 +252,12 @@ class _Rule:
     """One call signature's derivation, compiled: ``fwd(*primals) -> outputs +
     residuals``, ``bwd(*residuals, *output cts) -> input cts`` (None: zero), and the
     bwd IR for traced cotangents (``present`` says which input cts it returns)."""
-    __slots__ = ("fwd", "bwd", "bwd_ir", "present", "out_avals", "n_out", "out_inexact")
+    __slots__ = ("fwd", "bwd", "bwd_ir", "present", "out_avals", "n_out", "out_inexact",
+                 "res_avals")
 
-    def __init__(self, fwd, bwd, bwd_ir, present, out_avals):
+    def __init__(self, fwd, bwd, bwd_ir, present, out_avals, res_avals):
         self.fwd, self.bwd, self.bwd_ir = fwd, bwd, bwd_ir
-        self.present, self.out_avals = present, out_avals
+        self.present, self.out_avals, self.res_avals = present, out_avals, res_avals
         self.n_out = len(out_avals)
         self.out_inexact = [dtypes.is_inexact(a.dtype) for a in out_avals]
 
@@ -278,7 +330,8 @@ def _compile_rule(prim, params, avals, mask):
         def bwd_fn(*a):
             it = iter(inner(*a))
             return [next(it) if p else None for p in present]
-    return _Rule(fwd, bwd_fn, bwd_ir, present, [o.aval for o in outs])
+    return _Rule(fwd, bwd_fn, bwd_ir, present, [o.aval for o in outs],
+                 [r.aval for r in residuals])
 
 
 # --- entry point ---------------------------------------------------------------------------
@@ -317,7 +370,7 @@ def vjp_flat(fun, primals):
             prev = seeds.get(n)
             seeds[n] = c if prev is None else (prev + c if concrete else _add(prev, c))
         if concrete:
-            res = tape.backward_numpy(seeds)
+            res = tape.backward_numpy(seeds, tuple(in_nodes))
             return [None if n is None or n not in res else Array._wrap(res[n])
                     for n in in_nodes]
         res = tape.backward_traced(seeds)
