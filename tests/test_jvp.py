@@ -444,3 +444,25 @@ def test_polygamma_derivatives_and_the_order_has_none():
 def test_eager_grad_through_stop_gradient_of_the_polygamma_order():
     g = fnx.grad(lambda k: lax.polygamma(lax.stop_gradient(k), 2.0) * k)(_f64(1.0))
     np.testing.assert_allclose(g, lax.polygamma(1.0, _f64(2.0)), rtol=1e-15)
+
+
+def test_float32_and_complex_rules_that_use_constants_abs_and_imag():
+    """jvp rules with constants (ln 2, 2/sqrt(pi), ...) keep float32; |z| and imag(z) of
+    complex z differentiate (JAX's values: d|z| = Re(conj(z) dz)/|z|, grad imag = -1j)."""
+    x = fnp.asarray(np.array([0.3, 0.7], np.float32))
+    for f in (lax.exp2, lax.log2, lax.log10, lax.erf, lax.erfc, lax.erf_inv):
+        _, t = fnx.jvp(f, (x,), (fnp.ones_like(x),))
+        assert np.asarray(t).dtype == np.float32
+        np.testing.assert_allclose(t, _fd(f, [fnp.asarray(np.asarray(x, np.float64))],
+                                          [np.ones(2)]), rtol=1e-5)
+    z = fnp.asarray(np.array([3 + 4j, -1 + 0.5j, 0j]))
+    dz = np.array([1 - 2j, 0.5 + 1j, 1 + 1j])
+    _, t = fnx.jvp(lax.abs, (z,), (fnp.asarray(dz),))
+    np.testing.assert_allclose(t, [(3 - 8) / 5, (-0.5 + 0.5) / np.sqrt(1.25), 0.0], atol=1e-15)
+    np.testing.assert_allclose(fnx.grad(lambda v: lax.abs(v).sum())(z),
+                               [0.6 - 0.8j, (-1 - 0.5j) / np.sqrt(1.25), 0], rtol=1e-15)
+    # second order: the Hessian of |z|^2 / 2 written through abs is the identity on R^2
+    h = fnx.jacfwd(fnx.grad(lambda v: lax.abs(v) ** 2 / 2))(fnp.asarray(1.5 - 0.5j))
+    np.testing.assert_allclose(h, 1.0, rtol=1e-14)
+    np.testing.assert_allclose(fnx.grad(lambda v: lax.imag(v).sum())(z), [-1j] * 3)
+    assert float(fnx.grad(lambda v: lax.imag(v) + v)(_f64(2.0))) == 1.0

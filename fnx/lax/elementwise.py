@@ -299,6 +299,11 @@ convert_element_type_p = Primitive("convert_element_type", shape_rule=_convert_r
 from ..transforms.jvp import defjvp, defjvp_zero, deflinear  # noqa: E402
 from . import ops as L  # noqa: E402  (rules run after import; ops imports this module)
 
+# Python floats, so they take the operand's dtype (weak); NumPy float64 scalars would be
+# strongly typed float64 operands, which lax rejects next to float32 or complex values.
+_LN2, _LN10 = float(np.log(2.0)), float(np.log(10.0))
+_TWO_OVER_SQRT_PI = float(2 / np.sqrt(np.pi))
+
 deflinear(neg_p)
 deflinear(real_p)
 deflinear(imag_p)
@@ -308,14 +313,24 @@ for _p in (stop_gradient_p, sign_p, floor_p, ceil_p, round_p, is_finite_p, isinf
            lt_p, le_p, gt_p, ge_p, and_p, or_p, xor_p, shift_left_p, shift_right_logical_p,
            shift_right_arithmetic_p, floor_divide_p, nextafter_p):
     defjvp_zero(_p)
-defjvp(abs_p, lambda g, ans, x: L.mul(g, L.sign(x)))
+def _abs_jvp(g, ans, x):
+    if x.dtype.kind != "c":
+        return L.mul(g, L.sign(x))
+    # d|z| = Re(conj(z) dz) / |z|, and 0 at z = 0 (as JAX). Not through sign(z):
+    # for complex z that is z / |z|, whose derivative is not zero.
+    zero = L.eq(ans, L.convert_element_type(0, ans.dtype))
+    safe = L.select(zero, L.add(L.mul(ans, 0.0), 1.0), ans)
+    return L.div(L.real(L.mul(L.conj(x), g)), safe)   # conj(0) g / 1 = 0 at z = 0
+
+
+defjvp(abs_p, _abs_jvp)
 defjvp(exp_p, lambda g, ans, x: L.mul(g, ans))
-defjvp(exp2_p, lambda g, ans, x: L.mul(g, L.mul(ans, np.log(2.0))))
+defjvp(exp2_p, lambda g, ans, x: L.mul(g, L.mul(ans, _LN2)))
 defjvp(expm1_p, lambda g, ans, x: L.mul(g, L.add(ans, 1.0)))
 defjvp(log_p, lambda g, ans, x: L.div(g, x))
 defjvp(log1p_p, lambda g, ans, x: L.div(g, L.add(x, 1.0)))
-defjvp(log2_p, lambda g, ans, x: L.div(g, L.mul(x, np.log(2.0))))
-defjvp(log10_p, lambda g, ans, x: L.div(g, L.mul(x, np.log(10.0))))
+defjvp(log2_p, lambda g, ans, x: L.div(g, L.mul(x, _LN2)))
+defjvp(log10_p, lambda g, ans, x: L.div(g, L.mul(x, _LN10)))
 defjvp(sqrt_p, lambda g, ans, x: L.div(g, L.mul(ans, 2.0)))
 defjvp(rsqrt_p, lambda g, ans, x: L.mul(g, L.mul(L.div(ans, x), -0.5)))
 defjvp(cbrt_p, lambda g, ans, x: L.div(g, L.mul(L.square(ans), 3.0)))
@@ -334,9 +349,9 @@ defjvp(asinh_p, lambda g, ans, x: L.mul(g, L.rsqrt(L.add(L.square(x), 1.0))))
 defjvp(acosh_p, lambda g, ans, x: L.mul(g, L.rsqrt(L.mul(L.sub(x, 1.0), L.add(x, 1.0)))))
 defjvp(atanh_p, lambda g, ans, x: L.div(g, L.sub(1.0, L.square(x))))
 defjvp(logistic_p, lambda g, ans, x: L.mul(g, L.mul(ans, L.sub(1.0, ans))))
-defjvp(erf_p, lambda g, ans, x: L.mul(g, L.mul(L.exp(L.neg(L.square(x))), 2 / np.sqrt(np.pi))))
-defjvp(erfc_p, lambda g, ans, x: L.mul(g, L.mul(L.exp(L.neg(L.square(x))), -2 / np.sqrt(np.pi))))
-defjvp(erf_inv_p, lambda g, ans, x: L.mul(g, L.mul(L.exp(L.square(ans)), np.sqrt(np.pi) / 2)))
+defjvp(erf_p, lambda g, ans, x: L.mul(g, L.mul(L.exp(L.neg(L.square(x))), _TWO_OVER_SQRT_PI)))
+defjvp(erfc_p, lambda g, ans, x: L.mul(g, L.mul(L.exp(L.neg(L.square(x))), -_TWO_OVER_SQRT_PI)))
+defjvp(erf_inv_p, lambda g, ans, x: L.mul(g, L.mul(L.exp(L.square(ans)), 1 / _TWO_OVER_SQRT_PI)))
 defjvp(lgamma_p, lambda g, ans, x: L.mul(g, L.digamma(x)))
 defjvp(digamma_p, lambda g, ans, x: L.mul(g, L.polygamma(1.0, x)))
 
@@ -450,6 +465,9 @@ mul_p.transpose = lambda ct, x, y: (
 div_p.transpose = lambda ct, x, y: [unbroadcast(L.div(ct, y), x), None]
 conj_p.transpose = lambda ct, x: [L.conj(ct)]
 real_p.transpose = lambda ct, x: [_convert_ct(ct, x)]
+# imag(z) = Re(-i z): with the pairing Re(ct * dz) its transpose is ct -> -i ct (as JAX's)
+imag_p.transpose = lambda ct, x: [L.mul(_convert_ct(ct, x), -1j) if x.dtype.kind == "c"
+                                   else None]   # imag of a real operand is constant 0
 convert_element_type_p.transpose = lambda ct, x, **p: [_convert_ct(ct, x)]
 
 
