@@ -253,6 +253,9 @@ def simplify(ir: IR) -> IR:
             if _is_one(a, ones) and b.aval == out.aval:
                 subst[out] = b
                 continue
+        elif name == "integer_pow" and e.params["y"] == 1 and ins[0].aval == e.outputs[0].aval:
+            subst[e.outputs[0]] = ins[0]  # x ** 1 (the jvp of x ** 2 asks for it)
+            continue
         elif name == "broadcast_in_dim" and type(ins[0]) is Literal and _is_one(ins[0], ones):
             ones.add(e.outputs[0])
         eqns.append(e if ins == e.inputs else Eqn(e.prim, ins, e.outputs, e.params, e.source))

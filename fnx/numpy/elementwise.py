@@ -189,6 +189,8 @@ def power(x, y, /):
     (1, -1 or 0) instead of NumPy's error.
     """
     if type(y) is int and not isinstance(x, (int, float, complex)):
+        if isinstance(x, Array) and x.dtype.kind in "fc":  # the common case, no promotion
+            return _ew.integer_pow_p.bind(x, y=y)
         (x,) = promote("power", x)
         x = _numeric(x)
         if y >= 0 or dtypes.is_inexact(x.dtype):

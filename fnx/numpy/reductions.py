@@ -42,6 +42,12 @@ def _reduction(name, lax_fn, acc_dtype=None, bool_in=False, numpy_fn=None):
                     return Array._wrap(numpy_fn(v, axis=axis, keepdims=keepdims), a.weak_type)
                 except (TypeError, ValueError, np.exceptions.AxisError):
                     pass  # the general path explains the error
+        elif (numpy_fn is not None and axis is None and dtype is None and initial is None
+              and where is None and isinstance(a, Array) and a.dtype.kind == "f"
+              and (a.size or name in ("sum", "prod"))):
+            # a float tracer reduced over every axis (a loss): nothing to promote or check
+            axes = tuple(range(a.ndim))
+            return _keep(a, lax_fn(a, axes), axes, keepdims)
         (a,) = promote(name, a)
         if bool_in and a.dtype != dtypes.bool_:
             a = lax.ne(a, lax.broadcast_in_dim(Array._wrap(np.zeros((), a.dtype)), a.shape, ()))

@@ -267,13 +267,6 @@ _RULES: dict = {}   # key -> _Rule
 _MAX_KEYS = 4096
 
 
-def _typed(v):
-    """A hashable key for a param value that tells 1, 1.0 and True apart."""
-    if type(v) is tuple:
-        return tuple(map(_typed, v))
-    return (type(v), v)
-
-
 def _bits(mask, n):
     return [bool(mask >> i & 1) for i in range(n)]
 
@@ -281,8 +274,10 @@ def _bits(mask, n):
 def _cached_rule(prim, params, sig, mask):
     """The compiled rule for this call signature (None: derive afresh this time)."""
     try:
-        key = (prim, tuple([(k, _typed(v)) for k, v in params.items()]) if params else (),
-               tuple(sig), mask)
+        # params by value and top-level type, so y=2 and y=2.0 differ (values nested in
+        # tuples compare by ==: primitives keep ints there, shapes and axes)
+        vals = tuple(params.values())
+        key = (prim, tuple(params), vals, tuple(map(type, vals)), tuple(sig), mask)
         rule = _RULES.get(key)
     except TypeError:  # unhashable params: derive afresh
         return None

@@ -209,7 +209,11 @@ def value_and_grad(fun, argnums=0, has_aux=False):
         nums_ = [n % nargs for n in nums]
         leaves, trees, sizes = [], [], []
         for n in nums_:
-            ls, tree = tree_util.tree_flatten(args[n])
+            arg = args[n]
+            if type(arg) is Array:  # a bare array: no pytree work
+                ls, tree = (arg,), None
+            else:
+                ls, tree = tree_util.tree_flatten(arg)
             for leaf in ls:
                 a = leaf if isinstance(leaf, Array) else to_array(leaf)
                 if a.dtype.kind not in "fc":
@@ -225,7 +229,7 @@ def value_and_grad(fun, argnums=0, has_aux=False):
         def flat(*xs):
             full, i = list(args), 0
             for n, tree, k in zip(nums_, trees, sizes):
-                full[n] = tree_util.tree_unflatten(tree, xs[i:i + k])
+                full[n] = xs[i] if tree is None else tree_util.tree_unflatten(tree, xs[i:i + k])
                 i += k
             out = fun(*full, **kwargs)
             if has_aux:
@@ -238,12 +242,12 @@ def value_and_grad(fun, argnums=0, has_aux=False):
             raise TypeError(f"grad: the function must return a real scalar, got "
                             f"{_describe(out)}. Reduce it (e.g. .sum() or .mean()), or use "
                             "fnx.vjp / fnx.jacrev for non-scalar outputs.")
-        cts = backward([Array._wrap(np.ones((), out.dtype))])
+        cts = backward([Array._wrap(_one(out.dtype))])
         grads, i = [], 0
         for tree, k in zip(trees, sizes):
             g = [zeros_like_tangent(p) if c is None else c
                  for p, c in zip(leaves[i:i + k], cts[i:i + k])]
-            grads.append(tree_util.tree_unflatten(tree, g))
+            grads.append(g[0] if tree is None else tree_util.tree_unflatten(tree, g))
             i += k
         g = grads[0] if single else tuple(grads)
         if has_aux:
@@ -251,6 +255,18 @@ def value_and_grad(fun, argnums=0, has_aux=False):
         return out, g
 
     return wrapped
+
+
+_ONES: dict = {}
+
+
+def _one(dtype):
+    """A read-only 0-d one of ``dtype``: the seed cotangent of grad (shared, immutable)."""
+    one = _ONES.get(dtype)
+    if one is None:
+        one = _ONES[dtype] = np.ones((), dtype)
+        one.flags.writeable = False
+    return one
 
 
 def _describe(x):
