@@ -240,3 +240,21 @@ def test_simplify_drops_multiplications_by_one_and_keeps_types():
     ir2 = fnx.make_ir(lambda v: v * 1.0)(fnp.ones(3))
     assert not ir2.eqns
     assert simplify(ir2) is ir2
+
+
+def test_simplify_folds_scalars_computed_from_literals():
+    from fnx.core.ir import IR, simplify
+    from fnx.core.trace import EVAL, trace_context
+    from fnx.core.tracing import IRTrace
+
+    t = IRTrace(EVAL)
+    with trace_context(t):
+        a = t.new_arg(fnx.ShapeDtypeStruct((3,), np.float32))
+        pad_value = fnx.lax.convert_element_type(np.int32(7), np.float32)
+        out = fnx.lax.pad(a, pad_value, [(0, 1, 0)])
+    ir = simplify(IR(t.invars, [t.to_atom(out)], t.eqns))
+    assert [e.prim.name for e in ir.eqns] == ["pad"]
+    lit = ir.eqns[0].inputs[1]
+    assert lit.aval.dtype == np.float32 and lit.value == 7.0
+    got = fnx.eval_ir(ir, fnp.asarray(np.arange(3.0, dtype=np.float32)))[0]
+    np.testing.assert_array_equal(np.asarray(got), [0.0, 1.0, 2.0, 7.0])

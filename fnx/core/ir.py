@@ -240,7 +240,7 @@ def simplify(ir: IR) -> IR:
         ins = [subst.get(v, v) if type(v) is Var else v for v in e.inputs]
         name = e.prim.name
         if (ins and not e.prim.multiple_results and not e.outputs[0].aval.shape
-                and all(type(v) is Literal for v in ins) and not sub_irs(e.params)):
+                and all(type(v) is Literal for v in ins) and not any(sub_irs(e.params))):
             # a scalar computed from literals only (e.g. a converted pad value): fold it
             value = np.asarray(e.prim.impl(*[np.asarray(v.value) for v in ins], **e.params))
             subst[e.outputs[0]] = Literal(value[()], e.outputs[0].aval)
