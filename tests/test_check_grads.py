@@ -74,6 +74,19 @@ def test_float16_and_a_function_that_rejects_float64_inputs():
     check_grads(lambda x: fnx.lax.mul(fnx.lax.sin(x), c), (_x((4,), F32),), order=2)
 
 
+def test_jitted_functions_and_pytree_outputs():
+    params = {"w": _x((3, 2), F32), "b": _x((2,), F32, seed=1)}
+    f = fnx.jit(lambda p, x: {"y": fnp.tanh(x @ p["w"] + p["b"]), "n": (x ** 2).sum()})
+    check_grads(f, (params, _x((4, 3), F32, seed=2)), order=2)
+
+
+def test_a_failure_in_the_inputs_own_dtype_says_so():
+    c = fnx.Array(_x((2, 3), F32, seed=3))
+    msg = _fails(lambda x: fnx.lax.mul(sin_wrong_jvp(x), c), (_x(),), modes=("fwd",), order=1)
+    assert "evaluated in the inputs' own dtypes (f rejects 64-bit inputs (ShapeError" in msg
+    assert "eps=0.001" in msg and "rtol=0.02" in msg
+
+
 def test_integer_and_static_leaves_are_held_fixed():
     seen = []
 

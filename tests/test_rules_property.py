@@ -58,6 +58,7 @@ FLOAT = (F32, F64)
 CPLX = (C64, C128)
 NUM = (F32, F64, I32)
 INTS = (I32, I8, U8)
+ALLDT = (F32, F64, I32, BOOL, C64)     # the batching sweep of dtype-agnostic primitives
 BITS = (BOOL, I32, U8)
 
 # Rules that are being added by another change right now. Until they land, a check that
@@ -89,13 +90,13 @@ NO_GRAD = {
     "nextafter": "fnx defines its derivative as zero (JAX defines none); numerically it is "
                  "the identity in x, so finite differences disagree by design",
     "custom_lin": "the linear half of a custom_vjp: checked through the custom_vjp_call line",
-    "remat_lin": "the linear half of a checkpoint: checked through the remat_call line",
 }
 
 # Primitives that get no batching line, and why.
 NO_BATCH = {
-    "custom_lin": "only inside the linear program of a custom_vjp, which is transposed, "
-                  "never vmapped on its own (vmap of grad goes through custom_vjp_call)",
+    "custom_lin": "only inside the linear program of a custom_vjp, which is transposed, never "
+                  "evaluated (a custom_vjp has no forward mode); vmap of grad goes through "
+                  "custom_vjp_call",
     "remat_lin": "only inside the linear program of a checkpoint (vmap of grad goes through "
                  "remat_call)",
 }
@@ -657,6 +658,17 @@ def _body(x, y):
     return lax.add(lax.mul(lax.sin(x), y), lax.exp(lax.mul(x, y)))
 
 
+@st.composite
+def remat_lin_cases(draw, dtype):
+    """The linear map of a checkpoint: ``linearize`` records a remat_lin, which evaluating
+    the linear map (here under vmap, or under check_grads' jvp and vjp) binds."""
+    shape = draw(SHAPES)
+
+    def fn(x, y, tx, ty):
+        return fnx.linearize(fnx.checkpoint(_body), x, y)[1](tx, ty)
+    return Case(fn, arrays(*[(shape, dtype, ANY)] * 4))
+
+
 # --- the table ---------------------------------------------------------------------------------
 
 def un(prim, dom=ANY, **kw):
@@ -714,29 +726,31 @@ RULES = [
     *[coupled(p, _shifts, bdtypes=INTS) for p in ("shift_left", "shift_right_arithmetic",
                                                    "shift_right_logical")],
     # --- select, clamp, convert ---
-    structured("select_n", select_n_cases, bdtypes=NUM, gdtypes=FLOAT + CPLX),
+    structured("select_n", select_n_cases, bdtypes=ALLDT, gdtypes=FLOAT + CPLX),
     structured("clamp", clamp_cases, bdtypes=NUM),
     structured("convert_element_type", convert_cases, bdtypes=NUM, gdtypes=FLOAT + CPLX),
     # --- shapes ---
-    structured("broadcast_in_dim", broadcast_in_dim_cases, bdtypes=NUM),
-    structured("reshape", reshape_cases, bdtypes=NUM),
-    structured("transpose", transpose_cases, bdtypes=NUM),
-    structured("squeeze", squeeze_cases, bdtypes=NUM),
-    structured("expand_dims", expand_dims_cases, bdtypes=NUM),
-    structured("rev", rev_cases, bdtypes=NUM),
-    structured("concatenate", concatenate_cases, bdtypes=NUM),
-    structured("pad", pad_cases(False), bdtypes=NUM),
-    structured("pad", pad_cases(True), bdtypes=NUM, variant="batched padding value"),
-    structured("slice", slice_cases, bdtypes=NUM),
-    structured("dynamic_slice", dynamic_slice_cases, bdtypes=NUM),
-    structured("dynamic_update_slice", dynamic_update_slice_cases, bdtypes=NUM),
+    structured("broadcast_in_dim", broadcast_in_dim_cases, bdtypes=ALLDT),
+    structured("reshape", reshape_cases, bdtypes=ALLDT),
+    structured("transpose", transpose_cases, bdtypes=ALLDT),
+    structured("squeeze", squeeze_cases, bdtypes=ALLDT),
+    structured("expand_dims", expand_dims_cases, bdtypes=ALLDT),
+    structured("rev", rev_cases, bdtypes=ALLDT),
+    structured("concatenate", concatenate_cases, bdtypes=ALLDT),
+    structured("pad", pad_cases(False), bdtypes=ALLDT),
+    structured("pad", pad_cases(True), bdtypes=ALLDT, variant="batched padding value"),
+    structured("slice", slice_cases, bdtypes=ALLDT),
+    structured("dynamic_slice", dynamic_slice_cases, bdtypes=ALLDT),
+    structured("dynamic_update_slice", dynamic_update_slice_cases, bdtypes=ALLDT),
     structured("iota", iota_cases, bdtypes=(F32, I32)),
     # --- indexing ---
-    structured("gather", index_cases, bdtypes=NUM),
-    *[structured("scatter", lambda d, m=m: index_cases(d, m), bdtypes=NUM, variant=m)
+    structured("gather", index_cases, bdtypes=ALLDT),
+    *[structured("scatter", lambda d, m=m: index_cases(d, m), variant=m,
+                 bdtypes=(F32, F64, I32, C64) if m in ("add", "mul") else
+                 (F32, F64, I32, BOOL, C64) if m == "set" else (F32, F64, I32, BOOL))
       for m in ("set", "add", "mul", "min", "max")],
     # --- reductions ---
-    structured("reduce_sum", reduce_cases(lax.reduce_sum), bdtypes=NUM, gdtypes=FLOAT + CPLX),
+    structured("reduce_sum", reduce_cases(lax.reduce_sum), bdtypes=NUM + (C64,), gdtypes=FLOAT + CPLX),
     structured("reduce_prod", reduce_cases(lax.reduce_prod, AWAY0), bdtypes=NUM,
                gdtypes=FLOAT + CPLX),
     structured("reduce_max", reduce_cases(lax.reduce_max, DISTINCT), bdtypes=NUM),
@@ -745,12 +759,12 @@ RULES = [
     structured("reduce_or", reduce_cases(lax.reduce_or), bdtypes=BITS),
     structured("argmax", arg_cases(lax.argmax), bdtypes=NUM),
     structured("argmin", arg_cases(lax.argmin), bdtypes=NUM),
-    structured("cumsum", cum_cases(lax.cumsum), bdtypes=NUM, gdtypes=FLOAT + CPLX),
+    structured("cumsum", cum_cases(lax.cumsum), bdtypes=NUM + (C64,), gdtypes=FLOAT + CPLX),
     structured("cumprod", cum_cases(lax.cumprod, AWAY0), bdtypes=NUM),
     structured("cummax", cum_cases(lax.cummax, DISTINCT), bdtypes=NUM),
     structured("cummin", cum_cases(lax.cummin, DISTINCT), bdtypes=NUM),
     # --- contraction, sorting ---
-    structured("dot_general", dot_general_cases, bdtypes=NUM, gdtypes=FLOAT + CPLX),
+    structured("dot_general", dot_general_cases, bdtypes=NUM + (C64,), gdtypes=FLOAT + CPLX),
     structured("dot_general", dot_general_preferred_cases, bdtypes=(F32,), gdtypes=(F32,),
                variant="preferred_element_type"),
     structured("sort", sort_cases, bdtypes=NUM),
@@ -760,6 +774,7 @@ RULES = [
     structured("custom_vjp_call", call_cases(lambda: _sin_mul_v), modes=("rev",),
                why="a custom_vjp defines no forward mode"),
     structured("remat_call", call_cases(lambda: fnx.checkpoint(_body))),
+    structured("remat_lin", remat_lin_cases),
 ]
 
 GRAD_RULES = [r for r in RULES if r.prim not in NO_GRAD and r.gdtypes]
