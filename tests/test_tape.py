@@ -194,3 +194,12 @@ def test_dtypes_and_weak_types_match_jit(dtype):
         g = fnx.grad(f)(x)
         assert g.dtype == dtype
         assert np.array_equal(np.asarray(g), np.full(4, 2.0, dtype))
+
+
+def test_zero_derivative_outputs_stay_off_the_tape():
+    # floor and stop_gradient outputs carry no derivative: later ops see constants
+    x = fnp.asarray(np.array([1.5, -2.25]))
+    for _ in range(3):
+        g = fnx.grad(lambda v: fnp.sum(fnp.floor(v) * v + lax.stop_gradient(v) ** 2 * v))(x)
+        xs = np.asarray(x)
+        np.testing.assert_allclose(np.asarray(g), np.floor(xs) + xs ** 2)

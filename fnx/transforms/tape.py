@@ -106,36 +106,52 @@ class TapeTrace(Trace):
             bit <<= 1
         if not mask:
             return EVAL.process_primitive(prim, args, params)
-        rule = _cached_rule(prim, params, sig, mask) if prim.cache_eager_vjp else None
+        rule = None
+        if prim.cache_eager_vjp:
+            try:
+                # params by value and top-level type, so y=2 and y=2.0 differ (values
+                # nested in tuples compare by ==: primitives keep ints there)
+                pv = tuple(params.values())
+                key = (prim, tuple(params), pv, tuple(map(type, pv)), tuple(sig), mask)
+                rule = _RULES.get(key)
+            except TypeError:  # unhashable params: derive afresh
+                key = None
+            if rule is None and key is not None:
+                rule = _rule_on_miss(key, prim, params, sig, mask)
         if rule is not None:
             res = rule.fwd(*vals)
-            residuals = res[rule.n_out:]
-            wrapped, out_nodes = [], []
-            for o, a, diff in zip(res, rule.out_avals, rule.out_inexact):
-                o = _wrap(o, a.weak_type)
-                if diff:
-                    o = self.new_value(o)
-                    out_nodes.append(o.node)
-                else:
-                    out_nodes.append(None)
-                wrapped.append(o)
+            if rule.one_diff_out:  # the common case: one output, differentiable
+                t = _new(TapeTracer)
+                t._trace = self
+                t.weak_type = w = rule.out_avals[0].weak_type
+                t._origin = _ORIGIN
+                t.primal = _wrap(res[0], w)
+                t.node = n = self.n_nodes
+                self.n_nodes = n + 1
+                self.entries.append((rule, res[1:], tuple(in_nodes), (n,)))
+                return [t] if prim.multiple_results else t
+            outs = [_wrap(o, a.weak_type) for o, a in zip(res, rule.out_avals)]
+            residuals, diff = res[rule.n_out:], rule.out_diff
         else:
             primals = [a.primal if type(a) is TapeTracer and a._trace is self else a
                        for a in args]
+            zero = []
             with parent_context(self):
                 outs, rule = linearize_flat(
                     _call_of(prim, params, primals, _bits(mask, len(args))),
-                    [a.primal for a in args if type(a) is TapeTracer and a._trace is self])
+                    [a.primal for a in args if type(a) is TapeTracer and a._trace is self],
+                    zero)
             residuals = ()
-            wrapped, out_nodes = [], []
-            for o in outs:
-                if dtypes.is_inexact(o.dtype):
-                    o = self.new_value(o)
-                    out_nodes.append(o.node)
-                else:
-                    out_nodes.append(None)
-                wrapped.append(o)
+            diff = [not z and dtypes.is_inexact(o.dtype) for o, z in zip(outs, zero)]
             self.all_cached = False
+        wrapped, out_nodes = [], []
+        for o, d in zip(outs, diff):
+            if d:
+                o = self.new_value(o)
+                out_nodes.append(o.node)
+            else:  # no derivative flows from here: a plain value, not on the tape
+                out_nodes.append(None)
+            wrapped.append(o)
         self.entries.append((rule, residuals, tuple(in_nodes), tuple(out_nodes)))
         return wrapped if prim.multiple_results else wrapped[0]
 
@@ -252,14 +268,17 @@ class _Rule:
     """One call signature's derivation, compiled: ``fwd(*primals) -> outputs +
     residuals``, ``bwd(*residuals, *output cts) -> input cts`` (None: zero), and the
     bwd IR for traced cotangents (``present`` says which input cts it returns)."""
-    __slots__ = ("fwd", "bwd", "bwd_ir", "present", "out_avals", "n_out", "out_inexact",
-                 "res_avals")
+    __slots__ = ("fwd", "bwd", "bwd_ir", "present", "out_avals", "n_out", "out_diff",
+                 "one_diff_out", "res_avals")
 
-    def __init__(self, fwd, bwd, bwd_ir, present, out_avals, res_avals):
+    def __init__(self, fwd, bwd, bwd_ir, present, out_avals, out_zero, res_avals):
         self.fwd, self.bwd, self.bwd_ir = fwd, bwd, bwd_ir
         self.present, self.out_avals, self.res_avals = present, out_avals, res_avals
         self.n_out = len(out_avals)
-        self.out_inexact = [dtypes.is_inexact(a.dtype) for a in out_avals]
+        # which outputs carry a derivative (not integer, not a symbolic zero)
+        self.out_diff = [dtypes.is_inexact(a.dtype) and not z
+                         for a, z in zip(out_avals, out_zero)]
+        self.one_diff_out = self.out_diff == [True]
 
 
 _SEEN: dict = {}    # keys seen once (compiled on the second sighting)
@@ -271,19 +290,9 @@ def _bits(mask, n):
     return [bool(mask >> i & 1) for i in range(n)]
 
 
-def _cached_rule(prim, params, sig, mask):
-    """The compiled rule for this call signature (None: derive afresh this time)."""
-    try:
-        # params by value and top-level type, so y=2 and y=2.0 differ (values nested in
-        # tuples compare by ==: primitives keep ints there, shapes and axes)
-        vals = tuple(params.values())
-        key = (prim, tuple(params), vals, tuple(map(type, vals)), tuple(sig), mask)
-        rule = _RULES.get(key)
-    except TypeError:  # unhashable params: derive afresh
-        return None
-    if rule is not None:
-        return rule
-    if key not in _SEEN:  # compile on the second sighting: one-off calls stay cheap
+def _rule_on_miss(key, prim, params, sig, mask):
+    """Compile the rule on a key's second sighting (one-off calls stay cheap: None)."""
+    if key not in _SEEN:
         if len(_SEEN) > _MAX_KEYS:
             _SEEN.clear()
         _SEEN[key] = True
@@ -301,8 +310,9 @@ def _compile_rule(prim, params, avals, mask):
     fwd_trace = IRTrace(EVAL, name)
     with trace_context(fwd_trace):
         args = [fwd_trace.new_arg(a) for a in avals]
+        zero = []
         outs, lin = linearize_flat(_call_of(prim, params, args, mask),
-                                   [a for a, m in zip(args, mask) if m])
+                                   [a for a, m in zip(args, mask) if m], zero)
         residuals = list(lin.consts)
         fwd_out = [fwd_trace.to_atom(x) for x in outs + residuals]
     fwd_ir = dce(simplify(IR(fwd_trace.invars, fwd_out, fwd_trace.eqns,
@@ -325,7 +335,7 @@ def _compile_rule(prim, params, avals, mask):
         def bwd_fn(*a):
             it = iter(inner(*a))
             return [next(it) if p else None for p in present]
-    return _Rule(fwd, bwd_fn, bwd_ir, present, [o.aval for o in outs],
+    return _Rule(fwd, bwd_fn, bwd_ir, present, [o.aval for o in outs], zero,
                  [r.aval for r in residuals])
 
 

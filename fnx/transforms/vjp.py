@@ -58,8 +58,10 @@ class PartialIRTrace(IRTrace):
         return super().process_primitive(prim, args, params)
 
 
-def linearize_flat(fun, primals):
-    """(primal outputs, linear IR from input tangents to output tangents)."""
+def linearize_flat(fun, primals, zero_outputs=None):
+    """(primal outputs, linear IR from input tangents to output tangents).
+    ``zero_outputs``, a list, receives whether each output's tangent is symbolically
+    zero (a stop_gradient, floor or integer output)."""
     pe = PartialIRTrace(get_trace(), "linearize")
     with trace_context(pe):
         tangents = [pe.new_arg(p.aval) for p in primals]
@@ -69,6 +71,8 @@ def linearize_flat(fun, primals):
             pairs = [jt.lift(o if isinstance(o, Array) else to_array(o), "output")
                      for o in outs]
         out_primals = [p for p, _ in pairs]
+        if zero_outputs is not None:
+            zero_outputs.extend(t is None for _, t in pairs)
         outvars = [pe.to_atom(zeros_like_tangent(p) if t is None else t)
                    for p, t in pairs]
     ir = dce(IR(pe.invars, outvars, pe.eqns, pe.constvars, pe.consts))
