@@ -146,11 +146,11 @@ def _int_power(x, y):
 def _integer_pow_impl(x, *, y):
     if x.dtype.kind in "iu":
         return _int_power(x, np.asarray(y))
-    with np.errstate(**_ERR):
-        return np.power(x, x.dtype.type(y)) if y != 2 else np.square(x)
+    return np.power(x, x.dtype.type(y)) if y != 2 else np.square(x)
 
 
-integer_pow_p = Primitive("integer_pow", shape_rule=_integer_pow_rule, impl=_integer_pow_impl)
+integer_pow_p = Primitive("integer_pow", shape_rule=_integer_pow_rule,
+                          impl=_quiet(_integer_pow_impl))
 
 # --- binary ----------------------------------------------------------------------
 add_p = binop("add", _quiet(np.add))

@@ -43,10 +43,11 @@ def _reducer(name, numpy_fn, kinds, which=None):
     return Primitive(name, shape_rule=shape_rule, impl=quiet(impl))
 
 
-reduce_sum_p = _reducer("reduce_sum", np.sum, "num")
-reduce_prod_p = _reducer("reduce_prod", np.prod, "num")
-reduce_max_p = _reducer("reduce_max", np.max, "any", "max")
-reduce_min_p = _reducer("reduce_min", np.min, "any", "min")
+# the ufuncs' own reduce: what np.sum/prod/max/min call for arrays, without their wrappers
+reduce_sum_p = _reducer("reduce_sum", np.add.reduce, "num")
+reduce_prod_p = _reducer("reduce_prod", np.multiply.reduce, "num")
+reduce_max_p = _reducer("reduce_max", np.maximum.reduce, "any", "max")
+reduce_min_p = _reducer("reduce_min", np.minimum.reduce, "any", "min")
 reduce_and_p = _reducer("reduce_and", lambda x, axis: np.bitwise_and.reduce(x, axis=axis),
                         "intbool")
 reduce_or_p = _reducer("reduce_or", lambda x, axis: np.bitwise_or.reduce(x, axis=axis),

@@ -36,6 +36,10 @@ def _broadcast_in_dim_rule(x, *, shape, broadcast_dimensions):
 
 
 def _broadcast_in_dim_impl(x, *, shape, broadcast_dimensions):
+    if not x.ndim and len(shape) == 1 and shape[0] <= 256:
+        out = np.empty(shape, x.dtype)  # a small filled copy is cheaper than a view
+        out.fill(x)
+        return out
     expanded = [1] * len(shape)
     for i, d in enumerate(broadcast_dimensions):
         expanded[d] = x.shape[i]
@@ -156,6 +160,13 @@ def _pad_rule(x, padding_value, *, padding_config):
 
 
 def _pad_impl(x, padding_value, *, padding_config):
+    if all(lo >= 0 and hi >= 0 and not it for lo, hi, it in padding_config):
+        # the common case (the transpose of a slice): write x into a filled array
+        out = np.empty([lo + n + hi for n, (lo, hi, _) in zip(x.shape, padding_config)],
+                       x.dtype)
+        out.fill(padding_value)
+        out[tuple(slice(lo, lo + n) for n, (lo, _, _) in zip(x.shape, padding_config))] = x
+        return out
     grown = [max(lo, 0) + max(hi, 0) + n + max(n - 1, 0) * it
              for n, (lo, hi, it) in zip(x.shape, padding_config)]
     out = np.full(grown, padding_value, dtype=x.dtype)
