@@ -19,6 +19,7 @@ from ..core.array import Array, Tracer, to_array
 from ..core.trace import EVAL, get_trace
 from ..errors import ConcretizationError
 from ..lax.indexing import indexed_shape
+from ..lax.shape import slice_p as _slice_p
 
 
 class _Array:
@@ -168,7 +169,11 @@ def getitem(x, idx, mode=None, fill_value=None):
             shape = x.shape
             start, stop, _ = idx.indices(shape[0])
             if start < stop:
-                return lax.slice(x, (start,) + (0,) * (len(shape) - 1), (stop,) + shape[1:])
+                if start == 0 and stop == shape[0]:
+                    return x
+                nd = len(shape)
+                return _slice_p.bind(x, start_indices=(start,) + (0,) * (nd - 1),
+                                     limit_indices=(stop,) + shape[1:], strides=None)
     x, items = _parse(x, idx)
     if any(type(it) is _Array for it in items):
         spec, arrays = _spec(x, items)
