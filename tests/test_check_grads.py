@@ -129,7 +129,7 @@ def test_bad_arguments():
         check_grads(fnp.sin, (np.ones(3),), order=0)
 
 
-# --- wrong rules fail, with the mode, order, argument and output named -----------------------------
+# --- wrong rules fail, with the mode, order, argument and output named ------------------------
 
 @fnx.custom_jvp
 def sin_wrong_jvp(x):

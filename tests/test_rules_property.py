@@ -686,7 +686,8 @@ SPECIALS = Dom(-3.0, 3.0, specials=True)
 
 RULES = [
     # --- unary elementwise ---
-    un("neg", bdtypes=NUM), un("abs", AWAY0, bdtypes=NUM, gdtypes=FLOAT + CPLX), un("sign", AWAY0, bdtypes=NUM),
+    un("neg", bdtypes=NUM), un("abs", AWAY0, bdtypes=NUM, gdtypes=FLOAT + CPLX),
+    un("sign", AWAY0, bdtypes=NUM),
     un("floor", Dom(-3.0, 3.0, frac="int")), un("ceil", Dom(-3.0, 3.0, frac="int")),
     structured("round", round_cases),
     un("exp", gdtypes=FLOAT + CPLX), un("exp2", gdtypes=FLOAT + CPLX),
@@ -753,7 +754,8 @@ RULES = [
                  (F32, F64, I32, BOOL, C64) if m == "set" else (F32, F64, I32, BOOL))
       for m in ("set", "add", "mul", "min", "max")],
     # --- reductions ---
-    structured("reduce_sum", reduce_cases(lax.reduce_sum), bdtypes=NUM + (C64,), gdtypes=FLOAT + CPLX),
+    structured("reduce_sum", reduce_cases(lax.reduce_sum), bdtypes=NUM + (C64,),
+               gdtypes=FLOAT + CPLX),
     structured("reduce_prod", reduce_cases(lax.reduce_prod, AWAY0), bdtypes=NUM,
                gdtypes=FLOAT + CPLX),
     structured("reduce_max", reduce_cases(lax.reduce_max, DISTINCT), bdtypes=NUM),
@@ -791,8 +793,8 @@ GRAD_RULES = [r for r in RULES if r.prim not in NO_GRAD and r.gdtypes]
 KNOWN_BUGS = {
     "dot_general[preferred_element_type]": [
         (ShapeError, r"dot_general: operands must have one dtype",
-         "the jvp/transpose of dot_general with preferred_element_type wider than the "
-         "operands binds dot_general on mixed dtypes")],
+         ("the jvp/transpose of dot_general with preferred_element_type wider than the "
+          "operands binds dot_general on mixed dtypes"))],
 }
 
 

@@ -14,8 +14,8 @@ complex (``argmax``, comparisons) carry no derivative and are not compared.
   ``(f(x + eps t) - f(x - eps t)) / (2 eps)`` along a random direction ``t``,
   output leaf by output leaf, elementwise.
 - ``"rev"``: ``fnx.vjp`` through the dot-product identity
-  ``<ct, J t> == <J* ct, t>`` for random ``ct`` and ``t``. The left side is
-  taken from the finite differences, so a wrong reverse rule is caught even
+  ``<ct, J t> == <J* ct, t>`` for random ``ct`` and ``t``, where ``J t``
+  comes from the finite differences, so a wrong reverse rule is caught even
   where forward mode does not exist (``custom_vjp``); when ``fnx.jvp`` works
   too, the vjp is also compared with it, and the failure message says which of
   the two derivatives agrees with the finite differences (fnx derives reverse
@@ -46,8 +46,10 @@ cast is exact) and ``f`` is evaluated on those. That is used only if ``f``
 accepts them and returns 64-bit values for every float output; otherwise (a
 ``fnx.lax`` op mixing the argument with a float32 constant raises, an
 explicit ``astype(float32)`` keeps 32 bits, ...) the differences are taken in
-the inputs' own dtype with a larger step. Either way the derivatives under
-test are computed by fnx in the inputs' own dtype.
+the inputs' own dtype with a larger step, and the derivatives are compared
+along the direction ``(x+ - x-) / (2 eps)`` that the rounded points ``x+-``
+actually follow. Either way the derivatives under test are computed by fnx in
+the inputs' own dtype.
 
 Defaults (``default_tolerances``) are keyed on the least precise float dtype
 among the differentiated inputs and float outputs:
@@ -62,7 +64,7 @@ float64     eps 1e-5, rtol 1e-6        (the same)
 ==========  =========================  ===================================
 
 (complex64 and complex128 as float32 and float64). ``eps`` is an absolute
-step along directions with standard-normal entries. An element passes when
+step along directions whose entries are of size ~1 (standard normal). An element passes when
 ``|derivative - reference| <= atol + rtol * |reference|``; unless ``atol`` is
 given it is ``rtol`` times the largest magnitude in that output leaf (the
 comparison is normwise per output, so a small element that is a difference
@@ -372,11 +374,12 @@ class _Level:
             excess = np.where(bad, err - allowed, -np.inf)
             rel = np.where(np.abs(r) > 0, err / np.abs(r), np.where(err > 0, np.inf, 0.0))
         worst = np.unravel_index(int(np.argmax(excess)), err.shape) if err.ndim else ()
-        return dict(j=j, n_bad=int(bad.sum()), size=int(bad.size), idx=tuple(int(i) for i in worst),
-                    got=ad[worst], want=np.asarray(ref)[worst], max_abs=float(np.max(err)),
-                    max_rel=float(np.max(rel)), atol=atol, atol_how=atol_how,
-                    nonfinite=bool((~np.isfinite(r) & ~same).any()),
-                    ad_nonfinite=bool((~np.isfinite(a) & ~same).any()))
+        return {"j": j, "n_bad": int(bad.sum()), "size": int(bad.size),
+                "idx": tuple(int(i) for i in worst), "got": ad[worst],
+                "want": np.asarray(ref)[worst], "max_abs": float(np.max(err)),
+                "max_rel": float(np.max(rel)), "atol": atol, "atol_how": atol_how,
+                "nonfinite": bool((~np.isfinite(r) & ~same).any()),
+                "ad_nonfinite": bool((~np.isfinite(a) & ~same).any())}
 
     def compare_all(self, ad, ref):
         for j in self.out_inexact:
@@ -524,12 +527,12 @@ class _Level:
     def error_lines(self, res, got_name, want_name="finite differences"):
         idx = res["idx"]
         where = f"at index {idx}" if idx else "(a scalar)"
-        lines = [f"  max abs error: {res['max_abs']:.3g} {where}: {got_name} gives "
-                 f"{_fmt(res['got'])}, {want_name} give {_fmt(res['want'])} "
-                 f"({res['n_bad']} of {res['size']} elements outside the tolerance)",
+        lines = [(f"  max abs error: {res['max_abs']:.3g} {where}: {got_name} gives "
+                  f"{_fmt(res['got'])}, {want_name} give {_fmt(res['want'])} "
+                  f"({res['n_bad']} of {res['size']} elements outside the tolerance)"),
                  f"  max rel error: {res['max_rel']:.3g}",
-                 f"  tolerance: |{got_name} - reference| <= atol + rtol * |reference| with "
-                 f"rtol={self.rtol:g}, atol={res['atol']:.3g} ({res['atol_how']})"]
+                 (f"  tolerance: |{got_name} - reference| <= atol + rtol * |reference| with "
+                  f"rtol={self.rtol:g}, atol={res['atol']:.3g} ({res['atol_how']})")]
         if res["nonfinite"]:
             lines.append("  note: the finite differences are not finite there: x +- eps*t may "
                          "leave f's domain or cross a singularity; move the point or pass a "
