@@ -42,29 +42,33 @@ _ORIGIN = "a value differentiated by an eager grad/vjp"
 
 
 class TapeTracer(Tracer):
-    """A concrete value (``primal``) that the tape differentiates (value ``node``)."""
-    __slots__ = ("primal", "node")
+    """A concrete value that the tape differentiates (tape value ``node``). It holds its
+    NumPy value itself (``_value``, as an Array does); ``primal`` is it as an Array."""
+    __slots__ = ("node",)
+    _origin = _ORIGIN  # made by an eager grad; no source line is recorded per value
+
+    @property
+    def primal(self):
+        return _wrap(self._value, self.weak_type)
 
     def _concrete(self, what):
         # Python control flow on concrete values keeps working under eager grad.
-        return self.primal._concrete(what)
+        return Array._concrete(self, what)
 
     # Type queries read the concrete value: no abstract value is built per call.
     @property
     def shape(self):
-        return self.primal._value.shape
+        return self._value.shape
 
     @property
     def dtype(self):
-        return self.primal._value.dtype
+        return self._value.dtype
 
     @property
     def aval(self):
-        return self.primal.aval
+        return ShapeDtypeStruct(self._value.shape, self._value.dtype, self.weak_type)
 
-    @property
-    def _aval(self):
-        return self.primal.aval
+    _aval = aval
 
 
 class TapeTrace(Trace):
@@ -80,8 +84,7 @@ class TapeTrace(Trace):
         t = _new(TapeTracer)
         t._trace = self
         t.weak_type = primal.weak_type
-        t._origin = _ORIGIN
-        t.primal = primal
+        t._value = primal._value
         t.node = self.n_nodes
         self.n_nodes += 1
         return t
@@ -93,16 +96,13 @@ class TapeTrace(Trace):
         bit = 1
         for a in args:
             if type(a) is TapeTracer and a._trace is self:
-                p = a.primal
                 in_nodes.append(a.node)
                 mask |= bit
-            else:
-                if isinstance(a, Tracer):
-                    self.check_foreign_tracer(a, prim.name)
-                p = a
-            v = p._value
+            elif isinstance(a, Tracer):
+                self.check_foreign_tracer(a, prim.name)
+            v = a._value
             vals.append(v)
-            sig.append((v.shape, v.dtype, p.weak_type))
+            sig.append((v.shape, v.dtype, a.weak_type))
             bit <<= 1
         if not mask:
             return EVAL.process_primitive(prim, args, params)
@@ -123,9 +123,8 @@ class TapeTrace(Trace):
             if rule.one_diff_out:  # the common case: one output, differentiable
                 t = _new(TapeTracer)
                 t._trace = self
-                t.weak_type = w = rule.out_avals[0].weak_type
-                t._origin = _ORIGIN
-                t.primal = _wrap(res[0], w)
+                t.weak_type = rule.weak0
+                t._value = res[0]
                 t.node = n = self.n_nodes
                 self.n_nodes = n + 1
                 self.entries.append((rule, res[1:], tuple(in_nodes), (n,)))
@@ -269,7 +268,7 @@ class _Rule:
     residuals``, ``bwd(*residuals, *output cts) -> input cts`` (None: zero), and the
     bwd IR for traced cotangents (``present`` says which input cts it returns)."""
     __slots__ = ("fwd", "bwd", "bwd_ir", "present", "out_avals", "n_out", "out_diff",
-                 "one_diff_out", "res_avals")
+                 "one_diff_out", "weak0", "res_avals")
 
     def __init__(self, fwd, bwd, bwd_ir, present, out_avals, out_zero, res_avals):
         self.fwd, self.bwd, self.bwd_ir = fwd, bwd, bwd_ir
@@ -279,6 +278,7 @@ class _Rule:
         self.out_diff = [dtypes.is_inexact(a.dtype) and not z
                          for a, z in zip(out_avals, out_zero)]
         self.one_diff_out = self.out_diff == [True]
+        self.weak0 = out_avals[0].weak_type if out_avals else False
 
 
 _SEEN: dict = {}    # keys seen once (compiled on the second sighting)
