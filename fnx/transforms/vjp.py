@@ -206,6 +206,10 @@ def value_and_grad(fun, argnums=0, has_aux=False):
 
     def wrapped(*args, **kwargs):
         nargs = len(args)
+        if single and -nargs <= argnums < nargs:
+            arg = args[argnums]
+            if type(arg) is Array and arg.dtype.kind in "fc":
+                return _value_and_grad_one_array(fun, has_aux, args, kwargs, argnums % nargs)
         for n in nums:
             if not -nargs <= n < nargs:
                 raise ValueError(f"grad: argnums {argnums} out of range for {nargs} "
@@ -259,6 +263,30 @@ def value_and_grad(fun, argnums=0, has_aux=False):
         return out, g
 
     return wrapped
+
+
+def _value_and_grad_one_array(fun, has_aux, args, kwargs, n):
+    """``value_and_grad`` for the common case: one bare float array differentiated."""
+    aux_box = [None]
+
+    def flat(x):
+        full = list(args)
+        full[n] = x
+        out = fun(*full, **kwargs)
+        if has_aux:
+            out, aux = out
+            aux_box[0] = tree_util.tree_map(_own_primal, aux)
+        return [out]
+
+    (out,), backward = _vjp_flat(flat, [args[n]])
+    if not isinstance(out, Array) or out.shape != () or out.dtype.kind != "f":
+        raise TypeError(f"grad: the function must return a real scalar, got "
+                        f"{_describe(out)}. Reduce it (e.g. .sum() or .mean()), or use "
+                        "fnx.vjp / fnx.jacrev for non-scalar outputs.")
+    (g,) = backward([Array._wrap(_one(out.dtype))])
+    if g is None:
+        g = zeros_like_tangent(args[n])
+    return ((out, aux_box[0]), g) if has_aux else (out, g)
 
 
 _ONES: dict = {}
