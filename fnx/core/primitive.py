@@ -11,7 +11,9 @@ from __future__ import annotations
 import numpy as np
 
 from . import dtypes
-from .trace import bind
+from .trace import _current
+
+_current_trace = _current.get
 
 REGISTRY: dict[str, "Primitive"] = {}
 
@@ -94,7 +96,7 @@ class Primitive:
         REGISTRY[name] = self
 
     def bind(self, *args, **params):
-        return bind(self, args, params)
+        return _current_trace().process_primitive(self, args, params)
 
     def __repr__(self):
         return self.name
