@@ -196,3 +196,19 @@ def test_checkpoint_second_derivatives_in_every_mode():
     t = fnp.asarray(np.array([1.0, 2.0, -1.0]))
     _, hvp = fnx.jvp(fnx.grad(g), (x,), (t,))
     np.testing.assert_allclose(np.asarray(hvp), want @ np.asarray(t), rtol=1e-12)
+
+
+def test_custom_vjp_has_no_forward_mode_also_under_vmap():
+    from fnx.errors import FnxError
+
+    @fnx.custom_vjp
+    def f(x):
+        return x * 2.0
+
+    f.defvjp(lambda x: (x * 2.0, None), lambda r, g: (g * 2.0,))
+    x = fnp.ones(3)
+    _, f_jvp = fnx.linearize(f, x)
+    with pytest.raises(FnxError, match="forward mode"):
+        f_jvp(x)
+    with pytest.raises(FnxError, match="forward mode"):
+        fnx.vmap(f_jvp)(fnp.ones((2, 3)))

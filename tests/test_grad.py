@@ -207,3 +207,15 @@ def test_aux_outputs_keep_the_derivatives_of_enclosing_transformations():
     # and the aux itself is a plain value of the enclosing level
     _, aux = fnx.grad(lambda y: (y * 3.0, y * 2.0), has_aux=True)(1.0)
     assert type(aux) is fnx.Array and float(aux) == 2.0
+
+
+def test_vjp_checks_cotangents():
+    _, f_vjp = fnx.vjp(fnp.sin, fnp.ones(3, dtype="float32"))
+    with pytest.raises(ValueError, match=r"cotangent 0 has shape \(4,\), but output 0"):
+        f_vjp(fnp.ones(4, dtype="float32"))
+    with pytest.raises(TypeError, match="cotangent 0 has dtype float64"):
+        f_vjp(np.ones(3, np.float64))
+    _, f_vjp64 = fnx.vjp(lambda x: fnp.sum(fnp.sin(x)), fnp.ones(3, dtype="float64"))
+    (g,) = f_vjp64(1.0)  # a Python scalar takes the output's dtype
+    assert g.dtype == np.float64
+    np.testing.assert_allclose(np.asarray(g), np.cos(np.ones(3)))

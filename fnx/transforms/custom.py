@@ -380,7 +380,12 @@ def _remat_lin_batch(vals, dims, size, *, num_res, fun, out_avals):
     return outs, [0] * len(outs)
 
 
+def _lin_batch(vals, dims, size, **params):
+    _lin_impl(**params)  # no forward mode, batched or not: the same clear error
+
+
 custom_jvp_call_p.batch = _custom_jvp_batch
+custom_lin_p.batch = _lin_batch
 remat_lin_p.batch = _remat_lin_batch
 custom_vjp_call_p.batch = _custom_vjp_batch
 remat_call_p.batch = _remat_call_batch

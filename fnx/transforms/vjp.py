@@ -180,14 +180,32 @@ def vjp(fun, *primals, has_aux=False):
         if ct_tree != out_tree[0]:
             raise ValueError(f"vjp: the cotangent must be structured like the output "
                              f"({out_tree[0]}), got {ct_tree}")
-        cts = backward([to_array(c) for c in ct_leaves])
+        ct_leaves = [to_array(c) for c in ct_leaves]
+        for i, (c, o) in enumerate(zip(ct_leaves, out_leaves)):
+            _check_cotangent(i, c, o)
+            if c.weak_type and c.dtype != o.dtype and dtypes.is_inexact(o.dtype):
+                from .. import lax
+                ct_leaves[i] = lax.convert_element_type(c, o.dtype)  # a Python scalar
+        cts = backward(ct_leaves)
         cts = [zeros_like_tangent(p) if c is None else c for p, c in zip(p_leaves, cts)]
         return tree_util.tree_unflatten(p_tree, cts)
 
+    out_leaves = outs
     out = tree_util.tree_unflatten(out_tree[0], outs)
     if has_aux:
         return out, f_vjp, aux_box[0]
     return out, f_vjp
+
+
+def _check_cotangent(i, ct, out):
+    """A cotangent must have its output's shape, and a float output's dtype."""
+    if tuple(ct.shape) != tuple(out.shape):
+        raise ValueError(f"vjp: cotangent {i} has shape {tuple(ct.shape)}, but output {i} "
+                         f"has shape {tuple(out.shape)}; pass one cotangent per output, "
+                         "shaped like it")
+    if dtypes.is_inexact(out.dtype) and ct.dtype != out.dtype and not ct.weak_type:
+        raise TypeError(f"vjp: cotangent {i} has dtype {ct.dtype}, but output {i} has dtype "
+                        f"{out.dtype}; convert it with .astype({out.dtype.name!r})")
 
 
 def _own_primal(a):
