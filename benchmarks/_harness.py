@@ -48,6 +48,17 @@ _perf_ns = time.perf_counter_ns
 _NOTES: list[str] = []
 
 
+def import_fnx():
+    """``fnx`` and ``fnx.numpy``, from the repo root when fnx is not installed."""
+    try:
+        import fnx
+    except ImportError:
+        sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        import fnx
+    import fnx.numpy as fnp
+    return fnx, fnp
+
+
 def optional_import(name: str, why: str = ""):
     """The module ``name`` if it can be imported, else ``None`` (and a note saying so)."""
     try:

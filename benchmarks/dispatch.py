@@ -17,7 +17,6 @@ import os
 import sys
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-_ROOT = os.path.dirname(_HERE)
 
 if __package__:
     from . import _harness as H
@@ -28,17 +27,6 @@ else:  # run as a script, or loaded by file path
 
 GOAL_EAGER_RATIO = 3.0     # eager fnp.add on (8,) within 3x of NumPy's own call
 JAX_JIT_ANCHOR_NS = 5000   # JAX's jitted call on this machine (~5 µs), used without JAX
-
-
-def _import_fnx():
-    """``fnx`` and ``fnx.numpy``, from the repo root when fnx is not installed."""
-    try:
-        import fnx
-    except ImportError:
-        sys.path.insert(0, _ROOT)
-        import fnx
-    import fnx.numpy as fnp
-    return fnx, fnp
 
 
 def _affine(x):
@@ -54,7 +42,7 @@ def build_workloads():
     """``{workload: {library: zero-arg callable}}`` plus the reference result of each
     workload (NumPy's), for a correctness check before timing."""
     import numpy as np
-    fnx, fnp = _import_fnx()
+    fnx, fnp = H.import_fnx()
     jax = H.optional_import("jax", "JAX comparison rows")
     jnp = H.optional_import("jax.numpy") if jax is not None else None
     torch = H.optional_import("torch", "PyTorch comparison rows")

@@ -36,7 +36,6 @@ import os
 import sys
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-_ROOT = os.path.dirname(_HERE)
 
 if __package__:
     from . import _harness as H
@@ -56,17 +55,6 @@ WORKLOADS = {"rosenbrock": ROSEN, "per_example": PER_EXAMPLE}
 
 N_ROSEN = 10
 N_EX, N_IN, N_HID = 256, 32, 64
-
-
-def _import_fnx():
-    """``fnx`` and ``fnx.numpy``, from the repo root when fnx is not installed."""
-    try:
-        import fnx
-    except ImportError:
-        sys.path.insert(0, _ROOT)
-        import fnx
-    import fnx.numpy as fnp
-    return fnx, fnp
 
 
 def limit_threads(n):
@@ -148,7 +136,7 @@ def _to_numpy(v):
 
 def build_rosenbrock(W, R, mods):
     import numpy as np
-    fnx, fnp = _import_fnx()
+    fnx, fnp = H.import_fnx()
     ag, agnp, jax, jnp, torch = mods
     a = np.random.default_rng(0).uniform(-1.5, 1.5, N_ROSEN)  # float64
     x = fnp.asarray(a)
@@ -180,7 +168,7 @@ def build_rosenbrock(W, R, mods):
 
 def build_per_example(W, R, mods):
     import numpy as np
-    fnx, fnp = _import_fnx()
+    fnx, fnp = H.import_fnx()
     ag, agnp, jax, jnp, torch = mods
     rng = np.random.default_rng(1)
     f32 = np.float32
