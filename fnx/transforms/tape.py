@@ -111,8 +111,11 @@ class TapeTrace(Trace):
             try:
                 # params by value and top-level type, so y=2 and y=2.0 differ (values
                 # nested in tuples compare by ==: primitives keep ints there)
-                pv = tuple(params.values())
-                key = (prim, tuple(params), pv, tuple(map(type, pv)), tuple(sig), mask)
+                if params:
+                    pv = tuple(params.values())
+                    key = (prim, tuple(sig), mask, tuple(params), pv, tuple(map(type, pv)))
+                else:
+                    key = (prim, tuple(sig), mask)
                 rule = _RULES.get(key)
             except TypeError:  # unhashable params: derive afresh
                 key = None
