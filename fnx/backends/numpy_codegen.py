@@ -5,6 +5,14 @@ the primitive's ufunc or impl (bound once, with its params, as a global of the
 function), literals and constants bound once, and a ``del`` right after each
 value's last use so intermediate buffers are freed as early as possible.
 Nothing interprets the IR per call.
+
+A primitive may provide ``numpy_codegen(input_exprs, params, bind_global)`` (an
+expression string) or ``numpy_specialize(in_avals, params, permutation)`` (a
+function of the input arrays for those avals; eager impls must pick the same
+computation so jit stays bitwise equal to eager). With ``numpy_specialize``, a
+``transpose`` that is the only use of the result is fused in: the function is
+asked for the transposed result directly (``dot_general`` then writes an outer
+product in the consumer's layout instead of materializing and transposing).
 """
 from __future__ import annotations
 
@@ -54,36 +62,71 @@ def compile_ir(ir: IR, name="f") -> Compiled:
         names[v] = next(fresh)
         args.append(names[v])
 
-    last_use = {}
+    last_use, uses, producer = {}, {}, {}
     for i, e in enumerate(ir.eqns):
         for v in e.inputs:
             if type(v) is not Literal:
                 last_use[v] = i
+                uses[v] = uses.get(v, 0) + 1
+        for v in e.outputs:
+            producer[v] = i
+    for v in ir.outvars:
+        if type(v) is not Literal:
+            uses[v] = uses.get(v, 0) + 1
     keep = set(ir.outvars) | set(ir.constvars)
+
+    # A ``transpose`` that is the only use of a specializable primitive's result is
+    # computed by that primitive (``numpy_specialize(..., permutation)``): same values,
+    # laid out for the consumer, no intermediate.
+    fused_into, skip = {}, set()
+    for i, e in enumerate(ir.eqns):
+        if e.prim.name == "transpose" and len(e.inputs) == 1 and type(e.inputs[0]) is not Literal:
+            j = producer.get(e.inputs[0])
+            if (j is not None and uses[e.inputs[0]] == 1 and j not in fused_into
+                    and getattr(ir.eqns[j].prim, "numpy_specialize", None) is not None
+                    and not ir.eqns[j].prim.multiple_results):
+                fused_into[j] = e
+                skip.add(i)
 
     body, quiet = [], False
     for i, e in enumerate(ir.eqns):
+        if i in skip:
+            continue
         prim = e.prim
         ins = ", ".join(ref(v) for v in e.inputs)
         ufunc = getattr(prim, "ufunc", None)
+        specialize = getattr(prim, "numpy_specialize", None)
+        outputs = e.outputs
         if ufunc is not None and not e.params:
             fn = bind_global(ufunc.__name__, ufunc)
+            quiet |= hasattr(prim.impl, "raw")
+        elif specialize is not None:
+            # A function for these avals (e.g. dot_general's plan), the same one eager
+            # calls pick, so jit stays bitwise equal to eager.
+            consumer = fused_into.get(i)
+            perm = None if consumer is None else tuple(consumer.params["permutation"])
+            if consumer is not None:
+                outputs = consumer.outputs
+            fn = bind_global(prim.name, specialize([v.aval for v in e.inputs], e.params, perm))
             quiet |= hasattr(prim.impl, "raw")
         elif prim.numpy_codegen is not None:
             fn = None
             expr = prim.numpy_codegen([ref(v) for v in e.inputs], e.params, bind_global)
         else:
-            impl = functools.partial(prim.impl, **e.params) if e.params else prim.impl
+            impl = prim.impl
+            if hasattr(impl, "raw"):  # the whole function runs in the quiet state
+                impl, quiet = impl.raw, True
+            impl = functools.partial(impl, **e.params) if e.params else impl
             fn = bind_global(prim.name, impl)
-        for v in e.outputs:
+        for v in outputs:
             names[v] = next(fresh)
-        outs = ", ".join(names[v] for v in e.outputs)
+        outs = ", ".join(names[v] for v in outputs)
         if prim.multiple_results:
-            outs = outs + ("," if len(e.outputs) == 1 else "")
+            outs = outs + ("," if len(outputs) == 1 else "")
         body.append(f"{outs} = {fn}({ins})" if fn is not None else f"{outs} = {expr}")
         dead = [names[v] for v in dict.fromkeys(e.inputs)
                 if type(v) is not Literal and last_use.get(v) == i and v not in keep]
-        dead += [names[v] for v in e.outputs if v not in last_use and v not in keep]
+        dead += [names[v] for v in outputs if v not in last_use and v not in keep]
         if dead:
             body.append(f"del {', '.join(dead)}")
     outs = ", ".join(ref(v) for v in ir.outvars)

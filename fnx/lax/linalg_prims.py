@@ -1,10 +1,14 @@
 """``dot_general``: the one contraction primitive (matmul, einsum, tensordot...).
 
-The NumPy impl moves batch dims first and contracting dims last on the lhs
-(first on the rhs) and calls ``matmul``, so BLAS runs on the contraction.
+The NumPy impl picks a strategy per operand shapes (``plan``, cached): a
+broadcast multiply for contractions of size 1 (outer products, per-example
+weight gradients), zeros for size 0, else batch dims first and contracting
+dims last on the lhs (first on the rhs) and one ``matmul``, so BLAS runs on the
+contraction. The jit backend binds the same plans (``numpy_specialize``).
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -51,22 +55,142 @@ def _dot_general_rule(lhs, rhs, *, dimension_numbers, preferred_element_type=Non
 
 
 def _dot_general_impl(lhs, rhs, *, dimension_numbers, preferred_element_type=None):
+    return plan(lhs.shape, rhs.shape, dimension_numbers, preferred_element_type)(lhs, rhs)
+
+
+def plan(lhs_shape, rhs_shape, dimension_numbers, preferred_element_type=None,
+         permutation=None):
+    """The NumPy computation of ``dot_general`` for these operand shapes, chosen once:
+    ``fn(lhs, rhs) -> ndarray``; with ``permutation``, the result comes transposed by it
+    (``np.transpose(out, permutation)``, the same values, possibly laid out better).
+
+    Eager calls and jit (which binds the plan of each equation, and fuses a
+    ``transpose`` that is the only use of a ``dot_general`` into it) use the same
+    plans, so they agree bitwise. Strategies:
+
+    * contraction of size 1 (or no contracting dims: an outer product): one product
+      per element, so a broadcast ``np.multiply``, written C-contiguous in the
+      (permuted) output order. Batched ``np.matmul`` with k == 1 makes one BLAS call
+      per batch element and is several times slower. The product keeps IEEE signs
+      (``-1 * 0 = -0``, like XLA, which also rewrites these dots to multiplies);
+      ``matmul`` adds it to a zero accumulator and returns ``+0``. For complex
+      operands the product is NumPy's complex multiply, which can differ from a
+      BLAS kernel's fused multiply-add by an ulp.
+    * contraction of size 0: zeros.
+    * otherwise batch dims first, free dims merged, contracting dims merged, and one
+      (batched) ``np.matmul``: BLAS GEMM; without batch dims a single 2-D GEMM (batch
+      dims that vmap put on one operand only are free dims there).
+    """
     (lc, rc), (lb, rb) = dimension_numbers
-    if preferred_element_type is not None:
-        lhs = lhs.astype(preferred_element_type, copy=False)
-        rhs = rhs.astype(preferred_element_type, copy=False)
-    lf, rf = _free(lhs.ndim, lc, lb), _free(rhs.ndim, rc, rb)
-    batch = [lhs.shape[d] for d in lb]
-    m = [lhs.shape[d] for d in lf]
-    n = [rhs.shape[d] for d in rf]
-    k = math.prod(lhs.shape[d] for d in lc)
-    a = np.transpose(lhs, list(lb) + lf + list(lc)).reshape(batch + [math.prod(m), k])
-    b = np.transpose(rhs, list(rb) + list(rc) + rf).reshape(batch + [k, math.prod(n)])
-    return np.matmul(a, b).reshape(batch + m + n)
+    key = (tuple(lhs_shape), tuple(rhs_shape),
+           ((tuple(lc), tuple(rc)), (tuple(lb), tuple(rb))),
+           None if preferred_element_type is None else np.dtype(preferred_element_type),
+           None if permutation is None else tuple(permutation))
+    return _plan(*key)
+
+
+def _view(shape, transpose, target):
+    """``x -> x.transpose(transpose).reshape(target)`` for an ``x`` of ``shape``, without
+    the steps that do nothing; None when nothing is left to do. Both steps are views
+    wherever NumPy can manage (reshape copies only when merging dims that a
+    transpose made non-adjacent in memory)."""
+    moved = tuple(shape[d] for d in transpose)
+    if transpose == tuple(range(len(transpose))):
+        transpose = None
+    if target == moved:
+        target = None
+    if transpose is None:
+        return None if target is None else (lambda x: x.reshape(target))
+    if target is None:
+        return lambda x: x.transpose(transpose)
+    return lambda x: x.transpose(transpose).reshape(target)
+
+
+def _apply(f, g, op, pet):
+    """``(lhs, rhs) -> op(f(lhs), g(rhs))`` (None: as is), operands cast to ``pet`` first."""
+    if pet is not None:
+        f0, g0 = f or (lambda x: x), g or (lambda x: x)
+        return lambda lhs, rhs: op(f0(lhs.astype(pet, copy=False)),
+                                   g0(rhs.astype(pet, copy=False)))
+    if f is None and g is None:
+        return op
+    if f is None:
+        return lambda lhs, rhs: op(lhs, g(rhs))
+    if g is None:
+        return lambda lhs, rhs: op(f(lhs), rhs)
+    return lambda lhs, rhs: op(f(lhs), g(rhs))
+
+
+@functools.lru_cache(maxsize=4096)
+def _plan(lshape, rshape, dn, pet, perm):
+    (lc, rc), (lb, rb) = dn
+    lf, rf = _free(len(lshape), lc, lb), _free(len(rshape), rc, rb)
+    bshape = tuple(lshape[d] for d in lb)
+    mshape = tuple(lshape[d] for d in lf)
+    nshape = tuple(rshape[d] for d in rf)
+    out_shape = bshape + mshape + nshape
+    nout = len(out_shape)
+    if perm is None:
+        perm = tuple(range(nout))
+    final_shape = tuple(out_shape[p] for p in perm)
+    k = math.prod(lshape[d] for d in lc)
+
+    if k == 0:  # an empty sum
+        def zeros(lhs, rhs):
+            return np.zeros(final_shape, lhs.dtype if pet is None else pet)
+        return zeros
+
+    if k == 1:
+        # Each operand as a view with one dim per output dim, in the final order: its
+        # own dims where they land, size 1 where the other operand's land.
+        where = {i: p for p, i in enumerate(perm)}  # output dim -> final position
+
+        def spread(shape, batch, free, contract, first_free):
+            pos = {d: where[j] for j, d in enumerate(batch)}
+            pos.update((d, where[first_free + j]) for j, d in enumerate(free))
+            mine = set(pos.values())
+            target = tuple(final_shape[i] if i in mine else 1 for i in range(nout))
+            return _view(shape, tuple(sorted(pos, key=pos.get)) + tuple(contract), target)
+
+        multiply = np.multiply
+        if nout == 0:
+            def product(a, b):
+                return np.asarray(multiply(a, b))  # a 0-d array, not a NumPy scalar
+        else:
+            def product(a, b):
+                return multiply(a, b, order="C")
+        return _apply(spread(lshape, lb, lf, lc, len(lb)),
+                      spread(rshape, rb, rf, rc, len(lb) + len(lf)), product, pet)
+
+    m, n = math.prod(mshape), math.prod(nshape)
+    mm = _apply(_view(lshape, tuple(lb) + tuple(lf) + tuple(lc), bshape + (m, k)),
+                _view(rshape, tuple(rb) + tuple(rc) + tuple(rf), bshape + (k, n)),
+                np.matmul, pet)
+    back = None if bshape + (m, n) == out_shape else out_shape
+    if perm == tuple(range(nout)):
+        perm = None
+    if back is None and perm is None:
+        return mm
+    if perm is None:
+        return lambda lhs, rhs: mm(lhs, rhs).reshape(back)
+    if back is None:
+        return lambda lhs, rhs: mm(lhs, rhs).transpose(perm)
+    return lambda lhs, rhs: mm(lhs, rhs).reshape(back).transpose(perm)
 
 
 dot_general_p = Primitive("dot_general", shape_rule=_dot_general_rule,
                           impl=quiet(_dot_general_impl))
+
+
+def _numpy_specialize(in_avals, params, permutation=None):
+    """For the jit backend: the plan for these avals (run inside jit's floating-point
+    "ignore" state); ``permutation``: a ``transpose`` of the result fused in."""
+    lhs, rhs = in_avals
+    return plan(lhs.shape, rhs.shape, params["dimension_numbers"],
+                params.get("preferred_element_type"), permutation)
+
+
+dot_general_p.numpy_specialize = _numpy_specialize
 
 
 # --- jvp rule: bilinear ----------------------------------------------------------------------
