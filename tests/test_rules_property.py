@@ -17,14 +17,6 @@ primitives, the gradient orders and modes checked.
    integer and bool results, to a few ulps for floats (a batched reduction may
    sum in another order). This runs for every primitive, integer ones included.
 
-Rules another change is adding right now (``KNOWN_MISSING``) are checked as soon
-as they exist: until then the test skips, printing the ``MissingRuleError``,
-and only for those; any other missing rule fails. Where only the second
-derivative needs a missing rule, order 1 is still checked on every example.
-Bugs this file found that are not fixed yet (``KNOWN_BUGS``: the exact error,
-per line) are set aside example by example and reported as XFAIL with a
-description; every other example of that line still has to pass.
-
 ``test_every_primitive_has_a_line`` fails when a primitive is registered without
 a line here (or without a reason in ``NO_GRAD`` / ``NO_BATCH``).
 
@@ -33,7 +25,6 @@ a line here (or without a reason in ``NO_GRAD`` / ``NO_BATCH``).
 from __future__ import annotations
 
 import os
-import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -46,7 +37,6 @@ import fnx
 from fnx import lax
 from fnx.core.dtypes import short_name
 from fnx.core.primitive import REGISTRY
-from fnx.errors import MissingRuleError, ShapeError
 from fnx.lax.indexing import indexed_shape
 from fnx.testing import check_grads
 
@@ -63,20 +53,6 @@ NUM = (F32, F64, I32)
 INTS = (I32, I8, U8)
 ALLDT = (F32, F64, I32, BOOL, C64)     # the batching sweep of dtype-agnostic primitives
 BITS = (BOOL, I32, U8)
-
-# Rules that are being added by another change right now. Until they land, a check that
-# needs one skips (printing the error); nothing else may be missing.
-KNOWN_MISSING = [
-    r"^(cumprod|cummax|cummin|digamma) has no jvp rule",
-    r"^scatter \(mode='(mul|min|max)'\) has no (jvp|transpose) rule",
-    r"^pad: a padding value that varies over a vmap batch",
-]
-
-
-def known_missing(err):
-    msg = str(err)
-    return any(re.search(p, msg) for p in KNOWN_MISSING)
-
 
 # Primitives that are not gradient-checked, and why.
 NO_GRAD = {
@@ -785,46 +761,6 @@ RULES = [
 GRAD_RULES = [r for r in RULES if r.prim not in NO_GRAD and r.gdtypes]
 
 
-# --- known bugs (reported; outside this file) -------------------------------------------------
-# rule id -> [(exception type, message pattern, what is wrong)]. An example that raises a
-# matching error is set aside and the remaining examples still run; the test then reports
-# XFAIL with the description. Any other failure fails, and once the bug is fixed the
-# examples simply pass.
-KNOWN_BUGS = {
-    "dot_general[preferred_element_type]": [
-        (ShapeError, r"dot_general: operands must have one dtype",
-         ("the jvp/transpose of dot_general with preferred_element_type wider than the "
-          "operands binds dot_general on mixed dtypes"))],
-}
-
-
-class Outcomes:
-    """Errors that the sweeps tolerate: rules being added now (skip) and reported bugs
-    (xfail); collected over the examples and reported once at the end."""
-
-    def __init__(self, rule):
-        self.rule = rule
-        self.missing, self.bugs = [], []
-
-    def tolerate(self, err):
-        if isinstance(err, MissingRuleError) and known_missing(err):
-            self.missing.append(str(err).splitlines()[0])
-            return True
-        for typ, pattern, what in KNOWN_BUGS.get(self.rule.id, []):
-            if isinstance(err, typ) and re.search(pattern, str(err)):
-                self.bugs.append(f"{what} ({type(err).__name__}: {str(err).splitlines()[0]})")
-                return True
-        return False
-
-    def finish(self, checked):
-        if self.bugs:
-            pytest.xfail(f"{self.rule.id}: known bug, reported: {self.bugs[0]} "
-                         f"[{len(self.bugs)} examples hit it; {checked} passed]")
-        if self.missing:
-            pytest.skip(f"{self.rule.id}: {self.missing[0]} (a rule another change is "
-                        f"adding; {checked} examples checked otherwise)")
-
-
 # --- the sweeps -------------------------------------------------------------------------------
 
 def _draw(rule, data, dtypes):
@@ -854,8 +790,6 @@ def _differentiated(case, args):
 
 @pytest.mark.parametrize("rule", GRAD_RULES, ids=[r.id for r in GRAD_RULES])
 def test_rules_match_finite_differences(rule):
-    outcomes, checked = Outcomes(rule), [0]
-
     @SETTINGS
     @given(data=st.data())
     def run(data):
@@ -863,24 +797,9 @@ def test_rules_match_finite_differences(rule):
         args = case.example(rng)
         note(f"{rule.id}({_describe(args)}) {case.label}\nargs={args!r}")
         fn, diff_args = _differentiated(case, args)
-        try:
-            check_grads(fn, diff_args, order=rule.order, modes=rule.modes)
-        except (MissingRuleError, ShapeError) as e:
-            if not outcomes.tolerate(e):
-                raise
-            if rule.order > 1 and outcomes.missing and not outcomes.bugs:
-                try:     # only the second derivative may be missing: check the first
-                    check_grads(fn, diff_args, order=1, modes=rule.modes)
-                except (MissingRuleError, ShapeError) as e1:
-                    if not outcomes.tolerate(e1):
-                        raise
-                    return
-                checked[0] += 1
-            return
-        checked[0] += 1
+        check_grads(fn, diff_args, order=rule.order, modes=rule.modes)
 
     run()
-    outcomes.finish(checked[0])
 
 
 def _stack(xs, axis):
@@ -907,8 +826,6 @@ def _assert_batch_equal(got, want, what):
 
 @pytest.mark.parametrize("rule", RULES, ids=[r.id for r in RULES])
 def test_batching_matches_a_python_loop(rule):
-    outcomes, checked = Outcomes(rule), [0]
-
     @SETTINGS
     @given(data=st.data())
     def run(data):
@@ -930,12 +847,7 @@ def test_batching_matches_a_python_loop(rule):
                        for ex in examples]
         note(f"{rule.id}: {case.label}; batch {size}, in_axes={tuple(axes)}; "
              f"operands {_describe(batched)}")
-        try:
-            got = fnx.vmap(case.fn, in_axes=tuple(axes))(*batched)
-        except (MissingRuleError, ShapeError) as e:
-            if not outcomes.tolerate(e):
-                raise
-            return
+        got = fnx.vmap(case.fn, in_axes=tuple(axes))(*batched)
         outs = [_leaves(case.fn(*args)) for args in per_example]
         got = _leaves(got)
         assert len(got) == len(outs[0]), \
@@ -943,15 +855,8 @@ def test_batching_matches_a_python_loop(rule):
         for k, g in enumerate(got):
             want = np.stack([np.asarray(o[k]) for o in outs])
             _assert_batch_equal(g, want, f"{rule.id} output {k} (in_axes={tuple(axes)})")
-        checked[0] += 1
 
     run()
-    outcomes.finish(checked[0])
-
-
-def test_known_bug_entries_name_lines():
-    ids = {r.id for r in RULES}
-    assert set(KNOWN_BUGS) <= ids, f"KNOWN_BUGS entries without a line: {set(KNOWN_BUGS) - ids}"
 
 
 def test_every_primitive_has_a_line():

@@ -220,6 +220,9 @@ def _dot_general_transpose(ct, lhs, rhs, *, dimension_numbers, preferred_element
     else:
         ct_yf = list(range(nb, nb + len(yf)))
     ct_b = list(range(nb))
+    from . import ops as L
+    if y.dtype != ct.dtype:  # preferred_element_type wider than the operands
+        y = L.convert_element_type(y, ct.dtype)
     # ct_x[b, xf, yc-order] = sum over y free of ct[b, ..] * y[b, yc, yf]
     res = dot_general_p.bind(ct, y, dimension_numbers=((tuple(ct_yf), tuple(yf)),
                                                 (tuple(ct_b), tuple(yb))),
@@ -229,7 +232,6 @@ def _dot_general_transpose(ct, lhs, rhs, *, dimension_numbers, preferred_element
     y_rest = sorted(yc)
     x_dims = list(xb) + xf + [xc[list(yc).index(d)] for d in y_rest]
     perm = [x_dims.index(d) for d in range(len(x.shape))]
-    from . import ops as L
     out = L.transpose(res, perm)
     if out.dtype != x.dtype:
         out = L.convert_element_type(out, x.dtype)
