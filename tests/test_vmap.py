@@ -83,8 +83,10 @@ def test_per_example_gradients_and_grad_of_vmap():
 
 
 def test_errors(monkeypatch):
-    with pytest.raises(ValueError, match="different sizes"):
+    with pytest.raises(ValueError, match="different sizes") as e:
         fnx.vmap(lambda a, b: a + b)(fnp.ones(3), fnp.ones(4))
+    assert "args[0]: axis 0 of shape (3,) has size 3" in str(e.value)
+    assert "args[1]: axis 0 of shape (4,) has size 4" in str(e.value)
     with pytest.raises(ValueError, match="out of range"):
         fnx.vmap(lambda a: a, in_axes=2)(fnp.ones((3, 4)))
     with pytest.raises(fnx.errors.ShapeError, match="padding_value"):   # per-example checks

@@ -81,6 +81,18 @@ def _broadcast_prefix(prefix, tree):
     return out
 
 
+def _size_mismatch(args, leaves, axes, axis_size):
+    """Which mapped argument has which batch size (the error of mismatched in_axes)."""
+    paths = [tree_util.keystr(p) for p, _ in tree_util.tree_leaves_with_path(args)]
+    lines = [f"  args{p}: axis {a} of shape {tuple(x.shape)} has size {x.shape[a]}"
+             for p, x, a in zip(paths, leaves, axes) if a is not None]
+    if axis_size is not None:
+        lines.append(f"  axis_size={axis_size}")
+    return ("vmap: the mapped axes have different sizes; every mapped argument must have "
+            "the same batch size (use in_axes=None for an argument that is not batched):\n"
+            + "\n".join(lines))
+
+
 def vmap(fun, in_axes=0, out_axes=0, axis_size=None):
     """Vectorize ``fun`` over the ``in_axes`` of its arguments (pytrees of ints/None)."""
     def batched(*args):
@@ -110,8 +122,7 @@ def vmap(fun, in_axes=0, out_axes=0, axis_size=None):
         if axis_size is not None:
             sizes.add(axis_size)
         if len(sizes) != 1:
-            raise ValueError(f"vmap: the mapped axes have different sizes {sorted(sizes)}; "
-                             "every mapped argument must have the same batch size" if sizes
+            raise ValueError(_size_mismatch(args, leaves, norm, axis_size) if sizes
                              else "vmap: no argument is mapped; give axis_size")
         size = sizes.pop()
         trace = BatchTrace(get_trace(), size)
