@@ -85,15 +85,30 @@ class Primitive:
         self.impl = impl
         self.multiple_results = multiple_results
         self.jvp = None          # (primals, tangents, **params) -> (primal_out, tangent_out)
-        self.transpose = None    # linear primitives: (cotangent, *args, **params) -> cotangents
+        self._transpose = None   # linear primitives: (cotangent, *args, **params) -> cotangents
         self.batch = None        # (args, batch_dims, **params) -> (out, out_batch_dims)
         self.onnx = None         # ONNX lowering
         self.kernel = None       # GPU kernel codegen hook
         self.numpy_codegen = None  # (input expressions, params) -> expression string, for jit
+        # Applied to tangents by a jvp rule (deflinear/deflinear_in set it, and so does
+        # giving it a transpose), so reverse mode needs its transpose.
+        self.linear = False
+        # Rules this primitive cannot have, with the reason: {"batch": "no operands"}.
+        self.not_needed = {}
         # Eager grad compiles and caches each call signature's derivation; False for
         # primitives whose rules run user code that may need concrete values.
         self.cache_eager_vjp = True
         REGISTRY[name] = self
+
+    @property
+    def transpose(self):
+        return self._transpose
+
+    @transpose.setter
+    def transpose(self, rule):
+        self._transpose = rule
+        if rule is not None:
+            self.linear = True
 
     def bind(self, *args, **params):
         return _current_trace().process_primitive(self, args, params)

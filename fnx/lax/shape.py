@@ -276,6 +276,7 @@ for _p in (broadcast_in_dim_p, reshape_p, transpose_p, squeeze_p, expand_dims_p,
 deflinear(pad_p)  # linear in (operand, padding_value) jointly
 deflinear_in(dynamic_slice_p, 0)
 defjvp_zero(iota_p)
+iota_p.not_needed = {"batch": "no operands, so vmap never batches it"}
 
 
 def _dynamic_update_slice_jvp(primals, tangents):

@@ -72,6 +72,8 @@ def _lin_transpose(cts, *args, num_res, bwd, out_avals):
 
 
 custom_lin_p.transpose = _lin_transpose
+custom_lin_p.not_needed = {"jvp": "the linear half of a custom_vjp, which has no forward "
+                                  "mode (as in JAX)"}
 
 
 def _custom_vjp_jvp(primals, tangents, *, fun, rule, name):

@@ -171,6 +171,7 @@ def deflinear(prim):
         ts = [instantiate(t, p) for p, t in zip(primals, tangents)]
         return out, prim.bind(*ts, **params)
     prim.jvp = jvp_rule
+    prim.linear = True
 
 
 def deflinear_in(prim, argnum):
@@ -183,3 +184,4 @@ def deflinear_in(prim, argnum):
         args[argnum] = tangents[argnum]
         return out, prim.bind(*args, **params)
     prim.jvp = jvp_rule
+    prim.linear = True
