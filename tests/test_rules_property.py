@@ -1,35 +1,38 @@
 """Every primitive's transformation rules, property-tested.
 
-One table (``RULES``) drives two sweeps; each line names a primitive, a hypothesis
-strategy of cases (shapes of rank 0-3 with sides 1-4, static params, and a
-generator of values inside the op's domain, away from its kinks and
-singularities), the dtypes of the batching sweep and, for differentiable
-primitives, the gradient orders and modes checked.
+One table (``RULES``) drives one sweep, ``fnx.testing.check_op`` on every line;
+each line names a primitive, a hypothesis strategy of cases (shapes of rank 0-3
+with sides 1-4, static params, and a generator of values inside the op's
+domain, away from its kinks and singularities), its dtypes and, for
+differentiable primitives, the gradient orders and modes checked.
+``test_every_rule_of_every_primitive`` runs, per line:
 
-1. ``test_rules_match_finite_differences``: ``fnx.testing.check_grads`` in both
-   modes, to order 2 (order 1 or one mode where a line says why), for float32
-   and float64 (and complex where a line lists it). That checks each jvp rule
-   against finite differences, each transpose rule against its jvp rule, and
-   the rules of the rules (the second derivatives).
-2. ``test_batching_matches_a_python_loop``: ``fnx.vmap`` over a random batch size,
-   with each argument mapped at a random axis (first, last, in between) or not
-   at all, equals the op applied example by example and stacked: exactly for
-   integer and bool results, to a few ulps for floats (a batched reduction may
-   sum in another order). This runs for every primitive, integer ones included.
+- the shape rule (``eval_shape``) against the impl's output, and ``jit`` against eager;
+- ``fnx.vmap`` over a batch of 2-3 examples of one case, each argument mapped at a
+  random axis (first, last, in between) or not at all, against the op applied
+  example by example and stacked (every primitive, integer ones included);
+- for differentiable lines (float32, float64, and complex where listed), jvp against
+  finite differences and vjp against jvp (``check_grads``, both modes, to order 2 or
+  where a line says why, order 1 or one mode): each jvp rule, each transpose rule,
+  and the rules of the rules (second derivatives);
+- the GPU kernel (compiled by NVRTC, run on the CPU or the device) and the ONNX
+  lowering (run by onnxruntime) of elementwise primitives that have them, and the
+  ONNX export of the other lines where every primitive inside has a lowering.
+
+Values against NumPy references are checked in ``test_lax_ops.py``.
 
 ``test_every_primitive_has_a_line`` fails when a primitive is registered without
 a line here (or without a reason in ``NO_GRAD`` / ``NO_BATCH``).
 
-``FNX_RULE_EXAMPLES=200`` (default 12) for a deep run.
+Examples per line: the hypothesis profile's (``HYPOTHESIS_PROFILE=fnx-thorough`` for a
+deep run; see ``tests/conftest.py``).
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, note, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
@@ -38,12 +41,7 @@ from fnx import lax
 from fnx.core.dtypes import short_name
 from fnx.core.primitive import REGISTRY
 from fnx.lax.indexing import indexed_shape
-from fnx.testing import check_grads
-
-EXAMPLES = int(os.environ.get("FNX_RULE_EXAMPLES", "12"))
-SETTINGS = settings(max_examples=EXAMPLES, deadline=None, database=None,
-                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                           HealthCheck.filter_too_much])
+from fnx.testing import Example, check_op
 
 BOOL, I8, I32, U8 = map(np.dtype, ("bool", "int8", "int32", "uint8"))
 F32, F64, C64, C128 = map(np.dtype, ("float32", "float64", "complex64", "complex128"))
@@ -154,8 +152,7 @@ class Case:
     fn: object                  # fn(*arrays) -> array or tuple of arrays (static params bound)
     make: object                # make(rng) -> tuple of NumPy arrays: one example's operands
     label: str = ""             # static params, for failure reports
-    unbatched: tuple = ()       # operand positions that the batching test never maps
-    nondiff: tuple = ()         # float operand positions the gradient test holds fixed
+    params: dict = None         # elementwise lines: the primitive's own params (fn binds them)
 
     def example(self, rng):
         return tuple(self.make(rng))
@@ -179,6 +176,9 @@ class Rule:
     modes: tuple = ("fwd", "rev")
     why: str = ""               # why order 1 or one mode only
     variant: str = ""
+    direct: bool = False        # check the primitive itself (elementwise lines: params only)
+    unbatched: tuple = ()       # operand positions that vmap never maps
+    nondiff: tuple = ()         # float operand positions held fixed when differentiating
 
     @property
     def id(self):
@@ -206,9 +206,9 @@ def elementwise(prim, *doms, fn=None, bdtypes=FLOAT, gdtypes=FLOAT, params=None,
             shapes[draw(st.integers(0, 1))] = ()
         p = {k: draw(v) for k, v in params.items()}
         f = (lambda *xs: fn(*xs, **p)) if p else fn
-        return Case(f, arrays(*[(s, dtype, d) for s, d in zip(shapes, doms)]), str(p or ""))
+        return Case(f, arrays(*[(s, dtype, d) for s, d in zip(shapes, doms)]), str(p or ""), p)
 
-    return Rule(prim, cases, bdtypes, gdtypes, **kw)
+    return Rule(prim, cases, bdtypes, gdtypes, direct=True, **kw)
 
 
 def coupled(prim, make, fn=None, bdtypes=FLOAT, gdtypes=FLOAT, **kw):
@@ -218,9 +218,9 @@ def coupled(prim, make, fn=None, bdtypes=FLOAT, gdtypes=FLOAT, **kw):
     @st.composite
     def cases(draw, dtype):
         shape = draw(SHAPES)
-        return Case(fn, lambda rng: make(rng, shape, dtype))
+        return Case(fn, lambda rng: make(rng, shape, dtype), params={})
 
-    return Rule(prim, cases, bdtypes, gdtypes, **kw)
+    return Rule(prim, cases, bdtypes, gdtypes, direct=True, **kw)
 
 
 def structured(prim, strategy, bdtypes=FLOAT, gdtypes=FLOAT, **kw):
@@ -409,8 +409,7 @@ def pad_cases(batched_value):
             config.append((lo, hi, it))
         config = tuple(config)
         return Case(_with(lax.pad, padding_config=config),
-                    arrays((shape, dtype, ANY), ((), dtype, ANY)), str(config),
-                    unbatched=() if batched_value else (1,))
+                    arrays((shape, dtype, ANY), ((), dtype, ANY)), str(config))
     return cases
 
 
@@ -599,7 +598,7 @@ def polygamma_cases(draw, dtype):
     mshape = draw(st.sampled_from([(), shape]))
     return Case(lax.polygamma,
                 arrays((mshape, dtype, Dom(0.0, 3.0, integral=True)), (shape, dtype, POS)),
-                f"m{list(mshape)}", nondiff=(0,))
+                f"m{list(mshape)}")
 
 
 # call primitives: small bodies through each
@@ -683,7 +682,7 @@ RULES = [
     un("logistic"), un("erf"), un("erfc"), un("erf_inv", UNIT),
     un("lgamma", Dom(0.5, 4.0)), un("digamma", Dom(0.5, 4.0)),
     # the order m is integer-valued and held fixed (its derivative raises, as in JAX)
-    structured("polygamma", polygamma_cases),
+    structured("polygamma", polygamma_cases, nondiff=(0,)),
     un("is_finite", SPECIALS), un("isinf", SPECIALS), un("isnan", SPECIALS),
     un("not", fn=lax.bitwise_not, bdtypes=BITS),
     un("real", gdtypes=FLOAT + CPLX), un("imag", gdtypes=FLOAT + CPLX),
@@ -717,7 +716,7 @@ RULES = [
     structured("expand_dims", expand_dims_cases, bdtypes=ALLDT),
     structured("rev", rev_cases, bdtypes=ALLDT),
     structured("concatenate", concatenate_cases, bdtypes=ALLDT),
-    structured("pad", pad_cases(False), bdtypes=ALLDT),
+    structured("pad", pad_cases(False), bdtypes=ALLDT, unbatched=(1,)),
     structured("pad", pad_cases(True), bdtypes=ALLDT, variant="batched padding value"),
     structured("slice", slice_cases, bdtypes=ALLDT),
     structured("dynamic_slice", dynamic_slice_cases, bdtypes=ALLDT),
@@ -761,102 +760,49 @@ RULES = [
 GRAD_RULES = [r for r in RULES if r.prim not in NO_GRAD and r.gdtypes]
 
 
-# --- the sweeps -------------------------------------------------------------------------------
+# --- the sweep: check_op on every line ----------------------------------------------------------
 
-def _draw(rule, data, dtypes):
-    dtype = data.draw(st.sampled_from(dtypes), label="dtype")
-    case = data.draw(rule.cases(np.dtype(dtype)), label="case")
-    seed = data.draw(st.integers(0, 2 ** 32 - 1), label="seed")
-    return dtype, case, np.random.default_rng(seed)
+def _apply(*xs, fn):
+    """A line's function of its operands (``fn`` carries its static params)."""
+    return fn(*xs)
 
 
-def _describe(args):
-    return ", ".join(f"{short_name(np.asarray(a).dtype)}{list(np.shape(a))}" for a in args)
+def examples(rule, dtypes):
+    """Hypothesis examples of a line: a dtype, a case and a seed for its values; a vmap
+    batch gets further examples of the same case (same shapes)."""
+    @st.composite
+    def draw_example(draw):
+        dtype = np.dtype(draw(st.sampled_from(dtypes), label="dtype"))
+        case = draw(rule.cases(dtype), label="case")
+        seed = draw(st.integers(0, 2 ** 32 - 1), label="seed")
+        operands = case.example(np.random.default_rng(seed))
+        more = np.random.default_rng(seed + 1)
+        params = case.params if rule.direct else {"fn": case.fn}
+        return Example(*operands, **params).lanes(lambda k: case.example(more))
+    return draw_example()
 
 
-def _differentiated(case, args):
-    """(function of the differentiated operands, those operands): ``case.nondiff`` held."""
-    if not case.nondiff:
-        return case.fn, args
-    keep = [i for i in range(len(args)) if i not in case.nondiff]
-
-    def fn(*diff):
-        full = list(args)
-        for i, d in zip(keep, diff):
-            full[i] = d
-        return case.fn(*full)
-    return fn, tuple(args[i] for i in keep)
-
-
-@pytest.mark.parametrize("rule", GRAD_RULES, ids=[r.id for r in GRAD_RULES])
-def test_rules_match_finite_differences(rule):
-    @SETTINGS
-    @given(data=st.data())
-    def run(data):
-        _, case, rng = _draw(rule, data, rule.gdtypes)
-        args = case.example(rng)
-        note(f"{rule.id}({_describe(args)}) {case.label}\nargs={args!r}")
-        fn, diff_args = _differentiated(case, args)
-        check_grads(fn, diff_args, order=rule.order, modes=rule.modes)
-
-    run()
-
-
-def _stack(xs, axis):
-    return np.stack(xs, axis=axis)
-
-
-def _leaves(x):
-    return list(x) if isinstance(x, (tuple, list)) else [x]
-
-
-def _assert_batch_equal(got, want, what):
-    g, w = np.asarray(got), np.asarray(want)
-    assert g.dtype == w.dtype, f"{what}: dtype {g.dtype}, the loop gives {w.dtype}"
-    assert g.shape == w.shape, f"{what}: shape {g.shape}, the loop gives {w.shape}"
-    if w.dtype.kind in "fc":
-        eps = float(np.finfo(w.dtype).eps)
-        fin = np.isfinite(w)
-        scale = float(np.abs(w[fin]).max()) if fin.any() else 0.0
-        np.testing.assert_allclose(g, w, rtol=16 * eps, atol=16 * eps * scale, equal_nan=True,
-                                   err_msg=what)
-    else:
-        np.testing.assert_array_equal(g, w, err_msg=what)
+def _checks_of(rule):
+    skip = []
+    if rule.prim in NO_GRAD or not rule.gdtypes:
+        skip += ["jvp", "vjp"]
+    if rule.prim in NO_BATCH:
+        skip.append("vmap")
+    if not rule.direct:
+        skip.append("kernel")   # kernels belong to elementwise primitives, checked directly
+    return tuple(skip)
 
 
 @pytest.mark.parametrize("rule", RULES, ids=[r.id for r in RULES])
-def test_batching_matches_a_python_loop(rule):
-    @SETTINGS
-    @given(data=st.data())
-    def run(data):
-        _, case, rng = _draw(rule, data, rule.bdtypes)
-        size = data.draw(st.integers(1, 3), label="batch size")
-        examples = [case.example(rng) for _ in range(size)]
-        n = len(examples[0])
-        axes = []
-        for i in range(n):
-            nd = np.ndim(examples[0][i]) + 1
-            axes.append(None if i in case.unbatched else data.draw(
-                st.one_of(st.none(), st.integers(0, nd - 1), st.just(-1)),
-                label=f"in_axes[{i}]"))
-        if all(a is None for a in axes):
-            axes[next(i for i in range(n) if i not in case.unbatched)] = 0
-        batched = [examples[0][i] if a is None else _stack([ex[i] for ex in examples], a)
-                   for i, a in enumerate(axes)]
-        per_example = [[examples[0][i] if a is None else ex[i] for i, a in enumerate(axes)]
-                       for ex in examples]
-        note(f"{rule.id}: {case.label}; batch {size}, in_axes={tuple(axes)}; "
-             f"operands {_describe(batched)}")
-        got = fnx.vmap(case.fn, in_axes=tuple(axes))(*batched)
-        outs = [_leaves(case.fn(*args)) for args in per_example]
-        got = _leaves(got)
-        assert len(got) == len(outs[0]), \
-            f"{rule.id}: {len(got)} outputs, the loop gives {len(outs[0])}"
-        for k, g in enumerate(got):
-            want = np.stack([np.asarray(o[k]) for o in outs])
-            _assert_batch_equal(g, want, f"{rule.id} output {k} (in_axes={tuple(axes)})")
-
-    run()
+def test_every_rule_of_every_primitive(rule):
+    """check_op: shape rule, jit, vmap against a loop, jvp against finite differences,
+    vjp against jvp, GPU kernel and ONNX lowering where the primitive has them."""
+    grad = rule.prim not in NO_GRAD and rule.gdtypes
+    dts = tuple(dict.fromkeys(rule.bdtypes + (rule.gdtypes if grad else ())))
+    op = REGISTRY[rule.prim] if rule.direct else _apply
+    check_op(op, examples(rule, dts), skip=_checks_of(rule), order=rule.order,
+             modes=rule.modes, nondiff_argnums=rule.nondiff, unbatched_argnums=rule.unbatched,
+             name=rule.id)
 
 
 def test_every_primitive_has_a_line():

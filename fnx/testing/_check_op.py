@@ -87,12 +87,21 @@ class OpCheckError(AssertionError):
 
 class Example:
     """One drawn input: positional operands and static params, for strategies that draw
-    params together with the operands (``st.builds(Example, x, axis=...)``)."""
-    __slots__ = ("args", "params")
+    params together with the operands (``st.builds(Example, x, axis=...)``).
+
+    ``example.lanes(make)`` attaches ``make(k) -> operands``, which builds further inputs
+    of the same shapes and dtypes (lane ``k`` of a vmap batch, k >= 1), for strategies
+    whose shapes vary from draw to draw."""
+    __slots__ = ("args", "params", "lane_maker")
 
     def __init__(self, *args, **params):
         self.args = args
         self.params = params
+        self.lane_maker = None
+
+    def lanes(self, make):
+        self.lane_maker = make
+        return self
 
     def __repr__(self):
         return f"Example(args={self.args!r}, params={self.params!r})"
@@ -324,8 +333,10 @@ def check_op(op, args, *, reference=None, params=None, checks=None, skip=(), ord
 
     def run_checks(data, selected):
         drawn = data.draw(args, label="args")
+        lane_maker = None
         if isinstance(drawn, Example):
             operands, p = tuple(drawn.args), {**fixed_params, **drawn.params}
+            lane_maker = drawn.lane_maker
         else:
             operands, p = tuple(drawn), dict(fixed_params)
         f = _caller(op, p)
@@ -383,9 +394,15 @@ def check_op(op, args, *, reference=None, params=None, checks=None, skip=(), ord
             report.ran["jit"] += 1
 
         if "vmap" in selected:
+            lane_count = [0]
+
             def draw_lane():
-                more = data.draw(args, label="another vmap lane")
-                more = more.args if isinstance(more, Example) else tuple(more)
+                if lane_maker is not None:
+                    lane_count[0] += 1
+                    more = tuple(lane_maker(lane_count[0]))
+                else:
+                    more = data.draw(args, label="another vmap lane")
+                    more = more.args if isinstance(more, Example) else tuple(more)
                 more = [np.asarray(a) if isinstance(a, (np.ndarray, Array, np.generic)) else a
                         for a in more]
                 same = len(more) == len(np_args) and all(
