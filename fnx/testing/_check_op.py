@@ -59,7 +59,7 @@ from ..core import dtypes
 from ..core.array import Array, to_array
 from ..core.primitive import Primitive, ShapeDtypeStruct
 from ..errors import MissingRuleError
-from ._grads import _fmt_array, _sig, check_grads
+from ._grads import _fmt, _fmt_array, _sig, check_grads
 
 __all__ = ["CHECKS", "Example", "OpCheckError", "OpReport", "check_op", "value_tolerance"]
 
@@ -203,7 +203,7 @@ def _describe_bad(g, w, bad, why):
         at = tuple(np.argwhere(bad)[0]) if w.ndim else ()
     at = tuple(int(i) for i in at)
     lines = [f"{n} of {max(w.size, 1)} elements differ ({why}); at index {at}: "
-             f"got {g[at]!r}, expected {w[at]!r}"]
+             f"got {_fmt(g[at])}, expected {_fmt(w[at])}"]
     if w.size <= 16:
         lines.append(f"got      {_fmt_array(g, 16)}")
         lines.append(f"expected {_fmt_array(w, 16)}")
@@ -253,7 +253,7 @@ def _compare_outputs(got, want, tolerance, what, check_dtype=True):
     if len(g) != len(w):
         return f"{what}: {len(g)} outputs, expected {len(w)}"
     for k, (gk, wk) in enumerate(zip(g, w)):
-        tol = tolerance(wk.dtype)
+        tol = tolerance(gk.dtype)   # the precision of the op's own output
         m = _mismatch(gk, wk, tol, check_dtype=check_dtype)
         if m is not None:
             out = f"output {k}" if len(w) > 1 else "output"
@@ -430,6 +430,7 @@ def check_op(op, args, *, reference=None, params=None, checks=None, skip=(), ord
                 for i, x in zip(diff, xs):
                     full[i] = x
                 return f(*full)
+            fd.__qualname__ = f"{name} (its float operands {diff})"
             seed = data.draw(st.integers(0, 2 ** 31 - 1), label=f"{check} seed")
             over = tolerances.get(check, {})
             guarded(check, lambda: check_grads(fd, tuple(np_args[i] for i in diff),

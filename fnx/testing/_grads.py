@@ -140,8 +140,10 @@ def _sig(x):
 
 def _fmt(v):
     if isinstance(v, (complex, np.complexfloating)):
-        return f"{complex(v):.6g}"
-    return f"{float(v):.6g}"
+        return f"{complex(v):.9g}"
+    if isinstance(v, (bool, np.bool_, int, np.integer)):
+        return str(v)
+    return f"{float(v):.9g}"
 
 
 def _fmt_array(a, limit=8):

@@ -54,14 +54,14 @@ class RulesReport:
         return {r: sum(c[r] == "yes" for _, c in self.rows) for r in RULES}
 
     def _table(self, sep, rule_line):
-        width = max([len("primitive")] + [len(n) for n, _ in self.rows])
+        total = f"({len(self.rows)} primitives)"
+        width = max([len("primitive"), len(total)] + [len(n) for n, _ in self.rows])
         head = sep.join([f"{'primitive':{width}s}"] + [f"{r:10s}" for r in RULES])
         lines = [head, rule_line(width)]
         for name, cells in self.rows:
             lines.append(sep.join([f"{name:{width}s}"] + [f"{cells[r]:10s}" for r in RULES]))
         counts = self.counts()
-        lines.append(sep.join([f"{'(' + str(len(self.rows)) + ' primitives)':{width}s}"]
-                              + [f"{counts[r]:<10d}" for r in RULES]))
+        lines.append(sep.join([f"{total:{width}s}"] + [f"{counts[r]:<10d}" for r in RULES]))
         return lines
 
     def __str__(self):
