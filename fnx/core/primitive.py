@@ -16,6 +16,7 @@ from .trace import _current
 _current_trace = _current.get
 
 REGISTRY: dict[str, "Primitive"] = {}
+BUILTIN: frozenset = frozenset()   # the names of fnx's own primitives (set by fnx/__init__)
 
 
 class ShapeDtypeStruct:

@@ -121,6 +121,12 @@ def _apply(f, g, op, pet):
     return lambda lhs, rhs: op(f(lhs), g(rhs))
 
 
+def _matmul(a, b):
+    """``np.matmul`` in the operands' dtype (ml_dtypes' bfloat16 matmul returns float32)."""
+    out = np.matmul(a, b)
+    return out if out.dtype == a.dtype else out.astype(a.dtype)
+
+
 @functools.lru_cache(maxsize=4096)
 def _plan(lshape, rshape, dn, pet, perm):
     (lc, rc), (lb, rb) = dn
@@ -165,7 +171,7 @@ def _plan(lshape, rshape, dn, pet, perm):
     m, n = math.prod(mshape), math.prod(nshape)
     mm = _apply(_view(lshape, tuple(lb) + tuple(lf) + tuple(lc), bshape + (m, k)),
                 _view(rshape, tuple(rb) + tuple(rc) + tuple(rf), bshape + (k, n)),
-                np.matmul, pet)
+                _matmul, pet)
     back = None if bshape + (m, n) == out_shape else out_shape
     if perm == tuple(range(nout)):
         perm = None

@@ -569,19 +569,27 @@ def _check_onnx(op, is_prim, f, np_args, fx_args, params, out, tol, guarded, fai
         report.skip("onnx", "onnxruntime is not installed (pip install fnx[onnx])")
         return
     from .. import onnx as fnx_onnx
-    if is_prim:
-        avals = [ShapeDtypeStruct(a.shape, a.dtype) for a in fx_args]
-        model = guarded("onnx", lambda: fnx_onnx.lower_primitive(op, avals, params))
-    else:
-        try:
+    try:
+        if is_prim:
+            avals = [ShapeDtypeStruct(a.shape, a.dtype) for a in fx_args]
+            model = fnx_onnx.lower_primitive(op, avals, params)
+        else:
             model = fnx_onnx.export(f, *fx_args)
-        except MissingRuleError as e:
-            report.skip("onnx", str(e).splitlines()[0])
+    except MissingRuleError as e:   # a primitive inside without a lowering, complex dtypes
+        report.skip("onnx", str(e).splitlines()[0])
+        return
+    except Exception as e:
+        if is_prim:
+            fail("onnx", f"lowering raised {type(e).__name__}: {e}\n  input:\n{inp}")
+        report.skip("onnx", f"export failed: {type(e).__name__}: {str(e).splitlines()[0]}")
+        return
+    try:
+        got = fnx_onnx.run(model, *np_args)
+    except Exception as e:
+        if type(e).__name__ == "NotImplemented":   # onnxruntime lacks a kernel for a dtype
+            report.skip("onnx", f"onnxruntime: {str(e).splitlines()[0]}")
             return
-        except Exception as e:  # unsupported dtypes and the like: not this op's fault
-            report.skip("onnx", f"export failed: {type(e).__name__}: {str(e).splitlines()[0]}")
-            return
-    got = guarded("onnx", lambda: fnx_onnx.run(model, *np_args))
+        fail("onnx", f"onnxruntime raised {type(e).__name__}: {e}\n  input:\n{inp}")
     m = _compare_outputs(got, out, tol, "onnxruntime against the impl")
     if m:
         fail("onnx", f"{m}\n  input:\n{inp}")
