@@ -217,3 +217,38 @@ def test_rules_report_flags_a_linear_primitive_without_a_transpose():
     p.not_needed = {"batch": "testing"}
     p.transpose = lambda ct, x: [ct] if is_linear(x) else [None]
     assert rules_report([p]).missing == {}
+
+
+# --- the optional hooks: GPU kernel and ONNX lowering -------------------------------------------
+
+def _softplus_with_hooks(kernel_sign="+", onnx_op="Softplus"):
+    p = make_softplus()
+    p.kernel = lambda xs, in_dtypes, out_dtype: (
+        f"fmaxf({xs[0]}, 0.0f) {kernel_sign} log1pf(expf(-fabsf({xs[0]})))")
+    p.onnx = lambda ctx, x: ctx.node(onnx_op, [x])
+    return p
+
+
+def test_correct_kernel_and_onnx_hooks_pass():
+    from fnx.kernels import cuda
+    report = check_op(_softplus_with_hooks(), floats(-20, 20), reference=softplus_ref,
+                      max_examples=8)
+    if cuda.compiler_available() or cuda.device_available():
+        assert report.ran["kernel"] >= 8, report
+    assert report.ran["onnx"] >= 8, report
+
+
+def test_a_wrong_kernel_is_the_kernel():
+    from fnx.kernels import cuda
+    if not (cuda.device_available() or (cuda.compiler_available()
+                                        and cuda.host_compiler_available())):
+        pytest.skip("no CUDA device, and no NVRTC + g++ to run the kernel source on the CPU")
+    msg = expect_failure("kernel", _softplus_with_hooks(kernel_sign="-"), floats(-20, 20),
+                         reference=softplus_ref, skip=("onnx",))
+    assert "the GPU kernel (prim.kernel) is wrong" in msg and "kernel source" in msg
+
+
+def test_a_wrong_onnx_lowering_is_onnx():
+    msg = expect_failure("onnx", _softplus_with_hooks(onnx_op="Softsign"), floats(-20, 20),
+                         reference=softplus_ref, skip=("kernel",))
+    assert "the ONNX lowering (prim.onnx) is wrong" in msg and "onnxruntime" in msg

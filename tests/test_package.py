@@ -65,3 +65,23 @@ def test_readme_example_runs(capsys):
     exec(compile(code, "README.md", "exec"), namespace)
     assert "{ lambda" in capsys.readouterr().out
     assert namespace["grads"][0].shape == (3, 2)
+
+
+def test_readme_adding_an_op_example_runs(capsys):
+    readme = open(os.path.join(ROOT, "README.md")).read()
+    blocks = re.findall(r"```python\n(.*?)```", readme, re.S)
+    code = next(b for b in blocks if "fnx.extend" in b)
+    namespace = {}
+    exec(compile(code, "README.md (Adding an op)", "exec"), namespace)
+    out = capsys.readouterr().out
+    assert "check_op(my_softplus):" in out and "vjp     passed" in out
+    assert "onnx    passed" in out          # onnxruntime is a test extra
+
+
+def test_readme_rules_table_is_current():
+    from fnx.core.primitive import BUILTIN
+    readme = open(os.path.join(ROOT, "README.md")).read()
+    table = re.search(r"<!-- rules_report:start -->\n(.*?)\n<!-- rules_report:end -->",
+                      readme, re.S).group(1)
+    assert table == fnx.testing.rules_report(sorted(BUILTIN)).markdown(), \
+        "regenerate the README table with fnx.testing.rules_report(...).markdown()"

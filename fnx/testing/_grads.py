@@ -70,7 +70,9 @@ given it is ``rtol`` times the largest magnitude in that output leaf (the
 comparison is normwise per output, so a small element that is a difference
 of large terms is not held to a relative accuracy it cannot have), plus
 ``16 * machine-epsilon * max |f(x)|`` for outputs that are zero by
-cancellation. Reverse-mode inner products pass when they agree within
+cancellation, plus ``4 * machine-epsilon * max |f(x)| / eps``, the rounding
+error of the differences themselves (in the dtype they are taken in).
+Reverse-mode inner products pass when they agree within
 ``atol + rtol * (sum of |terms|)``. A given ``atol`` is used as is.
 """
 from __future__ import annotations
@@ -364,9 +366,11 @@ class _Level:
             atol = float(self.user_atol)
             atol_how = "given"
         else:
-            atol = self.rtol * scale + 16 * _machine_eps(self.ad_dtype) * \
-                _finite_max(self.ys[j])
-            atol_how = "rtol * largest |value| of this output + 16 eps |f(x)|"
+            fmax = _finite_max(self.ys[j])
+            atol = (self.rtol * scale + 16 * _machine_eps(self.ad_dtype) * fmax
+                    + self.fd_rounding(j))
+            atol_how = ("rtol * largest |value| of this output + 16 eps |f(x)| + "
+                        "4 eps |f(x)| / step (rounding in the differences)")
         with np.errstate(invalid="ignore", over="ignore"):
             allowed = atol + self.rtol * np.where(np.isfinite(r), np.abs(r), 0.0)
             bad = err > allowed
@@ -390,8 +394,18 @@ class _Level:
                 return res
         return None
 
-    def ip_close(self, lhs, rhs, mag):
-        atol = float(self.user_atol) if self.user_atol is not None else 0.0
+    def fd_rounding(self, j):
+        """The finite differences' own rounding error in output ``j``: f(x +- h) are each
+        rounded (in the dtype the differences are taken in) and divided by 2h."""
+        fd_dtype = _wide(self.ys[j].dtype) if self.wide else self.ys[j].dtype
+        return 4 * _machine_eps(fd_dtype) * _finite_max(self.ys[j]) / self.eps
+
+    def ip_close(self, lhs, rhs, mag, cts=None):
+        if self.user_atol is not None:
+            atol = float(self.user_atol)
+        else:   # <ct, J t> inherits the differences' rounding, weighted by |ct|
+            atol = sum(float(np.sum(np.abs(cts[j]))) * self.fd_rounding(j)
+                       for j in self.out_inexact) if cts is not None else 0.0
         tol = atol + self.rtol * mag
         return abs(lhs - rhs) <= tol or (np.isnan(lhs) and np.isnan(rhs)), tol
 
@@ -443,7 +457,7 @@ class _Level:
                 rhs = sum(_vdot_re(cts[j], ref[j]) for j in self.out_inexact)
                 mag = _abs_dot(adj[k], ts[k]) + \
                     sum(_abs_dot(cts[j], ref[j]) for j in self.out_inexact)
-                if not self.ip_close(lhs, rhs, mag)[0] or not np.isfinite(lhs):
+                if not self.ip_close(lhs, rhs, mag, cts)[0] or not np.isfinite(lhs):
                     self.fail_rev(k, cts, ts, adj, ref)
         if self.order > self.depth + 1:
             if "fwd" in self.modes:
@@ -564,7 +578,7 @@ class _Level:
                 aj = self.adjoint(cj)
                 lhs_j, rhs_j = _vdot_re(aj[k], ts[k]), _vdot_re(cts[j], ref[j])
                 mag = _abs_dot(aj[k], ts[k]) + _abs_dot(cts[j], ref[j])
-                if not self.ip_close(lhs_j, rhs_j, mag)[0] or not np.isfinite(lhs_j):
+                if not self.ip_close(lhs_j, rhs_j, mag, cj)[0] or not np.isfinite(lhs_j):
                     j_bad, adj_j = j, aj
                     break
         else:
@@ -577,7 +591,7 @@ class _Level:
         lhs = _vdot_re(adj[k], ts[k])
         rhs = sum(_vdot_re(cts[j], ref[j]) for j in outs)
         mag = _abs_dot(adj[k], ts[k]) + sum(_abs_dot(cts[j], ref[j]) for j in outs)
-        tol = self.ip_close(lhs, rhs, mag)[1]
+        tol = self.ip_close(lhs, rhs, mag, cts)[1]
         lines.append(f"  <J* ct, t> from the vjp: {lhs:.8g}; <ct, J t> from finite differences: "
                      f"{rhs:.8g}; difference {abs(lhs - rhs):.3g}, tolerance {tol:.3g} "
                      f"(atol + rtol={self.rtol:g} times the sums of |terms| of both sides)")
@@ -602,7 +616,7 @@ class _Level:
             jv = sum(_vdot_re(cts[i], ad[i]) for i in outs)
             mag = sum(_abs_dot(cts[i], ad[i]) for i in outs)
             vjp_ok = self.ip_close(lhs, jv, mag + abs(lhs))[0]
-            jvp_ok = self.ip_close(jv, rhs, mag + abs(rhs))[0]
+            jvp_ok = self.ip_close(jv, rhs, mag + abs(rhs), cts)[0]
             lines.append(f"  <ct, J t> from fnx.jvp: {jv:.8g}")
             if vjp_ok and not jvp_ok:
                 lines.append("  diagnosis: the vjp agrees with fnx.jvp, and both disagree with "
