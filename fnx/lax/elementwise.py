@@ -389,8 +389,10 @@ defjvp(atan2_p, lambda g, ans, x, y: L.mul(g, L.div(y, L.add(L.square(x), L.squa
 defjvp(hypot_p, lambda g, ans, x, y: L.mul(g, L.div(x, ans)),
        lambda g, ans, x, y: L.mul(g, L.div(y, ans)))
 defjvp(copysign_p, lambda g, ans, x, y: L.mul(g, L.mul(L.sign(x), L.sign(ans))), None)
-defjvp(logaddexp_p, lambda g, ans, x, y: L.mul(g, L.exp(L.sub(x, ans))),
-       lambda g, ans, x, y: L.mul(g, L.exp(L.sub(y, ans))))
+# d/dx logaddexp(x, y) = exp(x - ans) = logistic(x - y): the logistic keeps full relative
+# accuracy when x << y, where x - ans cancels (float32 second derivatives off by 1%).
+defjvp(logaddexp_p, lambda g, ans, x, y: L.mul(g, logistic_p.bind(L.sub(x, y))),
+       lambda g, ans, x, y: L.mul(g, logistic_p.bind(L.sub(y, x))))
 
 
 def _tie_weight(a, b):
