@@ -770,11 +770,12 @@ _HEALTH_CHECKS = (HealthCheck.too_slow, HealthCheck.data_too_large, HealthCheck.
 
 def register_profiles():
     """Register the hypothesis settings profiles ``"fnx-ci"`` (10 examples, no
-    deadline, no example database) and ``"fnx-thorough"`` (200 examples, no
-    deadline); both suppress the too_slow, data_too_large and filter_too_much
-    health checks. Calling it again re-registers the same profiles."""
+    deadline, no example database, derandomized: the same examples on every run, so
+    CI is reproducible) and ``"fnx-thorough"`` (200 random examples, no deadline:
+    the exploring run); both suppress the too_slow, data_too_large and
+    filter_too_much health checks. Calling it again re-registers the same profiles."""
     settings.register_profile("fnx-ci", max_examples=10, deadline=None,
-                              suppress_health_check=_HEALTH_CHECKS, derandomize=False,
+                              suppress_health_check=_HEALTH_CHECKS, derandomize=True,
                               database=None)
     settings.register_profile("fnx-thorough", max_examples=200, deadline=None,
                               suppress_health_check=_HEALTH_CHECKS)
