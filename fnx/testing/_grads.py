@@ -70,8 +70,8 @@ given it is ``rtol`` times the largest magnitude in that output leaf (the
 comparison is normwise per output, so a small element that is a difference
 of large terms is not held to a relative accuracy it cannot have), plus
 ``16 * machine-epsilon * max |f(x)|`` for outputs that are zero by
-cancellation, plus ``4 * machine-epsilon * max |f(x)| / eps``, the rounding
-error of the differences themselves (in the dtype they are taken in).
+cancellation, plus ``4 * machine-epsilon * max |f(x +- eps t)| / eps``, the
+rounding error of the differences themselves (in the dtype they are taken in).
 Reverse-mode inner products pass when they agree within
 ``atol + rtol * (sum of |terms|)``. A given ``atol`` is used as is.
 """
@@ -285,6 +285,7 @@ class _Level:
         self.wide = self._probe_wide()
         tols = default_tolerances(self.ad_dtype, wide_reference=self.wide)
         self.eps, self.rtol = tols["eps"], tols["rtol"]
+        self.fd_mag = {}
         if self.user_eps is not None:
             self.eps = float(self.user_eps)
         if self.user_rtol is not None:
@@ -346,6 +347,9 @@ class _Level:
         for j in self.out_inexact:
             w = _wide(self.ys[j].dtype)
             out[j] = (yp[j].astype(w) - ym[j].astype(w)) / (2 * h)
+            # the size of the values whose difference is taken (for its rounding error)
+            self.fd_mag[j] = max(_finite_max(yp[j]), _finite_max(ym[j]),
+                                 _finite_max(self.ys[j]))
         return out, used
 
     def only(self, k, ts):
@@ -398,7 +402,8 @@ class _Level:
         """The finite differences' own rounding error in output ``j``: f(x +- h) are each
         rounded (in the dtype the differences are taken in) and divided by 2h."""
         fd_dtype = _wide(self.ys[j].dtype) if self.wide else self.ys[j].dtype
-        return 4 * _machine_eps(fd_dtype) * _finite_max(self.ys[j]) / self.eps
+        mag = self.fd_mag.get(j, _finite_max(self.ys[j]))
+        return 4 * _machine_eps(fd_dtype) * mag / self.eps
 
     def ip_close(self, lhs, rhs, mag, cts=None):
         if self.user_atol is not None:
