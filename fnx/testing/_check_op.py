@@ -59,7 +59,7 @@ from ..core import dtypes
 from ..core.array import Array, to_array
 from ..core.primitive import Primitive, ShapeDtypeStruct
 from ..errors import MissingRuleError
-from ._grads import _fmt, _fmt_array, _sig, check_grads
+from ._grads import _fmt, _fmt_array, _precision, _sig, check_grads
 
 __all__ = ["CHECKS", "Example", "OpCheckError", "OpReport", "check_op", "value_tolerance"]
 
@@ -140,15 +140,6 @@ class _Failed(Exception):
 
 
 _FAILED = {c: type(f"_{c.capitalize()}Failed", (_Failed,), {"check": c}) for c in CHECKS}
-
-
-def _precision(dtype):
-    dtype = np.dtype(dtype)
-    if dtypes.bfloat16 is not None and dtype == dtypes.bfloat16:
-        return "bfloat16"
-    if dtype.kind == "c":
-        return "float32" if dtype.itemsize <= 8 else "float64"
-    return {2: "float16", 4: "float32"}.get(dtype.itemsize, "float64")
 
 
 def value_tolerance(dtype):
