@@ -23,6 +23,7 @@ install it.
 """
 from __future__ import annotations
 
+import importlib
 import inspect
 import itertools
 import re
@@ -41,24 +42,21 @@ MIN_OPSET = 18     # the lowerings use opset-18 operator signatures (axes as inp
 _INSTALL_HINT = "install the ONNX extra: pip install fnx[onnx]"
 
 
-def _onnx():
-    """The ``onnx`` module, or an ImportError that says how to get it."""
+def _require(module, needed_by):
+    """``import module``, or an ImportError that says how to get it."""
     try:
-        import onnx
+        return importlib.import_module(module)
     except ImportError as err:
-        raise ImportError(f"fnx.onnx needs the 'onnx' package, which is not installed; "
+        raise ImportError(f"{needed_by} needs the '{module}' package, which is not installed; "
                           f"{_INSTALL_HINT}") from err
-    return onnx
+
+
+def _onnx():
+    return _require("onnx", "fnx.onnx")
 
 
 def _onnxruntime():
-    """The ``onnxruntime`` module, or an ImportError that says how to get it."""
-    try:
-        import onnxruntime
-    except ImportError as err:
-        raise ImportError(f"fnx.onnx.run needs the 'onnxruntime' package, which is not "
-                          f"installed; {_INSTALL_HINT}") from err
-    return onnxruntime
+    return _require("onnxruntime", "fnx.onnx.run")
 
 
 # --- dtypes ------------------------------------------------------------------------------

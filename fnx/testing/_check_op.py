@@ -58,7 +58,10 @@ from .. import tree_util
 from ..core import dtypes
 from ..core.array import Array, to_array
 from ..core.primitive import Primitive, ShapeDtypeStruct
+from ..core.tracing import eval_shape
 from ..errors import MissingRuleError
+from ..transforms.jit import jit
+from ..transforms.vmap import vmap
 from ._grads import _fmt, _fmt_array, _precision, _sig, check_grads
 
 __all__ = ["CHECKS", "Example", "OpCheckError", "OpReport", "check_op", "value_tolerance"]
@@ -216,10 +219,6 @@ def _describe_input(args, params):
     return "\n".join(lines)
 
 
-def _leaves(out):
-    return tree_util.tree_leaves(out)
-
-
 # --- the op as a function of arrays --------------------------------------------------------
 
 def _name_of(op):
@@ -235,11 +234,23 @@ def _caller(op, params):
 
 
 def _numpy_leaves(out):
-    return [np.asarray(o) for o in _leaves(out)]
+    return [np.asarray(o) for o in tree_util.tree_leaves(out)]
+
+
+def _as_numpy(operands):
+    """Array operands as NumPy arrays (Python scalars stay as they are)."""
+    return [np.asarray(a) if isinstance(a, (np.ndarray, Array, np.generic)) else a
+            for a in operands]
+
+
+def _as_fnx(operands):
+    """NumPy operands as fnx Arrays (Python scalars stay as they are)."""
+    return [to_array(a) if isinstance(a, np.ndarray) else a for a in operands]
 
 
 def _compare_outputs(got, want, tolerance, what, check_dtype=True):
-    """Leafwise comparison; raises the check's failure with ``what`` in front."""
+    """None when ``got`` matches ``want`` leaf by leaf, else the first mismatch, with
+    ``what`` in front."""
     g, w = _numpy_leaves(got), _numpy_leaves(want)
     if len(g) != len(w):
         return f"{what}: {len(g)} outputs, expected {len(w)}"
@@ -319,9 +330,6 @@ def check_op(op, args, *, reference=None, params=None, checks=None, skip=(), ord
             return t
         return tol
 
-    def fail(check, detail):
-        raise _FAILED[check](detail)
-
     def run_checks(data, selected):
         drawn = data.draw(args, label="args")
         lane_maker = None
@@ -331,10 +339,13 @@ def check_op(op, args, *, reference=None, params=None, checks=None, skip=(), ord
         else:
             operands, p = tuple(drawn), dict(fixed_params)
         f = _caller(op, p)
-        np_args = [np.asarray(a) if isinstance(a, (np.ndarray, Array, np.generic)) else a
-                   for a in operands]
+        np_args = _as_numpy(operands)
         fx_args = [to_array(a) for a in operands]
         inp = _describe_input(np_args, p)
+
+        def fail(check, detail):
+            """This example fails ``check``: the message ends with the input."""
+            raise _FAILED[check](f"{detail}\n  input:\n{inp}")
 
         def guarded(check, thunk, context=""):
             try:
@@ -342,15 +353,14 @@ def check_op(op, args, *, reference=None, params=None, checks=None, skip=(), ord
             except _Failed:
                 raise
             except AssertionError as e:
-                fail(check, f"{context}{e}\n  input:\n{inp}")
+                fail(check, f"{context}{e}")
             except Exception as e:  # the rule under test raised: that is its failure
                 tb = "".join(traceback.format_exception(type(e), e, e.__traceback__, limit=-3))
-                fail(check, f"{context}raised {type(e).__name__}: {e}\n  input:\n{inp}\n"
-                            f"  (last frames)\n{tb}")
+                fail(check, f"{context}raised {type(e).__name__}: {e}\n  (last frames)\n{tb}")
 
         first = "impl" if "impl" in selected else selected[0]
         out = guarded(first, lambda: f(*fx_args))
-        out_leaves = _leaves(out)
+        out_leaves = tree_util.tree_leaves(out)
 
         if "impl" in selected:
             if reference is None:
@@ -360,28 +370,26 @@ def check_op(op, args, *, reference=None, params=None, checks=None, skip=(), ord
                 m = _compare_outputs(out, want, value_tol("impl"), "against the reference",
                                      check_dtype=False)
                 if m:
-                    fail("impl", f"{m}\n  input:\n{inp}")
+                    fail("impl", m)
                 report.ran["impl"] += 1
 
         if "shape" in selected:
             avals = [ShapeDtypeStruct(a.shape, a.dtype, a.weak_type) for a in fx_args]
-            shapes = guarded("shape", lambda: _leaves(
-                _eval_shape(f, avals)))
+            shapes = guarded("shape", lambda: tree_util.tree_leaves(eval_shape(f, *avals)))
             for k, (s, o) in enumerate(zip(shapes, out_leaves)):
                 if tuple(s.shape) != tuple(o.shape) or s.dtype != o.dtype:
                     fail("shape", f"output {k}: the shape rule says {s.str_short()}, the impl "
-                                  f"returns {_sig(np.asarray(o))}\n  input:\n{inp}")
+                                  f"returns {_sig(np.asarray(o))}")
             if len(shapes) != len(out_leaves):
                 fail("shape", f"the shape rule gives {len(shapes)} outputs, the impl "
-                              f"{len(out_leaves)}\n  input:\n{inp}")
+                              f"{len(out_leaves)}")
             report.ran["shape"] += 1
 
         if "jit" in selected:
-            from ..transforms.jit import jit
             got = guarded("jit", lambda: jit(f)(*fx_args))
             m = _compare_outputs(got, out, value_tol("jit"), "jit against eager")
             if m:
-                fail("jit", f"{m}\n  input:\n{inp}")
+                fail("jit", m)
             report.ran["jit"] += 1
 
         if "vmap" in selected:
@@ -394,15 +402,14 @@ def check_op(op, args, *, reference=None, params=None, checks=None, skip=(), ord
                 else:
                     more = data.draw(args, label="another vmap lane")
                     more = more.args if isinstance(more, Example) else tuple(more)
-                more = [np.asarray(a) if isinstance(a, (np.ndarray, Array, np.generic)) else a
-                        for a in more]
+                more = _as_numpy(more)
                 same = len(more) == len(np_args) and all(
                     type(m) is type(a) and np.shape(m) == np.shape(a)
                     and getattr(m, "dtype", None) == getattr(a, "dtype", None)
                     for m, a in zip(more, np_args))
                 return more if same else None
             _check_vmap(f, np_args, out, data, draw_lane, unbatched_argnums, value_tol("vmap"),
-                        guarded, fail, inp, report)
+                        guarded, fail, report)
 
         for check, mode in (("jvp", "fwd"), ("vjp", "rev")):
             if check not in selected or mode not in modes:
@@ -430,10 +437,10 @@ def check_op(op, args, *, reference=None, params=None, checks=None, skip=(), ord
 
         if "kernel" in selected:
             _check_kernel(op, is_prim, np_args, p, out, value_tol("kernel"), guarded, fail,
-                          inp, report)
+                          report)
         if "onnx" in selected:
             _check_onnx(op, is_prim, f, np_args, fx_args, p, out, value_tol("onnx"), guarded,
-                        fail, inp, report)
+                        fail, report)
 
     if max_examples is None:
         max_examples = settings.default.max_examples
@@ -466,15 +473,9 @@ def _bound(run_checks, todo):
     return run
 
 
-def _eval_shape(f, avals):
-    from ..core.tracing import eval_shape
-    return eval_shape(f, *avals)
-
-
-def _check_vmap(f, np_args, out, data, draw_lane, unbatched, tol, guarded, fail, inp, report):
+def _check_vmap(f, np_args, out, data, draw_lane, unbatched, tol, guarded, fail, report):
     from hypothesis import strategies as st
 
-    from ..transforms.vmap import vmap
     arrays = [i for i, a in enumerate(np_args) if isinstance(a, np.ndarray)
               and i not in unbatched]
     if not arrays:
@@ -499,12 +500,11 @@ def _check_vmap(f, np_args, out, data, draw_lane, unbatched, tol, guarded, fail,
     batched = [np_args[i] if ax is None else np.stack([lane[i] for lane in lanes], axis=ax)
                for i, ax in enumerate(axes)]
     where = f"vmap with in_axes={tuple(axes)}, batch of {size}"
-    got = guarded("vmap", lambda: vmap(f, in_axes=tuple(axes))(
-        *[to_array(b) if isinstance(b, np.ndarray) else b for b in batched]), where + ": ")
-    per_lane = [guarded("vmap", lambda lane=lane: f(*[to_array(x) if isinstance(x, np.ndarray)
-                                                      else x for x in lane])) for lane in lanes]
-    want = [np.stack([np.asarray(_leaves(o)[k]) for o in per_lane])
-            for k in range(len(_leaves(out)))]
+    got = guarded("vmap", lambda: vmap(f, in_axes=tuple(axes))(*_as_fnx(batched)),
+                  where + ": ")
+    per_lane = [guarded("vmap", lambda lane=lane: f(*_as_fnx(lane))) for lane in lanes]
+    want = [np.stack([np.asarray(tree_util.tree_leaves(o)[k]) for o in per_lane])
+            for k in range(len(tree_util.tree_leaves(out)))]
     m = _compare_outputs(got, want, tol, f"{where}, against a loop over the batch")
     if m:
         lanes_text = "\n".join(f"  lane {k}: " + ", ".join(
@@ -512,11 +512,11 @@ def _check_vmap(f, np_args, out, data, draw_lane, unbatched, tol, guarded, fail,
             for i, x in enumerate(lane) if axes[i] is not None)
             for k, lane in enumerate(lanes))
         fail("vmap", f"{m}\n  the mapped operands of each lane:\n{lanes_text}\n"
-                     f"  input (lane 0):\n{inp}")
+                     "  (the input below is lane 0)")
     report.ran["vmap"] += 1
 
 
-def _check_kernel(op, is_prim, np_args, params, out, tol, guarded, fail, inp, report):
+def _check_kernel(op, is_prim, np_args, params, out, tol, guarded, fail, report):
     if not is_prim or op.kernel is None:
         report.skip("kernel", "no GPU kernel (prim.kernel)" if is_prim else
                     "a function, not a primitive: check its primitives' kernels")
@@ -545,12 +545,11 @@ def _check_kernel(op, is_prim, np_args, params, out, tol, guarded, fail, inp, re
         where = "the kernel source (NVRTC-compiled; run on the CPU) against the impl"
     m = _compare_outputs([got], want, tol, where)
     if m:
-        fail("kernel", f"{m}\n  input:\n{inp}\n  kernel source:\n{source.source}")
+        fail("kernel", f"{m}\n  kernel source:\n{source.source}")
     report.ran["kernel"] += 1
 
 
-def _check_onnx(op, is_prim, f, np_args, fx_args, params, out, tol, guarded, fail, inp,
-                report):
+def _check_onnx(op, is_prim, f, np_args, fx_args, params, out, tol, guarded, fail, report):
     if is_prim and op.onnx is None:
         report.skip("onnx", "no ONNX lowering (prim.onnx)")
         return
@@ -571,7 +570,7 @@ def _check_onnx(op, is_prim, f, np_args, fx_args, params, out, tol, guarded, fai
         return
     except Exception as e:
         if is_prim:
-            fail("onnx", f"lowering raised {type(e).__name__}: {e}\n  input:\n{inp}")
+            fail("onnx", f"lowering raised {type(e).__name__}: {e}")
         report.skip("onnx", f"export failed: {type(e).__name__}: {str(e).splitlines()[0]}")
         return
     try:
@@ -580,8 +579,8 @@ def _check_onnx(op, is_prim, f, np_args, fx_args, params, out, tol, guarded, fai
         if type(e).__name__ == "NotImplemented":   # onnxruntime lacks a kernel for a dtype
             report.skip("onnx", f"onnxruntime: {str(e).splitlines()[0]}")
             return
-        fail("onnx", f"onnxruntime raised {type(e).__name__}: {e}\n  input:\n{inp}")
+        fail("onnx", f"onnxruntime raised {type(e).__name__}: {e}")
     m = _compare_outputs(got, out, tol, "onnxruntime against the impl")
     if m:
-        fail("onnx", f"{m}\n  input:\n{inp}")
+        fail("onnx", m)
     report.ran["onnx"] += 1
