@@ -1,0 +1,2 @@
+"""Activation, normalization and classification functions (JAX's ``jax.nn``)."""
+__all__ = []

@@ -1,0 +1,1 @@
+"""``fnx.random``: explicit-key random numbers over threefry-2x32 (JAX's bits)."""

@@ -1,0 +1,2 @@
+"""``fnx.scipy``: SciPy's names over fnx arrays."""
+from . import special  # noqa: F401

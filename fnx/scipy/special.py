@@ -1,0 +1,2 @@
+"""``fnx.scipy.special``: special functions with their derivatives."""
+__all__ = []
