@@ -206,13 +206,25 @@ def check_ir(ir: IR) -> IR:
 # --- dead code elimination ----------------------------------------------------------
 
 def dce(ir: IR) -> IR:
-    """Drop equations whose outputs no output needs, and unused constants."""
+    """Drop equations whose outputs no output needs, and unused constants. A primitive
+    with a ``dce_rule(eqn, used_outputs) -> (eqn or None, inputs it needs)`` (control
+    flow) also drops the outputs nobody uses and the work inside its sub-IRs that only
+    they needed."""
     live = {v for v in ir.outvars if type(v) is Var}
     kept = []
     for e in reversed(ir.eqns):
-        if any(v in live for v in e.outputs):
-            kept.append(e)
-            live.update(v for v in e.inputs if type(v) is Var)
+        used = [v in live for v in e.outputs]
+        if not any(used):
+            continue
+        rule = getattr(e.prim, "dce_rule", None)
+        if rule is not None:  # a primitive holding sub-IRs: prune inside them too
+            e, inputs = rule(e, used)
+            if e is None:
+                continue
+        else:
+            inputs = e.inputs
+        kept.append(e)
+        live.update(v for v in inputs if type(v) is Var)
     kept.reverse()
     pairs = [(v, c) for v, c in zip(ir.constvars, ir.consts) if v in live]
     return IR(ir.invars, ir.outvars, kept, [v for v, _ in pairs], [c for _, c in pairs])

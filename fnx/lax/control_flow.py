@@ -1,2 +1,1046 @@
-"""Control flow as primitives holding sub-IRs: cond, switch, while_loop, fori_loop, scan, map."""
-__all__ = []
+"""Control flow as primitives holding sub-IRs: cond, switch, while_loop, fori_loop, scan, map.
+
+Each construct traces its Python functions into closed IRs (no constants of their own:
+values they close over, concrete arrays or tracers of enclosing transformations, become
+leading operands of the primitive), and binds one primitive that carries them:
+
+* ``cond``: operands ``index, *ops``; param ``branches`` (one IR per branch, each taking
+  ``ops``). The impl runs the chosen branch; ``cond``/``switch`` with a concrete index
+  and no enclosing trace just call the chosen Python function.
+* ``while``: operands ``*cond_consts, *body_consts, *carry``; params ``cond_ir``,
+  ``body_ir``, ``cond_nconsts``, ``body_nconsts``.
+* ``scan``: operands ``*consts, *init, *xs``; params ``body`` (``consts, carry, x ->
+  carry, y``), ``num_consts``, ``num_carry``, ``length``, ``reverse``, ``unroll``.
+
+Rules. jvp: ``scan`` and ``cond`` linearize their bodies: a forward primitive computes
+the primal outputs and the residuals (a scan stacks per-iteration residuals like ys;
+residuals that are loop-invariant or an ``xs`` slice are not stacked), and a second,
+linear one maps tangents, so reverse mode transposes only the linear one (a reverse
+scan of the transposed body, a cond of transposed branches). ``while`` differentiates
+in forward mode only (its trip count is unknown; use ``scan`` or ``fori_loop`` with
+static bounds for reverse mode). vmap: a batched ``cond`` index becomes a select of
+every branch's outputs; a batched ``while`` predicate loops until every lane is done,
+freezing finished lanes with a select. jit: the impls run compiled bodies (one
+generated NumPy function per body, a Python loop writing ys into preallocated arrays).
+DCE: unused outputs of ``scan``/``cond`` are dropped, with what only they needed
+inside the bodies.
+"""
+from __future__ import annotations
+
+import builtins
+import weakref
+
+import numpy as np
+
+from .. import tree_util
+from ..core import dtypes
+from ..core.array import Array, Tracer, to_array
+from ..core.ir import IR, Var, Literal, dce, eval_ir
+from ..core.primitive import Primitive, ShapeDtypeStruct
+from ..core.trace import get_trace, trace_context
+from ..core.tracing import IRTrace, IRTracer, trace_flat
+from ..errors import ShapeError
+
+__all__ = ["cond", "switch", "while_loop", "fori_loop", "scan", "map"]
+
+
+# --- helpers ----------------------------------------------------------------------------------
+
+def _strong(aval):
+    return ShapeDtypeStruct(aval.shape, aval.dtype, aval.weak_type)
+
+
+def _closed(fun, in_avals, name):
+    """Trace ``fun(*tracers) -> list`` into an IR without constants: (ir, consts), where
+    the IR takes ``consts + inputs``."""
+    ir = trace_flat(fun, in_avals, name)
+    ir2, consts = ir.hoist_consts()
+    return ir2, consts
+
+
+_COMPILED = weakref.WeakKeyDictionary()
+
+
+def _compiled(ir, name):
+    fn = _COMPILED.get(ir)
+    if fn is None:
+        from ..backends.numpy_codegen import compile_ir
+        fn = _COMPILED[ir] = compile_ir(ir, name).fn
+    return fn
+
+
+def _zeros(aval):
+    from .ops import broadcast_in_dim
+    return broadcast_in_dim(Array._wrap(np.zeros((), aval.dtype)), tuple(aval.shape), ())
+
+
+def _jvp_flat(fn, primals, tangents):
+    """``fn``'s outputs and their tangents (None: symbolic zero)."""
+    from ..transforms.jvp import JVPTrace, JVPTracer
+    trace = JVPTrace(get_trace())
+    with trace_context(trace):
+        ins = [p if t is None else JVPTracer(trace, p, t) for p, t in zip(primals, tangents)]
+        outs = fn(*ins)
+        pairs = [trace.lift(o if isinstance(o, Array) else to_array(o), "output") for o in outs]
+    return [p for p, _ in pairs], [t for _, t in pairs]
+
+
+def _batch_flat(fn, vals, dims, size, force=None):
+    """``fn`` vmapped: (outputs, their batch dims, 0 or None); ``force[k]``: batch output
+    ``k`` at 0 even when it does not vary."""
+    from ..transforms.vmap import BatchTrace, BatchTracer, _full
+    trace = BatchTrace(get_trace(), size)
+    with trace_context(trace):
+        ins = [v if d is None else BatchTracer(trace, v, d) for v, d in zip(vals, dims)]
+        outs = fn(*ins)
+        lifted = [trace.lift(o if isinstance(o, Array) else to_array(o), "output")
+                  for o in outs]
+    res, rdims = [], []
+    for k, (v, d) in enumerate(lifted):
+        if d is None and force is not None and force[k]:
+            v, d = _full(v, None, size, v.shape), 0
+        res.append(v)
+        rdims.append(d)
+    return res, rdims
+
+
+def _batched_aval(aval, d, size):
+    if d is None:
+        return aval
+    return ShapeDtypeStruct((size,) + tuple(aval.shape), aval.dtype, aval.weak_type)
+
+
+def _linearize_parts(ir, mask):
+    """Inside a trace: linearize ``eval_ir(ir)`` at the current tracers with respect to the
+    inputs where ``mask``; used as ``fun`` of ``_closed``. Returns (fun, box) where box
+    receives (linear IR, zero outputs)."""
+    from ..transforms.vjp import linearize_flat
+    box = {}
+
+    def fun(*args):
+        def f(*d):
+            it = iter(d)
+            return eval_ir(ir, *[next(it) if m else a for a, m in zip(args, mask)])
+        zero = []
+        outs, lin = linearize_flat(f, [a for a, m in zip(args, mask) if m], zero)
+        box["lin"], box["zero"] = lin, zero
+        return list(outs) + list(lin.consts)
+    return fun, box
+
+
+def _check_pe(name, values):
+    """while_loop under reverse mode: the clear error (its trip count is not known)."""
+    from ..transforms.vjp import PartialIRTrace
+    t = get_trace()
+    if isinstance(t, PartialIRTrace) and any(
+            isinstance(v, IRTracer) and v._trace is t for v in values):
+        raise TypeError(
+            f"{name}: reverse-mode differentiation (grad, vjp, jacrev) of a while_loop is "
+            "not supported, because its trip count is only known at run time and the "
+            "values of every iteration would have to be saved. Use fnx.lax.scan, or "
+            "fnx.lax.fori_loop with concrete (Python int) bounds, which differentiate in "
+            "reverse mode; forward mode (fnx.jvp, jacfwd) works through while_loop.")
+
+
+def _describe_aval(a):
+    return f"{dtypes.short_name(a.dtype)}{list(a.shape)}{' (weak)' if a.weak_type else ''}"
+
+
+def _fun_name(f):
+    return getattr(f, "__name__", type(f).__name__)
+
+
+# === cond / switch ============================================================================
+
+def _cond_shape(index, *ops, branches):
+    if tuple(index.shape) != () or index.dtype.kind not in "iu":
+        raise ShapeError(f"cond: the branch index must be an integer scalar, got "
+                         f"{_describe_aval(index)}")
+    want = branches[0].in_avals
+    got = [ShapeDtypeStruct(o.shape, o.dtype, o.weak_type) for o in ops]
+    if [(a.shape, a.dtype) for a in got] != [(a.shape, a.dtype) for a in want]:
+        raise ShapeError(f"cond: operands {[_describe_aval(a) for a in got]} do not match "
+                         f"the branches' inputs {[_describe_aval(a) for a in want]}")
+    return list(branches[0].out_avals)
+
+
+def _cond_impl(index, *ops, branches):
+    i = builtins.min(builtins.max(int(index), 0), len(branches) - 1)
+    return list(_compiled(branches[i], f"cond_branch{i}")(*ops))
+
+
+cond_p = Primitive("cond", shape_rule=_cond_shape, impl=_cond_impl, multiple_results=True)
+
+
+def _bind_cond(index, fns, ops, name="cond"):
+    """Trace each ``fns[i](*ops) -> list`` and bind one ``cond`` (constants joined)."""
+    avals = [_strong(o.aval) for o in ops]
+    traced = [_closed(f, avals, f"{name}_branch{i}") for i, f in enumerate(fns)]
+    irs = _join_branches(traced)
+    consts = [c for _, cs in traced for c in cs]
+    return cond_p.bind(index, *consts, *ops, branches=tuple(irs))
+
+
+def _join_branches(traced):
+    """Closed branch IRs taking their own consts first -> IRs taking everyone's consts."""
+    counts = [len(cs) for _, cs in traced]
+    out = []
+    for i, (ir, cs) in enumerate(traced):
+        k = counts[i]
+        before = [Var(c.aval) for j in range(i) for c in traced[j][1]]
+        after = [Var(c.aval) for j in range(i + 1, len(traced)) for c in traced[j][1]]
+        out.append(IR(before + ir.invars[:k] + after + ir.invars[k:], ir.outvars, ir.eqns))
+    return out
+
+
+def _cond_jvp(primals, tangents, *, branches):
+    index, ops = primals[0], primals[1:]
+    tans = tangents[1:]
+    mask = [t is not None for t in tans]
+    n_out = len(branches[0].outvars)
+    avals = [_strong(o.aval) for o in ops]
+    fwd, lins, zeros_out = [], [], []
+    for i, br in enumerate(branches):
+        fun, box = _linearize_parts(br, mask)
+        fir, fconsts = _closed(fun, avals, f"cond_jvp{i}")
+        fwd.append((fir, fconsts))
+        lins.append(box["lin"])
+        zeros_out.append(box["zero"])
+    out_avals = branches[0].out_avals
+    out_nz = [dtypes.is_inexact(a.dtype) and not all(z[k] for z in zeros_out)
+              for k, a in enumerate(out_avals)]
+    res_avals = [[v.aval for v in lin.constvars] for lin in lins]
+
+    def fwd_fn(i):
+        fir, fconsts = fwd[i]
+
+        def f(*xs):
+            o = eval_ir(fir, *fconsts, *xs)
+            res = []
+            for j, ra in enumerate(res_avals):
+                res += o[n_out:] if j == i else [_zeros(a) for a in ra]
+            return o[:n_out] + res
+        return f
+
+    outs = _bind_cond(index, [fwd_fn(i) for i in range(len(branches))], list(ops), "cond_fwd")
+    primal_out, residuals = outs[:n_out], outs[n_out:]
+    if not any(out_nz):
+        return primal_out, [None] * n_out
+    offsets = np.cumsum([0] + [len(r) for r in res_avals])
+    nres = int(offsets[-1])
+
+    def lin_fn(i):
+        lin, lo, hi = lins[i], int(offsets[i]), int(offsets[i + 1])
+
+        def f(*a):
+            o = eval_ir(lin, *a[nres:], consts=list(a[lo:hi]))
+            return [t for t, nz in zip(o, out_nz) if nz]
+        return f
+
+    t_in = [t for t in tans if t is not None]
+    t_out = iter(_bind_cond(index, [lin_fn(i) for i in range(len(branches))],
+                            list(residuals) + t_in, "cond_lin"))
+    return primal_out, [next(t_out) if nz else None for nz in out_nz]
+
+
+cond_p.jvp = _cond_jvp
+
+
+def _cond_transpose(cts, index, *args, branches):
+    from ..transforms.vjp import backward_pass, is_linear
+    lin = [is_linear(a) for a in args]
+    res = [a for a, m in zip(args, lin) if not m]
+    present = [c is not None for c in cts]
+    out_avals = branches[0].out_avals
+    lin_avals = [a.aval for a, m in zip(args, lin) if m]
+
+    def tr_fn(br):
+        def f(*a):
+            r, c = a[:len(res)], iter(a[len(res):])
+            ir = IR([v for v, m in zip(br.invars, lin) if m], br.outvars, br.eqns,
+                    [v for v, m in zip(br.invars, lin) if not m], list(r))
+            cin = backward_pass(ir, [next(c) if p else None for p in present])
+            return [_zeros(av) if ct is None else ct for ct, av in zip(cin, lin_avals)]
+        return f
+
+    ct_vals = [c for c in cts if c is not None]
+    if not ct_vals or not lin_avals:
+        return [None] * (1 + len(args))
+    outs = iter(_bind_cond(index, [tr_fn(b) for b in branches], res + ct_vals, "cond_T"))
+    del out_avals
+    return [None] + [next(outs) if m else None for m in lin]
+
+
+cond_p.transpose = _cond_transpose
+
+
+def _cond_batch(vals, dims, size, *, branches):
+    from . import ops as L
+    index, ops = vals[0], vals[1:]
+    odims = dims[1:]
+    if dims[0] is None:
+        # the same branch for every lane: the branches vmapped
+        def fn(br):
+            return lambda *xs: _batch_flat(lambda *a: eval_ir(br, *a), xs, odims, size,
+                                           force=[True] * len(br.outvars))[0]
+        outs = _bind_cond(index, [fn(b) for b in branches], list(ops), "cond_vmap")
+        return outs, [0] * len(outs)
+    # a batched index: every branch runs, a select picks each lane's outputs
+    n = len(branches)
+    idx = L.clamp(np.int32(0), L.convert_element_type(index, np.int32), np.int32(n - 1))
+    if n == 2:
+        idx = L.convert_element_type(idx, np.bool_)
+    per = [_batch_flat(lambda *a, br=br: eval_ir(br, *a), ops, odims, size,
+                       force=[True] * len(br.outvars))[0] for br in branches]
+    outs = []
+    for k in range(len(per[0])):
+        cases = [p[k] for p in per]
+        which = L.broadcast_in_dim(idx, tuple(cases[0].shape), (0,))
+        outs.append(L.select_n(which, *cases))
+    return outs, [0] * len(outs)
+
+
+cond_p.batch = _cond_batch
+
+
+def _cond_dce(eqn, used):
+    if not any(used):
+        return None, []
+    new, need = [], set()
+    for br in eqn.params["branches"]:
+        d = dce(IR(br.invars, [v for v, u in zip(br.outvars, used) if u], br.eqns))
+        new.append(d)
+        need |= _used_invars(d)
+    keep = [any(br.invars[k] in need for br in new) for k in range(len(eqn.inputs) - 1)]
+    brs = tuple(IR([v for v, m in zip(br.invars, keep) if m], br.outvars, br.eqns)
+                for br in new)
+    from ..core.ir import Eqn
+    inputs = [eqn.inputs[0]] + [v for v, m in zip(eqn.inputs[1:], keep) if m]
+    outputs = [v for v, u in zip(eqn.outputs, used) if u]
+    return Eqn(cond_p, inputs, outputs, {"branches": brs}, eqn.source), inputs
+
+
+def _used_invars(ir):
+    used = {v for e in ir.eqns for v in e.inputs if type(v) is Var}
+    used |= {v for v in ir.outvars if type(v) is Var}
+    return used
+
+
+cond_p.dce_rule = _cond_dce
+
+
+def _branch_outputs_check(name, branch_names, trees, out_avals):
+    for j in range(1, len(trees)):
+        if trees[j] != trees[0]:
+            raise TypeError(f"{name}: {branch_names[0]} and {branch_names[j]} must return the "
+                            f"same pytree structure; got {trees[0]} and {trees[j]}")
+    paths = [tree_util.keystr(p) for p, _ in tree_util.tree_leaves_with_path(
+        tree_util.tree_unflatten(trees[0], list(range(trees[0].num_leaves))))]
+    for j in range(1, len(trees)):
+        for k, (a, b) in enumerate(zip(out_avals[0], out_avals[j])):
+            if a.shape != b.shape or a.dtype != b.dtype:
+                where = f"output{paths[k]}" if paths[k] else "the output"
+                raise TypeError(
+                    f"{name}: {where} differs between branches: {branch_names[0]} returns "
+                    f"{_describe_aval(a)} but {branch_names[j]} returns {_describe_aval(b)}. "
+                    "Every branch must return arrays of the same shapes and dtypes "
+                    "(convert with .astype(...) or broadcast one of them).")
+
+
+def _cond_general(name, index, branches, operands, labels=None):
+    ops_leaves, ops_tree = tree_util.tree_flatten(tuple(operands))
+    ops_leaves = [to_array(x) for x in ops_leaves]
+    avals = [_strong(o.aval) for o in ops_leaves]
+    trees, irs, names = [], [], []
+    for i, f in enumerate(branches):
+        box = [None]
+
+        def flat(*xs, f=f, box=box):
+            out = f(*tree_util.tree_unflatten(ops_tree, list(xs)))
+            leaves, box[0] = tree_util.tree_flatten(out)
+            return [to_array(x) for x in leaves]
+        irs.append(_closed(flat, avals, f"{name}_branch{i}"))
+        trees.append(box[0])
+        names.append(labels[i] if labels else f"branch {i} ({_fun_name(f)})")
+    _branch_outputs_check(name, names, trees, [ir.out_avals for ir, _ in irs])
+    # weak types may differ between branches: the strong type wins
+    out_avals = irs[0][0].out_avals
+    weak = [builtins.all(ir.out_avals[k].weak_type for ir, _ in irs)
+            for k in range(len(out_avals))]
+    if not builtins.all(ir.out_avals[k].weak_type == weak[k] for ir, _ in irs
+                        for k in range(len(out_avals))):
+        fixed = []
+        for ir, cs in irs:
+            def f(*xs, ir=ir, cs=cs):
+                from .ops import convert_element_type
+                o = eval_ir(ir, *cs, *xs)
+                return [convert_element_type(v, v.dtype, weak_type=w) for v, w in zip(o, weak)]
+            fixed.append(_closed(f, avals, f"{name}_branch"))
+        irs = fixed
+    brs = _join_branches(irs)
+    consts = [c for _, cs in irs for c in cs]
+    outs = cond_p.bind(index, *consts, *ops_leaves, branches=tuple(brs))
+    return tree_util.tree_unflatten(trees[0], outs)
+
+
+def _direct_ok(x):
+    """A concrete index with no enclosing IR trace: the chosen function just runs."""
+    return not isinstance(x, Tracer) and not isinstance(get_trace(), IRTrace)
+
+
+def cond(pred, true_fun, false_fun, *operands):
+    """``true_fun(*operands) if pred else false_fun(*operands)``, as one primitive when
+    ``pred`` is traced (both branches must return the same pytree of shapes/dtypes)."""
+    if not callable(true_fun) or not callable(false_fun):
+        raise TypeError("cond: true_fun and false_fun must be callable; the signature is "
+                        "cond(pred, true_fun, false_fun, *operands)")
+    p = to_array(pred)
+    if p.shape != ():
+        raise TypeError(f"cond: pred must be a scalar (a boolean or a number), got shape "
+                        f"{p.shape}; reduce it (e.g. .any()) or use fnx.numpy.where for an "
+                        "elementwise choice")
+    if _direct_ok(p):
+        return (true_fun if bool(p._concrete("cond")) else false_fun)(*operands)
+    from .ops import convert_element_type, ne
+    index = convert_element_type(ne(p, to_array(0, "pred").astype(p.dtype)), np.int32)
+    labels = (f"false_fun ({_fun_name(false_fun)})", f"true_fun ({_fun_name(true_fun)})")
+    return _cond_general("cond", index, (false_fun, true_fun), operands, labels)
+
+
+def switch(index, branches, *operands):
+    """``branches[clamp(index, 0, len(branches) - 1)](*operands)``."""
+    branches = tuple(branches)
+    if not branches:
+        raise ValueError("switch: branches must hold at least one function")
+    i = to_array(index)
+    if i.shape != () or i.dtype.kind not in "iub":
+        raise TypeError(f"switch: index must be an integer scalar, got "
+                        f"{_describe_aval(i.aval)}")
+    if _direct_ok(i):
+        k = builtins.min(builtins.max(int(i._concrete("switch")), 0), len(branches) - 1)
+        return branches[k](*operands)
+    if len(branches) == 1:
+        return branches[0](*operands)
+    from .ops import convert_element_type
+    return _cond_general("switch", convert_element_type(i, np.int32), branches, operands)
+
+
+# === while ====================================================================================
+
+def _while_shape(*args, cond_ir, body_ir, cond_nconsts, body_nconsts):
+    carry = args[cond_nconsts + body_nconsts:]
+    got = [(tuple(a.shape), a.dtype) for a in carry]
+    want = [(a.shape, a.dtype) for a in body_ir.out_avals]
+    if got != want:
+        raise ShapeError(f"while_loop: the carry {[_describe_aval(a) for a in carry]} does "
+                         f"not match the body's output {body_ir.out_avals}")
+    return [ShapeDtypeStruct(a.shape, a.dtype, c.weak_type)
+            for a, c in zip(body_ir.out_avals, carry)]
+
+
+def _while_impl(*args, cond_ir, body_ir, cond_nconsts, body_nconsts):
+    cf = _compiled(cond_ir, "while_cond")
+    bf = _compiled(body_ir, "while_body")
+    cc = args[:cond_nconsts]
+    bc = args[cond_nconsts:cond_nconsts + body_nconsts]
+    carry = tuple(args[cond_nconsts + body_nconsts:])
+    while cf(*cc, *carry)[0]:
+        carry = bf(*bc, *carry)
+    return list(carry)
+
+
+while_p = Primitive("while", shape_rule=_while_shape, impl=_while_impl, multiple_results=True)
+
+
+def _bind_while(cond_fn, body_fn, cond_vals, body_vals, init, name="while"):
+    carry_avals = [_strong(a.aval) for a in init]
+    cir, cc = _closed(cond_fn, [_strong(a.aval) for a in cond_vals] + carry_avals, name + "_cond")
+    bir, bc = _closed(body_fn, [_strong(a.aval) for a in body_vals] + carry_avals, name + "_body")
+    return while_p.bind(*cc, *cond_vals, *bc, *body_vals, *init, cond_ir=cir, body_ir=bir,
+                        cond_nconsts=len(cc) + len(cond_vals),
+                        body_nconsts=len(bc) + len(body_vals))
+
+
+def _while_split(args, cond_nconsts, body_nconsts):
+    return (list(args[:cond_nconsts]), list(args[cond_nconsts:cond_nconsts + body_nconsts]),
+            list(args[cond_nconsts + body_nconsts:]))
+
+
+def _while_jvp(primals, tangents, *, cond_ir, body_ir, cond_nconsts, body_nconsts):
+    _check_pe("while_loop", list(primals) + [t for t in tangents if t is not None])
+    cc, bc, init = _while_split(primals, cond_nconsts, body_nconsts)
+    _, tbc, tinit = _while_split(tangents, cond_nconsts, body_nconsts)
+    bmask = [t is not None for t in tbc]
+    cmask = [t is not None and dtypes.is_inexact(p.dtype) for p, t in zip(init, tinit)]
+    carry_avals = [_strong(a.aval) for a in init]
+    while True:  # which carries get a tangent: a fixpoint over the body
+        def probe(*a):
+            b, c = a[:len(bc)], a[len(bc):]
+            _, ts = _jvp_flat(lambda *x: eval_ir(body_ir, *x), list(b) + list(c),
+                              [_zeros(v.aval) if m else None for v, m in zip(b, bmask)]
+                              + [_zeros(v.aval) if m else None for v, m in zip(c, cmask)])
+            probe.nz = [t is not None for t in ts]
+            return []
+        trace_flat(probe, [_strong(a.aval) for a in bc] + carry_avals, "while_jvp_probe")
+        new = [m or (n and dtypes.is_inexact(a.dtype))
+               for m, n, a in zip(cmask, probe.nz, carry_avals)]
+        if new == cmask:
+            break
+        cmask = new
+    if not any(cmask):
+        return while_p.bind(*primals, cond_ir=cond_ir, body_ir=body_ir,
+                            cond_nconsts=cond_nconsts, body_nconsts=body_nconsts), \
+            [None] * len(init)
+    nb, nk = len(bc), len(init)
+    tb_vals = [t for t in tbc if t is not None]
+    tk_vals = [(t if t is not None else _zeros(p.aval)) for p, t, m in zip(init, tinit, cmask)
+               if m]
+
+    def cond_fn(*a):
+        c, k = a[:cond_nconsts], a[cond_nconsts:cond_nconsts + nk]
+        return eval_ir(cond_ir, *c, *k)
+
+    def body_fn(*a):
+        b, tb = a[:nb], iter(a[nb:nb + len(tb_vals)])
+        k, tk = a[nb + len(tb_vals):nb + len(tb_vals) + nk], iter(a[nb + len(tb_vals) + nk:])
+        ts = [next(tb) if m else None for m in bmask] + [next(tk) if m else None for m in cmask]
+        outs, touts = _jvp_flat(lambda *x: eval_ir(body_ir, *x), list(b) + list(k), ts)
+        touts = [(t if t is not None else _zeros(o.aval)) for o, t, m in zip(outs, touts, cmask)
+                 if m]
+        return list(outs) + touts
+
+    res = _bind_while(cond_fn, body_fn, cc, bc + tb_vals, init + tk_vals, "while_jvp")
+    tout = iter(res[nk:])
+    return res[:nk], [next(tout) if m else None for m in cmask]
+
+
+while_p.jvp = _while_jvp
+
+
+def _while_batch(vals, dims, size, *, cond_ir, body_ir, cond_nconsts, body_nconsts):
+    from . import ops as L
+    from ..transforms.vmap import _full
+    cc, bc, init = _while_split(vals, cond_nconsts, body_nconsts)
+    ccd, bcd, kd = _while_split(dims, cond_nconsts, body_nconsts)
+    kb = [d is not None for d in kd]
+
+    def batched_avals(vs, ds):
+        return [_batched_aval(_strong(v.aval) if d is None else
+                              ShapeDtypeStruct(v.shape[1:], v.dtype, v.weak_type), d, size)
+                for v, d in zip(vs, ds)]
+
+    def probe_body(mask):
+        box = {}
+
+        def f(*a):
+            b, k = a[:len(bc)], a[len(bc):]
+            _, box["d"] = _batch_flat(lambda *x: eval_ir(body_ir, *x), list(b) + list(k),
+                                      list(bcd) + [0 if m else None for m in mask], size)
+            return []
+        trace_flat(f, batched_avals(bc, bcd) + [
+            _batched_aval(ShapeDtypeStruct(v.shape[1:] if d is not None else v.shape, v.dtype,
+                                           v.weak_type), 0 if m else None, size)
+            for v, d, m in zip(init, kd, kb)], "while_vmap_probe")
+        return [d is not None for d in box["d"]]
+
+    def probe_cond(mask):
+        box = {}
+
+        def f(*a):
+            c, k = a[:len(cc)], a[len(cc):]
+            _, box["d"] = _batch_flat(lambda *x: eval_ir(cond_ir, *x), list(c) + list(k),
+                                      list(ccd) + [0 if m else None for m in mask], size)
+            return []
+        trace_flat(f, batched_avals(cc, ccd) + [
+            _batched_aval(ShapeDtypeStruct(v.shape[1:] if d is not None else v.shape, v.dtype,
+                                           v.weak_type), 0 if m else None, size)
+            for v, d, m in zip(init, kd, kb)], "while_vmap_probe")
+        return box["d"][0] is not None
+
+    while True:
+        new = [a or b for a, b in zip(kb, probe_body(kb))]
+        if new == kb:
+            break
+        kb = new
+    pred_batched = probe_cond(kb)
+    if pred_batched:
+        kb = [True] * len(init)
+    init = [_full(v, d, size, v.shape if d is None else v.shape[1:]) if m and d is None else v
+            for v, d, m in zip(init, kd, kb)]
+    kdims = [0 if m else None for m in kb]
+    nc, nb = len(cc), len(bc)
+
+    def cond_fn(*a):
+        c, k = a[:nc], a[nc:]
+        (p,), (d,) = _batch_flat(lambda *x: eval_ir(cond_ir, *x), list(c) + list(k),
+                                 list(ccd) + kdims, size)
+        return [L.reduce_or(p, (0,)) if d is not None else p]
+
+    def body_fn(*a):
+        c = a[:nc] if pred_batched else ()
+        a = a[nc:] if pred_batched else a
+        b, k = a[:nb], a[nb:]
+        outs, _ = _batch_flat(lambda *x: eval_ir(body_ir, *x), list(b) + list(k),
+                              list(bcd) + kdims, size, force=kb)
+        if not pred_batched:
+            return outs
+        # lanes whose predicate is already false keep their carry
+        (p,), _ = _batch_flat(lambda *x: eval_ir(cond_ir, *x), list(c) + list(k),
+                              list(ccd) + kdims, size, force=[True])
+        return [L.select_n(L.broadcast_in_dim(p, tuple(o.shape), (0,)), old, o)
+                for o, old in zip(outs, k)]
+
+    outs = _bind_while(cond_fn, body_fn, cc, (cc + bc) if pred_batched else bc, init,
+                       "while_vmap")
+    return outs, kdims
+
+
+while_p.batch = _while_batch
+
+
+def while_loop(cond_fun, body_fun, init_val):
+    """``val = init_val; while cond_fun(val): val = body_fun(val); return val`` as one
+    primitive. Forward-mode differentiable; for reverse mode use ``scan`` or
+    ``fori_loop`` with concrete bounds."""
+    leaves, tree = tree_util.tree_flatten(init_val)
+    leaves = [to_array(x) for x in leaves]
+    avals = [_strong(a.aval) for a in leaves]
+
+    def cond_flat(*xs):
+        p = to_array(cond_fun(tree_util.tree_unflatten(tree, list(xs))))
+        if p.shape != () or p.dtype.kind != "b":
+            raise TypeError(f"while_loop: cond_fun ({_fun_name(cond_fun)}) must return a "
+                            f"boolean scalar, got {_describe_aval(p.aval)}")
+        return [p]
+
+    out_box = [None]
+
+    def body_flat(*xs):
+        out = body_fun(tree_util.tree_unflatten(tree, list(xs)))
+        out_leaves, out_box[0] = tree_util.tree_flatten(out)
+        return _match_carry("while_loop", "body_fun", tree, avals, out_box[0],
+                            [to_array(x) for x in out_leaves], promote)
+
+    promote = {}
+    bir, bc = _closed(body_flat, avals, "while_body")
+    if promote:
+        _promoted(leaves, avals, promote)
+        promote = None
+        bir, bc = _closed(body_flat, avals, "while_body")
+    cir, cc = _closed(cond_flat, avals, "while_cond")
+    outs = while_p.bind(*cc, *bc, *leaves, cond_ir=cir, body_ir=bir, cond_nconsts=len(cc),
+                        body_nconsts=len(bc))
+    return tree_util.tree_unflatten(tree, outs)
+
+
+def _match_carry(name, fname, tree, avals, out_tree, outs, promote=None):
+    """The body's new carry, checked against the old one. A weakly typed initial carry
+    that the body returns strongly typed (``0.0`` summed with float32 arrays) is noted in
+    ``promote`` (the caller traces again with that type, as JAX does); otherwise the
+    output is converted to the carry's exact type."""
+    from .ops import convert_element_type
+    if out_tree != tree:
+        raise TypeError(f"{name}: {fname} must return a carry with the same pytree structure "
+                        f"as the initial one; the initial carry is {tree}, {fname} returned "
+                        f"{out_tree}")
+    paths = [tree_util.keystr(p) for p, _ in tree_util.tree_leaves_with_path(
+        tree_util.tree_unflatten(tree, list(range(tree.num_leaves))))]
+    fixed = []
+    for k, (p, a, o) in enumerate(zip(paths, avals, outs)):
+        weak_init = a.weak_type and not o.weak_type and o.dtype.kind in "biufc"
+        if tuple(o.shape) != a.shape or (o.dtype != a.dtype and not o.weak_type
+                                         and not weak_init):
+            raise TypeError(
+                f"{name}: the carry{p} changes type: it enters {fname} as "
+                f"{_describe_aval(a)} and comes out as {_describe_aval(o.aval)}. The carry "
+                "must keep its shape and dtype across iterations; give the initial value "
+                "the output's type (e.g. .astype(...) or fnx.numpy.zeros(shape, dtype)).")
+        if weak_init and promote is not None:
+            promote[k] = ShapeDtypeStruct(a.shape, o.dtype, False)
+        if o.dtype != a.dtype or o.weak_type != a.weak_type:
+            o = convert_element_type(o, a.dtype, weak_type=a.weak_type)
+        fixed.append(o)
+    return fixed
+
+
+def _promoted(leaves, avals, promote):
+    """Initial carry leaves converted to the types the body gives them."""
+    from .ops import convert_element_type
+    for k, a in promote.items():
+        leaves[k] = convert_element_type(leaves[k], a.dtype)
+        avals[k] = a
+
+
+def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
+    """``val = init_val; for i in range(lower, upper): val = body_fun(i, val)``.
+
+    With concrete bounds (Python ints or concrete arrays) this is a ``scan`` (so it
+    differentiates in reverse mode); with traced bounds, a ``while_loop``."""
+    lo, hi = to_array(lower), to_array(upper)
+    if lo.dtype.kind not in "iu" or hi.dtype.kind not in "iu":
+        raise TypeError(f"fori_loop: lower and upper must be integers, got "
+                        f"{_describe_aval(lo.aval)} and {_describe_aval(hi.aval)}")
+    from .ops import add, convert_element_type, lt
+    dt = lo.dtype if lo.dtype == hi.dtype else np.result_type(lo.dtype, hi.dtype)
+    concrete = not isinstance(lo, Tracer) and not isinstance(hi, Tracer)
+    if concrete:
+        a, b = int(lo._concrete("fori_loop")), int(hi._concrete("fori_loop"))
+        n = builtins.max(b - a, 0)
+        i0 = convert_element_type(lo, dt)
+
+        def step(carry, _):
+            i, v = carry
+            return (add(i, to_array(1).astype(dt)), body_fun(i, v)), None
+        (_, out), _ = scan(step, (i0, init_val), None, length=n,
+                           unroll=1 if unroll is None else unroll)
+        return out
+
+    def cond_fun(carry):
+        return lt(carry[0], carry[1])
+
+    def body(carry):
+        i, u, v = carry
+        return add(i, to_array(1).astype(dt)), u, body_fun(i, v)
+    _, _, out = while_loop(cond_fun, body, (convert_element_type(lo, dt),
+                                            convert_element_type(hi, dt), init_val))
+    return out
+
+
+# === scan =====================================================================================
+
+def _scan_shape(*args, body, num_consts, num_carry, length, reverse, unroll):
+    n_in = len(body.invars)
+    if len(args) != n_in:
+        raise ShapeError(f"scan: {len(args)} operands for a body of {n_in} inputs")
+    want = body.in_avals
+    for k, (a, w) in enumerate(zip(args, want)):
+        shape = tuple(a.shape)
+        if k >= num_consts + num_carry:
+            if not shape or shape[0] != length:
+                raise ShapeError(f"scan: xs operand {k - num_consts - num_carry} has shape "
+                                 f"{shape}; its leading axis must be the length {length}")
+            shape = shape[1:]
+        if shape != w.shape or a.dtype != w.dtype:
+            raise ShapeError(f"scan: operand {k} is {_describe_aval(a)} but the body takes "
+                             f"{_describe_aval(w)}")
+    outs = body.out_avals
+    carry = [ShapeDtypeStruct(o.shape, o.dtype, args[num_consts + i].weak_type)
+             for i, o in enumerate(outs[:num_carry])]
+    ys = [ShapeDtypeStruct((length,) + o.shape, o.dtype, o.weak_type) for o in outs[num_carry:]]
+    return carry + ys
+
+
+_RUNNERS = weakref.WeakKeyDictionary()
+
+
+def _scan_runner(body, num_consts, num_carry, length, reverse):
+    """A generated loop over the compiled body: ys written into preallocated arrays."""
+    key = (num_consts, num_carry, length, reverse)
+    per = _RUNNERS.get(body)
+    if per is None:
+        per = _RUNNERS[body] = {}
+    run = per.get(key)
+    if run is not None:
+        return run
+    fn = _compiled(body, "scan_body")
+    n_x = len(body.invars) - num_consts - num_carry
+    ys = body.out_avals[num_carry:]
+    cs = [f"c{i}" for i in range(num_consts)]
+    ks = [f"k{i}" for i in range(num_carry)]
+    xs = [f"x{i}" for i in range(n_x)]
+    ysn = [f"y{i}" for i in range(len(ys))]
+    glb = {"_body": fn, "np": np}
+    lines = [f"def run({', '.join(cs + ks + xs)}):"]
+    for j, a in enumerate(ys):
+        glb[f"_dt{j}"] = a.dtype
+        lines.append(f"    y{j} = np.empty({(length,) + tuple(a.shape)!r}, _dt{j})")
+    rng = f"range({length - 1}, -1, -1)" if reverse else f"range({length})"
+    lines.append(f"    for t in {rng}:")
+    outs = ks + [f"o{j}" for j in range(len(ys))]
+    call = ", ".join(cs + ks + [f"{x}[t]" for x in xs])
+    lhs = ", ".join(outs) + ("," if len(outs) == 1 else "")
+    if outs:
+        lines.append(f"        {lhs} = _body({call})")
+    else:
+        lines.append(f"        _body({call})")
+    for j in range(len(ys)):
+        lines.append(f"        y{j}[t] = o{j}")
+    ret = ", ".join([f"np.asarray({k})" for k in ks] + ysn)
+    lines.append(f"    return [{ret}]")
+    exec(compile("\n".join(lines) + "\n", "<fnx scan>", "exec"), glb)
+    run = per[key] = glb["run"]
+    return run
+
+
+def _scan_impl(*args, body, num_consts, num_carry, length, reverse, unroll):
+    return _scan_runner(body, num_consts, num_carry, length, reverse)(*args)
+
+
+scan_p = Primitive("scan", shape_rule=_scan_shape, impl=_scan_impl, multiple_results=True)
+
+
+def _x_aval(a):
+    return ShapeDtypeStruct(tuple(a.shape)[1:], a.dtype, a.weak_type)
+
+
+def _scan_jvp(primals, tangents, *, body, num_consts, num_carry, length, reverse, unroll):
+    nc, nk = num_consts, num_carry
+    consts, init, xs = primals[:nc], primals[nc:nc + nk], primals[nc + nk:]
+    tc, tk, tx = tangents[:nc], tangents[nc:nc + nk], tangents[nc + nk:]
+    cmask = [t is not None for t in tc]
+    xmask = [t is not None for t in tx]
+    kmask = [t is not None and dtypes.is_inexact(p.dtype) for p, t in zip(init, tk)]
+    in_avals = ([_strong(c.aval) for c in consts] + [_strong(k.aval) for k in init]
+                + [_x_aval(x.aval) for x in xs])
+    n_out = len(body.outvars)
+    while True:
+        fun, box = _linearize_parts(body, cmask + kmask + xmask)
+        fir, fconsts = _closed(fun, in_avals, "scan_fwd")
+        zero = box["zero"]
+        new = [m or (not zero[i] and dtypes.is_inexact(init[i].dtype))
+               for i, m in enumerate(kmask)]
+        if new == kmask:
+            break
+        kmask = new
+    lin = box["lin"]
+    ymask = [not z and dtypes.is_inexact(a.dtype)
+             for z, a in zip(zero[nk:], body.out_avals[nk:])]
+    # classify the residuals: loop-invariant (a constant), an xs slice, or stacked
+    nh = len(fconsts)
+    pos = {v: i for i, v in enumerate(fir.invars)}
+    res_vars = fir.outvars[n_out:]
+    inv_vals, inv_vars, xs_vals, xs_vars, st_idx, st_vars = [], [], [], [], [], []
+    for r, lv in zip(res_vars, lin.constvars):
+        p = pos.get(r) if type(r) is Var else None
+        if type(r) is Literal:
+            inv_vals.append(Array._wrap(np.asarray(r.value, r.aval.dtype), r.aval.weak_type))
+            inv_vars.append(lv)
+        elif p is not None and p < nh + nc:
+            inv_vals.append(fconsts[p] if p < nh else consts[p - nh])
+            inv_vars.append(lv)
+        elif p is not None and p >= nh + nc + nk:
+            xs_vals.append(xs[p - nh - nc - nk])
+            xs_vars.append(lv)
+        else:
+            st_idx.append(len(st_vars))
+            st_vars.append((r, lv))
+    fwd_out = fir.outvars[:n_out] + [r for r, _ in st_vars]
+    fwd_ir = dce(IR(fir.invars, fwd_out, fir.eqns))
+    outs = scan_p.bind(*fconsts, *consts, *init, *xs, body=fwd_ir, num_consts=nh + nc,
+                       num_carry=nk, length=length, reverse=reverse, unroll=unroll)
+    primal_out, stacked = outs[:n_out], outs[n_out:]
+    if not any(kmask) and not any(ymask):
+        return primal_out, [None] * n_out
+    n_tc, n_tk = sum(cmask), sum(kmask)
+    t_in = lin.invars
+    lin_out = [v for v, m in zip(lin.outvars[:nk], kmask) if m] + \
+              [v for v, m in zip(lin.outvars[nk:], ymask) if m]
+    lin_ir = IR(inv_vars + t_in[:n_tc] + t_in[n_tc:n_tc + n_tk]
+                + [lv for _, lv in st_vars] + xs_vars + t_in[n_tc + n_tk:],
+                lin_out, lin.eqns)
+    t_k0 = [t if t is not None else _zeros(p.aval) for p, t, m in zip(init, tk, kmask) if m]
+    touts = scan_p.bind(*inv_vals, *[t for t in tc if t is not None], *t_k0, *stacked,
+                        *xs_vals, *[t for t in tx if t is not None], body=lin_ir,
+                        num_consts=len(inv_vals) + n_tc, num_carry=n_tk, length=length,
+                        reverse=reverse, unroll=unroll)
+    it = iter(touts)
+    return primal_out, [next(it) if m else None for m in kmask + ymask]
+
+
+scan_p.jvp = _scan_jvp
+
+
+def _scan_transpose(cts, *args, body, num_consts, num_carry, length, reverse, unroll):
+    """Transpose a scan linear in its carries and in the consts/xs that arrive undefined:
+    a scan the other way whose body is the transposed body; the cotangents of the
+    linear consts are summed in extra carries."""
+    from ..transforms.vjp import backward_pass, is_linear
+    nc, nk = num_consts, num_carry
+    consts, init, xs = args[:nc], args[nc:nc + nk], args[nc + nk:]
+    clin = [is_linear(a) for a in consts]
+    xlin = [is_linear(a) for a in xs]
+    res_c = [a for a, m in zip(consts, clin) if not m]
+    res_x = [a for a, m in zip(xs, xlin) if not m]
+    c_avals = [a.aval for a, m in zip(consts, clin) if m]
+    k_avals = [_strong(a.aval) for a in init]
+    x_avals = [ShapeDtypeStruct(a.aval.shape[1:], a.aval.dtype) for a, m in zip(xs, xlin) if m]
+    y_avals = body.out_avals[nk:]
+    ct_k = [(_zeros(a) if c is None else c) for c, a in zip(cts[:nk], k_avals)]
+    ypresent = [c is not None for c in cts[nk:]]
+    ct_y = [c for c in cts[nk:] if c is not None]
+    cv, kv, xv = body.invars[:nc], body.invars[nc:nc + nk], body.invars[nc + nk:]
+    nrc, nlc, nrx = len(res_c), len(c_avals), len(res_x)
+
+    def tbody(*a):
+        rc, acc = a[:nrc], a[nrc:nrc + nlc]
+        ck = a[nrc + nlc:nrc + nlc + nk]
+        rx = a[nrc + nlc + nk:nrc + nlc + nk + nrx]
+        cy = iter(a[nrc + nlc + nk + nrx:])
+        ir = IR([v for v, m in zip(cv, clin) if m] + list(kv) + [v for v, m in zip(xv, xlin) if m],
+                body.outvars, body.eqns,
+                [v for v, m in zip(cv, clin) if not m] + [v for v, m in zip(xv, xlin) if not m],
+                list(rc) + list(rx))
+        cin = backward_pass(ir, list(ck) + [next(cy) if p else None for p in ypresent])
+        cin = [(_zeros(v.aval) if c is None else c) for c, v in zip(cin, ir.invars)]
+        from .ops import add
+        new_acc = [add(s, c) for s, c in zip(acc, cin[:nlc])]
+        return new_acc + cin[nlc:nlc + nk] + cin[nlc + nk:]
+
+    avals = ([_strong(a.aval) for a in res_c] + [_strong(a) for a in c_avals] + k_avals
+             + [_x_aval(a.aval) for a in res_x]
+             + [ShapeDtypeStruct(a.shape, a.dtype) for a, p in zip(y_avals, ypresent) if p])
+    tir, tconsts = _closed(tbody, avals, "scan_transpose")
+    acc0 = [_zeros(a) for a in c_avals]
+    outs = scan_p.bind(*tconsts, *res_c, *acc0, *ct_k, *res_x, *ct_y, body=tir,
+                       num_consts=len(tconsts) + nrc, num_carry=nlc + nk, length=length,
+                       reverse=not reverse, unroll=unroll)
+    ct_c, ct_init, ct_xs = iter(outs[:nlc]), outs[nlc:nlc + nk], iter(outs[nlc + nk:])
+    del x_avals
+    return ([next(ct_c) if m else None for m in clin] + list(ct_init)
+            + [next(ct_xs) if m else None for m in xlin])
+
+
+scan_p.transpose = _scan_transpose
+
+
+def _scan_batch(vals, dims, size, *, body, num_consts, num_carry, length, reverse, unroll):
+    from . import ops as L
+    from ..transforms.vmap import _full
+    nc, nk = num_consts, num_carry
+    consts, init, xs = vals[:nc], vals[nc:nc + nk], vals[nc + nk:]
+    cd, kd, xd = dims[:nc], dims[nc:nc + nk], dims[nc + nk:]
+    kb = [d is not None for d in kd]
+    # xs batched at 0 -> the batch axis goes to 1 (the scan axis stays in front)
+    xs = [x if d is None else L.transpose(x, (1, 0) + tuple(range(2, x.ndim)))
+          for x, d in zip(xs, xd)]
+
+    def avals(mask):
+        return ([_strong(c.aval) for c in consts]
+                + [_batched_aval(ShapeDtypeStruct(k.shape[1:] if d is not None else k.shape,
+                                                  k.dtype, k.weak_type),
+                                 0 if m else None, size) for k, d, m in zip(init, kd, mask)]
+                + [ShapeDtypeStruct(x.shape[1:], x.dtype, x.weak_type) for x in xs])
+
+    def body_fn(mask, box):
+        def f(*a):
+            in_dims = list(cd) + [0 if m else None for m in mask] + list(xd)
+            outs, od = _batch_flat(lambda *x: eval_ir(body, *x), list(a), in_dims, size,
+                                   force=list(mask) + [False] * (len(body.outvars) - nk))
+            box["d"] = od
+            return outs
+        return f
+
+    while True:
+        box = {}
+        bir, bconsts = _closed(body_fn(kb, box), avals(kb), "scan_vmap")
+        new = [m or d is not None for m, d in zip(kb, box["d"][:nk])]
+        if new == kb:
+            break
+        kb = new
+    init = [_full(k, None, size, k.shape) if m and d is None else k
+            for k, d, m in zip(init, kd, kb)]
+    outs = scan_p.bind(*bconsts, *consts, *init, *xs, body=bir, num_consts=len(bconsts) + nc,
+                       num_carry=nk, length=length, reverse=reverse, unroll=unroll)
+    ydims = [None if d is None else 1 for d in box["d"][nk:]]
+    return outs, [0 if m else None for m in kb] + ydims
+
+
+scan_p.batch = _scan_batch
+
+
+def _scan_dce(eqn, used):
+    p = eqn.params
+    body, nc, nk = p["body"], p["num_consts"], p["num_carry"]
+    if not any(used):
+        return None, []
+    ku, yu = list(used[:nk]), list(used[nk:])
+    while True:
+        outv = [v for v, m in zip(body.outvars[:nk], ku) if m] + \
+               [v for v, m in zip(body.outvars[nk:], yu) if m]
+        d = dce(IR(body.invars, outv, body.eqns))
+        need = _used_invars(d)
+        new = [m or body.invars[nc + i] in need for i, m in enumerate(ku)]
+        if new == ku:
+            break
+        ku = new
+    keep = ([v in need for v in body.invars[:nc]] + ku
+            + [v in need for v in body.invars[nc + nk:]])
+    new_body = IR([v for v, m in zip(body.invars, keep) if m], d.outvars, d.eqns)
+    from ..core.ir import Eqn
+    inputs = [v for v, m in zip(eqn.inputs, keep) if m]
+    outputs = [v for v, m in zip(eqn.outputs, ku + yu) if m]
+    params = dict(p, body=new_body, num_consts=sum(keep[:nc]), num_carry=sum(ku))
+    return Eqn(scan_p, inputs, outputs, params, eqn.source), inputs
+
+
+scan_p.dce_rule = _scan_dce
+
+
+def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
+    """``carry = init; for x in xs: carry, y = f(carry, x); ys.append(y)``; returns
+    ``(carry, stacked ys)`` (pytrees of arrays; ``xs=None`` with ``length`` scans over
+    nothing). ``reverse=True`` runs from the last element to the first, keeping ys in
+    the original order."""
+    init_leaves, init_tree = tree_util.tree_flatten(init)
+    init_leaves = [to_array(x) for x in init_leaves]
+    xs_leaves, xs_tree = tree_util.tree_flatten(xs)
+    xs_leaves = [to_array(x) for x in xs_leaves]
+    lengths = {}
+    paths = [tree_util.keystr(p) for p, _ in tree_util.tree_leaves_with_path(xs)] \
+        if xs_leaves else []
+    for p, x in zip(paths, xs_leaves):
+        if x.ndim == 0:
+            raise ValueError(f"scan: xs{p} is a scalar; every leaf of xs needs a leading axis "
+                             "to scan over")
+        lengths.setdefault(x.shape[0], p)
+    if length is not None:
+        length = int(length)
+        lengths.setdefault(length, "length")
+    if not lengths:
+        raise ValueError("scan: give xs (arrays with a leading axis) or length")
+    if len(lengths) > 1:
+        desc = ", ".join(f"{w}: {n}" for n, w in lengths.items())
+        raise ValueError(f"scan: the leading axes of xs (and length) disagree ({desc}); every "
+                         "leaf of xs must have the same number of rows")
+    n = next(iter(lengths))
+    avals = [_strong(a.aval) for a in init_leaves]
+    x_avals = [ShapeDtypeStruct(x.shape[1:], x.dtype, x.weak_type) for x in xs_leaves]
+    y_tree = [None]
+
+    def flat(*a):
+        carry = tree_util.tree_unflatten(init_tree, list(a[:len(avals)]))
+        x = tree_util.tree_unflatten(xs_tree, list(a[len(avals):]))
+        out = f(carry, x)
+        if not isinstance(out, tuple) or len(out) != 2:
+            raise TypeError(f"scan: f ({_fun_name(f)}) must return a pair (new carry, y), "
+                            f"got {type(out).__name__}")
+        c_leaves, c_tree = tree_util.tree_flatten(out[0])
+        y_leaves, y_tree[0] = tree_util.tree_flatten(out[1])
+        c = _match_carry("scan", f"f ({_fun_name(f)})", init_tree, avals, c_tree,
+                         [to_array(x) for x in c_leaves], promote)
+        return c + [to_array(y) for y in y_leaves]
+
+    promote = {}
+    body, consts = _closed(flat, avals + x_avals, "scan_body")
+    if promote:
+        _promoted(init_leaves, avals, promote)
+        promote = None
+        body, consts = _closed(flat, avals + x_avals, "scan_body")
+
+    outs = scan_p.bind(*consts, *init_leaves, *xs_leaves, body=body, num_consts=len(consts),
+                       num_carry=len(avals), length=n, reverse=bool(reverse),
+                       unroll=int(unroll) if not isinstance(unroll, bool) else int(unroll))
+    carry = tree_util.tree_unflatten(init_tree, outs[:len(avals)])
+    return carry, tree_util.tree_unflatten(y_tree[0], outs[len(avals):])
+
+
+def map(f, xs):
+    """``stack([f(x) for x in xs])`` over the leading axis of the pytree ``xs``."""
+    _, ys = scan(lambda c, x: ((), f(x)), (), xs)
+    return ys
+
+
+# Eager grad would key its compiled derivations by these params (sub-IRs traced afresh on
+# every eager call, so never seen twice): derive each call afresh instead of caching.
+for _p in (cond_p, while_p, scan_p):
+    _p.cache_eager_vjp = False

@@ -1,0 +1,282 @@
+"""fnx.lax control flow: values against Python loops, pytrees, errors, closures, the
+printed IR, DCE inside bodies, batching, and an Elman RNN whose scan gradient equals the
+gradient of the same RNN unrolled in Python."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import fnx
+import fnx.numpy as fnp
+from fnx import lax
+
+
+def close(a, b, tol=1e-5):
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=tol, atol=tol)
+
+
+# --- values against Python references ------------------------------------------------------
+
+def test_scan_pytree_carry_and_ys_match_loop():
+    xs = {"a": np.arange(12.0).reshape(4, 3), "b": np.linspace(-1, 1, 4)}
+
+    def step(c, x):
+        s, n = c
+        s = s * 0.5 + x["a"] * x["b"]
+        return (s, n + 1), {"s": s.sum(), "neg": -s}
+
+    init = (np.zeros(3), 0)
+    (s, n), ys = lax.scan(step, (fnp.asarray(init[0]), init[1]),
+                          {k: fnp.asarray(v) for k, v in xs.items()})
+    rs, rys = init[0], []
+    for t in range(4):
+        rs = rs * 0.5 + xs["a"][t] * xs["b"][t]
+        rys.append(rs)
+    close(s, rs)
+    assert int(n) == 4
+    close(ys["s"], [r.sum() for r in rys])
+    close(ys["neg"], -np.stack(rys))
+    (s2, _), ys2 = fnx.jit(lambda i, x: lax.scan(step, i, x))(
+        (fnp.asarray(init[0]), 0), {k: fnp.asarray(v) for k, v in xs.items()})
+    close(s2, rs)
+
+
+def test_scan_reverse_length_and_map():
+    xs = fnp.arange(5.0)
+    c, ys = lax.scan(lambda c, x: (c * 2 + x, c), 0.0, xs, reverse=True)
+    rc, rys = 0.0, [0.0] * 5
+    for t in reversed(range(5)):
+        rys[t] = rc
+        rc = rc * 2 + t
+    close(c, rc)
+    close(ys, rys)
+    c, ys = lax.scan(lambda c, _: (c + 1, c * c), 1, None, length=3)
+    assert int(c) == 4 and list(np.asarray(ys)) == [1, 4, 9]
+    close(lax.map(lambda x: x ** 2 + 1, xs), np.arange(5.0) ** 2 + 1)
+
+
+def test_cond_switch_while_fori_values():
+    x = fnp.asarray([1.0, -2.0, 3.0])
+    f = fnx.jit(lambda p, x: lax.cond(p, lambda a: a * 2, lambda a: a - 1, x))
+    close(f(True, x), [2.0, -4.0, 6.0])
+    close(f(False, x), [0.0, -3.0, 2.0])
+    branches = [lambda a: a + 1, lambda a: a * 10, lambda a: -a]
+    g = fnx.jit(lambda i, x: lax.switch(i, branches, x))
+    for i in range(-2, 5):
+        close(g(i, x), branches[min(max(i, 0), 2)](np.asarray(x)))
+    n, v = fnx.jit(lambda v: lax.while_loop(lambda c: c[1] < 100.0,
+                                            lambda c: (c[0] + 1, c[1] * 3.0), (0, v)))(2.0)
+    assert int(n) == 4 and float(v) == 162.0
+    for lo, hi in [(0, 5), (3, 7), (5, 2)]:
+        ref = 1.0
+        for i in range(lo, hi):
+            ref = ref * 1.5 + i
+        close(lax.fori_loop(lo, hi, lambda i, v: v * 1.5 + i, 1.0), ref)
+        # traced bounds: a while_loop
+        close(fnx.jit(lambda a, b: lax.fori_loop(a, b, lambda i, v: v * 1.5 + i, 1.0))(lo, hi),
+              ref)
+
+
+# --- errors --------------------------------------------------------------------------------
+
+def test_branch_mismatch_names_the_leaf_and_types():
+    with pytest.raises(TypeError,
+                       match=r"output\['w'\] differs.*false_fun.*f32\[2\].*true_fun.*f32\[3\]"):
+        fnx.jit(lambda p, x: lax.cond(p, lambda a: {"w": a}, lambda a: {"w": a[:2]}, x))(
+            True, fnp.ones(3))
+    with pytest.raises(TypeError, match="same pytree structure"):
+        fnx.jit(lambda p, x: lax.cond(p, lambda a: (a, a), lambda a: a, x))(True, fnp.ones(3))
+
+
+def test_scan_carry_type_error():
+    with pytest.raises(TypeError, match=r"carry.*changes type.*f32\[3\].*f32\[2\]"):
+        lax.scan(lambda c, x: (c[:2], x), fnp.ones(3), fnp.ones((2, 3)))
+    with pytest.raises(ValueError, match="leading axes of xs"):
+        lax.scan(lambda c, x: (c, x), 0.0, (fnp.ones(3), fnp.ones(4)))
+
+
+def test_while_loop_grad_error_points_to_scan():
+    def f(y):
+        return lax.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, c[1] * y), (0, y))[1]
+    with pytest.raises(TypeError, match="reverse-mode.*while_loop.*scan.*fori_loop"):
+        fnx.grad(f)(fnp.asarray(2.0))
+    with pytest.raises(TypeError, match="reverse-mode.*while_loop"):
+        fnx.jit(fnx.grad(f))(fnp.asarray(2.0))
+    # forward mode works: d y^4 / dy = 4 y^3
+    close(fnx.jvp(f, (fnp.asarray(2.0),), (fnp.asarray(1.0),))[1], 32.0)
+
+
+def test_traced_python_if_still_errors_under_jit():
+    def f(x):
+        if x > 0:
+            return x
+        return -x
+    with pytest.raises(Exception, match="lax.cond|traced|concrete"):
+        fnx.jit(f)(fnp.asarray(1.0))
+
+
+# --- closures, printing, DCE ---------------------------------------------------------------
+
+def test_closures_over_outer_traced_values():
+    w = fnp.asarray([1.0, 2.0])
+
+    def f(a, xs):
+        c, ys = lax.scan(lambda c, x: (c * a + x * w, c.sum() * 2.0), fnp.zeros(2, xs.dtype), xs)
+        return (c ** 2).sum() + ys.sum()
+
+    xs = fnp.asarray(np.linspace(0, 1, 6).reshape(3, 2))
+
+    def ref(a):
+        c, tot = np.zeros(2), 0.0
+        for x in np.asarray(xs):
+            tot += c.sum() * 2.0
+            c = c * a + x * np.asarray(w)
+        return (c ** 2).sum() + tot
+
+    a = 0.7
+    g = fnx.grad(f)(fnp.asarray(a), xs)
+    fd = (ref(a + 1e-6) - ref(a - 1e-6)) / 2e-6
+    close(g, fd, 1e-4)
+    close(fnx.jit(fnx.grad(f))(fnp.asarray(a), xs), fd, 1e-4)
+    close(fnx.vmap(fnx.grad(f), in_axes=(0, None))(fnp.asarray([a, a]), xs), [fd, fd], 1e-4)
+    # a cond closing over a jit argument
+    h = fnx.jit(lambda p, y: lax.cond(p, lambda: y * 2, lambda: y + 1))
+    close(h(True, fnp.asarray(3.0)), 6.0)
+
+
+def test_make_ir_prints_sub_irs_indented():
+    text = str(fnx.make_ir(lambda p, x: lax.cond(p, lambda a: fnp.sin(a), lambda a: a * 2, x))(
+        True, fnp.ones(3)))
+    assert "cond[branches=(" in text and "sin" in text and "mul" in text
+    body_lines = [ln for ln in text.splitlines() if "sin" in ln]
+    assert body_lines and body_lines[0].startswith(" " * 12)
+    text = str(fnx.make_ir(lambda x: lax.scan(lambda c, x: (c + x, c), 0.0, x))(fnp.ones(4)))
+    assert "scan[body=" in text and "length=4" in text
+
+
+def test_dce_inside_scan_and_cond():
+    def f(xs):
+        (a, b), ys = lax.scan(lambda c, x: ((c[0] + x, fnp.exp(c[1]) * x), fnp.cos(x)),
+                              (0.0, 1.0), xs)
+        return a
+    ir = fnx.make_ir(f)(fnp.ones(4))
+    scan_eqn = next(e for e in ir.eqns if e.prim.name == "scan")
+    body = scan_eqn.params["body"]
+    names = {e.prim.name for e in body.eqns}
+    assert "exp" not in names and "cos" not in names and names == {"add"}
+    assert len(scan_eqn.outputs) == 1 and scan_eqn.params["num_carry"] == 1
+    close(fnx.jit(f)(fnp.ones(4)), 4.0)
+
+    def g(p, x):
+        u, v = lax.cond(p, lambda a: (fnp.sin(a), fnp.exp(a)), lambda a: (a, a * 2), x)
+        return u
+    ir = fnx.make_ir(g)(True, fnp.ones(2))
+    eqn = next(e for e in ir.eqns if e.prim.name == "cond")
+    assert len(eqn.outputs) == 1
+    assert all("exp" not in {e.prim.name for e in b.eqns} for b in eqn.params["branches"])
+
+
+# --- batching and compositions -------------------------------------------------------------
+
+def test_batched_cond_selects_and_batched_while_freezes_lanes():
+    x = fnp.asarray([-1.0, 2.0, 0.5, -3.0])
+    def f(x):
+        return lax.cond(x > 0, lambda a: a * 10, lambda a: a - 1, x)
+    close(fnx.vmap(f)(x), [-2.0, 20.0, 5.0, -4.0])
+    close(fnx.jit(fnx.vmap(f))(x), [-2.0, 20.0, 5.0, -4.0])
+    def w(v):
+        return lax.while_loop(lambda c: c[1] < 10.0, lambda c: (c[0] + 1, c[1] * 2.0),
+                                     (0, v))
+    n, v = fnx.vmap(w)(fnp.asarray([1.0, 3.0, 20.0, 9.0]))
+    assert list(np.asarray(n)) == [4, 2, 0, 1]
+    close(v, [16.0, 12.0, 20.0, 18.0])
+    n2, v2 = fnx.jit(fnx.vmap(w))(fnp.asarray([1.0, 3.0, 20.0, 9.0]))
+    assert list(np.asarray(n2)) == [4, 2, 0, 1]
+    def sw(i, x):
+        return lax.switch(i, [lambda a: a + 1, lambda a: a * 3, lambda a: -a], x)
+    close(fnx.vmap(sw)(fnp.asarray([0, 1, 2, 7]), x), [0.0, 6.0, -0.5, 3.0])
+
+
+def test_derivative_compositions():
+    xs = fnp.asarray(np.linspace(-1, 1, 5))
+
+    def f(a):
+        return lax.scan(lambda c, x: (fnp.sin(c * a) + x, c), 0.3, xs)[0]
+
+    def ref(a):
+        c = 0.3
+        for x in np.asarray(xs):
+            c = np.sin(c * a) + x
+        return c
+
+    a, eps = 0.8, 1e-4
+    d1 = (ref(a + eps) - ref(a - eps)) / (2 * eps)
+    d2 = (ref(a + eps) - 2 * ref(a) + ref(a - eps)) / eps ** 2
+    close(fnx.grad(f)(fnp.asarray(a)), d1, 1e-5)
+    close(fnx.grad(fnx.grad(f))(fnp.asarray(a)), d2, 1e-3)
+    close(fnx.jit(fnx.grad(fnx.grad(f)))(fnp.asarray(a)), d2, 1e-3)
+    close(fnx.jvp(fnx.grad(f), (fnp.asarray(a),), (fnp.asarray(1.0),))[1], d2, 1e-3)
+    close(fnx.vmap(fnx.grad(f))(fnp.asarray([a, a])), [d1, d1], 1e-5)
+    def g(y):
+        return lax.fori_loop(0, 4, lambda i, v: v * y + i, 1.0)
+    close(fnx.grad(g)(fnp.asarray(1.5)), 4 * 1.5 ** 3 + 2 * 1.5 + 2, 1e-5)
+    close(fnx.jit(fnx.grad(g))(fnp.asarray(1.5)), 4 * 1.5 ** 3 + 2 * 1.5 + 2, 1e-5)
+    def h(y):
+        return lax.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, fnp.sin(c[1]) * y),
+                                     (0, y))[1]
+    y0 = 0.9
+    def r(y):
+        return np.sin(np.sin(np.sin(y) * y) * y) * y
+    close(fnx.jvp(h, (fnp.asarray(y0),), (fnp.asarray(1.0),))[1],
+          (r(y0 + 1e-6) - r(y0 - 1e-6)) / 2e-6, 1e-4)
+
+
+# --- model level: an Elman RNN -----------------------------------------------------------------
+
+T, B, IN, H = 6, 3, 4, 5
+
+
+def _rnn_params(seed=0):
+    rng = np.random.default_rng(seed)
+    return {"wx": fnp.asarray(rng.normal(size=(IN, H)) * 0.5),
+            "wh": fnp.asarray(rng.normal(size=(H, H)) * 0.5),
+            "b": fnp.asarray(rng.normal(size=H) * 0.1)}
+
+
+def _cell(p, h, x):
+    return fnp.tanh(x @ p["wx"] + h @ p["wh"] + p["b"])
+
+
+def rnn_scan(p, xs):
+    def step(h, x):
+        h = _cell(p, h, x)
+        return h, (h ** 2).sum()
+    h, ys = lax.scan(step, fnp.zeros((xs.shape[1], H), xs.dtype), xs)
+    return ys.sum() + (h * 0.5).sum()
+
+
+def rnn_loop(p, xs):
+    h, tot = fnp.zeros((xs.shape[1], H), xs.dtype), 0.0
+    for t in range(xs.shape[0]):
+        h = _cell(p, h, xs[t])
+        tot = tot + (h ** 2).sum()
+    return tot + (h * 0.5).sum()
+
+
+def test_rnn_scan_grad_equals_unrolled_loop():
+    p = _rnn_params()
+    xs = fnp.asarray(np.random.default_rng(1).normal(size=(T, B, IN)))
+    want = fnx.grad(rnn_loop)(p, xs)
+    for got in (fnx.grad(rnn_scan)(p, xs), fnx.jit(fnx.grad(rnn_scan))(p, xs)):
+        for k in want:
+            close(got[k], want[k], 1e-9)
+    close(rnn_scan(p, xs), rnn_loop(p, xs), 1e-10)
+    # vmapped over a batch of sequences (batch axis 1 of xs -> a leading batch of examples)
+    xb = fnp.asarray(np.random.default_rng(2).normal(size=(2, T, B, IN)))
+    got = fnx.vmap(fnx.grad(rnn_scan), in_axes=(None, 0))(p, xb)
+    for j in range(2):
+        want = fnx.grad(rnn_loop)(p, xb[j])
+        for k in want:
+            close(got[k][j], want[k], 1e-9)
+    got = fnx.jit(fnx.vmap(fnx.grad(rnn_scan), in_axes=(None, 0)))(p, xb)
+    close(got["wh"][1], fnx.grad(rnn_loop)(p, xb[1])["wh"], 1e-9)
