@@ -20,6 +20,7 @@ from .primitive import ShapeDtypeStruct
 from .trace import EvalTrace, user_frame_info
 
 fnp = None  # fnx.numpy, set by fnx.numpy when it is imported (avoids an import cycle)
+_API_VERSIONS = ("2021.12", "2022.12", "2023.12")  # what __array_namespace__ accepts
 
 
 class _Deleted:
@@ -94,7 +95,7 @@ class Array:
         return CPU_DEVICE
 
     def to_device(self, device, /, *, stream=None):
-        if device != CPU_DEVICE:
+        if device is not CPU_DEVICE and device != CPU_DEVICE:
             raise ValueError(f"to_device: only {CPU_DEVICE} is available, got {device!r}")
         return self
 
@@ -138,21 +139,40 @@ class Array:
             v.flags.writeable = False
         return v
 
-    def __array_namespace__(self, *, api_version=None):
+    def __array_namespace__(self, /, *, api_version=None):
+        """``fnx.numpy``, which implements the Array API standard 2023.12 (and accepts
+        being asked for the earlier versions, which it also covers)."""
+        if api_version is not None and api_version not in _API_VERSIONS:
+            raise ValueError(f"__array_namespace__: api_version {api_version!r} is not "
+                             f"supported; fnx.numpy implements {_API_VERSIONS[-1]} (also "
+                             f"accepted: {', '.join(_API_VERSIONS[:-1])})")
         return fnp
 
-    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+    def __dlpack__(self, /, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """DLPack export (CPU only). A consumer that understands DLPack >= 1.0 gets the
+        buffer itself, flagged read-only; an older one gets a copy (the legacy protocol
+        cannot say read-only), and ``copy=False`` then raises BufferError."""
         v = np.asarray(self._concrete("__dlpack__"))
-        if not v.flags.writeable:
-            # DLPack cannot always signal read-only memory; export a copy then.
-            try:
-                return v.__dlpack__(stream=stream, max_version=max_version,
-                                    dl_device=dl_device, copy=copy)
-            except BufferError:
-                v = v.copy()
-        return v.__dlpack__(stream=stream)
+        if stream is not None:
+            raise BufferError(f"__dlpack__: fnx arrays are on the CPU, which has no "
+                              f"streams; got stream={stream!r}")
+        if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
+            raise BufferError(f"__dlpack__: fnx arrays are on the CPU {(1, 0)}, cannot "
+                              f"export to dl_device={tuple(dl_device)!r}")
+        versioned = max_version is not None and tuple(max_version) >= (1, 0)
+        if copy or not versioned:
+            if copy is False:
+                raise BufferError("__dlpack__: copy=False needs a DLPack >= 1.0 consumer "
+                                  "(max_version=(1, 0)): the legacy protocol cannot mark "
+                                  "the immutable buffer read-only")
+            c = np.array(v, copy=True)
+            return c.__dlpack__(max_version=max_version) if versioned else c.__dlpack__()
+        if v.flags.writeable:  # nobody may write fnx's buffer through the export
+            v = v.view()
+            v.flags.writeable = False
+        return v.__dlpack__(max_version=max_version, copy=False)
 
-    def __dlpack_device__(self):
+    def __dlpack_device__(self, /):
         return (1, 0)  # kDLCPU, device 0
 
     def __bool__(self):
@@ -250,8 +270,8 @@ class Array:
             axes = axes[0]
         return fnp.transpose(self, axes or None)
 
-    def astype(self, dtype, copy=False):
-        return fnp.astype(self, dtype)
+    def astype(self, dtype, copy=False, *, device=None):
+        return fnp.astype(self, dtype, copy=copy, device=device)
 
     def flatten(self, order="C"):
         return fnp.ravel(self, order=order)

@@ -12,7 +12,7 @@ import numpy as _np
 from ..core import array as _array_module
 from ..core import dtypes as _dtypes
 from ..core.array import Array
-from . import _indexing
+from . import _indexing  # noqa: F401  (Array.at and x[...] use fnp._indexing)
 from .creation import *  # noqa: F401,F403
 from .elementwise import *  # noqa: F401,F403
 from .elementwise import abs, divmod, pow, round  # noqa: F401  (shadow builtins on purpose)
@@ -49,19 +49,78 @@ def issubdtype(arg1, arg2):
                           not issubclass(arg1, _np.generic) else arg1, arg2)
 
 
+_KINDS = {"bool": "b", "signed integer": "i", "unsigned integer": "u", "integral": "iu",
+          "real floating": "f", "complex floating": "c", "numeric": "iufc"}
+
+
 def isdtype(dtype, kind):
-    """Array API ``isdtype``: ``kind`` is a dtype, a kind name, or a tuple of them."""
+    """Array API ``isdtype``: ``kind`` is a dtype, a kind name, or a tuple of them
+    (bfloat16, an fnx extra, is a 'real floating' type)."""
     dtype = _dtypes.canonicalize(dtype)
     if isinstance(kind, tuple):
         return _builtins.any(isdtype(dtype, k) for k in kind)
     if isinstance(kind, str):
-        table = {"bool": "b", "signed integer": "i", "unsigned integer": "u",
-                 "integral": "iu", "real floating": "f", "complex floating": "c",
-                 "numeric": "iufc"}
-        if kind not in table:
-            raise ValueError(f"isdtype: unknown kind {kind!r}")
-        return dtype.kind in table[kind]
-    return dtype == _dtypes.canonicalize(kind)
+        if kind not in _KINDS:
+            raise ValueError(f"isdtype: unknown kind {kind!r}; use one of "
+                             f"{', '.join(map(repr, _KINDS))}, a dtype or a tuple of them")
+        code = "f" if dtype == _dtypes.bfloat16 else dtype.kind
+        return code in _KINDS[kind]
+    try:
+        return dtype == _dtypes.canonicalize(kind)
+    except TypeError:
+        raise TypeError(f"isdtype: kind must be a dtype, a kind name or a tuple of them, "
+                        f"got {kind!r}") from None
+
+
+class _ArrayNamespaceInfo:
+    """What ``__array_namespace_info__()`` returns (Array API 2023.12 inspection)."""
+
+    _API_DTYPES = ("bool", "int8", "int16", "int32", "int64", "uint8", "uint16", "uint32",
+                   "uint64", "float32", "float64", "complex64", "complex128")
+
+    @staticmethod
+    def _device(name, device):
+        from ._util import check_device
+        check_device(f"__array_namespace_info__().{name}", device)
+
+    def capabilities(self):
+        """Boolean masks and data-dependent shapes (``nonzero``, ``unique_*``) work on
+        concrete arrays; under ``jit`` they need a static ``size=`` instead."""
+        return {"boolean indexing": True, "data-dependent shapes": True}
+
+    def default_device(self):
+        return _array_module.CPU_DEVICE
+
+    def devices(self):
+        return [_array_module.CPU_DEVICE]
+
+    def default_dtypes(self, *, device=None):
+        self._device("default_dtypes", device)
+        ns = _namespace()
+        return {"real floating": ns.float32, "complex floating": ns.complex64,
+                "integral": ns.int32, "indexing": ns.int32}
+
+    def dtypes(self, *, device=None, kind=None):
+        """The Array API dtypes fnx supports (all of them), those of ``kind`` if given."""
+        self._device("dtypes", device)
+        ns = _namespace()
+        out = {name: getattr(ns, name) for name in self._API_DTYPES}
+        if kind is None:
+            return out
+        return {name: d for name, d in out.items() if isdtype(d, kind)}
+
+    def __repr__(self):
+        return "fnx.numpy.__array_namespace_info__()"
+
+
+def __array_namespace_info__():
+    """Array API inspection: ``capabilities()``, ``default_device()``, ``devices()``,
+    ``default_dtypes()``, ``dtypes(kind=...)``."""
+    return _ArrayNamespaceInfo()
+
+
+def _namespace():
+    return _array_module.fnp
 
 
 class _ScalarType:

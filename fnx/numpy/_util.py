@@ -5,7 +5,7 @@ import numpy as np
 
 from .. import lax
 from ..core import dtypes
-from ..core.array import Array, Tracer, to_array
+from ..core.array import CPU_DEVICE, Array, Tracer, to_array
 from ..errors import ConcretizationError, ShapeError
 
 
@@ -96,3 +96,10 @@ def concrete_int(name, x, what):
     return int(x)
 
 
+
+
+def check_device(name, device):
+    """``device=`` of the Array API functions: None or the CPU device (fnx has no other)."""
+    if device is not None and device is not CPU_DEVICE and device != CPU_DEVICE:
+        raise ValueError(f"{name}: fnx arrays live on {CPU_DEVICE!r}, the only device; got "
+                         f"device={device!r}. Pass device=None or x.device.")

@@ -10,7 +10,7 @@ import numpy as np
 from .. import lax
 from ..core import dtypes
 from ..core.array import Array, Tracer, to_array
-from ._util import concrete_int
+from ._util import check_device, concrete_int
 
 
 def _shape(shape):
@@ -82,16 +82,33 @@ def array(object, dtype=None, copy=True, order=None, ndmin=0):
 
 
 def asarray(a, dtype=None, order=None, *, copy=None, device=None):
+    """An Array from an array-like. fnx arrays are immutable, so a writable source (a
+    NumPy array) is always copied, whatever ``copy`` says."""
+    check_device("asarray", device)
     if type(a) is Array and (dtype is None or dtypes.canonicalize(dtype) == a.dtype):
         return a
     return array(a, dtype=dtype)
 
 
 def from_dlpack(x, /, *, device=None, copy=None):
-    return Array(np.from_dlpack(x))
+    """An Array from a DLPack producer on the CPU. The buffer is copied unless
+    ``copy=False``, which shares it read-only (the producer must then not write it)."""
+    check_device("from_dlpack", device)
+    if isinstance(x, Array) and not copy:
+        return x
+    v = np.from_dlpack(x, copy=copy) if copy is not None else np.from_dlpack(x)
+    if copy is False:
+        v = v.view()
+        v.flags.writeable = False
+        if v.dtype not in dtypes._SUPPORTED_SET:
+            raise BufferError(f"from_dlpack: dtype {v.dtype} is not supported by fnx, "
+                              "so copy=False is impossible")
+        return Array._wrap(v)
+    return Array(v)
 
 
-def full(shape, fill_value, dtype=None):
+def full(shape, fill_value, dtype=None, *, device=None):
+    check_device("full", device)
     shape = _shape(shape)
     fill = to_array(fill_value)
     if dtype is not None:
@@ -108,14 +125,17 @@ def _const(value, shape, dtype, weak_type=False):
 
 
 def zeros(shape, dtype=None, *, device=None):
+    check_device("zeros", device)
     return _const(0, shape, dtype)
 
 
 def ones(shape, dtype=None, *, device=None):
+    check_device("ones", device)
     return _const(1, shape, dtype)
 
 
 def empty(shape, dtype=None, *, device=None):
+    check_device("empty", device)
     return _const(0, shape, dtype)
 
 
@@ -128,20 +148,23 @@ def _like(a, dtype, shape):
 
 
 def zeros_like(a, dtype=None, shape=None, *, device=None):
+    check_device("zeros_like", device)
     dt, sh, weak = _like(a, dtype, shape)
     return _const(0, sh, dt, weak)
 
 
 def ones_like(a, dtype=None, shape=None, *, device=None):
+    check_device("ones_like", device)
     dt, sh, weak = _like(a, dtype, shape)
     return _const(1, sh, dt, weak)
 
 
 def empty_like(a, dtype=None, shape=None, *, device=None):
-    return zeros_like(a, dtype, shape)
+    return zeros_like(a, dtype, shape, device=device)
 
 
 def full_like(a, fill_value, dtype=None, shape=None, *, device=None):
+    check_device("full_like", device)
     dt, sh, weak = _like(a, dtype, shape)
     out = full(sh, fill_value, dt)
     return lax.convert_element_type(out, dt, weak) if weak else out
@@ -150,6 +173,7 @@ def full_like(a, fill_value, dtype=None, shape=None, *, device=None):
 def arange(start, stop=None, step=None, dtype=None, *, device=None):
     """``numpy.arange`` with static bounds. The dtype is the promotion of the bounds:
     Python ints give int32 (int64 if they do not fit), floats float32."""
+    check_device("arange", device)
     for v in (start, stop, step):
         if isinstance(v, Tracer):
             concrete_int("arange", v, "start/stop/step")
@@ -175,8 +199,10 @@ def arange(start, stop=None, step=None, dtype=None, *, device=None):
     return lax.add(lax.mul(r, step), start)
 
 
-def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0):
+def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0, *,
+             device=None):
     """``num`` evenly spaced values from ``start`` to ``stop``; bounds may be arrays."""
+    check_device("linspace", device)
     from .elementwise import add, multiply, subtract, true_divide, where
     from .manipulation import moveaxis
     num = concrete_int("linspace", num, "num")
@@ -243,6 +269,7 @@ def _tri_mask(n, m, k):
 
 
 def eye(N, M=None, k=0, dtype=None, *, device=None):
+    check_device("eye", device)
     N = concrete_int("eye", N, "N")
     M = N if M is None else concrete_int("eye", M, "M")
     rows = lax.broadcasted_iota(dtypes.int32, (N, M), 0)

@@ -74,12 +74,14 @@ def _fast_binary(name, slow, ufunc, kinds, prim, out_bool=False):
 
 
 def _binary(name, lax_fn, to_inexact=False, bool_fn=None):
-    def slow(x, y):
+    def slow(x, y, /):
         x, y = promote_broadcast(name, x, y, to_inexact=to_inexact, keep_scalars=True)
         if bool_fn is not None and x.dtype == dtypes.bool_:
             return bool_fn(x, y)  # NumPy and JAX: bool + is "or", bool * is "and"
         return lax_fn(x, y)
     slow.__name__ = name
+    slow.__qualname__ = name
+    slow.__doc__ = f"Elementwise ``{name}`` with NumPy broadcasting and JAX type promotion."
     return slow
 
 
@@ -161,7 +163,12 @@ def remainder(x, y, /):
         return r
     zero = _zeros_like(r)
     fix = lax.bitwise_and(lax.ne(r, zero), lax.ne(lax.lt(r, zero), lax.lt(y, zero)))
-    return lax.select(fix, lax.add(r, y), r)
+    r = lax.select(fix, lax.add(r, y), r)
+    if x.dtype.kind == "f" or x.dtype == dtypes.bfloat16:
+        # a zero remainder takes the divisor's sign (-0.0 % 2 is +0.0, 0.0 % -2 is -0.0),
+        # as Python and the Array API standard say; fmod keeps the dividend's
+        r = lax.select(lax.eq(r, zero), lax.copysign(r, y), r)
+    return r
 
 
 mod = remainder
@@ -357,6 +364,8 @@ def round(a, decimals=0, out=None):
         raise TypeError("round: fnx arrays are immutable, the out= argument is not supported")
     (a,) = promote("round", a)
     decimals = int(decimals)
+    if a.dtype.kind == "c":
+        return _round_complex(a, decimals)
     if a.dtype.kind in "biu" and decimals >= 0:
         return a
     if a.dtype.kind == "b":
@@ -371,6 +380,21 @@ def round(a, decimals=0, out=None):
         return lax.div(lax.round(lax.mul(a, f), even), f)
     f = 10.0 ** (-decimals)
     return lax.mul(lax.round(lax.div(a, f), even), f)
+
+
+def _round_complex(a, decimals):
+    """Real and imaginary parts rounded independently (Array API, NumPy): ``a`` plus the
+    exact complex offset of each part to its rounded value (0 for non-finite parts, so
+    infinities and NaNs pass through). The zeros of the result may lose their sign."""
+    parts = []
+    for part in (lax.real(a), lax.imag(a)):
+        rounded = round(part, decimals)
+        finite = lax.is_finite(part)
+        parts.append(lax.select(finite, lax.sub(rounded, lax.select(finite, part,
+                                                                    _zeros_like(part))),
+                                _zeros_like(part)))
+    dre, dim = (lax.convert_element_type(p, a.dtype, a.weak_type) for p in parts)
+    return lax.add(a, lax.add(dre, lax.mul(dim, 1j)))
 
 
 def _round_int(a, f):
@@ -446,15 +470,40 @@ def heaviside(x1, x2, /):
 
 
 def clip(x, /, min=None, max=None, *, a_min=None, a_max=None):
-    """Clip to ``[min, max]`` (either may be None); NaN propagates."""
+    """Clip to ``[min, max]`` (either may be None); NaN propagates.
+
+    As the Array API says, the result has ``x``'s dtype when the bounds are of its kind
+    (a float64 bound does not widen a float32 ``x``; a Python int bound beyond an integer
+    dtype's range clips nothing); bounds of another kind promote, as NumPy.
+    """
     lo = min if min is not None else a_min
     hi = max if max is not None else a_max
     x = to_array(x)
+    dt = x.dtype
+    out = x
     if lo is not None:
-        x = maximum(x, lo)
+        out = maximum(out, _clip_bound(dt, lo, True))
     if hi is not None:
-        x = minimum(x, hi)
-    return x
+        out = minimum(out, _clip_bound(dt, hi, False))
+    if out.dtype != dt and _same_kind(out.dtype, dt):
+        out = lax.convert_element_type(out, dt, x.weak_type)
+    return out
+
+
+def _same_kind(a, b):
+    kind = {"i": "i", "u": "i", "f": "f", "c": "c", "b": "b"}
+    ka = "f" if a == dtypes.bfloat16 else kind.get(a.kind)
+    kb = "f" if b == dtypes.bfloat16 else kind.get(b.kind)
+    return ka == kb
+
+
+def _clip_bound(dt, bound, lower):
+    """A Python int bound outside an integer dtype's range, pulled to the range's edge."""
+    if type(bound) is int and dt.kind in "iu":
+        info = np.iinfo(dt)
+        if bound < info.min or bound > info.max:
+            return int(np.clip(bound, info.min, info.max))
+    return bound
 
 
 def where(condition, x=None, y=None, /, *, size=None, fill_value=None):

@@ -10,11 +10,14 @@ from .. import lax
 from ..core import dtypes
 from ..core.array import Array, to_array
 from ..errors import ShapeError
-from ._util import (broadcast_shapes as _bshapes, broadcast_to_shape, concrete_int, normalize_axes,
-                    normalize_axis, promote)
+from ._util import (broadcast_shapes as _bshapes, broadcast_to_shape, check_device, concrete_int,
+                    normalize_axes, normalize_axis, promote)
 
 
 def astype(x, dtype, /, *, copy=True, device=None):
+    """``x`` converted to ``dtype`` (arrays are immutable, so ``copy`` changes nothing;
+    ``device`` may be None or the CPU device)."""
+    check_device("astype", device)
     x = to_array(x)
     return lax.convert_element_type(x, dtypes.canonicalize(dtype))
 
@@ -95,7 +98,7 @@ def squeeze(a, axis=None):
     return lax.squeeze(a, dims)
 
 
-def expand_dims(a, axis):
+def expand_dims(a, axis=0):
     a = to_array(a)
     axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
     return lax.expand_dims(a, normalize_axes("expand_dims", axes, a.ndim + len(axes)))
