@@ -1,1 +1,28 @@
-"""``fnx.random``: explicit-key random numbers over threefry-2x32 (JAX's bits)."""
+"""``fnx.random``: explicit-key random numbers over threefry-2x32 (JAX's bits).
+
+Keys are raw ``uint32[2]`` arrays, as JAX's ``PRNGKey`` makes them: ``PRNGKey(seed)``
+(or ``key(seed)``) makes one, ``split(key, n)`` gives ``uint32[n, 2]``, ``fold_in``
+derives one from an integer. Every sampler takes a key and is a pure function of
+it, so the same key gives the same numbers eagerly, under ``jit``, under ``vmap``
+(map over a batch of keys) and inside ``scan`` loops.
+
+The bits are those of JAX's default generator (threefry-2x32 with JAX's
+partitionable key derivation, its default since JAX 0.5): ``PRNGKey``, ``split``,
+``fold_in``, ``bits``, ``uniform``, ``randint``, ``bernoulli``, ``categorical``,
+``permutation`` and ``choice`` give JAX's numbers exactly, and ``normal`` and the
+samplers computed from uniforms (``truncated_normal``, ``gumbel``, ``exponential``,
+``laplace``, ``logistic``, ``multivariate_normal``) to float rounding. ``gamma``,
+``loggamma``, ``beta`` and ``dirichlet`` sample the right distributions with a
+vectorized Marsaglia-Tsang rejection method of fnx's own, so their numbers differ
+from JAX's.
+
+    import fnx.random as random
+    key = random.PRNGKey(0)
+    key, sub = random.split(key)
+    x = random.normal(sub, (3, 4))
+    mask = random.bernoulli(random.fold_in(key, step), 0.9, x.shape)   # dropout
+"""
+from ._api import *  # noqa: F401,F403
+from ._api import __all__  # noqa: F401
+from ._threefry import threefry2x32, threefry2x32_p  # noqa: F401
+from ._gamma import random_gamma_p  # noqa: F401
