@@ -1,2 +1,1154 @@
-"""Convolutions and windowed reductions: conv_general_dilated, conv_transpose, reduce_window."""
-__all__ = []
+"""Convolutions and windowed reductions: conv_general_dilated, conv_transpose, reduce_window.
+
+Primitives (each with its shape rule, NumPy impl, jvp, transpose where linear,
+batching rule and ONNX lowering where ONNX has the op):
+
+* ``conv_general_dilated``: JAX's general convolution (any dimension numbers,
+  explicit padding, lhs/rhs dilation, feature and batch groups). Bilinear: its
+  transposes with respect to either operand are convolutions themselves.
+* ``reduce_window_sum`` / ``reduce_window_max`` / ``reduce_window_min``: what
+  ``reduce_window`` binds for ``lax.add`` / ``lax.max`` / ``lax.min``.
+* ``select_and_gather_add`` / ``select_and_scatter_add``: the derivative of max/min
+  pooling: the tangent of the element each window selects (the first maximum, or
+  minimum, in row-major window order: ties are broken deterministically), and its
+  transpose, which adds each window's cotangent to that element.
+
+The NumPy impls never loop over pixels or the batch. A convolution moves the
+operand to channels-last layout once (that copy also applies lhs dilation and
+padding), takes every window as a strided view (``as_strided``), and contracts
+with one BLAS matmul per feature/batch group; the window gather is a copy
+driven by the kernel offsets (one vectorized slice copy per kernel tap,
+contiguous rows of channels). Pooling combines one strided slice per window tap
+with a ufunc. The plans (shapes, strides, permutations) are computed once per
+operand shapes and cached; ``jit`` binds the same plans, so jit and eager agree
+bitwise.
+
+Pooling helpers for layers: ``max_pool``, ``min_pool``, ``avg_pool`` and ``sum_pool``
+pool over chosen spatial axes (channels-last by default, as flax does).
+"""
+from __future__ import annotations
+
+import functools
+import math
+from collections import namedtuple
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+from ..core import dtypes
+from ..core.array import to_array
+from ..core.primitive import Primitive, ShapeDtypeStruct
+from ..errors import ShapeError
+from ._rules import check_kind, describe, kind_of, quiet
+
+__all__ = [
+    "ConvDimensionNumbers", "avg_pool", "conv", "conv_dimension_numbers",
+    "conv_general_dilated", "conv_general_permutations", "conv_transpose",
+    "conv_with_general_padding", "max_pool", "min_pool", "padtype_to_pads", "reduce_window",
+    "sum_pool",
+]
+
+
+class ConvDimensionNumbers(namedtuple("ConvDimensionNumbers",
+                                      ["lhs_spec", "rhs_spec", "out_spec"])):
+    """Where each role sits in each operand: ``lhs_spec`` = (batch dim, feature dim,
+    spatial dims...), ``rhs_spec`` = (out-feature dim, in-feature dim, spatial dims...),
+    ``out_spec`` = (batch dim, feature dim, spatial dims...), spatial dims paired in order."""
+
+
+# --- static argument handling --------------------------------------------------------------
+
+def _dilate_dim(n, d):
+    return 0 if n == 0 else 1 + d * (n - 1)
+
+
+def _ints(op, what, v, n, minimum=1):
+    try:
+        out = tuple(int(x) for x in v)
+    except TypeError:
+        raise ShapeError(f"{op}: {what} must be a sequence of {n} ints, got {v!r}") from None
+    if len(out) != n:
+        raise ShapeError(f"{op}: {what} must have one entry per spatial/window dimension "
+                         f"({n}), got {v!r}")
+    if any(x < minimum for x in out):
+        raise ShapeError(f"{op}: {what} must be >= {minimum}, got {v!r}")
+    return out
+
+
+def _pairs(op, padding, n):
+    try:
+        out = tuple((int(lo), int(hi)) for lo, hi in padding)
+    except (TypeError, ValueError):
+        raise ShapeError(f"{op}: padding must be 'SAME', 'SAME_LOWER', 'VALID' or a sequence "
+                         f"of {n} (low, high) int pairs, got {padding!r}") from None
+    if len(out) != n:
+        raise ShapeError(f"{op}: padding needs one (low, high) pair per spatial/window "
+                         f"dimension ({n}), got {padding!r}")
+    return out
+
+
+def padtype_to_pads(in_shape, window_shape, window_strides, padding):
+    """Explicit (low, high) pairs for a padding string ('SAME': output size
+    ceil(in / stride), the extra padding at the high end; 'SAME_LOWER': at the low
+    end; 'VALID': none). ``window_shape`` is the dilated window."""
+    if not isinstance(padding, str):
+        return _pairs("padtype_to_pads", padding, len(in_shape))
+    p = padding.upper()
+    if p == "VALID":
+        return tuple((0, 0) for _ in in_shape)
+    if p not in ("SAME", "SAME_LOWER"):
+        raise ShapeError(f"padding string must be 'SAME', 'SAME_LOWER' or 'VALID', got "
+                         f"{padding!r}")
+    out = []
+    for n, w, s in zip(in_shape, window_shape, window_strides):
+        size = max((-(-n // s) - 1) * s + w - n, 0)
+        lo, hi = size // 2, size - size // 2
+        out.append((lo, hi) if p == "SAME" else (hi, lo))
+    return tuple(out)
+
+
+def conv_general_permutations(dimension_numbers):
+    """(lhs_spec, rhs_spec, out_spec) from a string triple such as ('NCHW', 'OIHW', 'NCHW');
+    spatial dims are ordered as in the rhs string."""
+    lhs_s, rhs_s, out_s = dimension_numbers
+    pairs = (("N", "C"), ("O", "I"), ("N", "C"))
+    for s, (a, b) in zip(dimension_numbers, pairs):
+        if not isinstance(s, str) or s.count(a) != 1 or s.count(b) != 1 or len(set(s)) != len(s):
+            raise ShapeError(f"conv dimension_numbers: {s!r} must name '{a}' and '{b}' once each "
+                             f"and every other (spatial) letter once; got {dimension_numbers!r} "
+                             "(example: ('NCHW', 'OIHW', 'NCHW'))")
+    sp = [set(s) - set(p) for s, p in zip(dimension_numbers, pairs)]
+    if not sp[0] == sp[1] == sp[2]:
+        raise ShapeError(f"conv dimension_numbers: the spatial letters of {dimension_numbers!r} "
+                         "must agree across lhs, rhs and output")
+
+    def perm(s, p):
+        spatial = [i for i, c in enumerate(s) if c not in p]
+        if s is not rhs_s:
+            spatial.sort(key=lambda i: rhs_s.index(s[i]))
+        return (s.index(p[0]), s.index(p[1])) + tuple(spatial)
+    return tuple(perm(s, p) for s, p in zip(dimension_numbers, pairs))
+
+
+def conv_dimension_numbers(lhs_shape, rhs_shape, dimension_numbers):
+    """``ConvDimensionNumbers`` for operands of these shapes: from None (NCHW / OIHW /
+    NCHW, any rank), a string triple, or ConvDimensionNumbers / three int tuples."""
+    lhs_shape, rhs_shape = tuple(lhs_shape), tuple(rhs_shape)
+    nd = len(lhs_shape)
+    if len(rhs_shape) != nd or nd < 2:
+        raise ShapeError(f"conv: lhs and rhs must have one rank >= 2 (batch, feature, spatial "
+                         f"dims), got shapes {lhs_shape} and {rhs_shape}")
+    if dimension_numbers is None:
+        iota = tuple(range(nd))
+        return ConvDimensionNumbers(iota, iota, iota)
+    if len(dimension_numbers) != 3:
+        raise ShapeError(f"conv: dimension_numbers must be a triple (lhs, rhs, out), got "
+                         f"{dimension_numbers!r}")
+    if all(isinstance(s, str) for s in dimension_numbers):
+        for s, shape, what in zip(dimension_numbers[:2], (lhs_shape, rhs_shape), ("lhs", "rhs")):
+            if len(s) != nd:
+                raise ShapeError(f"conv: dimension_numbers {dimension_numbers!r}: the {what} "
+                                 f"spec {s!r} has {len(s)} letters but the operands have rank "
+                                 f"{nd} (lhs {lhs_shape}, rhs {rhs_shape})")
+        if len(dimension_numbers[2]) != nd:
+            raise ShapeError(f"conv: dimension_numbers {dimension_numbers!r}: the output spec "
+                             f"must have {nd} letters")
+        return ConvDimensionNumbers(*conv_general_permutations(dimension_numbers))
+    specs = tuple(tuple(int(d) for d in s) for s in dimension_numbers)
+    for s in specs:
+        if sorted(s) != list(range(nd)):
+            raise ShapeError(f"conv: dimension_numbers {dimension_numbers!r}: each spec must be "
+                             f"a permutation of 0..{nd - 1}")
+    return ConvDimensionNumbers(*specs)
+
+
+# --- the NumPy machinery: padding, windows -------------------------------------------------
+
+def _placement(n, lo, dil, size):
+    """Element i of a length-n axis lands at lo + i * dil of a padded axis of ``size``:
+    the range [i0, i1) of elements that land inside, and the slice they land on."""
+    i0 = max(0, -(-(-lo) // dil)) if lo < 0 else 0
+    i1 = min(n, (size - 1 - lo) // dil + 1) if size - 1 - lo >= 0 else 0
+    if i1 <= i0:
+        return 0, 0, slice(0, 0)
+    start = lo + i0 * dil
+    return i0, i1, slice(start, lo + (i1 - 1) * dil + 1, dil)
+
+
+def _dilate_pad(x, fill, pads, dils):
+    """``x`` with ``dils - 1`` holes between elements and (low, high) padding per axis
+    (negative: cropped), holes and padding set to ``fill``; a new C-contiguous array."""
+    shape = tuple(_dilate_dim(n, d) + lo + hi for n, d, (lo, hi) in zip(x.shape, dils, pads))
+    out = np.full(shape, fill, x.dtype) if fill != 0 else np.zeros(shape, x.dtype)
+    src, dst = [], []
+    for n, d, (lo, _), size in zip(x.shape, dils, pads, shape):
+        i0, i1, sl = _placement(n, lo, d, size)
+        src.append(slice(i0, i1))
+        dst.append(sl)
+    out[tuple(dst)] = x[tuple(src)]
+    return out
+
+
+def _undilate_unpad(acc, shape, pads, dils):
+    """The inverse placement of ``_dilate_pad``: the elements of ``acc`` (padded, dilated
+    layout) that correspond to an operand of ``shape``; elements cropped away get 0."""
+    src, dst = [], []
+    full = True
+    for n, d, (lo, _), size in zip(shape, dils, pads, acc.shape):
+        i0, i1, sl = _placement(n, lo, d, size)
+        dst.append(slice(i0, i1))
+        src.append(sl)
+        full &= (i0 == 0 and i1 == n)
+    if full:
+        return np.ascontiguousarray(acc[tuple(src)])
+    out = np.zeros(shape, acc.dtype)
+    out[tuple(dst)] = acc[tuple(src)]
+    return out
+
+
+def _needs_pad(pads, dils):
+    return any(lo or hi for lo, hi in pads) or any(d != 1 for d in dils)
+
+
+def _out_size(padded, window, stride):
+    return 0 if padded < window else (padded - window) // stride + 1
+
+
+# --- conv_general_dilated ------------------------------------------------------------------
+
+def _conv_shape_rule(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
+                     dimension_numbers, feature_group_count, batch_group_count,
+                     preferred_element_type=None):
+    lspec, rspec, ospec = dimension_numbers
+    G, B = feature_group_count, batch_group_count
+
+    def bad(why, fix=""):
+        raise ShapeError(f"conv_general_dilated: {why}; lhs {describe(lhs)}, rhs "
+                         f"{describe(rhs)}, dimension_numbers (lhs, rhs, out specs) = "
+                         f"{dimension_numbers}, feature_group_count={G}, "
+                         f"batch_group_count={B}.{' ' + fix if fix else ''}")
+    if lhs.ndim != rhs.ndim or lhs.ndim < 2 or any(len(s) != lhs.ndim for s in
+                                                   dimension_numbers):
+        bad("lhs, rhs and the three specs must have one rank >= 2")
+    nsp = lhs.ndim - 2
+    if lhs.dtype != rhs.dtype:
+        bad("operands must have one dtype", "Convert one with lax.convert_element_type.")
+    check_kind("conv_general_dilated", lhs, "iufc")
+    for what, v in (("window_strides", window_strides), ("lhs_dilation", lhs_dilation),
+                    ("rhs_dilation", rhs_dilation), ("padding", padding)):
+        if len(v) != nsp:
+            bad(f"{what}={v} needs one entry per spatial dimension ({nsp})")
+    if G < 1 or B < 1:
+        bad("group counts must be >= 1")
+    if G > 1 and B > 1:
+        bad("at most one of feature_group_count and batch_group_count can exceed 1")
+    N, C = lhs.shape[lspec[0]], lhs.shape[lspec[1]]
+    Co, Ci = rhs.shape[rspec[0]], rhs.shape[rspec[1]]
+    if C % G or Ci * G != C:
+        bad(f"the lhs feature size ({C}) must equal the rhs input-feature size ({Ci}) times "
+            f"feature_group_count", "For a depthwise convolution of C channels use rhs "
+            "input-feature size 1 and feature_group_count=C.")
+    if Co % G:
+        bad(f"the rhs output-feature size ({Co}) must be a multiple of feature_group_count")
+    if N % B:
+        bad(f"the lhs batch size ({N}) must be a multiple of batch_group_count")
+    if Co % B:
+        bad(f"the rhs output-feature size ({Co}) must be a multiple of batch_group_count")
+    out = [0] * lhs.ndim
+    out[ospec[0]], out[ospec[1]] = N // B, Co
+    for i in range(nsp):
+        n, k = lhs.shape[lspec[2 + i]], rhs.shape[rspec[2 + i]]
+        lo, hi = padding[i]
+        padded = _dilate_dim(n, lhs_dilation[i]) + lo + hi
+        if padded < 0:
+            bad(f"negative padding {padding[i]} removes more than spatial dimension {i} "
+                f"(size {n}, dilated {_dilate_dim(n, lhs_dilation[i])}) has")
+        out[ospec[2 + i]] = _out_size(padded, _dilate_dim(k, rhs_dilation[i]), window_strides[i])
+    dtype = lhs.dtype if preferred_element_type is None else np.dtype(preferred_element_type)
+    if preferred_element_type is not None:
+        k_in, k_out = kind_of(lhs.dtype), kind_of(dtype)
+        if k_out not in {"i": "iuf", "u": "iuf", "f": "f", "c": "c"}[k_in]:
+            bad(f"preferred_element_type={dtype} is incompatible with {lhs.dtype} operands")
+    return ShapeDtypeStruct(out, dtype, lhs.weak_type and rhs.weak_type
+                            and preferred_element_type is None)
+
+
+def _windows(x, out_sp, ks, strides, rdil):
+    """Every window of ``x`` (N, spatial..., C) as a view (N, out..., k..., C)."""
+    s = x.strides
+    nsp = len(out_sp)
+    shape = (x.shape[0],) + tuple(out_sp) + tuple(ks) + (x.shape[-1],)
+    st = ((s[0],) + tuple(s[1 + i] * strides[i] for i in range(nsp))
+          + tuple(s[1 + i] * rdil[i] for i in range(nsp)) + (s[-1],))
+    return as_strided(x, shape, st, writeable=False)
+
+
+def _im2col(x, out_sp, ks, strides, rdil, cols_shape, order):
+    """The windows of ``x`` (N, spatial..., C) gathered into a new array: one vectorized
+    slice copy per kernel tap into ``cols`` laid out (N, out..., k..., C) (``order`` is
+    "nk": then reshaped to ``cols_shape``) or (k..., N, out..., C) ("kn")."""
+    N, C = x.shape[0], x.shape[-1]
+    nsp = len(out_sp)
+    K = math.prod(ks)
+    P = math.prod(out_sp)
+    if K == 1 or P * C >= 64 * K:
+        # Large taps: copying tap by tap moves long contiguous runs.
+        if order == "nk":
+            cols = np.empty((N,) + tuple(out_sp) + (K, C), x.dtype)
+        else:
+            cols = np.empty((K, N) + tuple(out_sp) + (C,), x.dtype)
+        for t, offs in enumerate(np.ndindex(*ks)):
+            sl = (slice(None),) + tuple(
+                slice(o * rdil[i], o * rdil[i] + (out_sp[i] - 1) * strides[i] + 1, strides[i])
+                for i, o in enumerate(offs)) + (slice(None),)
+            if order == "nk":
+                cols[(Ellipsis, t, slice(None))] = x[sl]
+            else:
+                cols[t] = x[sl]
+        return cols.reshape(cols_shape)
+    win = _windows(x, out_sp, ks, strides, rdil)
+    if order == "kn":
+        win = win.transpose(tuple(range(1 + nsp, 1 + 2 * nsp)) + tuple(range(1 + nsp))
+                            + (1 + 2 * nsp,))
+    return win.reshape(cols_shape)
+
+
+@functools.lru_cache(maxsize=2048)
+def _conv_plan(lshape, rshape, strides, padding, ldil, rdil, dn, G, B, pet, perm):
+    """The NumPy computation of one convolution for these shapes: ``fn(lhs, rhs)``."""
+    lspec, rspec, ospec = dn
+    nsp = len(lspec) - 2
+    N, C = lshape[lspec[0]], lshape[lspec[1]]
+    Co = rshape[rspec[0]]
+    xs = tuple(lshape[d] for d in lspec[2:])
+    ks = tuple(rshape[d] for d in rspec[2:])
+    padded = [_dilate_dim(n, d) + lo + hi for n, d, (lo, hi) in zip(xs, ldil, padding)]
+    out_sp = tuple(_out_size(p, _dilate_dim(k, r), s)
+                   for p, k, r, s in zip(padded, ks, rdil, strides))
+    x_perm = (lspec[0],) + tuple(lspec[2:]) + (lspec[1],)
+    w_perm = tuple(rspec[2:]) + (rspec[1], rspec[0])
+    pad_it = _needs_pad(padding, ldil)
+    pads_full = ((0, 0),) + tuple(padding) + ((0, 0),)
+    dils_full = (1,) + tuple(ldil) + (1,)
+    out_shape = [0] * (nsp + 2)
+    out_shape[ospec[0]], out_shape[ospec[1]] = N // B, Co
+    for i in range(nsp):
+        out_shape[ospec[2 + i]] = out_sp[i]
+    # result axes (N, out..., Co) -> the out spec, then the fused permutation
+    src = [0] * (nsp + 2)
+    src[ospec[0]], src[ospec[1]] = 0, nsp + 1
+    for i in range(nsp):
+        src[ospec[2 + i]] = 1 + i
+    if perm is not None:
+        src = [src[p] for p in perm]
+        out_shape = [out_shape[p] for p in perm]
+    src = tuple(src)
+    identity_out = src == tuple(range(nsp + 2))
+    K = math.prod(ks)
+    P = math.prod(out_sp)
+    Kc = K * C // G
+    Og = Co // max(G, B)
+    # channels-first operands (NCHW and the like) keep their layout throughout
+    channels_first = lspec[1] < min(lspec[2:], default=nsp + 2)
+
+    def finish(y):  # y: (N', out..., Co)
+        if identity_out:
+            return y
+        return np.ascontiguousarray(y.transpose(src))
+
+    if 0 in out_shape or K * C == 0:
+        def empty(lhs, rhs):
+            dt = lhs.dtype if pet is None else pet
+            return np.zeros(out_shape, dt)
+        return empty
+
+    if channels_first:
+        return _conv_plan_cf(lshape, rshape, strides, padding, ldil, rdil, dn, G, B, pet,
+                             out_sp, out_shape, src, identity_out)
+
+    def fn(lhs, rhs):
+        if pet is not None:
+            lhs, rhs = lhs.astype(pet, copy=False), rhs.astype(pet, copy=False)
+        x = lhs.transpose(x_perm)
+        if pad_it:
+            x = _dilate_pad(x, 0, pads_full, dils_full)
+        w = rhs.transpose(w_perm)                          # k..., Ci, Co
+        if G == 1 and B == 1:
+            cols = _im2col(x, out_sp, ks, strides, rdil, (N * P, K * C), "nk")
+            y = np.matmul(cols, w.reshape(K * C, Co))       # (N P, Co)
+            return finish(y.reshape((N,) + out_sp + (Co,)))
+        g = max(G, B)
+        if G > 1:   # feature groups: (N, sp, G, Cg) -> (G, N P, K Cg)
+            Cg = C // G
+            xg = x.reshape(x.shape[:-1] + (G, Cg))
+            xg = np.moveaxis(xg, -2, 0)                    # (G, N, sp..., Cg) view
+            cols = _windows_grouped(xg, out_sp, ks, strides, rdil).reshape(G, N * P, Kc)
+            Nb = N
+        else:       # batch groups: (B, Nb, sp, C) -> (B, Nb P, K C)
+            Nb = N // B
+            xb = x.reshape((B, Nb) + x.shape[1:])
+            cols = _windows_grouped(xb, out_sp, ks, strides, rdil).reshape(B, Nb * P, Kc)
+        wg = w.reshape(Kc, g, Og).transpose(1, 0, 2)        # (g, K Cg, Og)
+        y = np.matmul(cols, wg)                            # (g, Nb P, Og)
+        y = y.reshape((g, Nb) + out_sp + (Og,))
+        y = np.moveaxis(y, 0, -2).reshape((Nb,) + out_sp + (Co,))
+        return finish(y)
+    return fn
+
+
+def _im2col_cf(x, out_sp, ks, strides, rdil):
+    """``x`` (N, C, spatial...) -> a new array (N, C, k..., out...) of every window, copied
+    by one vectorized slice copy per kernel tap or per output position (fewer of the
+    two), or from a strided view when both are many."""
+    N, C = x.shape[:2]
+    nsp = len(out_sp)
+    K, P = math.prod(ks), math.prod(out_sp)
+    full = (slice(None), slice(None))
+    if min(K, P) > 256:
+        s = x.strides
+        view = as_strided(x, (N, C) + tuple(ks) + tuple(out_sp),
+                          s[:2] + tuple(s[2 + i] * rdil[i] for i in range(nsp))
+                          + tuple(s[2 + i] * strides[i] for i in range(nsp)), writeable=False)
+        return np.ascontiguousarray(view)
+    cols = np.empty((N, C) + tuple(ks) + tuple(out_sp), x.dtype)
+    if K <= P:
+        for tap in np.ndindex(*ks):
+            sl = tuple(slice(o * d, o * d + (m - 1) * st + 1, st)
+                       for o, d, m, st in zip(tap, rdil, out_sp, strides))
+            cols[full + tap] = x[full + sl]
+    else:
+        rest = (slice(None),) * nsp
+        for pos in np.ndindex(*out_sp):
+            sl = tuple(slice(q * st, q * st + (k - 1) * d + 1, d)
+                       for q, st, k, d in zip(pos, strides, ks, rdil))
+            cols[full + rest + pos] = x[full + sl]
+    return cols
+
+
+def _conv_plan_cf(lshape, rshape, strides, padding, ldil, rdil, dn, G, B, pet, out_sp,
+                  out_shape, src, identity_out):
+    """The channels-first plan: windows copied as (N, C, k..., out...), one matmul of
+    the kernel (Co, Ci k...) against them, the result (N, Co, out...) without transposes."""
+    lspec, rspec, ospec = dn
+    nsp = len(lspec) - 2
+    N, C = lshape[lspec[0]], lshape[lspec[1]]
+    Co = rshape[rspec[0]]
+    ks = tuple(rshape[d] for d in rspec[2:])
+    K, P = math.prod(ks), math.prod(out_sp)
+    x_perm = (lspec[0], lspec[1]) + tuple(lspec[2:])
+    w_perm = (rspec[0], rspec[1]) + tuple(rspec[2:])
+    pad_it = _needs_pad(padding, ldil)
+    pads_full = ((0, 0), (0, 0)) + tuple(padding)
+    dils_full = (1, 1) + tuple(ldil)
+    Cg = C // G
+    # y axes are (N, Co, out...); ``src`` numbers them (N, out..., Co): renumber
+    cf_src = tuple(0 if a == 0 else 1 if a == nsp + 1 else a + 1 for a in src)
+    cf_identity = cf_src == tuple(range(nsp + 2))
+
+    def fn(lhs, rhs):
+        if pet is not None:
+            lhs, rhs = lhs.astype(pet, copy=False), rhs.astype(pet, copy=False)
+        x = lhs.transpose(x_perm)
+        if pad_it:
+            x = _dilate_pad(x, 0, pads_full, dils_full)
+        w = rhs.transpose(w_perm)                            # Co, Ci, k...
+        cols = _im2col_cf(x, out_sp, ks, strides, rdil)      # N, C, k..., out...
+        if B > 1:
+            Nb, Ob = N // B, Co // B
+            y = np.matmul(w.reshape(B, 1, Ob, C * K), cols.reshape(B, Nb, C * K, P))
+            y = y.transpose(1, 0, 2, 3).reshape((Nb, Co) + tuple(out_sp))
+        elif G > 1:
+            y = np.matmul(w.reshape(G, Co // G, Cg * K), cols.reshape(N, G, Cg * K, P))
+            y = y.reshape((N, Co) + tuple(out_sp))
+        else:
+            y = np.matmul(w.reshape(Co, C * K), cols.reshape(N, C * K, P))
+            y = y.reshape((N, Co) + tuple(out_sp))
+        if cf_identity:
+            return y
+        return np.ascontiguousarray(y.transpose(cf_src))
+    return fn
+
+
+def _windows_grouped(x, out_sp, ks, strides, rdil):
+    """``x`` (g, N, spatial..., C): a view (g, N, out..., k..., C) of every window."""
+    s = x.strides
+    nsp = len(out_sp)
+    shape = x.shape[:2] + tuple(out_sp) + tuple(ks) + (x.shape[-1],)
+    st = (s[:2] + tuple(s[2 + i] * strides[i] for i in range(nsp))
+          + tuple(s[2 + i] * rdil[i] for i in range(nsp)) + (s[-1],))
+    return as_strided(x, shape, st, writeable=False)
+
+
+def _conv_key(lshape, rshape, p, perm=None):
+    pet = p.get("preferred_element_type")
+    return (tuple(lshape), tuple(rshape), tuple(p["window_strides"]), tuple(p["padding"]),
+            tuple(p["lhs_dilation"]), tuple(p["rhs_dilation"]),
+            tuple(tuple(s) for s in p["dimension_numbers"]), p["feature_group_count"],
+            p["batch_group_count"], None if pet is None else np.dtype(pet),
+            None if perm is None else tuple(perm))
+
+
+def _conv_impl(lhs, rhs, **p):
+    return _conv_plan(*_conv_key(lhs.shape, rhs.shape, p))(lhs, rhs)
+
+
+conv_general_dilated_p = Primitive("conv_general_dilated", shape_rule=_conv_shape_rule,
+                                   impl=quiet(_conv_impl))
+conv_general_dilated_p.numpy_specialize = (
+    lambda avals, params, permutation=None:
+    _conv_plan(*_conv_key(avals[0].shape, avals[1].shape, params, permutation)))
+
+
+def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None,
+                         rhs_dilation=None, dimension_numbers=None, feature_group_count=1,
+                         batch_group_count=1, precision=None, preferred_element_type=None):
+    """General dilated convolution (JAX's ``lax.conv_general_dilated``).
+
+    ``padding``: 'SAME', 'SAME_LOWER', 'VALID' or one (low, high) pair per spatial
+    dim (negative crops). ``lhs_dilation`` inserts holes between input elements
+    (transposed convolution), ``rhs_dilation`` between kernel taps (atrous).
+    ``dimension_numbers``: None (NCHW, OIHW, NCHW), a string triple such as
+    ('NHWC', 'HWIO', 'NHWC'), or ConvDimensionNumbers. ``feature_group_count=C``
+    with rhs input-feature size 1 is a depthwise convolution; ``batch_group_count``
+    splits the batch into groups that meet separate output features. ``precision``
+    is accepted and ignored (NumPy computes in the operands' precision).
+    """
+    lhs, rhs = to_array(lhs), to_array(rhs)
+    op = "conv_general_dilated"
+    dn = conv_dimension_numbers(lhs.shape, rhs.shape, dimension_numbers)
+    nsp = lhs.ndim - 2
+    window_strides = _ints(op, "window_strides", window_strides, nsp)
+    lhs_dilation = (1,) * nsp if lhs_dilation is None else \
+        _ints(op, "lhs_dilation", lhs_dilation, nsp)
+    rhs_dilation = (1,) * nsp if rhs_dilation is None else \
+        _ints(op, "rhs_dilation", rhs_dilation, nsp)
+    if isinstance(padding, str):
+        lhs_sp = [lhs.shape[d] for d in dn.lhs_spec[2:]]
+        eff = [_dilate_dim(rhs.shape[d], r) for d, r in zip(dn.rhs_spec[2:], rhs_dilation)]
+        padding = padtype_to_pads(lhs_sp, eff, window_strides, padding)
+    else:
+        padding = _pairs(op, padding, nsp)
+    pet = None if preferred_element_type is None else \
+        dtypes.canonicalize(preferred_element_type)
+    return conv_general_dilated_p.bind(
+        lhs, rhs, window_strides=window_strides, padding=padding, lhs_dilation=lhs_dilation,
+        rhs_dilation=rhs_dilation, dimension_numbers=tuple(tuple(s) for s in dn),
+        feature_group_count=int(feature_group_count), batch_group_count=int(batch_group_count),
+        preferred_element_type=pet)
+
+
+def conv(lhs, rhs, window_strides, padding, precision=None, preferred_element_type=None):
+    """``conv_general_dilated`` in NCHW / OIHW layout without dilation."""
+    return conv_general_dilated(lhs, rhs, window_strides, padding, precision=precision,
+                                preferred_element_type=preferred_element_type)
+
+
+def conv_with_general_padding(lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation,
+                              precision=None, preferred_element_type=None):
+    """``conv_general_dilated`` in NCHW / OIHW layout."""
+    return conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation,
+                                precision=precision,
+                                preferred_element_type=preferred_element_type)
+
+
+def _conv_transpose_padding(k, s, padding):
+    if padding == "SAME":
+        pad_len = k + s - 2
+        pad_a = k - 1 if s > k - 1 else -(-pad_len // 2)
+    else:
+        pad_len = k + s - 2 + max(k - s, 0)
+        pad_a = k - 1
+    return pad_a, pad_len - pad_a
+
+
+def conv_transpose(lhs, rhs, strides, padding, rhs_dilation=None, dimension_numbers=None,
+                   transpose_kernel=False, precision=None, preferred_element_type=None):
+    """Transposed ("deconvolution") convolution, JAX's ``lax.conv_transpose``: a
+    convolution with ``lhs_dilation=strides``. With 'SAME' padding a spatial size
+    ``n`` becomes ``n * stride``; with 'VALID', ``n * stride + max(k - stride, 0)``
+    (``k`` the dilated kernel size). Default layouts are channels-last ('NHC',
+    'NHWC', 'NHWDC' with 'HIO', 'HWIO', 'HWDIO'). ``transpose_kernel=True`` flips the
+    kernel's spatial dims and swaps its input/output feature dims (the gradient of
+    a convolution with that kernel)."""
+    lhs, rhs = to_array(lhs), to_array(rhs)
+    nd = lhs.ndim
+    if dimension_numbers is None:
+        defaults = {2: ("NC", "IO", "NC"), 3: ("NHC", "HIO", "NHC"),
+                    4: ("NHWC", "HWIO", "NHWC"), 5: ("NHWDC", "HWDIO", "NHWDC")}
+        if nd not in defaults:
+            raise ShapeError(f"conv_transpose: no default dimension_numbers for rank {nd} "
+                             f"operands ({lhs.shape}, {rhs.shape}); pass dimension_numbers")
+        dimension_numbers = defaults[nd]
+    dn = conv_dimension_numbers(lhs.shape, rhs.shape, dimension_numbers)
+    nsp = nd - 2
+    strides = _ints("conv_transpose", "strides", strides, nsp)
+    rhs_dilation = (1,) * nsp if rhs_dilation is None else \
+        _ints("conv_transpose", "rhs_dilation", rhs_dilation, nsp)
+    ks = [rhs.shape[d] for d in dn.rhs_spec[2:]]
+    if isinstance(padding, str):
+        if padding.upper() not in ("SAME", "VALID"):
+            raise ShapeError(f"conv_transpose: padding must be 'SAME', 'VALID' or explicit "
+                             f"pairs, got {padding!r}")
+        pads = [_conv_transpose_padding(_dilate_dim(k, r), s, padding.upper())
+                for k, r, s in zip(ks, rhs_dilation, strides)]
+    else:
+        pads = padding
+    if transpose_kernel:
+        from . import ops as L
+        rhs = L.rev(rhs, dn.rhs_spec[2:])
+        perm = list(range(nd))
+        perm[dn.rhs_spec[0]], perm[dn.rhs_spec[1]] = dn.rhs_spec[1], dn.rhs_spec[0]
+        rhs = L.transpose(rhs, perm)
+    return conv_general_dilated(lhs, rhs, (1,) * nsp, pads, strides, rhs_dilation, dn,
+                                precision=precision,
+                                preferred_element_type=preferred_element_type)
+
+
+# --- conv: jvp, transpose, batching ----------------------------------------------------------
+from ..transforms.jvp import defjvp, deflinear, deflinear_in  # noqa: E402
+from ..transforms.vjp import is_linear  # noqa: E402
+from . import ops as L  # noqa: E402
+
+defjvp(conv_general_dilated_p,
+       lambda g, ans, x, y, **p: conv_general_dilated_p.bind(g, y, **p),
+       lambda g, ans, x, y, **p: conv_general_dilated_p.bind(x, g, **p))
+
+
+def _split(x, axis, size):
+    """Axis ``axis`` of size ``size * m`` -> two axes (size, m), group-major."""
+    shape = list(x.shape)
+    shape[axis:axis + 1] = [size, shape[axis] // size]
+    return L.reshape(x, shape)
+
+
+def _merge(x, src, dst):
+    """Axis ``src`` merged into axis ``dst`` (numbered with ``src`` removed) as its major
+    part."""
+    perm = [i for i in range(x.ndim) if i != src]
+    perm.insert(dst, src)
+    shape = [x.shape[i] for i in range(x.ndim) if i != src]
+    shape[dst] *= x.shape[src]
+    return L.reshape(L.transpose(x, perm), shape)
+
+
+def _swap(spec):
+    return (spec[1], spec[0]) + tuple(spec[2:])
+
+
+def _vjp_lhs_padding(in_sp, k_sp, strides, out_sp, padding, ldil, rdil):
+    out = []
+    for n, k, s, m, (lo, _), ld, rd in zip(in_sp, k_sp, strides, out_sp, padding, ldil, rdil):
+        kd = _dilate_dim(k, rd)
+        before = kd - lo - 1
+        out.append((before, _dilate_dim(n, ld) + kd - 1 - _dilate_dim(m, s) - before))
+    return tuple(out)
+
+
+def _vjp_rhs_padding(in_sp, k_sp, strides, out_sp, padding, ldil, rdil):
+    out = []
+    for n, k, s, m, (lo, _), ld, rd in zip(in_sp, k_sp, strides, out_sp, padding, ldil, rdil):
+        hi = (_dilate_dim(m, s) - _dilate_dim(n, ld)) + (_dilate_dim(k, rd) - lo - 1)
+        out.append((lo, hi))
+    return tuple(out)
+
+
+def _conv_transpose_rule(ct, lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
+                         dimension_numbers, feature_group_count, batch_group_count,
+                         preferred_element_type=None):
+    lspec, rspec, ospec = dimension_numbers
+    G, B = feature_group_count, batch_group_count
+    x, other = (lhs, rhs) if is_linear(lhs) else (rhs, lhs)
+    if other.dtype != ct.dtype:   # preferred_element_type wider than the operands
+        other = L.convert_element_type(other, ct.dtype)
+    if 0 in ct.shape:
+        res = L.broadcast_in_dim(L.convert_element_type(0, ct.dtype), tuple(x.shape), ())
+    elif is_linear(lhs):
+        w = other
+        g = G
+        if G > 1:
+            w = _merge(_split(w, rspec[0], G), rspec[0], rspec[1])
+        elif B > 1:
+            w = _merge(_split(w, rspec[0], B), rspec[0], rspec[1])
+            g = B
+        pads = _vjp_lhs_padding([lhs.shape[d] for d in lspec[2:]],
+                                [w.shape[d] for d in rspec[2:]], window_strides,
+                                [ct.shape[d] for d in ospec[2:]], padding, lhs_dilation,
+                                rhs_dilation)
+        w = L.rev(w, tuple(rspec[2:]))
+        res = conv_general_dilated_p.bind(
+            ct, w, window_strides=tuple(lhs_dilation), padding=pads,
+            lhs_dilation=tuple(window_strides), rhs_dilation=tuple(rhs_dilation),
+            dimension_numbers=(tuple(ospec), _swap(rspec), tuple(lspec)),
+            feature_group_count=g, batch_group_count=1, preferred_element_type=None)
+        if B > 1:
+            res = _merge(_split(res, lspec[1], B), lspec[1], lspec[0])
+    else:
+        g2, b2 = (B, 1) if B > 1 else (1, G)
+        pads = _vjp_rhs_padding([lhs.shape[d] for d in lspec[2:]],
+                                [rhs.shape[d] for d in rspec[2:]], window_strides,
+                                [ct.shape[d] for d in ospec[2:]], padding, lhs_dilation,
+                                rhs_dilation)
+        res = conv_general_dilated_p.bind(
+            other, ct, window_strides=tuple(rhs_dilation), padding=pads,
+            lhs_dilation=tuple(lhs_dilation), rhs_dilation=tuple(window_strides),
+            dimension_numbers=(_swap(lspec), _swap(ospec), _swap(rspec)),
+            feature_group_count=g2, batch_group_count=b2, preferred_element_type=None)
+    if res.dtype != x.dtype:
+        res = L.convert_element_type(res, x.dtype)
+    return [res, None] if is_linear(lhs) else [None, res]
+
+
+conv_general_dilated_p.transpose = _conv_transpose_rule
+
+
+def _conv_batch(vals, dims, size, *, dimension_numbers, feature_group_count, batch_group_count,
+                **p):
+    lhs, rhs = vals
+    lspec, rspec, ospec = dimension_numbers
+    G, B = feature_group_count, batch_group_count
+
+    def bind(a, b, g, bg):
+        return conv_general_dilated_p.bind(a, b, dimension_numbers=dimension_numbers,
+                                           feature_group_count=g, batch_group_count=bg, **p)
+    if dims[0] is not None and dims[1] is not None:
+        if B > 1:
+            new_lhs, B = _merge(lhs, 0, lspec[0]), B * size
+        else:
+            new_lhs, G = _merge(lhs, 0, lspec[1]), G * size
+        out = bind(new_lhs, _merge(rhs, 0, rspec[0]), G, B)
+        return _split(out, ospec[1], size), ospec[1]
+    if dims[0] is not None:
+        if B == 1:
+            out = bind(_merge(lhs, 0, lspec[0]), rhs, G, B)
+        else:
+            new = _split(lhs, lspec[0] + 1, B)
+            new = _merge(new, 0, lspec[0] + 1)
+            new = _merge(new, lspec[0], lspec[0])
+            out = bind(new, rhs, G, B)
+        return _split(out, ospec[0], size), ospec[0]
+    if G == 1 and B == 1:
+        out = bind(lhs, _merge(rhs, 0, rspec[0]), G, B)
+        return _split(out, ospec[1], size), ospec[1]
+    g = max(G, B)
+    new = _split(rhs, rspec[0] + 1, g)
+    new = _merge(new, 0, rspec[0] + 1)
+    new = _merge(new, rspec[0], rspec[0])
+    out = bind(lhs, new, G, B)
+    out = _split(out, ospec[1], g)
+    out = _split(out, ospec[1] + 1, size)
+    return _merge(out, ospec[1], ospec[1] + 1), ospec[1]
+
+
+conv_general_dilated_p.batch = _conv_batch
+
+
+# --- reduce_window ---------------------------------------------------------------------------
+
+_RW_PARAMS = ("window_dimensions", "window_strides", "padding", "base_dilation",
+              "window_dilation")
+
+
+def _rw_geometry(name, shape, window_dimensions, window_strides, padding, base_dilation,
+                 window_dilation, extra=""):
+    nd = len(shape)
+    for what, v in zip(_RW_PARAMS, (window_dimensions, window_strides, padding, base_dilation,
+                                    window_dilation)):
+        if len(v) != nd:
+            raise ShapeError(f"{name}: {what}={v} needs one entry per operand dimension "
+                             f"({nd}, operand shape {tuple(shape)}){extra}")
+    for what, v in (("window_dimensions", window_dimensions), ("window_strides", window_strides),
+                    ("base_dilation", base_dilation), ("window_dilation", window_dilation)):
+        if any(int(d) < 1 for d in v):
+            raise ShapeError(f"{name}: {what}={v} must be >= 1 (operand shape "
+                             f"{tuple(shape)}){extra}")
+    out = []
+    for n, w, s, (lo, hi), bd, wd in zip(shape, window_dimensions, window_strides, padding,
+                                          base_dilation, window_dilation):
+        padded = _dilate_dim(n, bd) + lo + hi
+        if padded < 0:
+            raise ShapeError(f"{name}: negative padding {(lo, hi)} removes more than the "
+                             f"dimension of size {n} has (operand shape {tuple(shape)})"
+                             f"{extra}")
+        out.append(_out_size(padded, _dilate_dim(w, wd), s))
+    return tuple(out)
+
+
+def _rw_shape(name, kinds):
+    def rule(x, *, window_dimensions, window_strides, padding, base_dilation,
+             window_dilation):
+        check_kind(name, x, kinds)
+        out = _rw_geometry(name, x.shape, window_dimensions, window_strides, padding,
+                           base_dilation, window_dilation, f" ({describe(x)})")
+        return ShapeDtypeStruct(out, x.dtype, x.weak_type)
+    return rule
+
+
+def _identity(dtype, which):
+    if which == "sum":
+        return 0
+    if dtype.kind in "fc" or dtype == dtypes.bfloat16:
+        return -np.inf if which == "max" else np.inf
+    if dtype.kind == "b":
+        return which != "max"
+    info = np.iinfo(dtype)
+    return info.min if which == "max" else info.max
+
+
+def _rw_padded(x, fill, p):
+    if _needs_pad(p["padding"], p["base_dilation"]):
+        return _dilate_pad(x, fill, p["padding"], p["base_dilation"])
+    return x
+
+
+def _tap_slices(out, p):
+    """Per window tap: the tap's index tuple into the padded operand (strided slices)."""
+    w, s, wd = p["window_dimensions"], p["window_strides"], p["window_dilation"]
+    for offs in np.ndindex(*w):
+        yield offs, tuple(slice(o * d, o * d + (m - 1) * st + 1, st)
+                          for o, d, m, st in zip(offs, wd, out, s))
+
+
+_UFUNC = {"sum": np.add, "max": np.maximum, "min": np.minimum}
+
+
+def _rw_impl(which):
+    ufunc = _UFUNC[which]
+
+    def impl(x, **p):
+        out = _rw_geometry("reduce_window", x.shape, *(p[k] for k in _RW_PARAMS))
+        if 0 in out:
+            return np.zeros(out, x.dtype)
+        if x.size == 0:
+            return np.full(out, _identity(x.dtype, which), x.dtype)
+        xp = _rw_padded(x, _identity(x.dtype, which), p)
+        K = math.prod(p["window_dimensions"])
+        if K > 64:   # many taps: one reduction over a strided window view
+            st = xp.strides
+            shape = out + tuple(p["window_dimensions"])
+            strides = (tuple(a * s for a, s in zip(st, p["window_strides"]))
+                       + tuple(a * d for a, d in zip(st, p["window_dilation"])))
+            win = as_strided(xp, shape, strides, writeable=False)
+            res = ufunc.reduce(win, axis=tuple(range(len(out), 2 * len(out))))
+            return res if res.dtype == x.dtype else res.astype(x.dtype)
+        acc = None
+        for _, sl in _tap_slices(out, p):
+            if acc is None:
+                acc = np.array(xp[sl], copy=True)
+            else:
+                ufunc(acc, xp[sl], out=acc)
+        return acc
+    return impl
+
+
+reduce_window_sum_p = Primitive("reduce_window_sum", shape_rule=_rw_shape(
+    "reduce_window_sum", "iufc"), impl=quiet(_rw_impl("sum")))
+reduce_window_max_p = Primitive("reduce_window_max", shape_rule=_rw_shape(
+    "reduce_window_max", "biuf"), impl=quiet(_rw_impl("max")))
+reduce_window_min_p = Primitive("reduce_window_min", shape_rule=_rw_shape(
+    "reduce_window_min", "biuf"), impl=quiet(_rw_impl("min")))
+
+
+# --- the selected element of each window: max/min pooling's derivative -----------------------
+
+def _select_shape(name):
+    def rule(t, x, *, which, **p):
+        if which not in ("max", "min"):
+            raise ShapeError(f"{name}: which must be 'max' or 'min', got {which!r}")
+        check_kind(name, x, "biuf")
+        return t, x, p
+    return rule
+
+
+def _selection(x, out, which, p):
+    """Per window tap, a boolean mask (pooled shape) of the windows that select that tap:
+    the first maximum (minimum) in row-major tap order. Windows whose extreme is NaN
+    select nothing (zero derivative). Returns the taps' slices and masks."""
+    xp = _rw_padded(x, _identity(x.dtype, which), p)
+    ext = np.maximum if which == "max" else np.minimum
+    taps = [sl for _, sl in _tap_slices(out, p)]
+    best = np.array(xp[taps[0]], copy=True)
+    for sl in taps[1:]:
+        ext(best, xp[sl], out=best)
+    masks, taken = [], None
+    for sl in taps:
+        m = xp[sl] == best
+        if taken is None:
+            taken = m.copy()
+        else:
+            m &= ~taken
+            taken |= m
+        masks.append(m)
+    return xp.shape, taps, masks
+
+
+def _gather_impl(t, x, *, which, **p):
+    out = _rw_geometry("select_and_gather_add", x.shape, *(p[k] for k in _RW_PARAMS))
+    if 0 in out or x.size == 0:
+        return np.zeros(out, t.dtype)
+    _, taps, masks = _selection(x, out, which, p)
+    tp = _rw_padded(t, 0, p)
+    res = np.zeros(out, t.dtype)
+    for sl, m in zip(taps, masks):
+        np.copyto(res, tp[sl], where=m)
+    return res
+
+
+def _scatter_impl(ct, x, *, which, **p):
+    out = ct.shape
+    if 0 in out or x.size == 0:
+        return np.zeros(x.shape, ct.dtype)
+    pshape, taps, masks = _selection(x, out, which, p)
+    acc = np.zeros(pshape, ct.dtype)
+    finite = ct.dtype.kind in "biu" or bool(np.isfinite(ct).all())
+    for sl, m in zip(taps, masks):
+        # ct * mask is exact for finite ct (x * 1 = x, x * 0 = 0); inf/NaN need where
+        part = ct * m if finite else np.where(m, ct, ct.dtype.type(0))
+        np.add(acc[sl], part, out=acc[sl])
+    if _needs_pad(p["padding"], p["base_dilation"]):
+        return _undilate_unpad(acc, x.shape, p["padding"], p["base_dilation"])
+    return acc
+
+
+def _gather_shape(t, x, *, which, **p):
+    name = "select_and_gather_add"
+    _select_shape(name)(t, x, which=which)
+    if t.shape != x.shape or t.dtype != x.dtype:
+        raise ShapeError(f"{name}: tangent and operand must have one shape and dtype, got "
+                         f"{describe(t, x)}")
+    out = _rw_geometry(name, x.shape, *(p[k] for k in _RW_PARAMS), f" ({describe(x)})")
+    return ShapeDtypeStruct(out, t.dtype, t.weak_type)
+
+
+def _scatter_shape(ct, x, *, which, **p):
+    name = "select_and_scatter_add"
+    _select_shape(name)(ct, x, which=which)
+    out = _rw_geometry(name, x.shape, *(p[k] for k in _RW_PARAMS), f" ({describe(x)})")
+    if ct.shape != out or ct.dtype != x.dtype:
+        raise ShapeError(f"{name}: the cotangent must have the pooled shape {out} and the "
+                         f"operand's dtype; got cotangent and operand {describe(ct, x)}")
+    return ShapeDtypeStruct(x.shape, ct.dtype, ct.weak_type)
+
+
+select_and_gather_add_p = Primitive("select_and_gather_add", shape_rule=_gather_shape,
+                                    impl=quiet(_gather_impl))
+select_and_scatter_add_p = Primitive("select_and_scatter_add", shape_rule=_scatter_shape,
+                                     impl=quiet(_scatter_impl))
+
+
+# --- reduce_window: jvp, transpose, batching --------------------------------------------------
+
+deflinear(reduce_window_sum_p)
+
+
+def _rw_sum_transpose(ct, x, *, window_dimensions, window_strides, padding, base_dilation,
+                      window_dilation):
+    in_shape = tuple(x.shape)
+    pads = _vjp_lhs_padding(in_shape, window_dimensions, window_strides, ct.shape, padding,
+                            base_dilation, window_dilation)
+    if 0 in ct.shape:
+        return [L.broadcast_in_dim(L.convert_element_type(0, ct.dtype), in_shape, ())]
+    res = reduce_window_sum_p.bind(ct, window_dimensions=tuple(window_dimensions),
+                                   window_strides=tuple(base_dilation), padding=pads,
+                                   base_dilation=tuple(window_strides),
+                                   window_dilation=tuple(window_dilation))
+    return [res]
+
+
+reduce_window_sum_p.transpose = _rw_sum_transpose
+
+
+def _chooser_jvp(prim, which):
+    def rule(primals, tangents, **p):
+        (x,), (t,) = primals, tangents
+        out = prim.bind(x, **p)
+        if t is None or x.dtype.kind not in "fc":
+            return out, None
+        return out, select_and_gather_add_p.bind(t, x, which=which, **p)
+    prim.jvp = rule
+
+
+_chooser_jvp(reduce_window_max_p, "max")
+_chooser_jvp(reduce_window_min_p, "min")
+
+deflinear_in(select_and_gather_add_p, 0)
+deflinear_in(select_and_scatter_add_p, 0)
+select_and_gather_add_p.transpose = lambda ct, t, x, **p: [
+    select_and_scatter_add_p.bind(ct, x, **p), None]
+select_and_scatter_add_p.transpose = lambda ct, s, x, **p: [
+    select_and_gather_add_p.bind(ct, x, **p), None]
+
+
+def _rw_lead(p):
+    """The window params with a leading window of 1 over a batch axis."""
+    q = dict(p)
+    q["window_dimensions"] = (1,) + tuple(p["window_dimensions"])
+    q["window_strides"] = (1,) + tuple(p["window_strides"])
+    q["padding"] = ((0, 0),) + tuple(p["padding"])
+    q["base_dilation"] = (1,) + tuple(p["base_dilation"])
+    q["window_dilation"] = (1,) + tuple(p["window_dilation"])
+    return q
+
+
+def _rw_batch(prim):
+    def rule(vals, dims, size, **p):
+        return prim.bind(vals[0], **_rw_lead(p)), 0
+    prim.batch = rule
+
+
+def _select_batch(prim):
+    def rule(vals, dims, size, **p):
+        a, x = vals
+        if dims[0] is None:
+            a = L.broadcast_in_dim(a, (size,) + tuple(a.shape), tuple(range(1, a.ndim + 1)))
+        if dims[1] is None:
+            x = L.broadcast_in_dim(x, (size,) + tuple(x.shape), tuple(range(1, x.ndim + 1)))
+        return prim.bind(a, x, **_rw_lead(p)), 0
+    prim.batch = rule
+
+
+for _p in (reduce_window_sum_p, reduce_window_max_p, reduce_window_min_p):
+    _rw_batch(_p)
+_select_batch(select_and_gather_add_p)
+_select_batch(select_and_scatter_add_p)
+
+
+# --- reduce_window and pooling helpers ---------------------------------------------------------
+
+def _window_params(op, x, window_dimensions, window_strides, padding, base_dilation,
+                   window_dilation):
+    nd = x.ndim
+    wd = _ints(op, "window_dimensions", window_dimensions, nd)
+    ws = _ints(op, "window_strides", window_strides, nd)
+    bd = (1,) * nd if base_dilation is None else _ints(op, "base_dilation", base_dilation, nd)
+    wdl = (1,) * nd if window_dilation is None else \
+        _ints(op, "window_dilation", window_dilation, nd)
+    if isinstance(padding, str):
+        padding = padtype_to_pads(x.shape, [_dilate_dim(w, d) for w, d in zip(wd, wdl)], ws,
+                                  padding)
+    else:
+        padding = _pairs(op, padding, nd)
+    return dict(window_dimensions=wd, window_strides=ws, padding=padding, base_dilation=bd,
+                window_dilation=wdl)
+
+
+def _which_computation(computation):
+    from .. import numpy as fnp
+    if computation in (L.add, fnp.add):
+        return "sum"
+    if computation in (L.max, fnp.maximum):
+        return "max"
+    if computation in (L.min, fnp.minimum):
+        return "min"
+    return None
+
+
+def _concrete_scalar(v):
+    if isinstance(v, (bool, int, float)):
+        return v
+    try:
+        a = np.asarray(v)
+    except Exception:   # a traced value
+        return None
+    return a[()] if a.shape == () else None
+
+
+def reduce_window(operand, init_value, computation, window_dimensions, window_strides,
+                  padding, base_dilation=None, window_dilation=None):
+    """Reduce every window of ``operand`` with ``computation``, JAX's ``lax.reduce_window``.
+
+    ``computation`` must be ``lax.add``, ``lax.max`` or ``lax.min`` (or
+    ``fnx.numpy.add`` / ``maximum`` / ``minimum``); they bind the differentiable
+    primitives ``reduce_window_sum`` / ``reduce_window_max`` / ``reduce_window_min``.
+    ``init_value`` seeds every window's accumulator, as in XLA (padding and the holes
+    of ``base_dilation`` contribute nothing): with the computation's identity (0,
+    -inf, +inf) it changes nothing; other values, traced ones included, are combined
+    with each window's result.
+    ``padding``: 'SAME', 'SAME_LOWER', 'VALID' or one (low, high) pair per dimension.
+    """
+    x = to_array(operand)
+    which = _which_computation(computation)
+    if which is None:
+        raise ShapeError(
+            f"reduce_window: computation {computation!r} is not supported; fnx reduces "
+            "windows with lax.add, lax.max or lax.min (fnx.numpy.add / maximum / minimum), "
+            "which are differentiable. Build other window reductions from those, or from "
+            "lax.conv_general_dilated for weighted sums.")
+    p = _window_params("reduce_window", x, window_dimensions, window_strides, padding,
+                       base_dilation, window_dilation)
+    prim = {"sum": reduce_window_sum_p, "max": reduce_window_max_p,
+            "min": reduce_window_min_p}[which]
+    out = prim.bind(x, **p)
+    init = _concrete_scalar(init_value)
+    ident = _identity(x.dtype, which)
+    if init is not None and (init == ident or (which == "sum" and init == 0)):
+        return out
+    init_arr = L._scalar_operand(init_value, x.dtype) if init is not None else \
+        L.convert_element_type(to_array(init_value), x.dtype)
+    if which == "sum":   # XLA: the accumulator starts at init; padding and holes add nothing
+        return L.add(out, L.broadcast_in_dim(init_arr, out.shape, ()))
+    pick = L.max if which == "max" else L.min
+    return pick(out, L.broadcast_in_dim(init_arr, out.shape, ()))
+
+
+def _pool_params(op, x, window_shape, strides, padding, spatial_axes):
+    window_shape = tuple(int(w) for w in window_shape)
+    k = len(window_shape)
+    if spatial_axes is None:
+        if x.ndim < k + 1:
+            raise ShapeError(f"{op}: a {k}-d window needs an operand of rank >= {k + 1} "
+                             f"(..., spatial..., features), got shape {x.shape}")
+        spatial_axes = tuple(range(x.ndim - 1 - k, x.ndim - 1))
+    spatial_axes = tuple(int(a) % x.ndim for a in spatial_axes)
+    if len(spatial_axes) != k:
+        raise ShapeError(f"{op}: window_shape {window_shape} and spatial_axes {spatial_axes} "
+                         "must have one length")
+    strides = window_shape if strides is None else tuple(int(s) for s in strides)
+    wd, ws = [1] * x.ndim, [1] * x.ndim
+    for a, w, s in zip(spatial_axes, window_shape, strides):
+        wd[a], ws[a] = w, s
+    if not isinstance(padding, str):
+        pads = [(0, 0)] * x.ndim
+        for a, pr in zip(spatial_axes, _pairs(op, padding, k)):
+            pads[a] = pr
+        padding = pads
+    return tuple(wd), tuple(ws), padding
+
+
+def max_pool(x, window_shape, strides=None, padding="VALID", spatial_axes=None):
+    """Max pooling over ``spatial_axes`` (default: the ``len(window_shape)`` axes before
+    the last, i.e. channels-last ``(batch..., spatial..., features)`` as in flax; pass
+    ``spatial_axes=(2, 3)`` for NCHW). ``strides`` defaults to ``window_shape``;
+    ``padding``: 'SAME', 'VALID' or (low, high) pairs per spatial axis. Gradients
+    flow to the first maximum of each window."""
+    x = to_array(x)
+    wd, ws, pad = _pool_params("max_pool", x, window_shape, strides, padding, spatial_axes)
+    return reduce_window(x, -np.inf, L.max, wd, ws, pad)
+
+
+def min_pool(x, window_shape, strides=None, padding="VALID", spatial_axes=None):
+    """Min pooling; arguments as ``max_pool``."""
+    x = to_array(x)
+    wd, ws, pad = _pool_params("min_pool", x, window_shape, strides, padding, spatial_axes)
+    return reduce_window(x, np.inf, L.min, wd, ws, pad)
+
+
+def sum_pool(x, window_shape, strides=None, padding="VALID", spatial_axes=None):
+    """Sum over each window; arguments as ``max_pool``."""
+    x = to_array(x)
+    wd, ws, pad = _pool_params("sum_pool", x, window_shape, strides, padding, spatial_axes)
+    return reduce_window(x, 0, L.add, wd, ws, pad)
+
+
+def avg_pool(x, window_shape, strides=None, padding="VALID", spatial_axes=None,
+             count_include_pad=True):
+    """Average pooling; arguments as ``max_pool``. ``count_include_pad=True`` divides
+    every window sum by the window size (padding counts as zeros, as flax's default);
+    ``False`` divides by the number of real elements each window covers."""
+    x = to_array(x)
+    wd, ws, pad = _pool_params("avg_pool", x, window_shape, strides, padding, spatial_axes)
+    s = reduce_window(x, 0, L.add, wd, ws, pad)
+    if count_include_pad:
+        return L.div(s, L._scalar_operand(math.prod(wd), s.dtype))
+    p = _window_params("avg_pool", x, wd, ws, pad, None, None)
+    counts = _rw_impl("sum")(np.ones(x.shape, np.float64), **p)
+    return L.div(s, np.asarray(counts, s.dtype))

@@ -1,0 +1,379 @@
+"""A small CNN's training step: fnx's jitted value_and_grad + SGD update against JAX
+(jit), PyTorch (eager), HIPS autograd and a hand-written NumPy im2col, when installed.
+
+    python -m benchmarks.cnn_step [--quick] [--json out.json] [--repeats N] [--raw]
+                                  [--threads N]
+    python benchmarks/cnn_step.py                 # same, by path
+
+The model (LeNet-like, NCHW / OIHW, float32): a batch of 32 1x28x28 images ->
+conv 3x3 1->16 (VALID) -> relu -> max pool 2x2 -> conv 3x3 16->32 -> relu -> max pool
+2x2 -> flatten (32*5*5) -> dense 10 -> softmax cross-entropy (mean over the batch).
+One step is the loss, its gradient with respect to every parameter, and the SGD
+update ``p - 0.1 * g``; it returns the new parameters and the loss.
+
+Rows:
+
+* ``fnx``: ``fnx.jit(step)``, ``step`` calling ``fnx.value_and_grad(loss)``: convolutions
+  by ``lax.conv_general_dilated``, pooling by ``lax.reduce_window(.., lax.max, ..)``,
+  log-softmax written with ``fnx.numpy``;
+* ``jax jit``: the same step with ``jax.lax``, ``jax.jit``;
+* ``torch (eager)``: ``F.conv2d``, ``F.max_pool2d``, ``F.cross_entropy``, ``backward()``
+  and an in-place update under ``no_grad``;
+* ``autograd``: HIPS autograd has no convolution, so the conv is a sum over the nine
+  kernel taps of shifted-slice einsums, and pooling a reshape and max;
+* ``numpy im2col (by hand)``: forward and backward written out with a naive im2col
+  (``as_strided`` windows reshaped, a matmul, and a col2im of nine slice-adds).
+
+Every row's new parameters and loss are compared with the hand-written NumPy step
+computed in float64 before anything is timed. Goal printed under the table: the
+fnx step no slower than JAX's jitted step (measured in the same run; without JAX,
+the issue's ~9 ms for this machine). Importing the module runs nothing;
+``main(["--quick"])`` is a smoke run.
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+
+if __package__:
+    from . import _harness as H
+    from .grad import _status, _version, limit_threads
+else:  # run as a script, or loaded by file path
+    if _HERE not in sys.path:
+        sys.path.insert(0, _HERE)
+    import _harness as H
+    from grad import _status, _version, limit_threads
+
+JAX_ANCHOR_NS = 9_000_000     # JAX's jitted step on this 2-core machine, per the issue
+STEP = "cnn train step b32 1x28x28 f32"
+BATCH, LR = 32, 0.1
+NAMES = ("w1", "b1", "w2", "b2", "w3", "b3")
+
+
+def init_params(rng, dtype):
+    import numpy as np
+
+    def he(shape, fan_in):
+        return (rng.standard_normal(shape) * np.sqrt(2.0 / fan_in)).astype(dtype)
+    return {"w1": he((16, 1, 3, 3), 9), "b1": np.zeros(16, dtype) + dtype(0.01),
+            "w2": he((32, 16, 3, 3), 144), "b2": np.zeros(32, dtype) + dtype(0.01),
+            "w3": he((800, 10), 800), "b3": np.zeros(10, dtype)}
+
+
+# --- the hand-written NumPy step: reference and naive-im2col floor -------------------------
+
+def _im2col(x, k):
+    """(N, C, H, W) -> (N*Ho*Wo, C*k*k): every window, copied (the naive im2col)."""
+    from numpy.lib.stride_tricks import as_strided
+    n, c, h, w = x.shape
+    ho, wo = h - k + 1, w - k + 1
+    s = x.strides
+    win = as_strided(x, (n, ho, wo, c, k, k), (s[0], s[2], s[3], s[1], s[2], s[3]))
+    return win.reshape(n * ho * wo, c * k * k)
+
+
+def _conv_fwd(x, w, b):
+    n, _, h, wd = x.shape
+    o, _, k, _ = w.shape
+    cols = _im2col(x, k)
+    y = cols @ w.reshape(o, -1).T + b
+    return y.reshape(n, h - k + 1, wd - k + 1, o).transpose(0, 3, 1, 2), cols
+
+
+def _conv_bwd(dy, x, w, cols, need_dx):
+    import numpy as np
+    n, c, h, wd = x.shape
+    o, _, k, _ = w.shape
+    ho, wo = h - k + 1, wd - k + 1
+    dy2 = dy.transpose(0, 2, 3, 1).reshape(-1, o)
+    dw = (dy2.T @ cols).reshape(w.shape)
+    db = dy2.sum(0)
+    dx = None
+    if need_dx:
+        dcols = (dy2 @ w.reshape(o, -1)).reshape(n, ho, wo, c, k, k)
+        dx = np.zeros_like(x)
+        for i in range(k):
+            for j in range(k):
+                dx[:, :, i:i + ho, j:j + wo] += dcols[:, :, :, :, i, j].transpose(0, 3, 1, 2)
+    return dx, dw, db
+
+
+def _pool_fwd(h):
+    """2x2 max pool (floor), and the first-maximum index of each window."""
+    n, c, hh, ww = h.shape
+    hp, wp = hh // 2, ww // 2
+    win = h[:, :, :2 * hp, :2 * wp].reshape(n, c, hp, 2, wp, 2).transpose(0, 1, 2, 4, 3, 5)
+    win = win.reshape(n, c, hp, wp, 4)
+    arg = win.argmax(-1)
+    return win.max(-1), arg
+
+
+def _pool_bwd(dp, arg, shape):
+    import numpy as np
+    n, c, hh, ww = shape
+    hp, wp = hh // 2, ww // 2
+    onehot = (arg[..., None] == np.arange(4)) * dp[..., None]
+    d = onehot.reshape(n, c, hp, wp, 2, 2).transpose(0, 1, 2, 4, 3, 5).reshape(
+        n, c, 2 * hp, 2 * wp)
+    out = np.zeros(shape, dp.dtype)
+    out[:, :, :2 * hp, :2 * wp] = d
+    return out
+
+
+def numpy_step(p, x, y):
+    """Loss, gradients by hand, SGD update."""
+    import numpy as np
+    z1, c1 = _conv_fwd(x, p["w1"], p["b1"])
+    a1 = np.maximum(z1, 0)
+    p1, g1 = _pool_fwd(a1)
+    z2, c2 = _conv_fwd(p1, p["w2"], p["b2"])
+    a2 = np.maximum(z2, 0)
+    p2, g2 = _pool_fwd(a2)
+    f = p2.reshape(x.shape[0], -1)
+    logits = f @ p["w3"] + p["b3"]
+    m = logits.max(1, keepdims=True)
+    e = np.exp(logits - m)
+    s = e.sum(1, keepdims=True)
+    lse = m[:, 0] + np.log(s[:, 0])
+    n = x.shape[0]
+    loss = np.mean(lse - logits[np.arange(n), y])
+    dlogits = e / s
+    dlogits[np.arange(n), y] -= 1
+    dlogits /= n
+    g = {"w3": f.T @ dlogits, "b3": dlogits.sum(0)}
+    dp2 = (dlogits @ p["w3"].T).reshape(p2.shape)
+    dz2 = _pool_bwd(dp2, g2, a2.shape) * (z2 > 0)
+    dp1, g["w2"], g["b2"] = _conv_bwd(dz2, p1, p["w2"], c2, True)
+    dz1 = _pool_bwd(dp1, g1, a1.shape) * (z1 > 0)
+    _, g["w1"], g["b1"] = _conv_bwd(dz1, x, p["w1"], c1, False)
+    return {k: p[k] - LR * g[k] for k in NAMES}, loss
+
+
+# --- the step in each library -------------------------------------------------------------
+
+def make_fnx_step():
+    fnx, fnp = H.import_fnx()
+    from fnx import lax
+    import numpy as np
+
+    def loss(p, x, y):
+        dn = ("NCHW", "OIHW", "NCHW")
+        h = lax.conv_general_dilated(x, p["w1"], (1, 1), "VALID", dimension_numbers=dn)
+        h = fnp.maximum(h + p["b1"][None, :, None, None], 0.0)
+        h = lax.reduce_window(h, -np.inf, lax.max, (1, 1, 2, 2), (1, 1, 2, 2), "VALID")
+        h = lax.conv_general_dilated(h, p["w2"], (1, 1), "VALID", dimension_numbers=dn)
+        h = fnp.maximum(h + p["b2"][None, :, None, None], 0.0)
+        h = lax.reduce_window(h, -np.inf, lax.max, (1, 1, 2, 2), (1, 1, 2, 2), "VALID")
+        logits = h.reshape(h.shape[0], -1) @ p["w3"] + p["b3"]
+        m = lax.stop_gradient(fnp.max(logits, axis=1, keepdims=True))
+        lse = fnp.log(fnp.sum(fnp.exp(logits - m), axis=1)) + m[:, 0]
+        picked = fnp.take_along_axis(logits, y[:, None], axis=1)[:, 0]
+        return fnp.mean(lse - picked)
+
+    @fnx.jit
+    def step(p, x, y):
+        val, g = fnx.value_and_grad(loss)(p, x, y)
+        return {k: p[k] - LR * g[k] for k in NAMES}, val
+    return step
+
+
+def make_jax_step(jax, jnp):
+    from jax import lax
+    import numpy as np
+
+    def loss(p, x, y):
+        dn = ("NCHW", "OIHW", "NCHW")
+        h = lax.conv_general_dilated(x, p["w1"], (1, 1), "VALID", dimension_numbers=dn)
+        h = jnp.maximum(h + p["b1"][None, :, None, None], 0.0)
+        h = lax.reduce_window(h, -np.inf, lax.max, (1, 1, 2, 2), (1, 1, 2, 2), "VALID")
+        h = lax.conv_general_dilated(h, p["w2"], (1, 1), "VALID", dimension_numbers=dn)
+        h = jnp.maximum(h + p["b2"][None, :, None, None], 0.0)
+        h = lax.reduce_window(h, -np.inf, lax.max, (1, 1, 2, 2), (1, 1, 2, 2), "VALID")
+        logits = h.reshape(h.shape[0], -1) @ p["w3"] + p["b3"]
+        lse = jax.nn.logsumexp(logits, axis=1)
+        picked = jnp.take_along_axis(logits, y[:, None], axis=1)[:, 0]
+        return jnp.mean(lse - picked)
+
+    @jax.jit
+    def step(p, x, y):
+        val, g = jax.value_and_grad(loss)(p, x, y)
+        return {k: p[k] - LR * g[k] for k in NAMES}, val
+    return step
+
+
+def make_torch_step(torch):
+    F = torch.nn.functional
+
+    def step(p, x, y):
+        leaves = {k: v.detach().requires_grad_(True) for k, v in p.items()}
+        h = F.max_pool2d(F.relu(F.conv2d(x, leaves["w1"], leaves["b1"])), 2)
+        h = F.max_pool2d(F.relu(F.conv2d(h, leaves["w2"], leaves["b2"])), 2)
+        logits = h.reshape(h.shape[0], -1) @ leaves["w3"] + leaves["b3"]
+        loss = F.cross_entropy(logits, y)
+        loss.backward()
+        with torch.no_grad():
+            return {k: leaves[k] - LR * leaves[k].grad for k in NAMES}, loss.detach()
+    return step
+
+
+def make_autograd_step(ag, agnp):
+    def conv(x, w, b):
+        k = w.shape[2]
+        ho, wo = x.shape[2] - k + 1, x.shape[3] - k + 1
+        out = 0.0
+        for i in range(k):
+            for j in range(k):
+                out = out + agnp.einsum("nchw,oc->nohw", x[:, :, i:i + ho, j:j + wo],
+                                        w[:, :, i, j])
+        return out + b[None, :, None, None]
+
+    def pool(h):
+        n, c, hh, ww = h.shape
+        hp, wp = hh // 2, ww // 2
+        return agnp.max(agnp.max(h[:, :, :2 * hp, :2 * wp].reshape(n, c, hp, 2, wp, 2),
+                                 axis=5), axis=3)
+
+    def loss(p, x, y):
+        h = pool(agnp.maximum(conv(x, p["w1"], p["b1"]), 0.0))
+        h = pool(agnp.maximum(conv(h, p["w2"], p["b2"]), 0.0))
+        logits = agnp.dot(h.reshape(h.shape[0], -1), p["w3"]) + p["b3"]
+        m = agnp.max(logits, axis=1, keepdims=True)
+        lse = agnp.log(agnp.sum(agnp.exp(logits - m), axis=1)) + m[:, 0]
+        return agnp.mean(lse - logits[agnp.arange(x.shape[0]), y])
+
+    vg = ag.value_and_grad(loss)
+
+    def step(p, x, y):
+        val, g = vg(p, x, y)
+        return {k: p[k] - LR * g[k] for k in NAMES}, val
+    return step
+
+
+# --- workloads, check, goals ------------------------------------------------------------------
+
+def _to_numpy(v):
+    import numpy as np
+    if hasattr(v, "detach"):
+        return v.detach().cpu().numpy()
+    return np.asarray(v)
+
+
+def build_workloads():
+    import numpy as np
+    fnx, fnp = H.import_fnx()
+    rng = np.random.default_rng(0)
+    f32 = np.float32
+    p = init_params(rng, f32)
+    x = rng.standard_normal((BATCH, 1, 28, 28)).astype(f32)
+    y = rng.integers(0, 10, BATCH).astype(np.int32)
+    pf = {k: fnp.asarray(v) for k, v in p.items()}
+    xf, yf = fnp.asarray(x), fnp.asarray(y)
+    step_fnx = make_fnx_step()
+    w = {"fnx": lambda: step_fnx(pf, xf, yf),
+         "numpy im2col (by hand)": lambda: numpy_step(p, x, y)}
+    jax = H.optional_import("jax", "JAX row")
+    if jax is not None:
+        jnp = H.optional_import("jax.numpy")
+        pj = {k: jnp.asarray(v) for k, v in p.items()}
+        xj, yj = jnp.asarray(x), jnp.asarray(y)
+        step_jax = make_jax_step(jax, jnp)
+        w["jax jit"] = lambda: jax.block_until_ready(step_jax(pj, xj, yj))
+    torch = H.optional_import("torch", "PyTorch row")
+    if torch is not None:
+        if os.environ.get("OMP_NUM_THREADS"):
+            torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+        pt = {k: torch.from_numpy(v.copy()) for k, v in p.items()}
+        pt["w3"] = pt["w3"].contiguous()
+        xt, yt = torch.from_numpy(x.copy()), torch.from_numpy(y.astype(np.int64))
+        step_torch = make_torch_step(torch)
+        w["torch (eager)"] = lambda: step_torch(pt, xt, yt)
+    ag = H.optional_import("autograd", "HIPS autograd row")
+    if ag is not None:
+        agnp = H.optional_import("autograd.numpy")
+        step_ag = make_autograd_step(ag, agnp)
+        w["autograd"] = lambda: step_ag(p, x, y)
+    p64 = {k: v.astype(np.float64) for k, v in p.items()}
+    ref = numpy_step(p64, x.astype(np.float64), y)
+    return {STEP: w}, {STEP: ref}
+
+
+def check(workloads, references):
+    """Every row computes the reference step (new parameters and loss)."""
+    import numpy as np
+    for wname, libs in workloads.items():
+        ref_p, ref_loss = references[wname]
+        for lib, fn in libs.items():
+            new_p, loss = fn()
+            pairs = [(new_p[k], ref_p[k]) for k in NAMES] + [(loss, ref_loss)]
+            for got, want in pairs:
+                got = _to_numpy(got)
+                if got.shape != np.shape(want) or not np.allclose(got, want, rtol=2e-4,
+                                                                  atol=2e-5):
+                    raise AssertionError(f"{wname} / {lib}: result differs from the "
+                                         "hand-written NumPy step")
+
+
+def goals(results):
+    f = j = None
+    for r in results:
+        if r.workload == STEP and r.library == "fnx":
+            f = r.median_ns
+        if r.workload == STEP and r.library == "jax jit":
+            j = r.median_ns
+    src = "measured JAX" if j is not None else "9 ms anchor from the issue, JAX not installed"
+    j = JAX_ANCHOR_NS if j is None else j
+    return [{"goal": "fnx jit(value_and_grad) CNN step no slower than JAX's jitted step",
+             "measured": f"fnx {f / 1e6:.2f} ms vs {j / 1e6:.2f} ms ({src}); ratio "
+                         f"{f / j:.2f}x", "passed": f <= j}]
+
+
+def format_report(results, overhead_ns, goal_rows, *, raw=False, threads=None):
+    m = H.machine_info()
+    vers = [f"NumPy {m.get('numpy', '?')}"]
+    for mod in ("autograd", "jax", "torch"):
+        if mod in sys.modules:
+            vers.append(f"{mod} {_version(mod)}")
+    lines = [f"fnx CNN step benchmark — {m['cpu']}, {m['cores']} cores, Python {m['python']}, "
+             + ", ".join(vers),
+             f"median per-call time over {results[0].repeats} interleaved rounds; timing loop "
+             f"+ empty-lambda call ({overhead_ns:.0f} ns) "
+             + ("NOT subtracted (--raw)" if raw else "subtracted"),
+             "ratio to fnx = time / fnx time of the same workload (<1: faster than fnx)",
+             "compute threads per library: " + (f"{threads} (--threads {threads})" if threads
+                                                else "each library's default (--threads 0)"),
+             "", H.format_table(results)]
+    if H.notes():
+        lines += [""] + [f"note: {s}" for s in H.notes()]
+    lines += ["", "goals:"]
+    for g in goal_rows:
+        lines.append(f"  [{_status(g['passed'])}] {g['goal']}: {g['measured']}")
+    return "\n".join(lines)
+
+
+def main(argv=None):
+    p = H.arg_parser(__doc__.split("\n\n")[0])
+    p.add_argument("--threads", type=int, default=1, metavar="N",
+                   help="compute threads for every library (BLAS, OpenMP, XLA, PyTorch); "
+                        "default 1; 0: each library's own default")
+    args = p.parse_args(argv)
+    late = limit_threads(args.threads) if args.threads else None
+    repeats = args.repeats or (9 if args.quick else 51)
+    workloads, refs = build_workloads()
+    check(workloads, refs)
+    results, overhead = H.bench(workloads, repeats=repeats,
+                                warmup_ms=2 if args.quick else 20,
+                                subtract_overhead=not args.raw)
+    goal_rows = goals(results)
+    report = format_report(results, overhead, goal_rows, raw=args.raw, threads=args.threads)
+    print(report if late is None else f"{report}\nnote: {late}")
+    if args.json:
+        H.dump_json(args.json, results, benchmark="cnn_step", overhead_ns=overhead,
+                    overhead_subtracted=not args.raw, threads=args.threads, goals=goal_rows,
+                    notes=H.notes() + ([late] if late else []))
+    return {"results": results, "overhead_ns": overhead, "goals": goal_rows}
+
+
+if __name__ == "__main__":
+    main()
