@@ -39,28 +39,28 @@ class Compiled:
         return self.fn(*args)
 
 
-def compile_ir(ir: IR, name="f") -> Compiled:
-    """Generate and compile the NumPy function for ``ir`` (constants bound as globals)."""
-    glb = {"np": np}
-    names = {}
-    fresh = (f"v{i}" for i in itertools.count())
-
+def _binder(glb):
     def bind_global(prefix, value):
         key = f"_{prefix}{len(glb)}"
         glb[key] = value
         return key
+    return bind_global
+
+
+def emit_eqns(ir: IR, glb, names, fresh, *, in_loop=False, out_into=None):
+    """The lines computing ``ir``'s equations, given ``names`` for its inputs (and
+    constants): ``(lines, quiet, ref)``; ``ref(v)`` names a value (or literal) after them.
+
+    ``in_loop``: the lines are a loop body run many times (no ``del``s: every input stays
+    alive for the next step). ``out_into``: ``{var: expression}`` of preallocated
+    buffers; an equation computing such a var with a plain ufunc writes it there
+    (``out=``) instead of allocating (the var then names that buffer)."""
+    bind_global = _binder(glb)
 
     def ref(v):
         if type(v) is Literal:  # a 0-d array: NumPy's scalar kernels can round differently
             return bind_global("lit", np.asarray(v.value))
         return names[v]
-
-    for v, c in zip(ir.constvars, ir.consts):
-        names[v] = bind_global("const", c._value if hasattr(c, "_value") else c)
-    args = []
-    for v in ir.invars:
-        names[v] = next(fresh)
-        args.append(names[v])
 
     last_use, uses, producer = {}, {}, {}
     for i, e in enumerate(ir.eqns):
@@ -89,6 +89,8 @@ def compile_ir(ir: IR, name="f") -> Compiled:
                 skip.add(i)
 
     body, quiet = [], False
+    out_into = out_into or {}
+    written = set()
     for i, e in enumerate(ir.eqns):
         if i in skip:
             continue
@@ -123,24 +125,51 @@ def compile_ir(ir: IR, name="f") -> Compiled:
         outs = ", ".join(names[v] for v in outputs)
         if prim.multiple_results:
             outs = outs + ("," if len(outputs) == 1 else "")
-        body.append(f"{outs} = {fn}({ins})" if fn is not None else f"{outs} = {expr}")
+        target = out_into.get(outputs[0]) if (ufunc is not None and not e.params
+                                               and len(outputs) == 1) else None
+        if target is not None and outputs[0] not in written:
+            written.add(outputs[0])
+            body.append(f"{outs} = {fn}({ins}, out={target})")
+        else:
+            body.append(f"{outs} = {fn}({ins})" if fn is not None else f"{outs} = {expr}")
+        if in_loop:
+            continue
         dead = [names[v] for v in dict.fromkeys(e.inputs)
                 if type(v) is not Literal and last_use.get(v) == i and v not in keep]
         dead += [names[v] for v in outputs if v not in last_use and v not in keep]
         if dead:
             body.append(f"del {', '.join(dead)}")
+    return body, quiet, ref, written
+
+
+def quiet_lines(body, glb):
+    """``body`` run in the floating-point "ignore" state: one state for the whole call,
+    not one per op."""
+    if _rules._extobj_contextvar is not None:
+        glb["_fp_state"], glb["_fp_ignore"] = _rules._extobj_contextvar, _rules._IGNORE_ALL
+        return (["_fp_token = _fp_state.set(_fp_ignore)", "try:"]
+                + ["    " + line for line in body]
+                + ["finally:", "    _fp_state.reset(_fp_token)"])
+    glb["_errstate"] = np.errstate  # pragma: no cover - NumPy without the context variable
+    return ["with _errstate(all='ignore'):"] + ["    " + line for line in body]
+
+
+def compile_ir(ir: IR, name="f") -> Compiled:
+    """Generate and compile the NumPy function for ``ir`` (constants bound as globals)."""
+    glb = {"np": np}
+    names = {}
+    fresh = (f"v{i}" for i in itertools.count())
+    for v, c in zip(ir.constvars, ir.consts):
+        names[v] = _binder(glb)("const", c._value if hasattr(c, "_value") else c)
+    args = []
+    for v in ir.invars:
+        names[v] = next(fresh)
+        args.append(names[v])
+    body, quiet, ref, _ = emit_eqns(ir, glb, names, fresh)
     outs = ", ".join(ref(v) for v in ir.outvars)
     body.append(f"return ({outs}{',' if len(ir.outvars) == 1 else ''})")
     fname = f"_fnx_{''.join(c if c.isalnum() else '_' for c in name)}_{next(_counter)}"
-    if quiet:  # one floating-point-error state for the whole call, not one per op
-        if _rules._extobj_contextvar is not None:
-            glb["_fp_state"], glb["_fp_ignore"] = _rules._extobj_contextvar, _rules._IGNORE_ALL
-            body = (["_fp_token = _fp_state.set(_fp_ignore)", "try:"]
-                    + ["    " + line for line in body]
-                    + ["finally:", "    _fp_state.reset(_fp_token)"])
-        else:  # pragma: no cover - NumPy without the context variable
-            glb["_errstate"] = np.errstate
-            body = ["with _errstate(all='ignore'):"] + ["    " + line for line in body]
-    source = f"def {fname}({', '.join(args)}):\n" + "\n".join("    " + l for l in body) + "\n"
+    body = quiet_lines(body, glb) if quiet else body
+    source = f"def {fname}({', '.join(args)}):\n" + "\n".join("    " + ln for ln in body) + "\n"
     exec(compile(source, f"<fnx jit {name}>", "exec"), glb)
     return Compiled(glb[fname], source, ir)

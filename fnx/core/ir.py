@@ -131,7 +131,8 @@ def format_ir(ir: IR, indent: int = 0, namer=None) -> str:
         params = ", ".join(f"{k}={_format_param(p, namer, indent + 4)}"
                            for k, p in sorted(e.params.items()))
         ins = " ".join(name(v) for v in e.inputs)
-        lines.append(f"{pad}    {outs} = {e.prim.name}{f'[{params}]' if params else ''} {ins}".rstrip())
+        head = f"{e.prim.name}[{params}]" if params else e.prim.name
+        lines.append(f"{pad}    {outs} = {head} {ins}".rstrip())
     outs = ", ".join(name(v) for v in ir.outvars)
     lines.append(f"{pad}  in ({outs}{',' if len(ir.outvars) == 1 else ''}) }}")
     return "\n".join(lines)

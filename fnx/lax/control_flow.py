@@ -734,7 +734,12 @@ _RUNNERS = weakref.WeakKeyDictionary()
 
 
 def _scan_runner(body, num_consts, num_carry, length, reverse):
-    """A generated loop over the compiled body: ys written into preallocated arrays."""
+    """The loop as one generated function: the body's lines inlined in a Python ``for``
+    (no call per step; constants and primitives bound to locals and globals once), ys
+    written into preallocated arrays (a plain ufunc computing a y writes it in place
+    with ``out=``)."""
+    import itertools
+    from ..backends.numpy_codegen import emit_eqns, quiet_lines
     key = (num_consts, num_carry, length, reverse)
     per = _RUNNERS.get(body)
     if per is None:
@@ -742,33 +747,58 @@ def _scan_runner(body, num_consts, num_carry, length, reverse):
     run = per.get(key)
     if run is not None:
         return run
-    fn = _compiled(body, "scan_body")
-    n_x = len(body.invars) - num_consts - num_carry
-    ys = body.out_avals[num_carry:]
-    cs = [f"c{i}" for i in range(num_consts)]
-    ks = [f"k{i}" for i in range(num_carry)]
+    nc, nk = num_consts, num_carry
+    n_x = len(body.invars) - nc - nk
+    y_avals = body.out_avals[nk:]
+    cs = [f"c{i}" for i in range(nc)]
+    ks = [f"k{i}" for i in range(nk)]
     xs = [f"x{i}" for i in range(n_x)]
-    ysn = [f"y{i}" for i in range(len(ys))]
-    glb = {"_body": fn, "np": np}
-    lines = [f"def run({', '.join(cs + ks + xs)}):"]
-    for j, a in enumerate(ys):
+    glb = {"np": np}
+    names = dict(zip(body.invars[:nc + nk], cs + ks))
+    used = {v for e in body.eqns for v in e.inputs} | set(body.outvars)
+    pre = []  # per-step lines before the body: the xs slices it reads
+    for i, v in enumerate(body.invars[nc + nk:]):
+        names[v] = f"xt{i}"
+        if v in used:
+            pre.append(f"xt{i} = x{i}[t]")
+    computed = {v for e in body.eqns for v in e.outputs}
+    out_into = {}
+    for j, (v, a) in enumerate(zip(body.outvars[nk:], y_avals)):
+        if type(v) is Var and v in computed and v not in out_into and a.shape:
+            out_into[v] = f"y{j}[t]"
+    fresh = (f"v{i}" for i in itertools.count())
+    lines, quiet, ref, written = emit_eqns(body, glb, names, fresh, in_loop=True,
+                                           out_into=out_into)
+    step = list(pre) + lines
+    for j, v in enumerate(body.outvars[nk:]):
+        if not (v in written and out_into.get(v) == f"y{j}[t]"):
+            step.append(f"y{j}[t] = {ref(v)}")
+    if nk:
+        step.append(f"{', '.join(ks)}{',' if nk == 1 else ''} = "
+                    f"{', '.join(ref(v) for v in body.outvars[:nk])}"
+                    f"{',' if nk == 1 else ''}")
+    if not step:
+        step = ["pass"]
+    inner = []
+    for i, v in enumerate(body.invars[:nc]):
+        if len(v.aval.shape) >= 2:  # read on every step: BLAS wants contiguous operands
+            inner.append(f"c{i} = np.ascontiguousarray(c{i})")
+    for j, a in enumerate(y_avals):
         glb[f"_dt{j}"] = a.dtype
-        lines.append(f"    y{j} = np.empty({(length,) + tuple(a.shape)!r}, _dt{j})")
+        inner.append(f"y{j} = np.empty({(length,) + tuple(a.shape)!r}, _dt{j})")
     rng = f"range({length - 1}, -1, -1)" if reverse else f"range({length})"
-    lines.append(f"    for t in {rng}:")
-    outs = ks + [f"o{j}" for j in range(len(ys))]
-    call = ", ".join(cs + ks + [f"{x}[t]" for x in xs])
-    lhs = ", ".join(outs) + ("," if len(outs) == 1 else "")
-    if outs:
-        lines.append(f"        {lhs} = _body({call})")
-    else:
-        lines.append(f"        _body({call})")
-    for j in range(len(ys)):
-        lines.append(f"        y{j}[t] = o{j}")
-    ret = ", ".join([f"np.asarray({k})" for k in ks] + ysn)
-    lines.append(f"    return [{ret}]")
-    exec(compile("\n".join(lines) + "\n", "<fnx scan>", "exec"), glb)
+    inner.append(f"for t in {rng}:")
+    inner += ["    " + ln for ln in step]
+    # a carry written into a ys buffer is copied out, so no two outputs share memory
+    rets = [f"np.array({k})" if body.outvars[i] in written else f"np.asarray({k})"
+            for i, k in enumerate(ks)] + [f"y{j}" for j in range(len(y_avals))]
+    inner.append(f"return [{', '.join(rets)}]")
+    if quiet:
+        inner = quiet_lines(inner, glb)
+    src = f"def run({', '.join(cs + ks + xs)}):\n" + "".join(f"    {ln}\n" for ln in inner)
+    exec(compile(src, "<fnx scan>", "exec"), glb)
     run = per[key] = glb["run"]
+    run.source = src
     return run
 
 
@@ -826,8 +856,8 @@ def _scan_jvp(primals, tangents, *, body, num_consts, num_carry, length, reverse
             st_vars.append((r, lv))
     fwd_out = fir.outvars[:n_out] + [r for r, _ in st_vars]
     fwd_ir = dce(IR(fir.invars, fwd_out, fir.eqns))
-    outs = scan_p.bind(*fconsts, *consts, *init, *xs, body=fwd_ir, num_consts=nh + nc,
-                       num_carry=nk, length=length, reverse=reverse, unroll=unroll)
+    outs = _bind_scan(list(fconsts) + list(consts), init, xs, body=fwd_ir, length=length,
+                      reverse=reverse, unroll=unroll)
     primal_out, stacked = outs[:n_out], outs[n_out:]
     if not any(kmask) and not any(ymask):
         return primal_out, [None] * n_out
@@ -839,10 +869,9 @@ def _scan_jvp(primals, tangents, *, body, num_consts, num_carry, length, reverse
                 + [lv for _, lv in st_vars] + xs_vars + t_in[n_tc + n_tk:],
                 lin_out, lin.eqns)
     t_k0 = [t if t is not None else _zeros(p.aval) for p, t, m in zip(init, tk, kmask) if m]
-    touts = scan_p.bind(*inv_vals, *[t for t in tc if t is not None], *t_k0, *stacked,
-                        *xs_vals, *[t for t in tx if t is not None], body=lin_ir,
-                        num_consts=len(inv_vals) + n_tc, num_carry=n_tk, length=length,
-                        reverse=reverse, unroll=unroll)
+    touts = _bind_scan(list(inv_vals) + [t for t in tc if t is not None], t_k0,
+                       list(stacked) + list(xs_vals) + [t for t in tx if t is not None],
+                       body=lin_ir, length=length, reverse=reverse, unroll=unroll)
     it = iter(touts)
     return primal_out, [next(it) if m else None for m in kmask + ymask]
 
@@ -891,9 +920,9 @@ def _scan_transpose(cts, *args, body, num_consts, num_carry, length, reverse, un
              + [ShapeDtypeStruct(a.shape, a.dtype) for a, p in zip(y_avals, ypresent) if p])
     tir, tconsts = _closed(tbody, avals, "scan_transpose")
     acc0 = [_zeros(a) for a in c_avals]
-    outs = scan_p.bind(*tconsts, *res_c, *acc0, *ct_k, *res_x, *ct_y, body=tir,
-                       num_consts=len(tconsts) + nrc, num_carry=nlc + nk, length=length,
-                       reverse=not reverse, unroll=unroll)
+    outs = _bind_scan(list(tconsts) + list(res_c), list(acc0) + list(ct_k),
+                      list(res_x) + list(ct_y), body=tir, length=length,
+                      reverse=not reverse, unroll=unroll)
     ct_c, ct_init, ct_xs = iter(outs[:nlc]), outs[nlc:nlc + nk], iter(outs[nlc + nk:])
     del x_avals
     return ([next(ct_c) if m else None for m in clin] + list(ct_init)
@@ -939,8 +968,8 @@ def _scan_batch(vals, dims, size, *, body, num_consts, num_carry, length, revers
         kb = new
     init = [_full(k, None, size, k.shape) if m and d is None else k
             for k, d, m in zip(init, kd, kb)]
-    outs = scan_p.bind(*bconsts, *consts, *init, *xs, body=bir, num_consts=len(bconsts) + nc,
-                       num_carry=nk, length=length, reverse=reverse, unroll=unroll)
+    outs = _bind_scan(list(bconsts) + list(consts), init, xs, body=bir, length=length,
+                      reverse=reverse, unroll=unroll)
     ydims = [None if d is None else 1 for d in box["d"][nk:]]
     return outs, [0 if m else None for m in kb] + ydims
 
@@ -974,6 +1003,293 @@ def _scan_dce(eqn, used):
 
 
 scan_p.dce_rule = _scan_dce
+
+
+# --- loop restructuring: what a scan body need not do on every step -----------------------------
+#
+# Every scan is bound through ``_bind_scan``, which moves work out of the loop before the
+# ``scan`` primitive is bound (on the current trace, so ``make_ir`` shows the result and
+# every transformation sees ordinary equations):
+#
+# * loop-invariant code motion: equations that read only the constants (and literals) run
+#   once before the loop and become constants of the body; a ``dot_general`` operand that
+#   is loop-invariant but that the matmul would read through a transposed view is
+#   transposed once there instead (the loop then multiplies contiguous operands);
+# * per-step equations that read only constants and ``xs`` run once before the loop,
+#   batched over the scan axis (one big matmul instead of ``length`` small ones), and
+#   their stacked results become new ``xs``;
+# * accumulator carries (``acc = acc + c`` where ``acc`` is used nowhere else, e.g. the
+#   weight cotangents of a transposed scan) become stacked outputs summed after the loop;
+#   a ``dot_general`` (or ``transpose``/``reduce_sum``) that feeds only such a sum is
+#   done after the loop too, contracting over the scan axis as well (one matmul over
+#   ``length * batch`` rows), so the loop only stacks its per-step operands.
+#
+# The results are those of the loop up to the order of floating-point sums.
+
+def _prim(name):
+    from ..core.primitive import REGISTRY
+    return REGISTRY[name]
+
+
+def _is_invariant(v, inv):
+    return type(v) is Literal or v in inv
+
+
+def _relayout(e, inv, inv_eqns):
+    """``e`` (a loop ``dot_general``) with each loop-invariant operand that its matmul
+    would read transposed replaced by a transposed copy made before the loop."""
+    from .linalg_prims import _free
+    (lc, rc), (lb, rb) = e.params["dimension_numbers"]
+    ins, dn = list(e.inputs), [[list(lc), list(rc)], [list(lb), list(rb)]]
+    changed = False
+    for side in (0, 1):
+        v = ins[side]
+        if type(v) is Literal or v not in inv or len(v.aval.shape) < 2:
+            continue
+        c, b = dn[0][side], dn[1][side]
+        f = _free(len(v.aval.shape), c, b)
+        order = b + f + c if side == 0 else b + c + f
+        if order == list(range(len(order))):
+            continue
+        where = {d: i for i, d in enumerate(order)}
+        w = Var(ShapeDtypeStruct(tuple(v.aval.shape[d] for d in order), v.aval.dtype,
+                                 v.aval.weak_type))
+        inv_eqns.append(_new_eqn(_prim("transpose"), [v], [w], {"permutation": tuple(order)},
+                                 e.source))
+        inv.add(w)
+        ins[side] = w
+        dn[0][side] = [where[d] for d in c]
+        dn[1][side] = [where[d] for d in b]
+        changed = True
+    if not changed:
+        return e
+    params = dict(e.params, dimension_numbers=((tuple(dn[0][0]), tuple(dn[0][1])),
+                                               (tuple(dn[1][0]), tuple(dn[1][1]))))
+    return _new_eqn(e.prim, ins, e.outputs, params, e.source)
+
+
+def _new_eqn(prim, inputs, outputs, params, source):
+    from ..core.ir import Eqn
+    return Eqn(prim, inputs, outputs, params, source)
+
+
+def _batchable(e):
+    from ..core.ir import sub_irs
+    return e.prim.batch is not None and not any(sub_irs(e.params))
+
+
+class _ScanPlan:
+    """How to run one scan with its loop-invariant, xs-only and accumulated work done
+    outside the loop (see above)."""
+
+    def __init__(self, body, nc, nk):
+        C, K, X = body.invars[:nc], body.invars[nc:nc + nk], body.invars[nc + nk:]
+        kout, yout = body.outvars[:nk], body.outvars[nk:]
+        inv, pre = set(C), set(X)
+        inv_eqns, pre_eqns, loop_eqns = [], [], []
+        for e in body.eqns:
+            vs = [v for v in e.inputs if type(v) is Var]
+            if all(v in inv for v in vs):
+                inv_eqns.append(e)
+                inv.update(e.outputs)
+            elif all(v in inv or v in pre for v in vs) and _batchable(e):
+                pre_eqns.append(e)
+                pre.update(e.outputs)
+            else:
+                if e.prim.name == "dot_general":
+                    e = _relayout(e, inv, inv_eqns)
+                loop_eqns.append(e)
+        uses = {}
+        for e in loop_eqns:
+            for v in e.inputs:
+                if type(v) is Var:
+                    uses[v] = uses.get(v, 0) + 1
+        for v in body.outvars:
+            if type(v) is Var:
+                uses[v] = uses.get(v, 0) + 1
+        producer = {v: e for e in loop_eqns for v in e.outputs}
+        self.inv, self.pre, self.X = inv, pre, X
+        self._uses, self._producer = uses, producer
+        self.leaves = []           # per-step values the recipes need stacked
+        y_pos = {}
+        for j, v in enumerate(yout):
+            if type(v) is Var:
+                y_pos.setdefault(v, j)
+        self._y_pos = y_pos
+        accs = {}
+        add = _prim("add")
+        for k in range(nk):
+            kv, ko = K[k], kout[k]
+            e = producer.get(ko)
+            if (e is None or e.prim is not add or uses.get(kv) != 1 or uses.get(ko) != 1
+                    or kv.aval.weak_type or kv.aval.dtype.kind not in "fc"):
+                continue
+            a, b = e.inputs
+            c = b if a is kv else a if b is kv else None
+            if type(c) is not Var or c is kv or (c.aval.shape, c.aval.dtype) != \
+                    (kv.aval.shape, kv.aval.dtype) or c in inv:
+                continue
+            recipe = self._sum_recipe(c, top=True)
+            if recipe is not None:
+                accs[k] = (recipe, a is kv)
+        self.accs = accs
+        new_ys = [v for v in dict.fromkeys(self.leaves)
+                  if v not in y_pos and v not in pre and v not in X]
+        keep_k = [k not in accs for k in range(nk)]
+        # a value returned as several ys is stacked once
+        uniq = list(dict.fromkeys(v if type(v) is Var else (j, v) for j, v in enumerate(yout)))
+        self.y_map = [uniq.index(v if type(v) is Var else (j, v)) for j, v in enumerate(yout)]
+        uniq = [u if type(u) is Var else u[1] for u in uniq]
+        outvars = [v for v, m in zip(kout, keep_k) if m] + uniq + new_ys
+        inv_vars = [v for e in inv_eqns for v in e.outputs]
+        pre_vars = [v for e in pre_eqns for v in e.outputs]
+        core = dce(IR(list(body.invars) + inv_vars + pre_vars, outvars, loop_eqns))
+        used = {v for e in core.eqns for v in e.inputs if type(v) is Var}
+        used |= {v for v in outvars if type(v) is Var}
+        # the new body's inputs: constants (original, then hoisted), carries, xs (original,
+        # then computed before the loop); unused ones are dropped
+        self.c_in = [v for v in C + inv_vars if v in used]
+        self.k_keep = keep_k
+        self.x_in = [v for v in X + pre_vars if v in used]
+        k_in = [v for v, m in zip(K, keep_k) if m]
+        self.body = IR(self.c_in + k_in + self.x_in, core.outvars, core.eqns)
+        self.n_y, self.new_ys = len(uniq), new_ys
+        self.yout = yout
+        # what must be computed before the loop
+        need_pre = set(v for v in self.x_in if v not in X) | {v for v in self.leaves if v in pre
+                                                              and v not in X}
+        self.pre_out = [v for v in pre_vars if v in need_pre]
+        pre_ir = dce(IR(C + inv_vars + X, self.pre_out, pre_eqns))
+        pre_used = {v for e in pre_ir.eqns for v in e.inputs if type(v) is Var}
+        pre_used |= {v for v in self.pre_out if type(v) is Var}
+        self.pre_c = [v for v in C + inv_vars if v in pre_used]
+        self.pre_x = [v for v in X if v in pre_used]
+        self.pre_ir = IR(self.pre_c + self.pre_x, self.pre_out, pre_ir.eqns)
+        need_inv = {v for v in self.c_in + self.pre_c if v not in C} | self._inv_leaves
+        self.inv_out = [v for v in inv_vars if v in need_inv]
+        self.inv_ir = dce(IR(list(C), self.inv_out, inv_eqns))
+        self.C = C
+        self.trivial = (not accs and not self.inv_ir.eqns and not self.pre_ir.eqns
+                        and len(self.body.invars) == len(body.invars)
+                        and len(core.eqns) == len(body.eqns) and len(uniq) == len(yout))
+
+    _inv_leaves = frozenset()
+
+    def _stack_leaf(self, v):
+        if type(v) is not Var or v in self.inv:
+            return None
+        self.leaves.append(v)
+        return v
+
+    def _sum_recipe(self, v, top=False):
+        """How to compute the sum over the steps of the per-step value ``v`` after the loop;
+        None when it cannot be."""
+        if type(v) is not Var or v in self.inv:
+            return None
+        e = self._producer.get(v)
+        if e is None or self._uses.get(v) != 1 or e.prim.multiple_results:
+            return ("sum", self._stack_leaf(v))
+        name = e.prim.name
+        if name == "transpose":
+            sub = self._sum_recipe(e.inputs[0])
+            if sub is not None:
+                return ("T", tuple(e.params["permutation"]), sub)
+        elif name == "reduce_sum" and type(e.inputs[0]) is Var and e.inputs[0] not in self.inv:
+            nd = len(e.inputs[0].aval.shape)
+            axes = tuple(sorted(a % nd for a in e.params["axes"]))
+            return ("rsum", axes, self._stack_leaf(e.inputs[0]))
+        elif name == "dot_general":
+            a, b = e.inputs
+            ai, bi = _is_invariant(a, self.inv), _is_invariant(b, self.inv)
+            if not ai and not bi:
+                return ("dot", e.params, self._stack_leaf(a), self._stack_leaf(b))
+            if ai != bi and type(a if ai else b) is Var:
+                sub = self._sum_recipe(b if ai else a)
+                if sub is not None:
+                    w = a if ai else b
+                    self._inv_leaves = self._inv_leaves | {w}
+                    return ("dotinv", e.params, 1 if ai else 0, sub, w)
+        return ("sum", self._stack_leaf(v))
+
+    def run(self, consts, init, xs, length, reverse, unroll):
+        env = dict(zip(self.C, consts))
+        if self.inv_ir.eqns or self.inv_out:
+            env.update(zip(self.inv_out, eval_ir(self.inv_ir, *consts)))
+        stk = dict(zip(self.X, xs))
+        if self.pre_out:
+            vals = [env[v] for v in self.pre_c] + [stk[v] for v in self.pre_x]
+            dims = [None] * len(self.pre_c) + [0] * len(self.pre_x)
+            try:
+                outs, odims = _batch_flat(lambda *a: eval_ir(self.pre_ir, *a), vals, dims,
+                                          length, force=[True] * len(self.pre_out))
+            except (NotImplementedError, TypeError, ShapeError) as err:
+                raise _Unplanned from err  # a batching rule that cannot: run it per step
+            tr = _prim("transpose")
+            for v, o, d in zip(self.pre_out, outs, odims):
+                if d != 0:
+                    o = tr.bind(o, permutation=(d,) + tuple(i for i in range(o.ndim) if i != d))
+                stk[v] = o
+        nk = sum(self.k_keep)
+        outs = scan_p.bind(*[env[v] for v in self.c_in],
+                           *[k for k, m in zip(init, self.k_keep) if m],
+                           *[stk[v] for v in self.x_in], body=self.body,
+                           num_consts=len(self.c_in), num_carry=nk, length=length,
+                           reverse=reverse, unroll=unroll)
+        carries, ys, extra = outs[:nk], outs[nk:nk + self.n_y], outs[nk + self.n_y:]
+        ys = [ys[i] for i in self.y_map]
+        for v, j in self._y_pos.items():
+            stk.setdefault(v, ys[j])
+        stk.update(zip(self.new_ys, extra))
+        it = iter(carries)
+        res = []
+        add = _prim("add")
+        for k, m in enumerate(self.k_keep):
+            if m:
+                res.append(next(it))
+                continue
+            recipe, acc_first = self.accs[k]
+            s = self._eval(recipe, env, stk)
+            res.append(add.bind(init[k], s) if acc_first else add.bind(s, init[k]))
+        return res + list(ys)
+
+    def _eval(self, r, env, stk):
+        kind = r[0]
+        if kind == "sum":
+            return _prim("reduce_sum").bind(stk[r[1]], axes=(0,))
+        if kind == "T":
+            return _prim("transpose").bind(self._eval(r[2], env, stk), permutation=r[1])
+        if kind == "rsum":
+            return _prim("reduce_sum").bind(stk[r[2]], axes=(0,) + tuple(a + 1 for a in r[1]))
+        dg = _prim("dot_general")
+        params = r[1]
+        if kind == "dot":
+            (lc, rc), (lb, rb) = params["dimension_numbers"]
+
+            def up(ds):
+                return tuple(d + 1 for d in ds)
+            dn = (((0,) + up(lc), (0,) + up(rc)), (up(lb), up(rb)))
+            return dg.bind(stk[r[2]], stk[r[3]], **dict(params, dimension_numbers=dn))
+        s, w = self._eval(r[3], env, stk), env[r[4]]
+        return dg.bind(*((w, s) if r[2] == 1 else (s, w)), **params)
+
+
+class _Unplanned(Exception):
+    pass
+
+
+def _bind_scan(consts, init, xs, *, body, length, reverse=False, unroll=1):
+    """Bind ``scan`` for ``body`` (consts, carries, xs -> carries, ys) with the work that
+    need not run on every step moved out of the loop; the outputs are the scan's."""
+    consts, init, xs = list(consts), list(init), list(xs)
+    if length > 0:
+        plan = _ScanPlan(body, len(consts), len(init))
+        if not plan.trivial:
+            try:
+                return plan.run(consts, init, xs, length, reverse, unroll)
+            except _Unplanned:
+                pass
+    return scan_p.bind(*consts, *init, *xs, body=body, num_consts=len(consts),
+                       num_carry=len(init), length=length, reverse=reverse, unroll=unroll)
 
 
 def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
@@ -1027,9 +1343,8 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
         promote = None
         body, consts = _closed(flat, avals + x_avals, "scan_body")
 
-    outs = scan_p.bind(*consts, *init_leaves, *xs_leaves, body=body, num_consts=len(consts),
-                       num_carry=len(avals), length=n, reverse=bool(reverse),
-                       unroll=int(unroll) if not isinstance(unroll, bool) else int(unroll))
+    outs = _bind_scan(consts, init_leaves, xs_leaves, body=body, length=n,
+                      reverse=bool(reverse), unroll=int(unroll))
     carry = tree_util.tree_unflatten(init_tree, outs[:len(avals)])
     return carry, tree_util.tree_unflatten(y_tree[0], outs[len(avals):])
 

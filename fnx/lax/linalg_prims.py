@@ -192,8 +192,11 @@ def _numpy_specialize(in_avals, params, permutation=None):
     """For the jit backend: the plan for these avals (run inside jit's floating-point
     "ignore" state); ``permutation``: a ``transpose`` of the result fused in."""
     lhs, rhs = in_avals
-    return plan(lhs.shape, rhs.shape, params["dimension_numbers"],
-                params.get("preferred_element_type"), permutation)
+    fn = plan(lhs.shape, rhs.shape, params["dimension_numbers"],
+              params.get("preferred_element_type"), permutation)
+    if fn is _matmul and lhs.dtype.kind in "fc" and lhs.dtype.type.__module__ == "numpy":
+        return np.matmul  # NumPy's own float types: matmul keeps the dtype, no wrapper needed
+    return fn
 
 
 dot_general_p.numpy_specialize = _numpy_specialize
