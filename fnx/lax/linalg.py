@@ -1,1 +1,626 @@
-"""``fnx.lax.linalg``: matrix factorizations and solves as primitives (JAX's ``jax.lax.linalg``)."""
+"""``fnx.lax.linalg``: matrix factorizations and solves as primitives (JAX's ``jax.lax.linalg``).
+
+Every primitive works on stacks of matrices (the last two axes; leading axes are batch
+axes) of float32, float64, complex64 or complex128, and has a shape rule, a NumPy impl
+(``numpy.linalg`` on the whole stack; NumPy only, no SciPy), a jvp rule (reverse mode is
+derived from it), a batching rule (the batch axis goes to the front: the impls are
+natively batched), and, for ``triangular_solve``, which is linear in ``b``, a transpose
+rule.
+
+- ``cholesky(x, symmetrize_input=True)``: lower ``L`` with ``x = L L^H``; the primitive
+  reads the lower triangle only (NaNs where ``x`` is not positive definite, as JAX).
+- ``triangular_solve(a, b, left_side=False, lower=False, transpose_a=False,
+  conjugate_a=False, unit_diagonal=False)``: ``op(a) x = b`` (left) or ``x op(a) = b``.
+- ``lu(x)``: ``(lu, pivots, permutation)`` with ``x[permutation] = L U`` (square only).
+- ``qr(x, full_matrices=True)``: ``(q, r)``.
+- ``eigh(x, lower=True, symmetrize_input=True)``: ``(v, w)``, ascending ``w``.
+- ``svd(x, full_matrices=True, compute_uv=True)``: ``(u, s, vh)`` or ``s``.
+
+The jvp rules are the standard matrix-calculus ones: cholesky
+``dL = L Phi(L^-1 dA L^-H)``; eigh ``dw = diag(V^H dA V)``,
+``dV = V (F o V^H dA V)`` with ``F_ij = 1 / (w_j - w_i)``; svd (reduced, and full for
+square matrices); qr (any shape with reduced ``q``, and ``full_matrices`` where
+``m <= n``); lu ``dL = L tril(X, -1)``, ``dU = triu(X) U`` with ``X = L^-1 P dA U^-1``.
+Eigenvectors and singular vectors are defined up to a sign (a phase for complex input):
+differentiate functions that do not depend on that choice. The rules of eigh and svd
+divide by eigenvalue (singular value) gaps, so repeated values give infinite
+derivatives, as in JAX.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from ..core.array import Array, to_array
+from ..core.primitive import Primitive, ShapeDtypeStruct
+from ..errors import ShapeError
+from . import ops as L
+from ._rules import describe, quiet
+
+__all__ = ["cholesky", "triangular_solve", "lu", "qr", "eigh", "svd",
+           "cholesky_p", "triangular_solve_p", "lu_p", "qr_p", "eigh_p", "svd_p"]
+
+_DTYPES = tuple(map(np.dtype, ("float32", "float64", "complex64", "complex128")))
+
+
+# --- shape-rule helpers ----------------------------------------------------------------------
+
+def _check_matrix(name, x, square=True):
+    if x.dtype not in _DTYPES:
+        raise ShapeError(f"{name}: needs a float32, float64, complex64 or complex128 operand, "
+                         f"got {describe(x)}; convert it with .astype('float32') first")
+    if x.ndim < 2:
+        raise ShapeError(f"{name}: needs a matrix or a stack of matrices (rank >= 2), got "
+                         f"{describe(x)}")
+    if square and x.shape[-1] != x.shape[-2]:
+        raise ShapeError(f"{name}: needs square matrices in the last two axes, got "
+                         f"{describe(x)}")
+
+
+def _real_dtype(dtype):
+    return np.dtype(np.float32) if dtype in (np.complex64, np.float32) else \
+        np.dtype(np.float64)
+
+
+def _sds(shape, dtype):
+    return ShapeDtypeStruct(tuple(shape), np.dtype(dtype), False)
+
+
+# --- helpers on fnx arrays (the rules are written with them, so they differentiate) -----------
+
+def _is_complex(x):
+    return np.dtype(x.dtype).kind == "c"
+
+
+def _mT(x):
+    nd = x.ndim
+    return L.transpose(x, tuple(range(nd - 2)) + (nd - 1, nd - 2))
+
+
+def _H(x):
+    return L.conj(_mT(x)) if _is_complex(x) else _mT(x)
+
+
+def _cast(x, dtype):
+    return x if x.dtype == dtype else L.convert_element_type(x, dtype)
+
+
+def _mm(x, y):
+    """Batched matrix product of (..., m, k) and (..., k, n) with equal batch dims."""
+    dtype = np.result_type(x.dtype, y.dtype)
+    x, y = _cast(x, dtype), _cast(y, dtype)
+    nd = x.ndim
+    batch = tuple(range(nd - 2))
+    return L.dot_general(x, y, (((nd - 1,), (nd - 2,)), (batch, batch)))
+
+
+def _mask(shape, k, lower):
+    """Boolean (..., m, n): True on and below diagonal k (``lower``), else on and above."""
+    nd = len(shape)
+    rows = L.broadcasted_iota(np.int32, shape, nd - 2)
+    cols = L.broadcasted_iota(np.int32, shape, nd - 1)
+    return L.ge(L.add(rows, int(k)), cols) if lower else L.le(L.add(rows, int(k)), cols)
+
+
+def _zeros(shape, dtype):
+    return L.broadcast_in_dim(Array._wrap(np.zeros((), dtype)), tuple(shape), ())
+
+
+def _tril(x, k=0):
+    return L.select(_mask(x.shape, k, True), x, _zeros(x.shape, x.dtype))
+
+
+def _triu(x, k=0):
+    return L.select(_mask(x.shape, k, False), x, _zeros(x.shape, x.dtype))
+
+
+def _eye_mask(shape):
+    nd = len(shape)
+    return L.eq(L.broadcasted_iota(np.int32, shape, nd - 2),
+                L.broadcasted_iota(np.int32, shape, nd - 1))
+
+
+def _eye(shape, dtype):
+    return L.convert_element_type(_eye_mask(shape), dtype)
+
+
+def _diag(x):
+    """The diagonal of square (..., n, n) matrices, as (..., n)."""
+    return L.reduce_sum(L.select(_eye_mask(x.shape), x, _zeros(x.shape, x.dtype)),
+                        (x.ndim - 1,))
+
+
+def _diag_matrix(v, n_cols=None):
+    """(..., k) -> (..., k, n_cols) with v on the diagonal."""
+    k = v.shape[-1]
+    shape = tuple(v.shape) + (k if n_cols is None else n_cols,)
+    nd = len(shape)
+    full = L.broadcast_in_dim(v, shape, tuple(range(nd - 2)) + (nd - 2,))
+    return L.select(_eye_mask(shape), full, _zeros(shape, v.dtype))
+
+
+def _col(v, n_rows):
+    """(..., k) -> (..., n_rows, k): v along the last axis, repeated over rows."""
+    shape = tuple(v.shape[:-1]) + (n_rows, v.shape[-1])
+    nd = len(shape)
+    return L.broadcast_in_dim(v, shape, tuple(range(nd - 2)) + (nd - 1,))
+
+
+def _row(v, n_cols):
+    """(..., k) -> (..., k, n_cols): v along the second-to-last axis."""
+    shape = tuple(v.shape) + (n_cols,)
+    nd = len(shape)
+    return L.broadcast_in_dim(v, shape, tuple(range(nd - 2)) + (nd - 2,))
+
+
+def _hermitian_from(x, lower):
+    """The Hermitian matrix whose ``lower`` (else upper) triangle is x's: what the
+    factorizations that read one triangle (cholesky, eigh) see."""
+    t = _tril(x, -1) if lower else _triu(x, 1)
+    d = L.select(_eye_mask(x.shape), x, _zeros(x.shape, x.dtype))
+    if _is_complex(x):
+        d = L.convert_element_type(L.real(d), x.dtype)
+    return L.add(L.add(t, _H(t)), d)
+
+
+def _batch_front(vals, dims, size):
+    """Every operand batched at axis 0 (unbatched ones broadcast)."""
+    from ..transforms.vmap import _full
+    return [v if d == 0 else _full(v, None, size, v.shape) for v, d in zip(vals, dims)]
+
+
+def _batch_unary(prim):
+    def rule(vals, dims, size, **params):
+        out = prim.bind(vals[0], **params)
+        return out, ([0] * len(out) if prim.multiple_results else 0)
+    prim.batch = rule
+
+
+# --- cholesky --------------------------------------------------------------------------------
+
+def _cholesky_rule(x):
+    _check_matrix("cholesky", x)
+    return _sds(x.shape, x.dtype)
+
+
+def _cholesky_impl(x):
+    try:
+        return np.linalg.cholesky(x).astype(x.dtype, copy=False)
+    except np.linalg.LinAlgError:   # not positive definite: NaN for those matrices, as JAX
+        flat = x.reshape((-1,) + x.shape[-2:])
+        out = np.empty_like(flat)
+        for i, m in enumerate(flat):
+            try:
+                out[i] = np.linalg.cholesky(m)
+            except np.linalg.LinAlgError:
+                out[i] = np.nan
+        return out.reshape(x.shape)
+
+
+cholesky_p = Primitive("cholesky", shape_rule=_cholesky_rule, impl=quiet(_cholesky_impl))
+
+
+def _cholesky_jvp(primals, tangents):
+    (x,), (dx,) = primals, tangents
+    chol = cholesky_p.bind(x)
+    if dx is None:
+        return chol, None
+    da = _hermitian_from(dx, lower=True)
+    tmp = triangular_solve(chol, da, left_side=True, lower=True)
+    phi = triangular_solve(chol, tmp, left_side=False, lower=True, transpose_a=True,
+                           conjugate_a=True)                       # L^-1 dA L^-H
+    phi = L.add(_tril(phi, -1), L.mul(L.select(_eye_mask(phi.shape), phi,
+                                               _zeros(phi.shape, phi.dtype)), 0.5))
+    return chol, _mm(chol, phi)
+
+
+cholesky_p.jvp = _cholesky_jvp
+_batch_unary(cholesky_p)
+
+
+def cholesky(x, *, symmetrize_input=True):
+    """Lower Cholesky factor ``L`` of Hermitian positive definite ``x`` (``x = L L^H``).
+
+    ``symmetrize_input``: factor ``(x + x^H) / 2`` (so gradients are symmetric); else
+    only the lower triangle of ``x`` is read. Not positive definite: NaNs."""
+    x = to_array(x)
+    if symmetrize_input:
+        _check_matrix("cholesky", x)
+        x = L.mul(L.add(x, _H(x)), 0.5)
+    return cholesky_p.bind(x)
+
+
+# --- triangular_solve ------------------------------------------------------------------------
+
+def _ts_rule(a, b, *, left_side, lower, transpose_a, conjugate_a, unit_diagonal):
+    _check_matrix("triangular_solve", a)
+    if b.ndim < 2:
+        raise ShapeError(f"triangular_solve: b must be a matrix or a stack of matrices "
+                         f"(rank >= 2), got a {describe(a)}, b {describe(b)}")
+    if a.dtype != b.dtype:
+        raise ShapeError(f"triangular_solve: a and b must have one dtype, got a {describe(a)}, "
+                         f"b {describe(b)}")
+    m = a.shape[-1]
+    k = b.shape[-2] if left_side else b.shape[-1]
+    if a.shape[:-2] != b.shape[:-2] or k != m:
+        side = "b.shape[-2]" if left_side else "b.shape[-1]"
+        raise ShapeError(f"triangular_solve: a (..., m, m) and b need equal batch dims and "
+                         f"{side} == m (left_side={left_side}), got a {describe(a)}, "
+                         f"b {describe(b)}")
+    return _sds(b.shape, b.dtype)
+
+
+def _substitute(t, b, lower):
+    """Solve t x = b by substitution (t triangular, stacks), for singular t: inf/NaN."""
+    n = t.shape[-1]
+    x = np.zeros(np.broadcast_shapes(t.shape[:-2], b.shape[:-2]) + b.shape[-2:],
+                 np.result_type(t, b))
+    order = range(n) if lower else range(n - 1, -1, -1)
+    for i in order:
+        acc = b[..., i, :] - np.einsum("...j,...jk->...k", t[..., i, :], x)
+        x[..., i, :] = acc / t[..., i, i, None]
+    return x
+
+
+def _ts_impl(a, b, *, left_side, lower, transpose_a, conjugate_a, unit_diagonal):
+    t = np.tril(a) if lower else np.triu(a)
+    if unit_diagonal:
+        idx = np.arange(a.shape[-1])
+        t[..., idx, idx] = 1
+    is_lower = lower
+    if transpose_a:
+        t = np.swapaxes(t, -1, -2)
+        is_lower = not is_lower
+    if conjugate_a and t.dtype.kind == "c":
+        t = t.conj()
+    if not left_side:           # x t = b  <=>  t^T x^T = b^T
+        t, b = np.swapaxes(t, -1, -2), np.swapaxes(b, -1, -2)
+        is_lower = not is_lower
+    try:
+        x = np.linalg.solve(t, b)
+    except np.linalg.LinAlgError:   # singular: substitution gives inf/NaN, as XLA
+        x = _substitute(t, b, is_lower)
+    if not left_side:
+        x = np.swapaxes(x, -1, -2)
+    return np.ascontiguousarray(x, dtype=b.dtype)
+
+
+triangular_solve_p = Primitive("triangular_solve", shape_rule=_ts_rule, impl=quiet(_ts_impl))
+
+
+def _op(x, transpose_a, conjugate_a):
+    if transpose_a:
+        x = _mT(x)
+    if conjugate_a and _is_complex(x):
+        x = L.conj(x)
+    return x
+
+
+def _ts_jvp(primals, tangents, **p):
+    a, b = primals
+    da, db = tangents
+    x = triangular_solve_p.bind(a, b, **p)
+    out = None
+    if db is not None:
+        out = triangular_solve_p.bind(a, db, **p)
+    if da is not None:
+        da = _tril(da) if p["lower"] else _triu(da)
+        if p["unit_diagonal"]:
+            da = L.select(_eye_mask(da.shape), _zeros(da.shape, da.dtype), da)
+        dop = _op(da, p["transpose_a"], p["conjugate_a"])
+        rhs = _mm(dop, x) if p["left_side"] else _mm(x, dop)       # d(op a) x  or  x d(op a)
+        t = L.neg(triangular_solve_p.bind(a, rhs, **p))
+        out = t if out is None else L.add(out, t)
+    return x, out
+
+
+def _ts_transpose(ct, a, b, **p):
+    from ..transforms.vjp import is_linear
+    if is_linear(a):
+        raise ValueError("triangular_solve: transpose with respect to a (it is not linear in a)")
+    if ct is None:
+        return [None, None]
+    q = dict(p, transpose_a=not p["transpose_a"])
+    return [None, triangular_solve_p.bind(a, ct, **q)]
+
+
+def _ts_batch(vals, dims, size, **p):
+    a, b = _batch_front(vals, dims, size)
+    return triangular_solve_p.bind(a, b, **p), 0
+
+
+triangular_solve_p.jvp = _ts_jvp
+triangular_solve_p.transpose = _ts_transpose
+triangular_solve_p.batch = _ts_batch
+
+
+def triangular_solve(a, b, left_side=False, lower=False, transpose_a=False, conjugate_a=False,
+                     unit_diagonal=False):
+    """Solve ``op(a) x = b`` (``left_side``) or ``x op(a) = b`` for triangular ``a``.
+
+    ``op(a)`` is ``a``, ``a^T`` (``transpose_a``), ``conj(a)`` (``conjugate_a``) or ``a^H``
+    (both); only the ``lower`` (else upper) triangle of ``a`` is read, and with
+    ``unit_diagonal`` its diagonal is taken to be ones. ``a``: (..., m, m); ``b``:
+    (..., m, n) for ``left_side``, else (..., n, m), with the same batch dims."""
+    return triangular_solve_p.bind(to_array(a), to_array(b), left_side=bool(left_side),
+                                   lower=bool(lower), transpose_a=bool(transpose_a),
+                                   conjugate_a=bool(conjugate_a),
+                                   unit_diagonal=bool(unit_diagonal))
+
+
+# --- lu --------------------------------------------------------------------------------------
+
+def _lu_rule(x):
+    _check_matrix("lu", x)
+    batch, n = x.shape[:-2], x.shape[-1]
+    return [_sds(x.shape, x.dtype), _sds(batch + (n,), np.int32),
+            _sds(batch + (n,), np.int32)]
+
+
+def _lu_impl(x):
+    """Partial-pivoting Gaussian elimination, one column at a time over the whole stack."""
+    n = x.shape[-1]
+    batch = x.shape[:-2]
+    a = np.array(x.reshape((-1, n, n)), dtype=x.dtype, copy=True)
+    nb = a.shape[0]
+    rows = np.arange(nb)
+    pivots = np.zeros((nb, n), np.int32)
+    perm = np.tile(np.arange(n, dtype=np.int32), (nb, 1))
+    for k in range(n):
+        col = a[:, k:, k]       # pivot on |re| + |im| for complex, as LAPACK's getrf
+        mag = np.abs(col.real) + np.abs(col.imag) if a.dtype.kind == "c" else np.abs(col)
+        p = k + np.argmax(mag, axis=1)
+        pivots[:, k] = p
+        rk, rp = a[rows, k].copy(), a[rows, p].copy()
+        a[rows, k], a[rows, p] = rp, rk
+        pk, pp = perm[rows, k].copy(), perm[rows, p].copy()
+        perm[rows, k], perm[rows, p] = pp, pk
+        piv = a[:, k, k]
+        piv = np.where(piv == 0, np.ones((), a.dtype), piv)   # a zero column stays zero
+        col = a[:, k + 1:, k] / piv[:, None]
+        a[:, k + 1:, k] = col
+        a[:, k + 1:, k + 1:] -= col[:, :, None] * a[:, k, None, k + 1:]
+    return [a.reshape(x.shape), pivots.reshape(batch + (n,)), perm.reshape(batch + (n,))]
+
+
+lu_p = Primitive("lu", shape_rule=_lu_rule, impl=quiet(_lu_impl), multiple_results=True)
+
+
+def _permutation_matrix(perm, dtype):
+    """P with P[..., i, j] = (perm[..., i] == j), so (P x)[i] = x[perm[i]]."""
+    n = perm.shape[-1]
+    shape = tuple(perm.shape) + (n,)
+    nd = len(shape)
+    p = L.broadcast_in_dim(perm, shape, tuple(range(nd - 1)))
+    return L.convert_element_type(L.eq(p, L.broadcasted_iota(np.int32, shape, nd - 1)), dtype)
+
+
+def _lu_jvp(primals, tangents):
+    (x,), (dx,) = primals, tangents
+    lu_, piv, perm = lu_p.bind(x)
+    if dx is None:
+        return [lu_, piv, perm], [None, None, None]
+    pdx = _mm(_permutation_matrix(perm, x.dtype), dx)
+    t = triangular_solve(lu_, pdx, left_side=True, lower=True, unit_diagonal=True)
+    t = triangular_solve(lu_, t, left_side=False, lower=False)            # L^-1 P dA U^-1
+    lower = L.add(_tril(lu_, -1), _eye(lu_.shape, lu_.dtype))
+    dlu = L.add(_mm(lower, _tril(t, -1)), _mm(_triu(t), _triu(lu_)))
+    return [lu_, piv, perm], [dlu, None, None]
+
+
+lu_p.jvp = _lu_jvp
+_batch_unary(lu_p)
+
+
+def lu(x):
+    """LU decomposition with partial pivoting of square matrices:
+    ``(lu, pivots, permutation)`` with ``x[..., permutation, :] = L @ U``, ``L`` the unit
+    lower triangle of ``lu`` and ``U`` its upper triangle; ``pivots[i]`` is the row swapped
+    with row ``i`` at step ``i`` (int32)."""
+    return tuple(lu_p.bind(to_array(x)))
+
+
+# --- qr --------------------------------------------------------------------------------------
+
+def _qr_rule(x, *, full_matrices):
+    _check_matrix("qr", x, square=False)
+    m, n = x.shape[-2:]
+    k = m if full_matrices else min(m, n)
+    return [_sds(x.shape[:-2] + (m, k), x.dtype), _sds(x.shape[:-2] + (k, n), x.dtype)]
+
+
+def _qr_impl(x, *, full_matrices):
+    q, r = np.linalg.qr(x, mode="complete" if full_matrices else "reduced")
+    return [q.astype(x.dtype, copy=False), r.astype(x.dtype, copy=False)]
+
+
+qr_p = Primitive("qr", shape_rule=_qr_rule, impl=quiet(_qr_impl), multiple_results=True)
+
+
+def _qr_tall_jvp(q, r, dx):
+    """Tangents of a reduced QR with m >= n (r square, invertible)."""
+    dx_rinv = triangular_solve(r, dx, left_side=False, lower=False)        # dA R^-1
+    qt = _mm(_H(q), dx_rinv)
+    low = _tril(qt, -1)
+    omega = L.sub(low, _H(low))                                            # skew-Hermitian
+    if _is_complex(qt):     # keep diag(R) real (LAPACK's convention): imaginary diagonal
+        d = L.select(_eye_mask(qt.shape), qt, _zeros(qt.shape, qt.dtype))
+        omega = L.add(omega, L.sub(d, L.convert_element_type(L.real(d), qt.dtype)))
+    dq = L.add(_mm(q, L.sub(omega, qt)), dx_rinv)
+    dr = _mm(L.sub(qt, omega), r)
+    return dq, dr
+
+
+def _qr_jvp(primals, tangents, *, full_matrices):
+    (x,), (dx,) = primals, tangents
+    q, r = qr_p.bind(x, full_matrices=full_matrices)
+    if dx is None:
+        return [q, r], [None, None]
+    m, n = x.shape[-2:]
+    if m > n and full_matrices:
+        raise NotImplementedError(
+            f"qr: the derivative of a full_matrices QR of tall matrices ({describe(x)}) is "
+            "not unique (the extra columns of q are arbitrary); use full_matrices=False")
+    if m >= n:
+        dq, dr = _qr_tall_jvp(q, r, dx)
+        return [q, r], [dq, dr]
+    # wide: x = q [r1 r2] with q r1 = x1 a square QR; dr2 = q^H (dx2 - dq r2)
+    nd = x.ndim
+    lead = tuple(x.shape[:-2])
+
+    def cols(a, lo, hi):
+        return L.slice(a, (0,) * (nd - 1) + (lo,), lead + (a.shape[-2], hi))
+
+    r1, r2 = cols(r, 0, m), cols(r, m, n)
+    dq, dr1 = _qr_tall_jvp(q, r1, cols(dx, 0, m))
+    dr2 = _mm(_H(q), L.sub(cols(dx, m, n), _mm(dq, r2)))
+    return [q, r], [dq, L.concatenate([dr1, dr2], nd - 1)]
+
+
+qr_p.jvp = _qr_jvp
+_batch_unary(qr_p)
+
+
+def qr(x, *, full_matrices=True):
+    """QR decomposition ``x = q r``: ``q`` (..., m, k) with orthonormal columns and ``r``
+    (..., k, n) upper triangular, k = m (``full_matrices``) or min(m, n)."""
+    return tuple(qr_p.bind(to_array(x), full_matrices=bool(full_matrices)))
+
+
+# --- eigh ------------------------------------------------------------------------------------
+
+def _eigh_rule(x, *, lower):
+    _check_matrix("eigh", x)
+    return [_sds(x.shape, x.dtype), _sds(x.shape[:-1], _real_dtype(x.dtype))]
+
+
+def _eigh_impl(x, *, lower):
+    w, v = np.linalg.eigh(x, UPLO="L" if lower else "U")
+    return [v.astype(x.dtype, copy=False), w.astype(_real_dtype(x.dtype), copy=False)]
+
+
+eigh_p = Primitive("eigh", shape_rule=_eigh_rule, impl=quiet(_eigh_impl), multiple_results=True)
+
+
+def _gap_inverse(w, plus=None):
+    """F with F[..., i, j] = 1 / (w_j - w_i) off the diagonal (1 / (w_j^2 - w_i^2) for
+    ``plus``: singular values), 0 on it."""
+    n = w.shape[-1]
+    wj, wi = _col(w, n), _row(w, n)
+    diff = L.sub(wj, wi) if plus is None else L.mul(L.sub(wj, wi), L.add(wj, wi))
+    eye = _eye_mask(diff.shape)
+    one = L.convert_element_type(eye, diff.dtype)
+    return L.select(eye, _zeros(diff.shape, diff.dtype), L.div(1.0, L.add(diff, one)))
+
+
+def _eigh_jvp(primals, tangents, *, lower):
+    (x,), (dx,) = primals, tangents
+    v, w = eigh_p.bind(x, lower=lower)
+    if dx is None:
+        return [v, w], [None, None]
+    da = _hermitian_from(dx, lower)
+    vdv = _mm(_H(v), _mm(da, v))
+    dw = _diag(vdv)
+    if _is_complex(dw):
+        dw = L.real(dw)
+    f = L.convert_element_type(_gap_inverse(w), x.dtype)
+    dv = _mm(v, L.mul(f, vdv))
+    return [v, w], [dv, dw]
+
+
+eigh_p.jvp = _eigh_jvp
+_batch_unary(eigh_p)
+
+
+def eigh(x, *, lower=True, symmetrize_input=True):
+    """Eigendecomposition of Hermitian matrices: ``(v, w)`` with ``x = v diag(w) v^H``,
+    ``w`` ascending (real). ``symmetrize_input``: decompose ``(x + x^H) / 2``; else only
+    the ``lower`` (else upper) triangle of ``x`` is read."""
+    x = to_array(x)
+    if symmetrize_input:
+        _check_matrix("eigh", x)
+        x = L.mul(L.add(x, _H(x)), 0.5)
+    return tuple(eigh_p.bind(x, lower=bool(lower)))
+
+
+# --- svd -------------------------------------------------------------------------------------
+
+def _svd_rule(x, *, full_matrices, compute_uv):
+    _check_matrix("svd", x, square=False)
+    b, (m, n) = x.shape[:-2], x.shape[-2:]
+    k = min(m, n)
+    s = _sds(b + (k,), _real_dtype(x.dtype))
+    if not compute_uv:
+        return [s]
+    ku, kv = (m, n) if full_matrices else (k, k)
+    return [_sds(b + (m, ku), x.dtype), s, _sds(b + (kv, n), x.dtype)]
+
+
+def _svd_impl(x, *, full_matrices, compute_uv):
+    rd = _real_dtype(x.dtype)
+    if not compute_uv:
+        return [np.linalg.svd(x, compute_uv=False).astype(rd, copy=False)]
+    u, s, vh = np.linalg.svd(x, full_matrices=full_matrices)
+    return [u.astype(x.dtype, copy=False), s.astype(rd, copy=False),
+            vh.astype(x.dtype, copy=False)]
+
+
+svd_p = Primitive("svd", shape_rule=_svd_rule, impl=quiet(_svd_impl), multiple_results=True)
+
+
+def _svd_jvp(primals, tangents, *, full_matrices, compute_uv):
+    (x,), (dx,) = primals, tangents
+    outs = svd_p.bind(x, full_matrices=full_matrices, compute_uv=compute_uv)
+    if dx is None:
+        return outs, [None] * len(outs)
+    m, n = x.shape[-2:]
+    if compute_uv and full_matrices and m != n:
+        raise NotImplementedError(
+            f"svd: the derivative of a full_matrices SVD of non-square matrices "
+            f"({describe(x)}) is not unique (the extra singular vectors are arbitrary); "
+            "use full_matrices=False")
+    u, s, vh = svd_p.bind(x, full_matrices=False, compute_uv=True)
+    v = _H(vh)
+    ds_mat = _mm(_H(u), _mm(dx, v))                    # U^H dA V, (..., k, k)
+    ds = _diag(ds_mat)
+    if _is_complex(ds):
+        ds = L.real(ds)
+    if not compute_uv:
+        return outs, [ds]
+    k = s.shape[-1]
+    dt = x.dtype
+    sc = L.convert_element_type(s, dt)
+    f = L.convert_element_type(_gap_inverse(s, plus=True), dt)
+    dss = L.mul(ds_mat, _col(sc, k))                   # dS diag(s)
+    sds = L.mul(_row(sc, k), ds_mat)                   # diag(s) dS
+    zero = L.eq(s, 0.0)
+    s_inv = L.select(zero, _zeros(s.shape, s.dtype),
+                     L.div(1.0, L.add(s, L.convert_element_type(zero, s.dtype))))
+    du_core = L.mul(f, L.add(dss, _H(dss)))
+    if _is_complex(ds_mat):  # the imaginary diagonal of U^H dA V goes to dU (gauge: dV's is 0)
+        d = L.select(_eye_mask(ds_mat.shape), ds_mat, _zeros(ds_mat.shape, dt))
+        imag = L.sub(d, L.convert_element_type(L.real(d), dt))
+        du_core = L.add(du_core, L.mul(imag, _col(L.convert_element_type(s_inv, dt), k)))
+    du = _mm(u, du_core)
+    dv = _mm(v, L.mul(f, L.add(sds, _H(sds))))
+    if m > k:        # the part of dA V outside span(U)
+        dav = _mm(dx, v)
+        du = L.add(du, L.mul(L.sub(dav, _mm(u, _mm(_H(u), dav))), _col(
+            L.convert_element_type(s_inv, dt), m)))
+    if n > k:
+        dahu = _mm(_H(dx), u)
+        dv = L.add(dv, L.mul(L.sub(dahu, _mm(v, _mm(vh, dahu))), _col(
+            L.convert_element_type(s_inv, dt), n)))
+    return outs, [du, ds, _H(dv)]
+
+
+svd_p.jvp = _svd_jvp
+_batch_unary(svd_p)
+
+
+def svd(x, *, full_matrices=True, compute_uv=True):
+    """Singular value decomposition ``x = u diag(s) vh``: ``(u, s, vh)``, or ``s`` alone
+    (descending, real) when not ``compute_uv``."""
+    outs = svd_p.bind(to_array(x), full_matrices=bool(full_matrices),
+                      compute_uv=bool(compute_uv))
+    return tuple(outs) if compute_uv else outs[0]
+

@@ -1,14 +1,23 @@
-"""``fnx.numpy.linalg``: the Array API linalg extension functions that need no
-factorization (products, diagonals, traces, norms, cross products).
+"""``fnx.numpy.linalg``: the Array API 2023.12 linalg extension (and NumPy's extras).
 
-Factorizations (inv, solve, det, cholesky, qr, svd, eigh) and the norms that
-need singular values (matrix 2-norm, nuclear norm) come with a later issue.
+Products, diagonals, traces, norms and cross products are written with elementwise and
+contraction primitives; factorizations and everything built on them (``inv``, ``solve``,
+``det``, ``slogdet``, ``cholesky``, ``qr``, ``eigh``, ``eigvalsh``, ``svd``, ``svdvals``,
+``pinv``, ``lstsq``, ``matrix_rank``, ``matrix_power``, the 2-, -2- and nuclear matrix
+norms) on the primitives of ``fnx.lax.linalg``, so all of them differentiate (``solve``,
+``inv`` and ``det`` through an LU decomposition; ``pinv`` and ``lstsq`` through an SVD),
+work under ``jit`` and ``vmap``, and take stacks of matrices in the last two axes.
+Functions returning several arrays return the Array API's named tuples
+(``SlogdetResult``, ``EighResult``, ``QRResult``, ``SVDResult``).
 """
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 
 from ... import lax
+from ...lax import linalg as _la
 from ...core.array import to_array
 from ...errors import ShapeError
 from .._util import normalize_axes, promote
@@ -16,10 +25,10 @@ from ..manipulation import matrix_transpose  # noqa: F401
 from ..products import matmul, outer, tensordot, vecdot  # noqa: F401
 
 __all__ = ["matrix_transpose", "matmul", "tensordot", "vecdot", "outer", "diagonal", "trace",
-           "vector_norm", "matrix_norm", "norm", "cross"]
-
-_SVD_LATER = ("needs singular values (an SVD), which come with the linalg factorizations "
-              "(a later issue); use ord='fro', 1, -1, inf or -inf for now")
+           "vector_norm", "matrix_norm", "norm", "cross", "inv", "solve", "det", "slogdet",
+           "cholesky", "qr", "eigh", "eigvalsh", "svd", "svdvals", "matrix_power", "pinv",
+           "lstsq", "matrix_rank", "kron", "SlogdetResult", "EighResult", "QRResult",
+           "SVDResult"]
 
 
 def _matrix(name, x):
@@ -77,8 +86,8 @@ def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):
 
 
 def matrix_norm(x, /, *, keepdims=False, ord="fro"):
-    """Norm of the matrices in the last two axes: 'fro', 1, -1, inf or -inf
-    (2, -2 and 'nuc' need an SVD and raise NotImplementedError for now)."""
+    """Norm of the matrices in the last two axes: 'fro', 'nuc' (sum of the singular
+    values), 1, -1, inf, -inf, 2 (the largest singular value) or -2 (the smallest)."""
     x = _matrix("matrix_norm", x)
     return _matrix_norm("matrix_norm", x, (x.ndim - 2, x.ndim - 1), keepdims, ord)
 
@@ -90,7 +99,7 @@ def _matrix_norm(name, x, axes, keepdims, ord):
     if row == col:
         raise ValueError(f"{name}: the two matrix axes must differ, got {axes}")
     if ord in (2, -2, "nuc"):
-        raise NotImplementedError(f"{name}: ord={ord!r} {_SVD_LATER}")
+        return _sv_norm(x, axes, keepdims, ord)
     a = _abs_inexact(name, x)
     if ord in ("fro", "f", None):
         return ew.sqrt(sum_(ew.multiply(a, a), axis=axes, keepdims=keepdims))
@@ -99,8 +108,8 @@ def _matrix_norm(name, x, axes, keepdims, ord):
     elif ord in (np.inf, -np.inf):  # max/min over rows of the row sums
         red, over = col, row
     else:
-        raise ValueError(f"{name}: invalid ord {ord!r} for a matrix norm; use 'fro', 1, -1, "
-                         "inf or -inf")
+        raise ValueError(f"{name}: invalid ord {ord!r} for a matrix norm; use 'fro', 'nuc', "
+                         "1, -1, 2, -2, inf or -inf")
     s = sum_(a, axis=red, keepdims=True)
     pick = max_ if ord in (1, np.inf) else min_
     out = pick(s, axis=over, keepdims=True)
@@ -140,3 +149,336 @@ def cross(x1, x2, /, *, axis=-1):
         raise ShapeError(f"cross: needs 3-vectors along axis {axis}, got shapes {a.shape} "
                          f"and {b.shape}")
     return cross_(a, b, axis=axis)
+
+
+# --- factorizations and what is built on them ------------------------------------------------
+
+class SlogdetResult(NamedTuple):
+    sign: object
+    logabsdet: object
+
+
+class EighResult(NamedTuple):
+    eigenvalues: object
+    eigenvectors: object
+
+
+class QRResult(NamedTuple):
+    Q: object
+    R: object
+
+
+class SVDResult(NamedTuple):
+    U: object
+    S: object
+    Vh: object
+
+
+_LAPACK = tuple(map(np.dtype, ("float32", "float64", "complex64", "complex128")))
+
+
+def _inexact_matrix(name, x, square=False):
+    """``x`` as a float/complex stack of matrices (ints and bools: the default float)."""
+    (x,) = promote(name, x, to_inexact=True)
+    if x.dtype not in _LAPACK:
+        raise TypeError(f"{name}: needs float32, float64, complex64 or complex128 input, got "
+                        f"{x.dtype}; convert it with .astype('float32') first")
+    if x.ndim < 2:
+        raise ShapeError(f"{name}: needs an array of rank >= 2 (a stack of matrices), got "
+                         f"shape {x.shape}")
+    if square and x.shape[-1] != x.shape[-2]:
+        raise ShapeError(f"{name}: needs square matrices in the last two axes, got shape "
+                         f"{x.shape} ({x.dtype})")
+    return x
+
+
+def _real_dtype(dtype):
+    return np.dtype(np.float32) if dtype in (np.complex64, np.float32) else \
+        np.dtype(np.float64)
+
+
+def _eps(dtype):
+    return float(np.finfo(_real_dtype(dtype)).eps)
+
+
+def _mH(x):
+    from ..elementwise import conj
+    from ..manipulation import matrix_transpose as mt
+    return conj(mt(x)) if x.dtype.kind == "c" else mt(x)
+
+
+def _broadcast_batch(name, a, b):
+    """a (..., m, m) and b (..., m, k) with their batch dims broadcast together."""
+    from .._util import broadcast_shapes, broadcast_to_shape
+    batch = broadcast_shapes(name, a.shape[:-2], b.shape[:-2])
+    return (broadcast_to_shape(a, batch + a.shape[-2:]),
+            broadcast_to_shape(b, batch + b.shape[-2:]))
+
+
+def _lu_solve(lu_, perm, b):
+    """x with P A x = L U x = P b, given ``lu`` and ``perm`` of A (equal batch dims)."""
+    pb = matmul(_la._permutation_matrix(perm, b.dtype), b)
+    y = _la.triangular_solve(lu_, pb, left_side=True, lower=True, unit_diagonal=True)
+    return _la.triangular_solve(lu_, y, left_side=True, lower=False)
+
+
+def solve(x1, x2, /):
+    """The solution ``x`` of ``x1 @ x = x2`` for square ``x1`` (..., M, M).
+
+    ``x2`` is one vector when 1-D (shape (M,): the result is (..., M)); otherwise a stack
+    of (M, K) matrices whose batch dims broadcast with ``x1``'s (Array API 2023.12, as
+    NumPy 2). Through an LU decomposition with partial pivoting."""
+    from ..manipulation import expand_dims, squeeze
+    a, b = promote("solve", x1, x2, to_inexact=True)
+    a = _inexact_matrix("solve", a, square=True)
+    vector = b.ndim == 1
+    if b.ndim == 0:
+        raise ShapeError(f"solve: x2 must be a vector (M,) or a stack of matrices "
+                         f"(..., M, K), got shape {b.shape}")
+    if vector:
+        b = expand_dims(b, -1)
+    if b.shape[-2] != a.shape[-1]:
+        what = "(M,)" if vector else "(..., M, K)"
+        raise ShapeError(f"solve: x1 has shape {a.shape} (M = {a.shape[-1]}) but x2 has shape "
+                         f"{b.shape[:-1] if vector else b.shape}; x2 must be {what}")
+    a, b = _broadcast_batch("solve", a, b)
+    lu_, _, perm = _la.lu(a)
+    x = _lu_solve(lu_, perm, b)
+    return squeeze(x, -1) if vector else x
+
+
+def inv(x, /):
+    """The inverses of the square matrices in the last two axes."""
+    from ..creation import eye
+    from .._util import broadcast_to_shape
+    a = _inexact_matrix("inv", x, square=True)
+    i = broadcast_to_shape(eye(a.shape[-1], dtype=a.dtype), a.shape)
+    lu_, _, perm = _la.lu(a)
+    return _lu_solve(lu_, perm, i)
+
+
+def _lu_parts(name, x):
+    """(diagonal of U, pivot parity +1/-1 as a real array) of the square matrices x."""
+    from ..reductions import sum as sum_
+    from .. import elementwise as ew
+    a = _inexact_matrix(name, x, square=True)
+    lu_, piv, _ = _la.lu(a)
+    n = a.shape[-1]
+    swaps = sum_(ew.not_equal(piv, lax.broadcasted_iota(np.int32, piv.shape, piv.ndim - 1)),
+                 axis=-1)
+    rd = _real_dtype(a.dtype)
+    parity = lax.convert_element_type(
+        ew.subtract(1, ew.multiply(2, ew.remainder(swaps, 2))), rd)
+    return diagonal(lu_) if n else lu_[..., :0, 0], parity
+
+
+def det(x, /):
+    """Determinants of the square matrices in the last two axes (from an LU
+    decomposition; the gradient is ``det(x) * inv(x)^T``)."""
+    from ..reductions import prod
+    from .. import elementwise as ew
+    d, parity = _lu_parts("det", x)
+    return ew.multiply(prod(d, axis=-1), lax.convert_element_type(parity, d.dtype))
+
+
+def slogdet(x, /):
+    """``SlogdetResult(sign, logabsdet)`` with ``det(x) = sign * exp(logabsdet)``; a
+    singular matrix gives sign 0 and logabsdet -inf."""
+    from ..reductions import prod, sum as sum_
+    from .. import elementwise as ew
+    d, parity = _lu_parts("slogdet", x)
+    mag = ew.absolute(d)
+    zero = ew.equal(mag, 0)
+    if d.dtype.kind == "c":
+        unit = ew.where(zero, lax.convert_element_type(0, d.dtype),
+                        ew.divide(d, lax.convert_element_type(ew.where(zero, 1, mag), d.dtype)))
+    else:
+        unit = ew.sign(d)
+    sign = ew.multiply(prod(unit, axis=-1), lax.convert_element_type(parity, d.dtype))
+    return SlogdetResult(sign, sum_(ew.log(mag), axis=-1))
+
+
+def cholesky(x, /, *, upper=False):
+    """Cholesky factor of Hermitian positive definite matrices: lower ``L`` with
+    ``x = L L^H`` (``upper``: ``U = L^H``, ``x = U^H U``). Factors ``(x + x^H) / 2``, so
+    the gradient is symmetric; not positive definite: NaNs (as JAX; NumPy raises)."""
+    a = _inexact_matrix("cholesky", x, square=True)
+    chol = _la.cholesky(a)
+    return _mH(chol) if upper else chol
+
+
+def qr(x, /, *, mode="reduced"):
+    """``QRResult(Q, R)`` of the matrices in the last two axes; ``mode``: 'reduced'
+    (K = min(M, N)), 'complete' (Q is M x M) or 'r' (R alone, as NumPy)."""
+    a = _inexact_matrix("qr", x)
+    if mode not in ("reduced", "complete", "r"):
+        raise ValueError(f"qr: mode must be 'reduced', 'complete' or 'r', got {mode!r}")
+    q, r = _la.qr(a, full_matrices=mode == "complete")
+    return r if mode == "r" else QRResult(q, r)
+
+
+def eigh(x, /, *, UPLO="L", symmetrize_input=True):
+    """``EighResult(eigenvalues, eigenvectors)`` of Hermitian matrices: eigenvalues
+    ascending (real), eigenvectors in the columns. ``symmetrize_input`` (default, as JAX):
+    decompose ``(x + x^H) / 2``; else read the ``UPLO`` ('L' or 'U') triangle only."""
+    a = _inexact_matrix("eigh", x, square=True)
+    if UPLO not in ("L", "U"):
+        raise ValueError(f"eigh: UPLO must be 'L' or 'U', got {UPLO!r}")
+    v, w = _la.eigh(a, lower=UPLO == "L", symmetrize_input=symmetrize_input)
+    return EighResult(w, v)
+
+
+def eigvalsh(x, /, UPLO="L"):
+    """Eigenvalues (ascending, real) of Hermitian matrices."""
+    return eigh(x, UPLO=UPLO).eigenvalues
+
+
+def svd(x, /, *, full_matrices=True, compute_uv=True, hermitian=False):
+    """``SVDResult(U, S, Vh)`` with ``x = U @ (S[..., None] * Vh)`` (S descending), or
+    ``S`` alone when not ``compute_uv`` (as NumPy). ``hermitian`` is accepted and
+    ignored (the general SVD is used)."""
+    a = _inexact_matrix("svd", x)
+    if not compute_uv:
+        return _la.svd(a, compute_uv=False)
+    u, s, vh = _la.svd(a, full_matrices=full_matrices)
+    return SVDResult(u, s, vh)
+
+
+def svdvals(x, /):
+    """Singular values (descending) of the matrices in the last two axes."""
+    return _la.svd(_inexact_matrix("svdvals", x), compute_uv=False)
+
+
+def _sv_norm(x, axes, keepdims, ord):
+    from ..manipulation import expand_dims, moveaxis
+    from ..reductions import max as max_, min as min_, sum as sum_
+    x = _inexact_matrix("matrix_norm", x)
+    s = svdvals(moveaxis(x, axes, (-2, -1)))
+    out = {2: max_, -2: min_, "nuc": sum_}[ord](s, axis=-1)
+    return expand_dims(out, tuple(sorted(axes))) if keepdims else out
+
+
+def _cutoff_mask(s, rtol):
+    """``s > rtol * max(s)`` per matrix (``rtol`` a number or an array over the batch
+    dims), and 1/s there (0 elsewhere, with no NaN in the gradient)."""
+    from .. import elementwise as ew
+    from ..reductions import max as max_
+    if not isinstance(rtol, (int, float)):
+        rtol = lax.convert_element_type(to_array(rtol), s.dtype)
+        if rtol.ndim:
+            rtol = rtol[..., None]
+    top = max_(s, axis=-1, keepdims=True) if s.shape[-1] else s
+    keep = ew.greater(s, ew.multiply(lax.stop_gradient(top), rtol))
+    safe = ew.where(keep, s, 1)
+    return keep, ew.where(keep, ew.divide(1, safe), 0)
+
+
+def pinv(x, /, *, rtol=None, hermitian=False, rcond=None):
+    """Moore-Penrose pseudo-inverses (through the SVD): singular values up to
+    ``rtol * largest`` count as zero (``rtol`` default max(M, N) * eps; ``rcond`` is
+    NumPy's older name for it). ``hermitian`` is accepted and ignored."""
+    a = _inexact_matrix("pinv", x)
+    m, n = a.shape[-2:]
+    if rtol is None:
+        rtol = rcond if rcond is not None else max(m, n) * _eps(a.dtype)
+    u, s, vh = _la.svd(a, full_matrices=False)
+    _, s_inv = _cutoff_mask(s, rtol)
+    from .. import elementwise as ew
+    scaled = ew.multiply(_mH(vh), lax.convert_element_type(s_inv, a.dtype)[..., None, :])
+    return matmul(scaled, _mH(u))
+
+
+def lstsq(a, b, rcond=None):
+    """Least-squares solution of ``a @ x = b`` (a: (M, N); b: (M,) or (M, K)), through the
+    SVD: ``(x, residuals, rank, s)``. Singular values up to ``rcond * largest`` count as
+    zero (default eps * max(M, N), as NumPy). As in JAX, ``residuals`` is always the sum
+    of squared residuals per column (shape (K,), or () for a vector b), where NumPy
+    returns an empty array unless rank == N < M."""
+    from .. import elementwise as ew
+    from ..manipulation import expand_dims, squeeze
+    from ..reductions import sum as sum_
+    a, b = promote("lstsq", a, b, to_inexact=True)
+    if a.ndim != 2 or b.ndim not in (1, 2):
+        raise ShapeError(f"lstsq: needs a matrix a (M, N) and b (M,) or (M, K), got shapes "
+                         f"{a.shape} and {b.shape}")
+    a = _inexact_matrix("lstsq", a)
+    if b.shape[0] != a.shape[0]:
+        raise ShapeError(f"lstsq: a {a.shape} and b {b.shape} need the same number of rows")
+    vector = b.ndim == 1
+    if vector:
+        b = expand_dims(b, -1)
+    m, n = a.shape
+    if rcond is None:
+        rcond = _eps(a.dtype) * max(m, n)
+    u, s, vh = _la.svd(a, full_matrices=False)
+    keep, s_inv = _cutoff_mask(s, rcond)
+    ub = ew.multiply(matmul(_mH(u), b), lax.convert_element_type(s_inv, a.dtype)[:, None])
+    x = matmul(_mH(vh), ub)
+    r = ew.subtract(b, matmul(a, x))
+    resid = sum_(ew.real(ew.multiply(ew.conj(r), r)) if r.dtype.kind == "c"
+                 else ew.multiply(r, r), axis=0)
+    rank = sum_(keep, axis=-1, dtype=np.int32)
+    if vector:
+        x, resid = squeeze(x, -1), squeeze(resid, 0)
+    return x, resid, rank, s
+
+
+def matrix_rank(x, /, *, rtol=None, tol=None, hermitian=False):
+    """Ranks of the matrices in the last two axes: the singular values above ``tol``
+    (absolute) or ``rtol * largest`` (default max(M, N) * eps) counted. Rank < 2 input:
+    1 unless all zero (as NumPy)."""
+    from .. import elementwise as ew
+    from ..reductions import any as any_, sum as sum_
+    (x,) = promote("matrix_rank", x, to_inexact=True)
+    if x.ndim < 2:
+        return lax.convert_element_type(any_(ew.not_equal(x, 0)), np.int32)
+    a = _inexact_matrix("matrix_rank", x)
+    s = svdvals(a)
+    if tol is not None:
+        t = to_array(tol)
+        t = t[..., None] if t.ndim else t
+        keep = ew.greater(s, lax.convert_element_type(t, s.dtype))
+    else:
+        if rtol is None:
+            rtol = max(a.shape[-2:]) * _eps(a.dtype)
+        keep, _ = _cutoff_mask(s, rtol)
+    return sum_(keep, axis=-1, dtype=np.int32)
+
+
+def matrix_power(x, n, /):
+    """``x`` multiplied by itself ``n`` times (an int; 0: identity, negative: powers of
+    the inverse), by repeated squaring."""
+    from ..creation import eye
+    from .._util import broadcast_to_shape
+    if not isinstance(n, (int, np.integer)) or isinstance(n, bool):
+        raise TypeError(f"matrix_power: n must be a Python int, got {type(n).__name__}")
+    (a,) = promote("matrix_power", x)
+    if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
+        raise ShapeError(f"matrix_power: needs square matrices in the last two axes, got "
+                         f"shape {a.shape}")
+    if n == 0:
+        return broadcast_to_shape(eye(a.shape[-1], dtype=a.dtype), a.shape)
+    if n < 0:
+        a, n = inv(a), -n
+    out = None
+    while n:
+        if n & 1:
+            out = a if out is None else matmul(out, a)
+        n >>= 1
+        if n:
+            a = matmul(a, a)
+    return out
+
+
+def kron(a, b, /):
+    """Kronecker product: blocks ``a[i, j, ...] * b`` (the rank-smaller operand gets
+    leading ones, as NumPy)."""
+    from .. import elementwise as ew
+    from ..manipulation import reshape
+    a, b = promote("kron", a, b)
+    nd = max(a.ndim, b.ndim)
+    sa = (1,) * (nd - a.ndim) + tuple(a.shape)
+    sb = (1,) * (nd - b.ndim) + tuple(b.shape)
+    a2 = reshape(a, tuple(d for s in sa for d in (s, 1)))
+    b2 = reshape(b, tuple(d for s in sb for d in (1, s)))
+    return reshape(ew.multiply(a2, b2), tuple(x * y for x, y in zip(sa, sb)))

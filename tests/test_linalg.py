@@ -1,0 +1,433 @@
+"""``fnx.numpy.linalg`` and ``fnx.lax.linalg`` against NumPy and SciPy: values on stacks of
+matrices in float32/float64/complex, gradients (``check_grads``), errors, ``check_op``
+on the fnx.numpy.linalg functions, and a Gaussian-process marginal likelihood fitted
+through ``cholesky`` and ``triangular_solve``. (The primitives' rules are swept in
+``tests/test_rules_linalg.py``.)"""
+import math
+
+import numpy as np
+import pytest
+import scipy.linalg as sla
+from hypothesis import strategies as st
+
+import fnx
+import fnx.numpy as fnp
+from fnx.errors import ShapeError
+from fnx.lax import linalg as la
+from fnx.testing import Example, check_grads, check_op
+
+LA = fnp.linalg
+DTYPES = [np.float32, np.float64, np.complex64, np.complex128]
+BATCHES = [(), (3,), (2, 2)]
+
+
+def _rand(rng, shape, dtype):
+    x = rng.standard_normal(shape)
+    if np.dtype(dtype).kind == "c":
+        x = x + 1j * rng.standard_normal(shape)
+    return x.astype(dtype)
+
+
+def _mH(x):
+    return np.conj(np.swapaxes(x, -1, -2))
+
+
+def _well(rng, shape, dtype):
+    """Square matrices with a dominant diagonal (condition number ~ a few)."""
+    n = shape[-1]
+    return (_rand(rng, shape, dtype) / np.sqrt(n) + 3 * np.eye(n)).astype(dtype)
+
+
+def _spd(rng, shape, dtype):
+    a = _rand(rng, shape, dtype)
+    return (a @ _mH(a) / shape[-1] + np.eye(shape[-1])).astype(dtype)
+
+
+def _tol(dtype):
+    return 2e-4 if np.dtype(dtype) in (np.float32, np.complex64) else 1e-10
+
+
+def close(got, want, dtype, scale=1.0):
+    got = np.asarray(got)
+    assert got.shape == np.shape(want), (got.shape, np.shape(want))
+    np.testing.assert_allclose(got, want, rtol=_tol(dtype) * scale, atol=_tol(dtype) * scale)
+
+
+# --- values against NumPy ---------------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("batch", BATCHES)
+def test_square_functions_match_numpy(dtype, batch):
+    rng = np.random.default_rng(0)
+    a = _well(rng, batch + (4, 4), dtype)
+    b = _rand(rng, batch + (4, 2), dtype)
+    v = _rand(rng, (4,), dtype)
+    rdt = np.empty((), dtype).real.dtype
+    for f, ref in ((LA.inv, np.linalg.inv), (LA.det, np.linalg.det),
+                   (lambda x: LA.matrix_power(x, 3), lambda x: np.linalg.matrix_power(x, 3)),
+                   (lambda x: LA.matrix_power(x, -2), lambda x: np.linalg.matrix_power(x, -2)),
+                   (lambda x: LA.matrix_power(x, 0), lambda x: np.linalg.matrix_power(x, 0))):
+        out = f(a)
+        assert out.dtype == dtype
+        close(out, ref(a), dtype)
+        close(fnx.jit(f)(a), ref(a), dtype)
+    close(LA.solve(a, b), np.linalg.solve(a, b), dtype)
+    close(LA.solve(a, v), np.linalg.solve(a, v), dtype)
+    sign, logdet = LA.slogdet(a)
+    ref = np.linalg.slogdet(a)
+    assert isinstance(LA.slogdet(a), LA.SlogdetResult) and logdet.dtype == rdt
+    close(sign, ref.sign, dtype)
+    close(logdet, ref.logabsdet, dtype)
+    s = _spd(rng, batch + (4, 4), dtype)
+    close(LA.cholesky(s), np.linalg.cholesky(s), dtype)
+    close(LA.cholesky(s, upper=True), np.linalg.cholesky(s, upper=True), dtype)
+    w, vecs = LA.eigh(s)
+    close(w, np.linalg.eigvalsh(s), dtype, 10)
+    assert w.dtype == rdt
+    close((np.asarray(vecs) * np.asarray(w)[..., None, :]) @ _mH(np.asarray(vecs)), s, dtype, 10)
+    close(LA.eigvalsh(s), np.linalg.eigvalsh(s), dtype, 10)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(4, 2), (3, 3), (2, 5, 3), (2, 3, 5)])
+def test_rectangular_functions_match_numpy(dtype, shape):
+    rng = np.random.default_rng(1)
+    a = _rand(rng, shape, dtype)
+    for mode in ("reduced", "complete"):
+        q, r = LA.qr(a, mode=mode)
+        qn, rn = np.linalg.qr(a, mode=mode)
+        close(q, qn, dtype, 10)
+        close(r, rn, dtype, 10)
+    close(LA.qr(a, mode="r"), np.linalg.qr(a, mode="r"), dtype, 10)
+    for full in (True, False):
+        u, s, vh = LA.svd(a, full_matrices=full)
+        un, sn, vhn = np.linalg.svd(a, full_matrices=full)
+        assert u.shape == un.shape and vh.shape == vhn.shape
+        close(s, sn, dtype, 10)
+        k = s.shape[-1]
+        u, vh = np.asarray(u), np.asarray(vh)
+        close((u[..., :k] * np.asarray(s)[..., None, :]) @ vh[..., :k, :], a, dtype, 10)
+    close(LA.svdvals(a), np.linalg.svdvals(a), dtype, 10)
+    close(LA.svd(a, compute_uv=False), np.linalg.svd(a, compute_uv=False), dtype, 10)
+    close(LA.pinv(a), np.linalg.pinv(a), dtype, 10)
+    close(fnx.jit(LA.pinv)(a), np.linalg.pinv(a), dtype, 10)
+    for o in (2, -2, "nuc"):
+        close(LA.matrix_norm(a, ord=o), np.linalg.matrix_norm(a, ord=o), dtype, 10)
+        close(LA.matrix_norm(a, ord=o, keepdims=True),
+              np.linalg.matrix_norm(a, ord=o, keepdims=True), dtype, 10)
+    if a.ndim == 3:
+        for o in (2, -2, "nuc"):
+            for axis in ((0, 2), (2, 1)):
+                close(LA.norm(a, o, axis, True), np.linalg.norm(a, o, axis, True), dtype, 10)
+    else:
+        close(LA.norm(a, "nuc"), np.linalg.norm(a, "nuc"), dtype, 10)
+
+
+def test_rank_lstsq_kron():
+    rng = np.random.default_rng(2)
+    low = rng.standard_normal((3, 5, 2)) @ rng.standard_normal((3, 2, 4))   # rank 2
+    np.testing.assert_array_equal(LA.matrix_rank(low), np.linalg.matrix_rank(low))
+    np.testing.assert_array_equal(LA.matrix_rank(low, tol=1e-3), [2, 2, 2])
+    np.testing.assert_array_equal(LA.matrix_rank(np.eye(4)), 4)
+    assert int(LA.matrix_rank(np.zeros(3))) == 0 and int(LA.matrix_rank(np.ones(3))) == 1
+    np.testing.assert_allclose(LA.pinv(low), np.linalg.pinv(low), atol=1e-10)
+    a, b = rng.standard_normal((6, 3)), rng.standard_normal((6, 2))
+    x, resid, rank, s = LA.lstsq(a, b)
+    xn, rn, kn, sn = np.linalg.lstsq(a, b)
+    for got, want in ((x, xn), (resid, rn), (s, sn)):
+        np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12)
+    assert int(rank) == kn
+    x1, r1, _, _ = LA.lstsq(a, b[:, 0])
+    np.testing.assert_allclose(x1, np.linalg.lstsq(a, b[:, 0])[0], rtol=1e-10)
+    assert r1.shape == ()
+    xl, _, kl, _ = LA.lstsq(low[0], b[:5])          # rank deficient: minimum-norm solution
+    np.testing.assert_allclose(xl, np.linalg.lstsq(low[0], b[:5])[0], atol=1e-10)
+    assert int(kl) == 2
+    for sa, sb in (((2, 3), (4, 1)), ((3,), (2, 2)), ((2, 1, 2), (3, 2))):
+        p, q = rng.standard_normal(sa), rng.standard_normal(sb)
+        np.testing.assert_allclose(LA.kron(p, q), np.kron(p, q), rtol=1e-12)
+    assert fnp.linalg.kron(np.ones(2, np.int32), np.ones(2, np.int32)).dtype == np.int32
+
+
+def test_singular_and_not_positive_definite():
+    a = np.array([[1.0, 2.0], [2.0, 4.0]])
+    assert float(LA.det(a)) == 0.0
+    sign, logdet = LA.slogdet(a)
+    assert float(sign) == 0.0 and float(logdet) == -np.inf
+    assert np.isnan(np.asarray(LA.cholesky(np.array([[1.0, 2.0], [2.0, 1.0]])))).all()
+    stack = np.stack([np.eye(2), -np.eye(2)])                    # one PD, one not
+    out = np.asarray(la.cholesky(stack))
+    np.testing.assert_array_equal(out[0], np.eye(2))
+    assert np.isnan(out[1]).all()
+    assert np.isinf(np.asarray(la.triangular_solve(np.zeros((2, 2)), np.ones((2, 1)),
+                                                    left_side=True, lower=True))).any()
+
+
+def test_solve_broadcasts_batch_dims():
+    rng = np.random.default_rng(3)
+    a, b = _well(rng, (2, 1, 3, 3), np.float64), rng.standard_normal((4, 3, 2))
+    np.testing.assert_allclose(LA.solve(a, b), np.linalg.solve(a, b), rtol=1e-10)
+    np.testing.assert_allclose(LA.solve(np.eye(3, dtype=np.int32), np.arange(3)), np.arange(3))
+
+
+# --- fnx.lax.linalg against SciPy ---------------------------------------------------------------
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_triangular_solve_matches_scipy(dtype):
+    rng = np.random.default_rng(4)
+    a = _well(rng, (2, 4, 4), dtype)
+    bl, br = _rand(rng, (2, 4, 3), dtype), _rand(rng, (2, 3, 4), dtype)
+    for lower in (True, False):
+        for transpose_a in (True, False):
+            for conjugate_a in (True, False):
+                for unit in (True, False):
+                    t = np.tril(a) if lower else np.triu(a)
+                    if unit:
+                        t[..., np.arange(4), np.arange(4)] = 1
+                    op = np.swapaxes(t, -1, -2) if transpose_a else t
+                    op = np.conj(op) if conjugate_a else op
+                    kw = dict(lower=lower, transpose_a=transpose_a, conjugate_a=conjugate_a,
+                              unit_diagonal=unit)
+                    x = la.triangular_solve(a, bl, left_side=True, **kw)
+                    close(np.asarray(op) @ np.asarray(x), bl, dtype, 10)
+                    if not conjugate_a:
+                        ref = np.stack([sla.solve_triangular(
+                            a[i], bl[i], trans=1 if transpose_a else 0, lower=lower,
+                            unit_diagonal=unit) for i in range(2)])
+                        close(x, ref, dtype, 10)
+                    y = la.triangular_solve(a, br, left_side=False, **kw)
+                    close(np.asarray(y) @ op, br, dtype, 10)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_lu_and_cholesky_match_scipy(dtype):
+    rng = np.random.default_rng(5)
+    a = _rand(rng, (3, 5, 5), dtype)
+    lu, piv, perm = la.lu(a)
+    assert piv.dtype == perm.dtype == np.int32
+    for i in range(3):
+        lu_ref, piv_ref = sla.lu_factor(a[i])
+        close(lu[i], lu_ref, dtype, 10)
+        np.testing.assert_array_equal(piv[i], piv_ref)
+        p = sla.lu(a[i])[0]
+        np.testing.assert_allclose(np.asarray(a[i])[np.asarray(perm[i])], p.T @ a[i])
+    s = _spd(rng, (3, 4, 4), dtype)
+    close(la.cholesky(s), np.stack([sla.cholesky(m, lower=True) for m in s]), dtype)
+    v, w = la.eigh(s)
+    close(w, np.stack([sla.eigh(m, eigvals_only=True) for m in s]), dtype, 10)
+
+
+# --- gradients -------------------------------------------------------------------------------
+
+def test_gradients_of_linalg_functions():
+    rng = np.random.default_rng(6)
+    a = _well(rng, (2, 3, 3), np.float64)
+    b = rng.standard_normal((2, 3, 2))
+    s = _spd(rng, (2, 3, 3), np.float64)
+    tall = rng.standard_normal((2, 4, 3)) + np.eye(4, 3) * 3
+    check_grads(LA.det, (a,))
+    check_grads(lambda x: LA.slogdet(x).logabsdet, (a,))
+    check_grads(LA.inv, (a,))
+    check_grads(LA.solve, (a, b))
+    check_grads(lambda x, y: LA.solve(x, y[0, :, 0]), (a, b))
+    check_grads(lambda x: LA.matrix_power(x, -2), (a,))
+    check_grads(LA.cholesky, (s,))
+    check_grads(lambda x: LA.eigh(x).eigenvalues, (s,))
+    check_grads(LA.eigvalsh, (s,))
+    check_grads(LA.svdvals, (tall,))
+    check_grads(LA.pinv, (tall,))
+    check_grads(lambda x: LA.matrix_norm(x, ord=2), (tall,))
+    check_grads(lambda x: LA.matrix_norm(x, ord="nuc"), (tall,))
+    check_grads(lambda x: LA.norm(x[0], -2), (tall,))
+    check_grads(lambda x, y: LA.lstsq(x, y)[:2], (tall[0], rng.standard_normal((4, 2))))
+    check_grads(LA.kron, (a[0], b[0]))
+    # eigenvectors and singular vectors through functions that do not depend on their signs
+    check_grads(lambda x: (lambda w, v: (v * w[..., None, :] ** 2) @ fnp.swapaxes(v, -1, -2))(
+        *LA.eigh(x)), (s,))
+    check_grads(lambda x: (lambda u, sv, vh: fnp.abs(u[..., 0]) + sv[..., :1])(
+        *LA.svd(x, full_matrices=False)), (tall,), order=1)
+    # complex
+    c = _well(rng, (2, 3, 3), np.complex128)
+    check_grads(LA.det, (c,))
+    check_grads(LA.inv, (c,))
+    check_grads(lambda x: LA.slogdet(x).logabsdet, (c,))
+
+
+def test_det_gradient_is_det_times_inverse_transpose():
+    rng = np.random.default_rng(7)
+    a = _well(rng, (3, 4, 4), np.float64)
+    g = fnx.grad(lambda x: LA.det(x).sum())(a)
+    want = np.linalg.det(a)[:, None, None] * np.swapaxes(np.linalg.inv(a), -1, -2)
+    np.testing.assert_allclose(g, want, rtol=1e-10)
+    g = fnx.jit(fnx.grad(lambda x: LA.slogdet(x).logabsdet.sum()))(a)
+    np.testing.assert_allclose(g, np.swapaxes(np.linalg.inv(a), -1, -2), rtol=1e-10)
+
+
+def test_vmap_and_jit_of_factorizations():
+    rng = np.random.default_rng(8)
+    s = _spd(rng, (4, 3, 3), np.float32)
+    out = fnx.vmap(LA.cholesky, in_axes=2, out_axes=1)(np.moveaxis(s, 0, 2))
+    np.testing.assert_allclose(np.moveaxis(np.asarray(out), 1, 0), np.linalg.cholesky(s),
+                               rtol=1e-5, atol=1e-6)
+    f = fnx.jit(fnx.vmap(lambda x, y: LA.solve(x, y), in_axes=(0, None)))
+    b = rng.standard_normal(3).astype(np.float32)
+    np.testing.assert_allclose(f(s, b), np.linalg.solve(s, b), rtol=1e-4, atol=1e-5)
+    g = fnx.vmap(fnx.grad(lambda x: LA.slogdet(x).logabsdet))(s)
+    np.testing.assert_allclose(g, np.linalg.inv(s).swapaxes(-1, -2), rtol=1e-4, atol=1e-5)
+
+
+# --- errors ----------------------------------------------------------------------------------
+
+def test_errors_name_the_op_and_shapes():
+    sq, rect = np.ones((3, 3)), np.ones((2, 3))
+    for f in (LA.inv, LA.det, LA.slogdet, LA.cholesky, LA.eigh, LA.eigvalsh,
+              lambda x: LA.matrix_power(x, 2)):
+        with pytest.raises(ShapeError, match="square"):
+            f(rect)
+    with pytest.raises(ShapeError, match=r"rank >= 2"):
+        LA.svd(np.ones(3))
+    with pytest.raises(ShapeError, match=r"solve.*\(3, 3\).*x2"):
+        LA.solve(sq, np.ones(4))
+    with pytest.raises(ShapeError, match="solve"):
+        LA.solve(sq, np.ones((2, 4, 2)))
+    with pytest.raises(ShapeError, match=r"triangular_solve.*f64\[3,3\].*f64\[2,2\]"):
+        la.triangular_solve(sq, np.ones((2, 2)), left_side=True)
+    with pytest.raises(ShapeError, match=r"triangular_solve.*one dtype"):
+        la.triangular_solve(sq, np.ones((3, 3), np.float32))
+    with pytest.raises(ShapeError, match=r"cholesky.*float32.*f16"):
+        la.cholesky(np.eye(2, dtype=np.float16), symmetrize_input=False)
+    with pytest.raises(TypeError, match=r"inv.*float16"):
+        LA.inv(np.eye(2, dtype=np.float16))
+    with pytest.raises(ShapeError, match="lstsq"):
+        LA.lstsq(sq, np.ones(4))
+    with pytest.raises(ValueError, match="mode"):
+        LA.qr(sq, mode="full")
+    with pytest.raises(TypeError, match="matrix_power"):
+        LA.matrix_power(sq, 1.5)
+    with pytest.raises(NotImplementedError, match="full_matrices"):
+        fnx.grad(lambda x: LA.svd(x).U.sum())(rect)
+    with pytest.raises(NotImplementedError, match="full_matrices"):
+        fnx.grad(lambda x: LA.qr(x, mode="complete").Q.sum())(rect.T)
+    assert LA.det(np.eye(3, dtype=np.int32)).dtype == np.float32
+
+
+# --- check_op on fnx.numpy.linalg functions against NumPy -----------------------------------------
+
+def _line(make, dtypes=(np.float32, np.float64), sides=(1, 4)):
+    """Examples of ``make(rng, batch, n, dtype) -> operands``, with vmap lanes alike."""
+    @st.composite
+    def draw(d):
+        dtype = np.dtype(d(st.sampled_from(dtypes)))
+        batch = d(st.sampled_from([(), (2,)]))
+        n = d(st.integers(*sides))
+        seed = d(st.integers(0, 2 ** 32 - 1))
+        ex = Example(*make(np.random.default_rng(seed), batch, n, dtype))
+        return ex.lanes(lambda k: make(np.random.default_rng(seed + k), batch, n, dtype))
+    return draw()
+
+
+def _distinct_sv(rng, batch, n, dtype):
+    q1, _ = np.linalg.qr(rng.standard_normal(batch + (n + 1, n + 1)))
+    q2, _ = np.linalg.qr(rng.standard_normal(batch + (n, n)))
+    s = 1.0 + 0.5 * rng.permutation(n)
+    return ((q1[..., :, :n] * s) @ q2).astype(dtype)
+
+
+def _distinct_eig(rng, batch, n, dtype):
+    q, _ = np.linalg.qr(rng.standard_normal(batch + (n, n)))
+    return ((q * (0.5 * rng.permutation(n) - 1.0)) @ _mH(q)).astype(dtype)
+
+
+SQUARE = lambda rng, b, n, dt: (_well(rng, b + (n, n), dt),)       # noqa: E731
+LINES = [
+    ("inv", LA.inv, np.linalg.inv, _line(SQUARE)),
+    # n >= 2: the det of a 1 x 1 matrix is linear, and its zero second derivative is
+    # below the float32 rounding of the reverse-mode check
+    ("det", LA.det, np.linalg.det, _line(SQUARE, sides=(2, 4))),
+    ("slogdet", LA.slogdet, lambda x: tuple(np.linalg.slogdet(x)), _line(SQUARE)),
+    ("solve", LA.solve, np.linalg.solve, _line(
+        lambda rng, b, n, dt: (_well(rng, b + (n, n), dt), _rand(rng, b + (n, 2), dt)))),
+    ("matrix_power", lambda x: LA.matrix_power(x, -3),
+     lambda x: np.linalg.matrix_power(x, -3), _line(SQUARE)),
+    ("cholesky", LA.cholesky, np.linalg.cholesky,
+     _line(lambda rng, b, n, dt: (_spd(rng, b + (n, n), dt),))),
+    ("eigvalsh", LA.eigvalsh, np.linalg.eigvalsh, _line(
+        lambda rng, b, n, dt: (_distinct_eig(rng, b, n, dt),))),
+    ("svdvals", LA.svdvals, np.linalg.svdvals, _line(
+        lambda rng, b, n, dt: (_distinct_sv(rng, b, n, dt),))),
+    ("pinv", LA.pinv, np.linalg.pinv, _line(
+        lambda rng, b, n, dt: (_distinct_sv(rng, b, n, dt),))),
+    ("matrix_norm[2]", lambda x: LA.matrix_norm(x, ord=2),
+     lambda x: np.linalg.matrix_norm(x, ord=2), _line(
+        lambda rng, b, n, dt: (_distinct_sv(rng, b, n, dt),))),
+    ("kron", LA.kron, np.kron, _line(
+        lambda rng, b, n, dt: (_rand(rng, (n, 2), dt), _rand(rng, (2, n), dt)))),
+]
+
+
+@pytest.mark.parametrize("name,fn,ref,args", LINES, ids=[line[0] for line in LINES])
+def test_check_op_linalg(name, fn, ref, args):
+    check_op(fn, args, reference=ref, name=f"fnx.numpy.linalg.{name}")
+
+
+# --- model level: a Gaussian process fitted by its marginal likelihood ----------------------------
+
+def _gp_data(n=12, d=2):
+    rng = np.random.default_rng(9)
+    x = rng.uniform(-2, 2, (n, d))
+    y = np.sin(x @ np.array([1.5, -0.7])[:d]) + 0.1 * rng.standard_normal(n)
+    return x, y
+
+
+def gp_nll(params, x, y):
+    """Negative log marginal likelihood of y ~ N(0, K + noise I), K an RBF kernel;
+    params = log(lengthscale, variance, noise)."""
+    ls, var, noise = fnp.exp(params[0]), fnp.exp(params[1]), fnp.exp(params[2])
+    d2 = fnp.sum((x[:, None, :] - x[None, :, :]) ** 2, axis=-1)
+    n = x.shape[0]
+    k = var * fnp.exp(-0.5 * d2 / ls ** 2) + (noise + 1e-6) * fnp.eye(n, dtype=x.dtype)
+    chol = la.cholesky(k)
+    alpha = la.triangular_solve(chol, y[:, None], left_side=True, lower=True)
+    return (0.5 * fnp.sum(alpha ** 2) + fnp.sum(fnp.log(fnp.diagonal(chol)))
+            + 0.5 * n * math.log(2 * math.pi))
+
+
+def _gp_nll_ref(params, x, y):
+    from scipy.stats import multivariate_normal
+    ls, var, noise = np.exp(params)
+    d2 = ((x[:, None, :] - x[None, :, :]) ** 2).sum(-1)
+    k = var * np.exp(-0.5 * d2 / ls ** 2) + (noise + 1e-6) * np.eye(len(x))
+    return -multivariate_normal(np.zeros(len(x)), k).logpdf(y)
+
+
+def test_gaussian_process_likelihood_and_gradient():
+    x, y = _gp_data()
+    sets = np.log(np.array([[0.7, 1.0, 0.1], [1.5, 0.5, 0.05], [0.3, 2.0, 0.5],
+                            [1.0, 1.0, 1.0]]))
+    for p in sets:
+        np.testing.assert_allclose(gp_nll(p, x, y), _gp_nll_ref(p, x, y), rtol=1e-10)
+        np.testing.assert_allclose(fnx.jit(gp_nll)(p, x, y), _gp_nll_ref(p, x, y), rtol=1e-10)
+    p = sets[0]
+    check_grads(lambda q: gp_nll(q, x, y), (p,), order=2)             # eager, both modes
+    check_grads(fnx.jit(lambda q: gp_nll(q, x, y)), (p,), order=2)    # under jit
+    g = fnx.grad(gp_nll)(p, x, y)
+    eps = 1e-6
+    fd = [(_gp_nll_ref(p + eps * e, x, y) - _gp_nll_ref(p - eps * e, x, y)) / (2 * eps)
+          for e in np.eye(3)]
+    np.testing.assert_allclose(g, fd, rtol=1e-6, atol=1e-7)           # against SciPy's NLL
+    # vmapped over parameter sets, and under jit
+    vals, grads = fnx.jit(fnx.vmap(fnx.value_and_grad(gp_nll), in_axes=(0, None, None)))(
+        sets, x, y)
+    np.testing.assert_allclose(vals, [_gp_nll_ref(q, x, y) for q in sets], rtol=1e-10)
+    np.testing.assert_allclose(grads, [np.asarray(fnx.grad(gp_nll)(q, x, y)) for q in sets],
+                               rtol=1e-9, atol=1e-12)
+    check_grads(lambda q: fnx.vmap(gp_nll, in_axes=(0, None, None))(q, x, y), (sets,),
+                order=1)
+    # a few steps of gradient descent lower the NLL
+    step = fnx.jit(fnx.value_and_grad(gp_nll))
+    q, first = sets[0], None
+    for _ in range(20):
+        v, gq = step(q, x, y)
+        first = v if first is None else first
+        q = q - 0.05 * np.asarray(gq)
+    assert float(gp_nll(q, x, y)) < float(first)
