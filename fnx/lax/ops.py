@@ -341,12 +341,16 @@ def _cumulative(prim):
 
 cumsum, cumprod = _cumulative(rd.cumsum_p), _cumulative(rd.cumprod_p)
 cummax, cummin = _cumulative(rd.cummax_p), _cumulative(rd.cummin_p)
+cumlogsumexp = _cumulative(rd.cumlogsumexp_p)
+cumlogsumexp.__doc__ = ("``log(cumsum(exp(x)))`` along ``axis`` (``reverse``: from the end), "
+                        "computed without overflow; float operands.")
 
 
 # --- contraction and sorting ---------------------------------------------------------------
 
 def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None):
-    """Contract ``lhs`` and ``rhs``: ``(((lhs_contract), (rhs_contract)), ((lhs_batch), (rhs_batch)))``.
+    """Contract ``lhs`` and ``rhs`` by
+    ``(((lhs_contract), (rhs_contract)), ((lhs_batch), (rhs_batch)))``.
 
     Output dims: batch dims, then lhs free dims, then rhs free dims.
     """
@@ -378,6 +382,19 @@ def sort(operand, dimension=-1, is_stable=True, num_keys=1):
 
 def sort_key_val(keys, values, dimension=-1, is_stable=True):
     return sort((keys, values), dimension, is_stable, 1)
+
+
+def top_k(operand, k):
+    """The ``k`` largest entries along the last axis, in descending order, and their
+    indices (int32). Of equal entries the lower index comes first; NaNs rank above
+    every number. Differentiable in the values (the indices are piecewise constant)."""
+    operand = to_array(operand)
+    try:
+        k = operator.index(k)
+    except TypeError:
+        raise ShapeError(f"top_k: k must be a static Python int, got {k!r}") from None
+    vals, idx = so.top_k_p.bind(operand, k=k)
+    return vals, idx
 
 
 

@@ -95,6 +95,8 @@ cumsum_p = _cumulative("cumsum", np.cumsum, "num")
 cumprod_p = _cumulative("cumprod", np.cumprod, "num")
 cummax_p = _cumulative("cummax", np.maximum.accumulate, "real")
 cummin_p = _cumulative("cummin", np.minimum.accumulate, "real")
+# log(cumsum(exp(x))) without overflow: each step is a logaddexp of the running value
+cumlogsumexp_p = _cumulative("cumlogsumexp", np.logaddexp.accumulate, "float")
 
 
 
@@ -238,6 +240,41 @@ _cum_extreme_jvp(cummax_p)
 _cum_extreme_jvp(cummin_p)
 
 
+def _cumlogsumexp_jvp(primals, tangents, *, axis, reverse=False):
+    """``dy_i = sum_{j <= i} exp(x_j - y_i) t_j``, computed as the linear recurrence
+    ``dy_i = a_i dy_{i-1} + b_i t_i`` with ``a_i = exp(y_{i-1} - y_i)`` and
+    ``b_i = exp(x_i - y_i)``, both in [0, 1] (so nothing overflows), solved by a
+    Hillis-Steele scan: each of the ceil(log2 n) steps adds ``a * shift(dy, d)`` and
+    composes ``a <- a * shift(a, d)``. Linear in the tangent (mul/pad/add), so it
+    transposes for reverse mode. Where the running value is -inf (only -inf so far)
+    the weights are 0: a -inf entry gets a zero derivative, not NaN.
+    """
+    (x,), (t,) = primals, tangents
+    y = cumlogsumexp_p.bind(x, axis=axis, reverse=reverse)
+    if t is None:
+        return y, None
+    n = x.shape[axis]
+    if n == 0:
+        return y, t
+    ninf = L.broadcast_in_dim(np.array(-np.inf, x.dtype), tuple(x.shape), ())
+    zero = L.broadcast_in_dim(np.array(0, x.dtype), tuple(x.shape), ())
+    live = L.gt(y, ninf)                   # the running value is not -inf
+    safe_y = L.select(live, y, zero)
+    b = L.select(live, L.exp(L.sub(L.select(live, x, zero), safe_y)), zero)
+    y_prev = _shifted(y, 1, -np.inf, axis, reverse)
+    a = L.select(live, L.exp(L.sub(y_prev, safe_y)), zero)
+    dy, d = L.mul(b, t), 1
+    while d < n:
+        dy = L.add(dy, L.mul(a, _shifted(dy, d, 0, axis, reverse)))
+        if 2 * d < n:
+            a = L.mul(a, _shifted(a, d, 0, axis, reverse))
+        d *= 2
+    return y, dy
+
+
+cumlogsumexp_p.jvp = _cumlogsumexp_jvp
+
+
 # --- batching rules ---------------------------------------------------------------------------
 from ..transforms.vmap import batch_shifted  # noqa: E402
 
@@ -246,6 +283,6 @@ for _p in (reduce_sum_p, reduce_prod_p, reduce_max_p, reduce_min_p, reduce_and_p
 for _p in (argmax_p, argmin_p):
     batch_shifted(_p, lambda p, n, x: dict(axes=tuple(a % (x.ndim - 1) + 1 for a in p["axes"]),
                                            index_dtype=p["index_dtype"]))
-for _p in (cumsum_p, cumprod_p, cummax_p, cummin_p):
+for _p in (cumsum_p, cumprod_p, cummax_p, cummin_p, cumlogsumexp_p):
     batch_shifted(_p, lambda p, n, x: dict(axis=p["axis"] % (x.ndim - 1) + 1,
                                            reverse=p.get("reverse", False)))

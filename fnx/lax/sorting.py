@@ -64,3 +64,61 @@ def _sort_batch(vals, dims, size, *, dimension, is_stable=True, num_keys=1):
 
 
 sort_p.batch = _sort_batch
+
+
+# --- top_k: the k largest entries along the last axis ----------------------------------------
+def _top_k_rule(operand, *, k):
+    if operand.ndim == 0:
+        raise ShapeError(f"top_k: the operand must have at least one dimension, got "
+                         f"{describe(operand)}")
+    if operand.dtype.kind not in "biuf":
+        raise ShapeError(f"top_k: needs a real (not complex) operand, got {describe(operand)}")
+    n = operand.shape[-1]
+    if not 0 <= k <= n:
+        raise ShapeError(f"top_k: k={k} must be between 0 and the size of the last axis "
+                         f"({n}) of {describe(operand)}")
+    shape = tuple(operand.shape[:-1]) + (k,)
+    return [ShapeDtypeStruct(shape, operand.dtype, operand.weak_type),
+            ShapeDtypeStruct(shape, np.int32)]
+
+
+def _top_k_impl(operand, *, k):
+    """Descending and stable (of equal values the lower index comes first); NaNs rank
+    above every number. Sorting the reversed axis ascending, stably, orders equal
+    values by decreasing index; reading that order backwards gives the result."""
+    n = operand.shape[-1]
+    perm = np.argsort(np.flip(operand, -1), axis=-1, kind="stable")
+    idx = (n - 1 - np.flip(perm, -1)[..., :k]).astype(np.int32)
+    return [np.take_along_axis(operand, idx, axis=-1), idx]
+
+
+top_k_p = Primitive("top_k", shape_rule=_top_k_rule, impl=_top_k_impl, multiple_results=True)
+
+
+def _top_k_jvp(primals, tangents, *, k):
+    """The values' tangent is the operand's tangent at the chosen indices (a gather, so
+    it transposes to a scatter-add); the indices are piecewise constant."""
+    from .indexing import gather_p
+    from . import ops as L
+    (x,), (t,) = primals, tangents
+    vals, idx = top_k_p.bind(x, k=k)
+    if t is None:
+        return [vals, idx], [None, None]
+    shape = tuple(idx.shape)
+    index = [idx if d == len(shape) - 1 else L.broadcasted_iota(np.int32, shape, d)
+             for d in range(len(shape))]
+    spec = tuple(("a", d) for d in range(len(shape)))
+    return [vals, idx], [gather_p.bind(t, *index, spec=spec), None]
+
+
+top_k_p.jvp = _top_k_jvp
+
+
+def _top_k_batch(vals, dims, size, *, k):
+    # the batch dimension is in front (vmap moves it there) and top_k works on the last
+    if vals[0].ndim == 1:  # a batch of scalars: top_k needs rank >= 1 per example
+        raise ShapeError("top_k: the operand must have at least one dimension, got rank 0")
+    return top_k_p.bind(vals[0], k=k), [0, 0]
+
+
+top_k_p.batch = _top_k_batch

@@ -208,8 +208,38 @@ def _cumulative(name, lax_fn, acc=True):
     return f
 
 
-cumsum = cumulative_sum = _cumulative("cumsum", lax.cumsum)
-cumprod = cumulative_prod = _cumulative("cumprod", lax.cumprod)
+cumsum = _cumulative("cumsum", lax.cumsum)
+cumprod = _cumulative("cumprod", lax.cumprod)
+
+
+def _cumulative_api(name, lax_fn, initial):
+    def f(x, /, *, axis=None, dtype=None, out=None, include_initial=False):
+        if out is not None:
+            raise TypeError(f"{name}: fnx arrays are immutable; out= is not supported")
+        (x,) = promote(name, x)
+        if axis is None:
+            if x.ndim != 1:
+                raise ShapeError(f"{name}: axis must be given for an array of rank {x.ndim} "
+                                 "(the Array API flattens nothing)")
+            axis = 0
+        ax = normalize_axis(name, axis, x.ndim)
+        target = dtypes.canonicalize(dtype) if dtype is not None else _sum_dtype(x.dtype)
+        if target != x.dtype:
+            x = lax.convert_element_type(x, target)
+        res = lax_fn(x, ax)
+        if include_initial:
+            config = [(0, 0, 0)] * x.ndim
+            config[ax] = (1, 0, 0)
+            res = lax.pad(res, np.array(initial, target), config)
+        return res
+    f.__name__ = f.__qualname__ = name
+    f.__doc__ = (f"Array API ``{name}`` (2023.12): along ``axis`` (needed above rank 1); "
+                 f"``include_initial``: the output starts with the identity ({initial}).")
+    return f
+
+
+cumulative_sum = _cumulative_api("cumulative_sum", lax.cumsum, 0)
+cumulative_prod = _cumulative_api("cumulative_prod", lax.cumprod, 1)
 
 
 def average(a, axis=None, weights=None, returned=False, keepdims=False):
