@@ -219,3 +219,16 @@ def test_vjp_checks_cotangents():
     (g,) = f_vjp64(1.0)  # a Python scalar takes the output's dtype
     assert g.dtype == np.float64
     np.testing.assert_allclose(np.asarray(g), np.cos(np.ones(3)))
+
+
+def test_select_transpose_gives_real_zeros_to_the_unselected_case():
+    """The unselected case's cotangent is 0, not ct * 0 (NaN where ct is inf or NaN)."""
+    which = np.array([True, False, True])
+    x = np.ones(3, np.float32)
+    _, pullback = fnx.vjp(lambda a, b: fnx.lax.select(which, a, b), x, x)
+    ct_a, ct_b = pullback(np.array([np.inf, np.nan, 2.0], np.float32))
+    np.testing.assert_array_equal(np.asarray(ct_a), [np.inf, 0.0, 2.0])
+    np.testing.assert_array_equal(np.asarray(ct_b), [0.0, np.nan, 0.0])
+    _, t = fnx.jvp(lambda x: fnx.lax.clamp(0.0, x, 1.0), (np.float32([2.0, 0.5]),),
+                   (np.float32([np.inf, 1.0]),))
+    np.testing.assert_array_equal(np.asarray(t), [0.0, 1.0])

@@ -54,6 +54,15 @@ NOT_IN_TABLE = {
     "custom_lin": "the linear half of a custom_vjp; only transposed (tests/test_custom_rules.py)",
     "remat_call": "carries a checkpointed user function (tests/test_custom_rules.py)",
     "remat_lin": "the linear half of a checkpoint (tests/test_custom_rules.py)",
+    **{p: "holds sub-IRs of user functions (tests/test_control_flow.py)"
+       for p in ("cond", "while", "scan")},
+    **{p: "values against loop definitions and hand-written backprop (tests/test_conv.py)"
+       for p in ("conv_general_dilated", "reduce_window_sum", "reduce_window_max",
+                 "reduce_window_min", "select_and_gather_add", "select_and_scatter_add")},
+    **{p: "values against NumPy and SciPy factorizations (tests/test_linalg.py)"
+       for p in ("cholesky", "triangular_solve", "lu", "qr", "eigh", "svd")},
+    **{p: "bits against JAX's recorded streams and samples by statistical tests "
+          "(tests/test_random.py)" for p in ("threefry2x32", "random_gamma")},
 }
 
 # Hypothesis examples per record and check; FNX_OP_EXAMPLES=500 for a deep run.
@@ -1198,6 +1207,25 @@ def sort_fn(*ops, dimension, num_keys, single):
     return lax.sort(ops[0] if single else ops, dimension, True, num_keys)
 
 
+@st.composite
+def _top_k_case(draw, dtype):
+    shape = draw(hnp.array_shapes(min_dims=1, max_dims=3, min_side=0, max_side=5))
+    ties = Dom(-2, 2, ilo=-2, ihi=2, nice=(-0.0, 0.0, math.nan))
+    x = draw(array(dtype, shape, ties if draw(st.booleans()) else ANY))
+    return Case((x,), {"k": draw(st.integers(0, shape[-1]))})
+
+
+def top_k_ref(x, *, k):
+    """The k largest of each row, descending; NaN first; ties by increasing index."""
+    vals, idx = np.empty(x.shape[:-1] + (k,), x.dtype), np.empty(x.shape[:-1] + (k,), I32)
+    for i in _ndindex(x.shape[:-1]):
+        row = x[i].tolist()
+        perm = sorted(range(len(row)),
+                      key=lambda j: (0, 0) if row[j] != row[j] else (1, -row[j]))[:k]
+        vals[i], idx[i] = x[i][perm], perm
+    return vals, idx
+
+
 # gather / scatter
 INDEX_DTYPES = (I32, I64, U8, I8)
 
@@ -1580,6 +1608,9 @@ OPS = [
         bad(lambda: lax.cummax(z((2,), C64)), "c64[2]"),)),
     Op("cummin", lax.cummin, cum_ref(np.minimum), _cum_case, K(REAL), bad=(
         bad(lambda: lax.cummin(z((2,), C64)), "c64[2]"),)),
+    Op("cumlogsumexp", lax.cumlogsumexp, cum_ref(np.logaddexp), _cum_case, K("f"), tol=2, bad=(
+        bad(lambda: lax.cumlogsumexp(z((2,), I32)), "i32[2]"),
+        bad(lambda: lax.cumlogsumexp(z((2,), C64)), "c64[2]"))),
     # --- contraction, sorting, indexing ---
     Op("dot_general", lax.dot_general, dot_ref, _dot_case,
        (BOOL, I8, I32, I64, U8, F16, F32, F64, C64), tol=2, bad=(
@@ -1598,6 +1629,10 @@ OPS = [
         bad(lambda: lax.sort((z((2, 3)), z((2, 3))), 0, num_keys=3), "num_keys=3"),
         bad(lambda: lax.sort(z(())), "rank 0"),
         bad(lambda: lax.sort(z((2, 3)), 2), "axis 2", "rank 2"))),
+    Op("top_k", lax.top_k, top_k_ref, _top_k_case, SORT_DTYPES, bad=(
+        bad(lambda: lax.top_k(z((2, 3)), 4), "k=4", "f32[2,3]"),
+        bad(lambda: lax.top_k(z(()), 1), "f32[]"),
+        bad(lambda: lax.top_k(z((3,), C64), 1), "c64[3]"))),
     Op("gather", gather_fn, gather_ref, _gather_case, ALL, bad=(
         bad(lambda: lax.gather(z((2, 3)), [z((2,), I32), z((3,), I32)], (("a", 0), ("a", 1))),
             "(2,)", "(3,)"),

@@ -615,7 +615,7 @@ def test_einsum_dtypes_interleaved_and_errors():
 # --- linalg --------------------------------------------------------------------------------------
 
 VECTOR_ORDS = [2, 1, np.inf, -np.inf, 0, 3, 0.5]
-MATRIX_ORDS = ["fro", 1, -1, np.inf, -np.inf]
+MATRIX_ORDS = ["fro", 1, -1, np.inf, -np.inf, 2, -2, "nuc"]
 
 
 @SETTINGS
@@ -643,17 +643,11 @@ def test_matrix_norm_and_norm_match_numpy(x, ord, keepdims):
               rtol=1e-4, atol=1e-4)
     check(fnp.linalg.norm(x), np.linalg.norm(x), rtol=1e-4)
     check(fnp.linalg.norm(x, axis=-1), np.linalg.norm(x, axis=-1), rtol=1e-4)
-    check(fnp.linalg.norm(m[0], 1 if ord == "fro" else ord), np.linalg.norm(
-        m[0], 1 if ord == "fro" else ord), rtol=1e-4)
+    vord = 1 if isinstance(ord, str) else ord   # "fro"/"nuc" are matrix-only
+    check(fnp.linalg.norm(m[0], vord), np.linalg.norm(m[0], vord), rtol=1e-4)
 
 
-def test_norms_need_svd_raise_not_implemented():
-    x = _r(3, 3)
-    for ord in (2, -2, "nuc"):
-        with pytest.raises(NotImplementedError, match="later issue"):
-            fnp.linalg.matrix_norm(x, ord=ord)
-        with pytest.raises(NotImplementedError, match="norm"):
-            fnp.linalg.norm(x, ord)
+def test_norm_errors_and_dtypes():
     with pytest.raises(ValueError, match="norm"):
         fnp.linalg.norm(_r(2, 2, 2), 1)
     assert fnp.linalg.vector_norm(np.arange(3, dtype=np.int32)).dtype == np.float32

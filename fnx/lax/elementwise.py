@@ -425,7 +425,7 @@ def _clamp_jvp(primals, tangents):
         if t is not None:
             if t.shape != out.shape:
                 t = L.broadcast_in_dim(t, out.shape, ())
-            parts.append(L.select(mask, t, L.mul(t, 0.0)))
+            parts.append(L.select(mask, t, L.full_like(t, 0)))
     from ..transforms.jvp import _sum_tangents
     return out, _sum_tangents(parts)
 
@@ -476,7 +476,7 @@ convert_element_type_p.transpose = lambda ct, x, **p: [_convert_ct(ct, x)]
 
 
 def _select_n_transpose(ct, which, *cases):
-    zero = L.mul(ct, 0.0)
+    zero = L.full_like(ct, 0)   # real zeros: ct * 0 is NaN where ct is inf
     out = [None]
     for i, c in enumerate(cases):
         if not is_linear(c):

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..core.array import Array, to_array
+from ..core.array import to_array
 from ..core.primitive import Primitive, ShapeDtypeStruct
 from ..errors import ShapeError
 from . import ops as L
@@ -101,16 +101,12 @@ def _mask(shape, k, lower):
     return L.ge(L.add(rows, int(k)), cols) if lower else L.le(L.add(rows, int(k)), cols)
 
 
-def _zeros(shape, dtype):
-    return L.broadcast_in_dim(Array._wrap(np.zeros((), dtype)), tuple(shape), ())
-
-
 def _tril(x, k=0):
-    return L.select(_mask(x.shape, k, True), x, _zeros(x.shape, x.dtype))
+    return L.select(_mask(x.shape, k, True), x, L.full(x.shape, 0, x.dtype))
 
 
 def _triu(x, k=0):
-    return L.select(_mask(x.shape, k, False), x, _zeros(x.shape, x.dtype))
+    return L.select(_mask(x.shape, k, False), x, L.full(x.shape, 0, x.dtype))
 
 
 def _eye_mask(shape):
@@ -125,7 +121,7 @@ def _eye(shape, dtype):
 
 def _diag(x):
     """The diagonal of square (..., n, n) matrices, as (..., n)."""
-    return L.reduce_sum(L.select(_eye_mask(x.shape), x, _zeros(x.shape, x.dtype)),
+    return L.reduce_sum(L.select(_eye_mask(x.shape), x, L.full(x.shape, 0, x.dtype)),
                         (x.ndim - 1,))
 
 
@@ -135,7 +131,7 @@ def _diag_matrix(v, n_cols=None):
     shape = tuple(v.shape) + (k if n_cols is None else n_cols,)
     nd = len(shape)
     full = L.broadcast_in_dim(v, shape, tuple(range(nd - 2)) + (nd - 2,))
-    return L.select(_eye_mask(shape), full, _zeros(shape, v.dtype))
+    return L.select(_eye_mask(shape), full, L.full(shape, 0, v.dtype))
 
 
 def _col(v, n_rows):
@@ -156,7 +152,7 @@ def _hermitian_from(x, lower):
     """The Hermitian matrix whose ``lower`` (else upper) triangle is x's: what the
     factorizations that read one triangle (cholesky, eigh) see."""
     t = _tril(x, -1) if lower else _triu(x, 1)
-    d = L.select(_eye_mask(x.shape), x, _zeros(x.shape, x.dtype))
+    d = L.select(_eye_mask(x.shape), x, L.full(x.shape, 0, x.dtype))
     if _is_complex(x):
         d = L.convert_element_type(L.real(d), x.dtype)
     return L.add(L.add(t, _H(t)), d)
@@ -209,7 +205,7 @@ def _cholesky_jvp(primals, tangents):
     phi = triangular_solve(chol, tmp, left_side=False, lower=True, transpose_a=True,
                            conjugate_a=True)                       # L^-1 dA L^-H
     phi = L.add(_tril(phi, -1), L.mul(L.select(_eye_mask(phi.shape), phi,
-                                               _zeros(phi.shape, phi.dtype)), 0.5))
+                                               L.full(phi.shape, 0, phi.dtype)), 0.5))
     return chol, _mm(chol, phi)
 
 
@@ -305,7 +301,7 @@ def _ts_jvp(primals, tangents, **p):
     if da is not None:
         da = _tril(da) if p["lower"] else _triu(da)
         if p["unit_diagonal"]:
-            da = L.select(_eye_mask(da.shape), _zeros(da.shape, da.dtype), da)
+            da = L.select(_eye_mask(da.shape), L.full(da.shape, 0, da.dtype), da)
         dop = _op(da, p["transpose_a"], p["conjugate_a"])
         rhs = _mm(dop, x) if p["left_side"] else _mm(x, dop)       # d(op a) x  or  x d(op a)
         t = L.neg(triangular_solve_p.bind(a, rhs, **p))
@@ -443,7 +439,7 @@ def _qr_tall_jvp(q, r, dx):
     low = _tril(qt, -1)
     omega = L.sub(low, _H(low))                                            # skew-Hermitian
     if _is_complex(qt):     # keep diag(R) real (LAPACK's convention): imaginary diagonal
-        d = L.select(_eye_mask(qt.shape), qt, _zeros(qt.shape, qt.dtype))
+        d = L.select(_eye_mask(qt.shape), qt, L.full(qt.shape, 0, qt.dtype))
         omega = L.add(omega, L.sub(d, L.convert_element_type(L.real(d), qt.dtype)))
     dq = L.add(_mm(q, L.sub(omega, qt)), dx_rinv)
     dr = _mm(L.sub(qt, omega), r)
@@ -509,7 +505,7 @@ def _gap_inverse(w, plus=None):
     diff = L.sub(wj, wi) if plus is None else L.mul(L.sub(wj, wi), L.add(wj, wi))
     eye = _eye_mask(diff.shape)
     one = L.convert_element_type(eye, diff.dtype)
-    return L.select(eye, _zeros(diff.shape, diff.dtype), L.div(1.0, L.add(diff, one)))
+    return L.select(eye, L.full(diff.shape, 0, diff.dtype), L.div(1.0, L.add(diff, one)))
 
 
 def _eigh_jvp(primals, tangents, *, lower):
@@ -593,11 +589,11 @@ def _svd_jvp(primals, tangents, *, full_matrices, compute_uv):
     dss = L.mul(ds_mat, _col(sc, k))                   # dS diag(s)
     sds = L.mul(_row(sc, k), ds_mat)                   # diag(s) dS
     zero = L.eq(s, 0.0)
-    s_inv = L.select(zero, _zeros(s.shape, s.dtype),
+    s_inv = L.select(zero, L.full(s.shape, 0, s.dtype),
                      L.div(1.0, L.add(s, L.convert_element_type(zero, s.dtype))))
     du_core = L.mul(f, L.add(dss, _H(dss)))
     if _is_complex(ds_mat):  # the imaginary diagonal of U^H dA V goes to dU (gauge: dV's is 0)
-        d = L.select(_eye_mask(ds_mat.shape), ds_mat, _zeros(ds_mat.shape, dt))
+        d = L.select(_eye_mask(ds_mat.shape), ds_mat, L.full(ds_mat.shape, 0, dt))
         imag = L.sub(d, L.convert_element_type(L.real(d), dt))
         du_core = L.add(du_core, L.mul(imag, _col(L.convert_element_type(s_inv, dt), k)))
     du = _mm(u, du_core)

@@ -162,6 +162,23 @@ def broadcast_in_dim(x, shape, broadcast_dimensions):
     return sh.broadcast_in_dim_p.bind(x, shape=shape, broadcast_dimensions=bd)
 
 
+def full(shape, fill_value, dtype=None):
+    """An array of ``shape`` filled with ``fill_value`` (a broadcast scalar: no buffer of
+    ``shape`` until a backend needs one). Real zeros, unlike ``x * 0``, which is NaN where
+    ``x`` is inf or NaN."""
+    if dtype is None:
+        scalar = dtypes.python_scalar_dtype(fill_value)
+        dtype = scalar[0] if scalar else np.asarray(fill_value).dtype
+    dtype = dtypes.canonicalize(dtype)
+    return broadcast_in_dim(Array._wrap(np.asarray(fill_value, dtype)[()]), tuple(shape), ())
+
+
+def full_like(x, fill_value, dtype=None, shape=None):
+    """``full`` with ``x``'s shape and dtype unless given."""
+    return full(x.shape if shape is None else shape, fill_value,
+                x.dtype if dtype is None else dtype)
+
+
 def broadcast(x, sizes):
     """Prepend dimensions of ``sizes`` to ``x``."""
     x = to_array(x)

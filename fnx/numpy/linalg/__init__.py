@@ -22,7 +22,7 @@ from ...core.array import to_array
 from ...errors import ShapeError
 from .._util import normalize_axes, promote
 from ..manipulation import matrix_transpose  # noqa: F401
-from ..products import matmul, outer, tensordot, vecdot  # noqa: F401
+from ..products import kron, matmul, outer, tensordot, vecdot  # noqa: F401
 
 __all__ = ["matrix_transpose", "matmul", "tensordot", "vecdot", "outer", "diagonal", "trace",
            "vector_norm", "matrix_norm", "norm", "cross", "inv", "solve", "det", "slogdet",
@@ -468,17 +468,3 @@ def matrix_power(x, n, /):
         if n:
             a = matmul(a, a)
     return out
-
-
-def kron(a, b, /):
-    """Kronecker product: blocks ``a[i, j, ...] * b`` (the rank-smaller operand gets
-    leading ones, as NumPy)."""
-    from .. import elementwise as ew
-    from ..manipulation import reshape
-    a, b = promote("kron", a, b)
-    nd = max(a.ndim, b.ndim)
-    sa = (1,) * (nd - a.ndim) + tuple(a.shape)
-    sb = (1,) * (nd - b.ndim) + tuple(b.shape)
-    a2 = reshape(a, tuple(d for s in sa for d in (s, 1)))
-    b2 = reshape(b, tuple(d for s in sb for d in (1, s)))
-    return reshape(ew.multiply(a2, b2), tuple(x * y for x, y in zip(sa, sb)))
