@@ -38,7 +38,14 @@ U8, U16, U32, U64 = (np.dtype(t) for t in (np.uint8, np.uint16, np.uint32, np.ui
 
 # Primitives without a lowering, as fnx/onnx/lowerings.py documents.
 LEFT_OUT = {"copysign", "nextafter", "erfc", "erf_inv", "lgamma", "digamma", "polygamma",
-            "custom_lin", "remat_lin"}
+            "custom_lin", "remat_lin",
+            # not lowered yet: control flow (ONNX If/Loop/Scan), convolution and pooling
+            # (Conv, MaxPool, AveragePool), cumlogsumexp, top_k (TopK), the factorizations
+            # (no ONNX operators) and the random bits
+            "cond", "while", "scan", "conv_general_dilated", "reduce_window_sum",
+            "reduce_window_max", "reduce_window_min", "select_and_gather_add",
+            "select_and_scatter_add", "cumlogsumexp", "top_k", "cholesky", "triangular_solve",
+            "lu", "qr", "eigh", "svd", "threefry2x32", "random_gamma"}
 # Call primitives: inlined by the exporter, tested through export below.
 CALLS = {"jit", "custom_jvp_call", "custom_vjp_call", "remat_call"}
 
