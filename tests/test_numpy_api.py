@@ -2046,3 +2046,11 @@ def test_indexing_regressions():
         fidx = tuple(fnp.asarray(i) if isinstance(i, np.ndarray) else i for i in idx)
         assert X[fidx].shape == x[idx].shape, idx
         assert X.at[fidx].set(1.0).shape == x.shape
+
+
+def test_python_numbers_with_an_explicit_dtype_convert_once():
+    """0.1 as float64 is the float64 nearest 0.1, not float32's 0.1 widened."""
+    for made in (fnp.asarray(0.1, dtype="float64"), fnp.array([0.1, 0.2], dtype="float64")[0],
+                 fnp.full((2,), 0.1, dtype="float64")[0], fnp.full((), 0.1, "float64")):
+        assert made.dtype == np.float64 and float(made) == 0.1 and not made.weak_type
+    assert fnp.array(2 ** 40, dtype="int64") == 2 ** 40

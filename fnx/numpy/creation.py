@@ -48,7 +48,11 @@ def _nested(obj, dtype):
 def array(object, dtype=None, copy=True, order=None, ndmin=0):
     """An Array from array-likes; nested lists of Arrays (or tracers) are stacked."""
     dtype = None if dtype is None else dtypes.canonicalize(dtype)
-    if isinstance(object, Array):
+    if dtype is not None and _python_values(object):
+        # Python numbers with an explicit dtype convert once, straight to it (through the
+        # default float32 first, 0.1 as float64 would be 0.10000000149011612)
+        out = Array._wrap(np.array(object, dtype=dtype))
+    elif isinstance(object, Array):
         out = object
     elif isinstance(object, (list, tuple)) and object and not _python_only(object):
         # Arrays, NumPy arrays or scalars inside: one dtype for all leaves by the
@@ -107,11 +111,20 @@ def from_dlpack(x, /, *, device=None, copy=None):
     return Array(v)
 
 
+def _python_values(x):
+    """Python scalars, or (nested) lists/tuples of nothing else."""
+    return dtypes.python_scalar_dtype(x) is not None or (
+        isinstance(x, (list, tuple)) and _python_only(x))
+
+
 def full(shape, fill_value, dtype=None, *, device=None):
     check_device("full", device)
     shape = _shape(shape)
-    fill = to_array(fill_value)
-    if dtype is not None:
+    if dtype is not None and _python_values(fill_value):
+        fill = Array._wrap(np.array(fill_value, dtypes.canonicalize(dtype)))
+    else:
+        fill = to_array(fill_value)
+    if dtype is not None and (fill.dtype != dtypes.canonicalize(dtype) or fill.weak_type):
         fill = lax.convert_element_type(fill, dtypes.canonicalize(dtype))
     elif dtypes.python_scalar_dtype(fill_value) is not None:
         fill = lax.convert_element_type(fill, fill.dtype)  # weak scalar -> strong default
