@@ -44,7 +44,7 @@ _DTYPES = tuple(map(np.dtype, ("float32", "float64", "complex64", "complex128"))
 
 # --- shape-rule helpers ----------------------------------------------------------------------
 
-def _check_matrix(name, x, square=True):
+def check_matrix(name, x, square=True):
     if x.dtype not in _DTYPES:
         raise ShapeError(f"{name}: needs a float32, float64, complex64 or complex128 operand, "
                          f"got {describe(x)}; convert it with .astype('float32') first")
@@ -174,7 +174,7 @@ def _batch_unary(prim):
 # --- cholesky --------------------------------------------------------------------------------
 
 def _cholesky_rule(x):
-    _check_matrix("cholesky", x)
+    check_matrix("cholesky", x)
     return _sds(x.shape, x.dtype)
 
 
@@ -220,7 +220,7 @@ def cholesky(x, *, symmetrize_input=True):
     only the lower triangle of ``x`` is read. Not positive definite: NaNs."""
     x = to_array(x)
     if symmetrize_input:
-        _check_matrix("cholesky", x)
+        check_matrix("cholesky", x)
         x = L.mul(L.add(x, _H(x)), 0.5)
     return cholesky_p.bind(x)
 
@@ -228,7 +228,7 @@ def cholesky(x, *, symmetrize_input=True):
 # --- triangular_solve ------------------------------------------------------------------------
 
 def _ts_rule(a, b, *, left_side, lower, transpose_a, conjugate_a, unit_diagonal):
-    _check_matrix("triangular_solve", a)
+    check_matrix("triangular_solve", a)
     if b.ndim < 2:
         raise ShapeError(f"triangular_solve: b must be a matrix or a stack of matrices "
                          f"(rank >= 2), got a {describe(a)}, b {describe(b)}")
@@ -346,7 +346,7 @@ def triangular_solve(a, b, left_side=False, lower=False, transpose_a=False, conj
 # --- lu --------------------------------------------------------------------------------------
 
 def _lu_rule(x):
-    _check_matrix("lu", x)
+    check_matrix("lu", x)
     batch, n = x.shape[:-2], x.shape[-1]
     return [_sds(x.shape, x.dtype), _sds(batch + (n,), np.int32),
             _sds(batch + (n,), np.int32)]
@@ -418,7 +418,7 @@ def lu(x):
 # --- qr --------------------------------------------------------------------------------------
 
 def _qr_rule(x, *, full_matrices):
-    _check_matrix("qr", x, square=False)
+    check_matrix("qr", x, square=False)
     m, n = x.shape[-2:]
     k = m if full_matrices else min(m, n)
     return [_sds(x.shape[:-2] + (m, k), x.dtype), _sds(x.shape[:-2] + (k, n), x.dtype)]
@@ -485,7 +485,7 @@ def qr(x, *, full_matrices=True):
 # --- eigh ------------------------------------------------------------------------------------
 
 def _eigh_rule(x, *, lower):
-    _check_matrix("eigh", x)
+    check_matrix("eigh", x)
     return [_sds(x.shape, x.dtype), _sds(x.shape[:-1], _real_dtype(x.dtype))]
 
 
@@ -533,7 +533,7 @@ def eigh(x, *, lower=True, symmetrize_input=True):
     the ``lower`` (else upper) triangle of ``x`` is read."""
     x = to_array(x)
     if symmetrize_input:
-        _check_matrix("eigh", x)
+        check_matrix("eigh", x)
         x = L.mul(L.add(x, _H(x)), 0.5)
     return tuple(eigh_p.bind(x, lower=bool(lower)))
 
@@ -541,7 +541,7 @@ def eigh(x, *, lower=True, symmetrize_input=True):
 # --- svd -------------------------------------------------------------------------------------
 
 def _svd_rule(x, *, full_matrices, compute_uv):
-    _check_matrix("svd", x, square=False)
+    check_matrix("svd", x, square=False)
     b, (m, n) = x.shape[:-2], x.shape[-2:]
     k = min(m, n)
     s = _sds(b + (k,), _real_dtype(x.dtype))

@@ -17,6 +17,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ... import lax
+from ...lax.linalg import check_matrix
 from ...lax import linalg as _la
 from ...core.array import to_array
 from ...errors import ShapeError
@@ -174,21 +175,12 @@ class SVDResult(NamedTuple):
     Vh: object
 
 
-_LAPACK = tuple(map(np.dtype, ("float32", "float64", "complex64", "complex128")))
 
 
 def _inexact_matrix(name, x, square=False):
     """``x`` as a float/complex stack of matrices (ints and bools: the default float)."""
     (x,) = promote(name, x, to_inexact=True)
-    if x.dtype not in _LAPACK:
-        raise TypeError(f"{name}: needs float32, float64, complex64 or complex128 input, got "
-                        f"{x.dtype}; convert it with .astype('float32') first")
-    if x.ndim < 2:
-        raise ShapeError(f"{name}: needs an array of rank >= 2 (a stack of matrices), got "
-                         f"shape {x.shape}")
-    if square and x.shape[-1] != x.shape[-2]:
-        raise ShapeError(f"{name}: needs square matrices in the last two axes, got shape "
-                         f"{x.shape} ({x.dtype})")
+    check_matrix(name, x, square)
     return x
 
 
