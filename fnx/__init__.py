@@ -25,7 +25,7 @@ from .transforms.custom import checkpoint, custom_jvp, custom_vjp, remat
 from .transforms.vjp import grad, linearize, value_and_grad, vjp
 from . import testing  # noqa: E402  (after the transforms it checks)
 from . import nn, optim, random, scipy  # noqa: E402  (user-level libraries over numpy/lax)
-from . import serialization  # noqa: E402  (checkpoints: flax msgpack format)
+from . import datasets, serialization  # noqa: E402  (digits; flax-format checkpoints)
 from . import extend, kernels, onnx  # noqa: E402  (kernels/onnx attach the primitives' hooks)
 from .core import primitive as _primitive  # noqa: E402
 

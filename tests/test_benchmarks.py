@@ -6,7 +6,7 @@ import importlib
 import pytest
 
 
-@pytest.mark.parametrize("name", ["dispatch", "grad", "cnn_step", "rnn_step"])
+@pytest.mark.parametrize("name", ["dispatch", "grad", "cnn_step", "rnn_step", "mlp_step"])
 def test_benchmark_runs(name, capsys):
     importlib.import_module(f"benchmarks.{name}").main(["--quick"])
     out = capsys.readouterr().out
