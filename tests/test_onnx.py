@@ -39,12 +39,9 @@ U8, U16, U32, U64 = (np.dtype(t) for t in (np.uint8, np.uint16, np.uint32, np.ui
 # Primitives without a lowering, as fnx/onnx/lowerings.py documents.
 LEFT_OUT = {"copysign", "nextafter", "erfc", "erf_inv", "lgamma", "digamma", "polygamma",
             "custom_lin", "remat_lin",
-            # not lowered yet: control flow (ONNX If/Loop/Scan), convolution and pooling
-            # (Conv, MaxPool, AveragePool), cumlogsumexp, top_k (TopK), the factorizations
-            # (no ONNX operators) and the random bits
-            "cond", "while", "scan", "conv_general_dilated", "reduce_window_sum",
-            "reduce_window_max", "reduce_window_min", "select_and_gather_add",
-            "select_and_scatter_add", "cumlogsumexp", "top_k", "cholesky", "triangular_solve",
+            # not lowered: the pooling derivatives (export the primal function), the
+            # factorizations (no ONNX operators) and the random bits
+            "select_and_gather_add", "select_and_scatter_add", "cholesky", "triangular_solve",
             "lu", "qr", "eigh", "svd", "threefry2x32", "random_gamma"}
 # Call primitives: inlined by the exporter, tested through export below.
 CALLS = {"jit", "custom_jvp_call", "custom_vjp_call", "remat_call"}
@@ -343,6 +340,142 @@ def scatter(rng, dt):
     return out
 
 
+def log_cumulative(rng, dt):
+    """Values far apart (logaddexp of e**+-50 magnitudes) with infinities and a NaN."""
+    x = floats(rng, dt, (3, 40), edges=False, lo=-1, hi=4)
+    x[0, 3], x[1, 5], x[1, 9], x[2, :4] = np.inf, -np.inf, np.nan, -np.inf
+    return [([x], dict(axis=1, reverse=False)), ([x], dict(axis=1, reverse=True)),
+            ([x], dict(axis=0, reverse=False)), ([x[:, :1]], dict(axis=-1, reverse=True))]
+
+
+def top_k(rng, dt):
+    x = values(rng, dt, (3, 12), small=2)
+    if dt.kind == "f":
+        x[0] = [3, np.nan, 1, np.inf, 0, np.nan, -np.inf, -0.0, 0.0, -0.0, 1, np.inf]
+    return [([x], dict(k=k)) for k in (0, 1, 5, 12)] + [([x[0]], dict(k=4))]
+
+
+def _conv_params(lhs_shape, rhs_shape, dn=None, strides=None, padding=None, ldil=None,
+                 rdil=None, groups=1, batch_groups=1, pet=None):
+    from fnx.lax.convolution import conv_dimension_numbers
+    nsp = len(lhs_shape) - 2
+    return dict(window_strides=strides or (1,) * nsp, padding=padding or ((0, 0),) * nsp,
+                lhs_dilation=ldil or (1,) * nsp, rhs_dilation=rdil or (1,) * nsp,
+                dimension_numbers=conv_dimension_numbers(lhs_shape, rhs_shape, dn),
+                feature_group_count=groups, batch_group_count=batch_groups,
+                preferred_element_type=pet)
+
+
+CONVS = [  # (lhs shape, rhs shape, params)
+    ((2, 3, 7, 6), (4, 3, 3, 2), dict(strides=(2, 1), padding=((1, 2), (0, 1)))),
+    ((2, 4, 7, 6), (6, 2, 3, 2), dict(groups=2, padding=((1, -1), (2, 0)), ldil=(2, 1),
+                                      rdil=(1, 2), strides=(2, 1))),
+    ((2, 7, 6, 4), (3, 2, 4, 5), dict(dn=("NHWC", "HWIO", "NHWC"), padding=((1, 1), (1, 1)))),
+    ((2, 6, 5, 4), (2, 3, 4, 5), dict(dn=("NWHC", "HWIO", "NCHW"), rdil=(2, 1))),
+    ((4, 3, 9), (6, 3, 2), dict(batch_groups=2, strides=(3,))),
+    ((3, 5), (4, 5), {}),                                          # no spatial dims
+    ((1, 2, 3, 4, 5), (2, 2, 2, 2, 2), dict(padding=((1, 0), (0, 1), (1, 1)))),  # 3-D
+    ((2, 3, 2), (4, 3, 5), dict(padding=((0, 0),))),               # empty output
+]
+
+
+def convs(rng, dt):
+    out = []
+    for ls, rs, p in CONVS:
+        # float64 runs on ONNX's reference evaluator, whose Conv dilates the kernel with
+        # zeros (0 * inf = NaN): edge values for float32 (onnxruntime) only
+        lhs = floats(rng, dt, ls, edges=dt == F32, lo=-2, hi=2)
+        rhs = floats(rng, dt, rs, edges=False, lo=-2, hi=1)
+        out.append(([lhs, rhs], _conv_params(ls, rs, **p)))
+    return out
+
+
+POOLS = [  # (shape, window, strides, padding, base dilation, window dilation)
+    ((2, 5, 6, 3), (1, 2, 2, 1), (1, 2, 2, 1), ((0, 0), (0, 1), (0, 0), (0, 0)), None, None),
+    ((2, 3, 7, 6), (1, 1, 3, 3), (1, 1, 1, 2), ((0, 0), (0, 0), (1, 1), (1, -1)), None,
+     (1, 1, 2, 1)),
+    ((9, 4), (3, 2), (2, 1), ((2, 2), (0, 0)), (1, 2), None),      # base dilation
+    ((3, 4, 2, 5, 3), (2, 2, 2, 2, 1), (1, 1, 1, 2, 1), None, None, None),   # 4 active dims
+    ((4, 6), (1, 1), (1, 1), ((1, 0), (0, 2)), None, None),        # padding only
+    ((3, 2), (4, 1), (1, 1), None, None, None),                    # empty output
+]
+
+
+def pools(rng, dt):
+    out = []
+    for shape, w, s, pad, bd, wd in POOLS:
+        nd = len(shape)
+        x = values(rng, dt, shape, small=3)
+        if dt.kind == "f" and x.size > 6:
+            x.flat[:6] = [-0.0, -0.0, -0.0, -0.0, 0.0, -np.inf]
+        out.append(([x], dict(window_dimensions=w, window_strides=s,
+                              padding=pad or ((0, 0),) * nd, base_dilation=bd or (1,) * nd,
+                              window_dilation=wd or (1,) * nd)))
+    return out
+
+
+def _traced(name, fun, *args):
+    """(operands, params) of the first ``name`` equation of ``fun``'s IR on ``args`` (the
+    equations before it run on their impls), for primitives whose params hold IRs."""
+    from fnx.core.ir import Literal
+    ir = fnx.make_ir(fun)(*args)
+    env = dict(zip(ir.constvars, ir.consts))
+    env.update(zip(ir.invars, args))
+    for e in ir.eqns:
+        ins = [np.asarray(a.value, a.aval.dtype) if type(a) is Literal else np.asarray(env[a])
+               for a in e.inputs]
+        if e.prim.name == name:
+            return ins, dict(e.params)
+        outs = e.prim.impl(*ins, **e.params)
+        env.update(zip(e.outputs, outs if e.prim.multiple_results else [outs]))
+    raise AssertionError(f"no {name} equation")
+
+
+def conds(rng, dt):
+    x, y = values(rng, dt, (3, 4), small=3), values(rng, dt, (4,), small=3)
+    two = lambda p, x, y: lax.cond(p, lambda x, y: (x * 2 + y, y), lambda x, y: (x - y, -y),  # noqa: E731
+                                   x, y)
+    three = lambda i, x, y: lax.switch(i, [lambda x, y: x + y, lambda x, y: x * x,  # noqa: E731
+                                           lambda x, y: fnp.sum(x, 0) * y + x], x, y)
+    out = [_traced("cond", two, np.bool_(p), x, y) for p in (True, False)]
+    out += [_traced("cond", three, np.int32(i), x, y) for i in (-2, 0, 1, 2, 7)]
+    out.append(_traced("cond", three, np.uint64(2 ** 64 - 1), x, y))   # clamps to the last
+    return out
+
+
+def scans(rng, dt):
+    xs, c0 = values(rng, dt, (5, 3), edges=False, lo=-1, hi=1), values(rng, dt, (3,), lo=-1,
+                                                                     hi=1, edges=False)
+    w = values(rng, dt, (3, 3), edges=False, lo=-1, hi=0)
+
+    def rnn(c0, xs, w, reverse):
+        def step(c, x):
+            c = fnp.tanh(c @ w + x)
+            return c, (c * 2, fnp.sum(c))
+        return lax.scan(step, c0, xs, reverse=reverse)
+    out = [_traced("scan", lambda c0, xs, w: rnn(c0, xs, w, r), c0, xs, w)
+           for r in (False, True)]
+    return out + [
+        _traced("scan", lambda c0: lax.scan(lambda c, _: (c * 0.5, c), c0, None, length=4), c0),
+        _traced("scan", lambda c0, xs: lax.scan(lambda c, x: (fnp.sin(c) * x, None), c0, xs),
+                c0, xs),
+        _traced("scan", lambda c0, xs: lax.scan(lambda c, x: (c + x, x), c0, xs[:0]), c0, xs),
+        # a cond inside the body: nested subgraphs
+        _traced("scan", lambda c0, xs: lax.scan(
+            lambda c, x: (lax.cond(fnp.sum(x) > 0, lambda c: c + x, lambda c: c - x, c), c),
+            c0, xs), c0, xs)]
+
+
+def whiles(rng, dt):
+    x = np.abs(values(rng, dt, (3,), small=3, edges=False, lo=-1, hi=1)) + dt.type(1)
+
+    def grow(x, limit):
+        return lax.while_loop(lambda c: fnp.sum(c[0]) < limit,
+                              lambda c: (c[0] * 2 + 1, c[1] + 1), (x, np.int32(0)))
+    return [_traced("while", grow, x, np.asarray(100, dt)),
+            _traced("while", grow, x, np.asarray(0, dt))]          # no iteration
+
+
 FLOATS = [F32, F64]
 CASES = {
     # unary, floating
@@ -406,11 +539,21 @@ CASES = {
     "dot_general": ([F32, F64, I32, BOOL, I8, U32], dot_general),
     "sort": ([F32, F64, I32, BOOL, U64, U8], sort),
     "gather": ([F32, I32, BOOL], gather), "scatter": ([F32, F64, I32, BOOL], scatter),
+    "cumlogsumexp": (FLOATS, log_cumulative),
+    "top_k": ([F32, F64, I32, BOOL, U64, U16], top_k),
+    # convolution and pooling (float64 Conv has no onnxruntime kernel: reference evaluator)
+    "conv_general_dilated": (FLOATS, convs),
+    "reduce_window_sum": ([F32, F64, I32, U8], pools),
+    "reduce_window_max": ([F32, F64, I32, BOOL, U64], pools),
+    "reduce_window_min": ([F32, F64, I16, BOOL], pools),
+    # control flow: If, Scan, Loop with the bodies as subgraphs
+    "cond": ([F32, I32], conds), "scan": ([F32, F64], scans), "while": ([F32, I32], whiles),
 }
 
 # Float tolerances in ulp of the result (default 4), measured against onnxruntime 1.32
 # (the worst seen over 30 seeds is about half of these).
-ULPS = {"log1p": 6, "expm1": 6, "log2": 6, "log10": 6, "tanh": 8, "atan2": 6, "acos": 8}
+ULPS = {"log1p": 6, "expm1": 6, "log2": 6, "log10": 6, "tanh": 8, "atan2": 6, "acos": 8,
+        "scan": 32}   # a recurrence (tanh of a matmul) carries rounding from step to step
 
 
 def _relative_to_abs(k):
@@ -434,9 +577,11 @@ def _argument_reduction(k):
 BOUNDS = {"reduce_sum": _relative_to_abs(8), "reduce_prod": _relative_to_abs(8),
           "cumsum": _relative_to_abs(8), "cumprod": _relative_to_abs(16),
           "dot_general": _relative_to_abs(8), "logaddexp": _relative_to_abs(4),
+          "conv_general_dilated": _relative_to_abs(8), "reduce_window_sum": _relative_to_abs(8),
           ("sin", F64): _argument_reduction(2), ("cos", F64): _argument_reduction(2)}
 # Which zero max/min return for equal operands -0.0, 0.0 is not specified (see lowerings).
 ANY_ZERO_SIGN = {"max", "min", "clamp", "reduce_max", "reduce_min", "cummax", "cummin",
+                 "reduce_window_max", "reduce_window_min",
                  ("scatter", "min"), ("scatter", "max")}
 
 
@@ -568,6 +713,46 @@ def test_export_mlp():
     assert [i.name for i in model.graph.input] == ["params.b1", "params.b2", "params.w1",
                                                    "params.w2", "x"]
     assert {"Einsum", "Max", "Tanh", "Add"} <= set(_ops(model))
+
+
+def test_export_cnn_model():
+    """A trained-style fnx.nn CNN in eval mode: Conv, BatchNorm (running stats), ReLU,
+    MaxPool, AvgPool, Flatten, Linear; onnxruntime gives fnx's output."""
+    nn = fnx.nn
+    rng = np.random.default_rng(7)
+    x = rng.normal(size=(3, 2, 12, 12)).astype(np.float32)
+    model_def = nn.Sequential(
+        nn.Conv2d(2, 6, 3, padding=1), nn.BatchNorm2d(), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(6, 8, 3, stride=2, groups=2), nn.ReLU(), nn.AvgPool2d(2, stride=1),
+        nn.Flatten(), nn.Linear(10))
+    model = nn.init(model_def, fnx.random.PRNGKey(0), x)
+    bn = model.layers[1]          # non-trivial running statistics, as after training
+    bn = bn.replace(running_mean=fnp.asarray(rng.normal(size=6).astype(np.float32)),
+                    running_var=fnp.asarray(rng.uniform(0.5, 2, 6).astype(np.float32)))
+    model = model.replace(layers=model.layers[:1] + [bn] + model.layers[2:]).eval()
+    m = _export_and_compare(lambda x: model(x), x, rtol=1e-4, atol=1e-5)
+    assert {"Conv", "MaxPool"} <= set(_ops(m))
+
+
+def test_export_lstm_over_scan():
+    nn = fnx.nn
+    x = np.random.default_rng(8).normal(size=(6, 2, 3)).astype(np.float32)   # (L, N, in)
+    model = nn.init(nn.LSTM(5, num_layers=2), fnx.random.PRNGKey(1), x)
+    m = _export_and_compare(lambda x: model(x), x, rtol=1e-4, atol=1e-5)
+    assert "Scan" in _ops(m)
+
+
+def test_export_control_flow():
+    def f(p, x):
+        y = lax.cond(p > 0, lambda x: fnp.cumsum(x, 0), lambda x: x[::-1], x)
+        n = lax.while_loop(lambda c: c[1] < 7, lambda c: (c[0] * 0.5 + 1.0, c[1] + 1),
+                           (y, 0))[0]
+        return lax.fori_loop(0, 3, lambda i, c: fnp.tanh(c) + i, n)
+
+    x = np.random.default_rng(9).normal(size=(4, 3)).astype(np.float32)
+    for p in (np.float32(1), np.float32(-1)):
+        m = _export_and_compare(f, p, x)
+    assert {"If", "Loop"} <= set(_ops(m))
 
 
 def test_export_softmax_cross_entropy():
@@ -752,3 +937,9 @@ def test_import_without_onnx_and_clear_error():
                          timeout=60)
     assert out.returncode == 0, out.stderr
     assert "ERR" in out.stdout and "pip install fnx[onnx]" in out.stdout
+
+
+def test_integer_convolution_is_left_out_clearly():
+    x, w = np.ones((1, 2, 4), np.int32), np.ones((3, 2, 2), np.int32)
+    with pytest.raises(MissingRuleError, match="Conv takes floating-point"):
+        fonnx.export(lambda x, w: lax.conv_general_dilated(x, w, (1,), "VALID"), x, w)

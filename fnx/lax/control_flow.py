@@ -1359,3 +1359,104 @@ def map(f, xs):
 # every eager call, so never seen twice): derive each call afresh instead of caching.
 for _p in (cond_p, while_p, scan_p):
     _p.cache_eager_vjp = False
+
+
+# === ONNX lowerings =============================================================================
+# cond -> If (a chain of Ifs for more than two branches), scan -> Scan, while -> Loop. The
+# bodies are lowered by the exporter's own IR lowering into subgraphs
+# (``LoweringContext.subgraph``); operands and loop constants are read from the enclosing
+# graph (ONNX outer scope), not passed in.
+
+def _as_list(out):
+    return [out] if isinstance(out, str) else list(out)
+
+
+def _cond_onnx(ctx, index, *ops, branches):
+    """The impl's clamped index picks the branch: ``If(index <= 0, branch 0, If(index <= 1,
+    branch 1, ...))``; one branch is inlined."""
+    from ..onnx import lowerings as O
+    from ..onnx.export import lower_ir
+    n, outs, ops = len(branches), list(ctx.out_avals), list(ops)
+    if n == 1:
+        return lower_ir(ctx, branches[0], ops)
+    if not outs:
+        return []
+    it = ctx.in_avals[0].dtype
+    idx = O._cast(ctx, O._max(ctx, index, O._k(ctx, n - 1, it), it, "Min"), it, O.I64)
+
+    def chain(c, j):
+        if j == n - 1:
+            return lower_ir(c, branches[j], ops)
+        pred = O._op(c, "LessOrEqual", idx, O._k(c, j, O.I64))
+        then_g = c.subgraph(lambda s, _: lower_ir(s, branches[j], ops), (), outs,
+                            f"cond_branch{j}")
+        else_g = c.subgraph(lambda s, _: chain(s, j + 1), (), outs, f"cond_else{j}")
+        return _as_list(c.node("If", [pred], outputs=len(outs), then_branch=then_g,
+                               else_branch=else_g))
+    return chain(ctx, 0)
+
+
+cond_p.onnx = _cond_onnx
+
+
+def _scan_onnx(ctx, *args, body, num_consts, num_carry, length, reverse, unroll):
+    """ONNX ``Scan``: the carries are its state variables, ``xs`` its scan inputs and ys
+    its scan outputs, both read/written backwards for ``reverse``; a scan without xs
+    gets a dummy (length,) scan input that fixes the trip count. Length 0: the initial
+    carries and empty ys."""
+    from ..onnx import lowerings as O
+    from ..onnx.export import lower_ir
+    nc, nk = num_consts, num_carry
+    consts, init, xs = list(args[:nc]), list(args[nc:nc + nk]), list(args[nc + nk:])
+    outs = list(ctx.out_avals)
+    if length == 0:
+        return init + [O._full(ctx, np.zeros((), a.dtype), a.dtype, a.shape)
+                       for a in outs[nk:]]
+    if not outs:
+        return []
+    in_avals = list(body.in_avals[nc:])
+    n_x = len(xs)
+    if not xs:
+        xs = [ctx.const(np.zeros(length, np.bool_))]
+        in_avals.append(ShapeDtypeStruct((), np.bool_))
+
+    def build(s, names):
+        return lower_ir(s, body, consts + names[:nk + n_x])
+    g = ctx.subgraph(build, [("carry" if i < nk else "x", a) for i, a in enumerate(in_avals)],
+                     list(body.out_avals), "scan_body")
+    rev = int(bool(reverse))
+    return _as_list(ctx.node("Scan", init + xs, outputs=len(outs), body=g,
+                             num_scan_inputs=len(xs), scan_input_directions=[rev] * len(xs),
+                             scan_output_directions=[rev] * (len(outs) - nk) or None))
+
+
+scan_p.onnx = _scan_onnx
+
+
+def _while_onnx(ctx, *args, cond_ir, body_ir, cond_nconsts, body_nconsts):
+    """ONNX ``Loop`` without a trip count: the predicate on the initial carry is computed
+    before the loop, and the body computes the next carry and the predicate on it."""
+    from ..onnx import lowerings as O
+    from ..onnx.export import lower_ir
+    cc = list(args[:cond_nconsts])
+    bc = list(args[cond_nconsts:cond_nconsts + body_nconsts])
+    init = list(args[cond_nconsts + body_nconsts:])
+    outs = list(ctx.out_avals)
+    if not outs:
+        return []
+    pdt = cond_ir.out_avals[0].dtype
+
+    def pred(c, carry):
+        (p,) = lower_ir(c, cond_ir, cc + carry)
+        return p if pdt == O.BOOL else O._not(c, O._eq(c, p, 0, pdt))
+
+    def build(s, names):
+        new = lower_ir(s, body_ir, bc + list(names[2:]))
+        return [pred(s, new)] + new
+    scalar = ShapeDtypeStruct((), np.bool_)
+    g = ctx.subgraph(build, [("iter", ShapeDtypeStruct((), np.int64)), ("cond", scalar)]
+                     + [("carry", a) for a in outs], [scalar] + outs, "while_body")
+    return _as_list(ctx.node("Loop", ["", pred(ctx, init)] + init, outputs=len(outs), body=g))
+
+
+while_p.onnx = _while_onnx

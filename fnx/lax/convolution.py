@@ -1152,3 +1152,155 @@ def avg_pool(x, window_shape, strides=None, padding="VALID", spatial_axes=None,
     p = _window_params("avg_pool", x, wd, ws, pad, None, None)
     counts = _rw_impl("sum")(np.ones(x.shape, np.float64), **p)
     return L.div(s, np.asarray(counts, s.dtype))
+
+
+# --- ONNX lowerings ----------------------------------------------------------------------------
+# conv_general_dilated -> Conv; reduce_window_max/min -> MaxPool (min: -MaxPool(-x)), float
+# reduce_window_sum -> Conv with a kernel of ones; integer, bool and float64 sums and windows
+# over more than 3 dimensions -> one strided Slice per window tap, combined in the impl's
+# order. Padding and base (lhs) dilation are applied explicitly (a Pad with the identity,
+# interior padding by the pad-and-reshape trick of lax.pad's lowering), so all params are
+# covered. Left out: integer convolutions (ONNX Conv is float only) and
+# select_and_gather_add / select_and_scatter_add (they only appear in derivatives).
+
+def _onnx_conv(ctx, lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
+               dimension_numbers, feature_group_count, batch_group_count,
+               preferred_element_type=None):
+    """ONNX ``Conv`` on operands transposed to (N, C, spatial...) / (O, I, spatial...).
+    Negative padding crops and lhs dilation interleaves zeros before the Conv (which
+    takes the positive padding); batch groups move into the channel axis as feature
+    groups. float16/bfloat16 convolve in float32 where onnxruntime has no kernel."""
+    from ..errors import MissingRuleError
+    from ..onnx import lowerings as O
+    la, ra = ctx.in_avals
+    out = ctx.out_avals[0]
+    dt = out.dtype
+    if kind_of(dt) != "f":
+        raise MissingRuleError(
+            f"ONNX export: conv_general_dilated with a {dt.name} result has no lowering "
+            "(ONNX Conv takes floating-point operands only); convolve in a float dtype "
+            "(preferred_element_type=float32) and convert the result")
+    if 0 in out.shape or 0 in la.shape or 0 in ra.shape:
+        return O._full(ctx, 0, dt, out.shape)
+    cdt = dt if dt in (O.F16, O.F32, O.F64) else O.F32
+    lhs = O._cast(ctx, O._cast(ctx, lhs, la.dtype, dt), dt, cdt)
+    rhs = O._cast(ctx, O._cast(ctx, rhs, ra.dtype, dt), dt, cdt)
+    lspec, rspec, ospec = (tuple(s) for s in dimension_numbers)
+    nsp = len(lspec) - 2
+    ident = tuple(range(nsp + 2))
+    x = lhs if lspec == ident else O._op(ctx, "Transpose", lhs, perm=list(lspec))
+    w = rhs if rspec == ident else O._op(ctx, "Transpose", rhs, perm=list(rspec))
+    shape = [la.shape[d] for d in lspec]
+    ks = [ra.shape[d] for d in rspec[2:]]
+    # lhs dilation and negative padding, explicitly; positive padding goes to Conv
+    cfg = [(0, 0, 0), (0, 0, 0)] + [(min(lo, 0), min(hi, 0), d - 1)
+                                    for (lo, hi), d in zip(padding, lhs_dilation)]
+    if any(c != (0, 0, 0) for c in cfg):
+        x = O._pad_config(ctx, x, shape, cfg, O._k(ctx, 0, cdt), cdt)
+        shape = shape[:2] + [_dilate_dim(n, it + 1) + lo + hi
+                             for n, (lo, hi, it) in zip(shape[2:], cfg[2:])]
+    pads = [max(lo, 0) for lo, _ in padding] + [max(hi, 0) for _, hi in padding]
+    group = feature_group_count
+    if batch_group_count > 1:           # (B Nb, C, sp) -> (Nb, B C, sp): B feature groups
+        B = batch_group_count
+        N, C = shape[0], shape[1]
+        x = O._reshape(ctx, x, [B, N // B] + shape[1:])
+        x = O._op(ctx, "Transpose", x, perm=[1, 0] + list(range(2, nsp + 3)))
+        x = O._reshape(ctx, x, [N // B, B * C] + shape[2:])
+        group = B
+    strides, rdil = list(window_strides), list(rhs_dilation)
+    if nsp == 0:                        # Conv needs a spatial dimension: add one of size 1
+        x = O._op(ctx, "Unsqueeze", x, O._ints(ctx, [2]))
+        w = O._op(ctx, "Unsqueeze", w, O._ints(ctx, [2]))
+        ks, strides, rdil, pads = [1], [1], [1], [0, 0]
+    y = O._op(ctx, "Conv", x, w, kernel_shape=ks, strides=strides, dilations=rdil,
+              pads=pads, group=group)
+    if nsp == 0:
+        y = O._op(ctx, "Squeeze", y, O._ints(ctx, [2]))
+    perm = [0] * (nsp + 2)
+    for j, d in enumerate(ospec):
+        perm[d] = j
+    if tuple(perm) != ident:
+        y = O._op(ctx, "Transpose", y, perm=perm)
+    return O._cast(ctx, y, cdt, dt)
+
+
+conv_general_dilated_p.onnx = _onnx_conv
+
+
+def _onnx_reduce_window(which):
+    def lower(ctx, x, *, window_dimensions, window_strides, padding, base_dilation,
+              window_dilation):
+        from ..onnx import lowerings as O
+        a, out = ctx.in_avals[0], ctx.out_avals[0]
+        dt, nd = a.dtype, a.ndim
+        if 0 in out.shape:
+            return O._full(ctx, np.zeros((), dt), dt, out.shape)
+        fill = np.array(_identity(dt, which)).astype(dt)
+        if 0 in a.shape:
+            return O._full(ctx, fill, dt, out.shape)
+        cfg = [(lo, hi, bd - 1) for (lo, hi), bd in zip(padding, base_dilation)]
+        shape = [_dilate_dim(n, bd) + lo + hi
+                 for n, (lo, hi), bd in zip(a.shape, padding, base_dilation)]
+        if any(c != (0, 0, 0) for c in cfg):
+            x = O._pad_config(ctx, x, a.shape, cfg, O._k(ctx, fill, dt), dt)
+        active = [d for d in range(nd) if window_dimensions[d] > 1 or window_strides[d] > 1]
+        if not active:
+            return x
+        ks = [window_dimensions[d] for d in active]
+        st = [window_strides[d] for d in active]
+        wd = [window_dilation[d] for d in active]
+        pooled = O._is_float(dt) and (dt != O.F64 if which == "sum" else len(active) <= 3)
+        if not pooled:   # one strided slice per tap, combined in row-major tap order
+            xs, back = x, (lambda y: y)
+            if which == "sum":
+                xs, back = O._arithmetic(ctx, x, dt, {O.F32, O.F64, O.I32, O.I64})
+            acc = None
+            for offs in np.ndindex(*ks):
+                starts = [o * d for o, d in zip(offs, wd)]
+                ends = [s0 + (out.shape[d] - 1) * s + 1 for s0, d, s in zip(starts, active, st)]
+                tap = O._slice(ctx, xs, starts, ends, active, st)
+                if acc is None:
+                    acc = tap
+                elif which == "sum":
+                    acc = O._op(ctx, "Add", acc, tap)
+                else:
+                    acc = O._max(ctx, acc, tap, dt, "Max" if which == "max" else "Min")
+            return back(acc)
+        # pooling over (prod(other dims), 1, active dims...)
+        cdt = dt if dt in (O.F16, O.F32, O.F64) else O.F32
+        x = O._cast(ctx, x, dt, cdt)
+        rest = [d for d in range(nd) if d not in active]
+        perm = rest + active
+        if perm != list(range(nd)):
+            x = O._op(ctx, "Transpose", x, perm=perm)
+        lead = [shape[d] for d in rest]
+        x = O._reshape(ctx, x, [math.prod(lead), 1] + [shape[d] for d in active])
+        if which == "sum":
+            ones = O._k(ctx, np.ones([1, 1] + ks), cdt)
+            y = O._op(ctx, "Conv", x, ones, kernel_shape=ks, strides=st, dilations=wd)
+        else:
+            if which == "min":
+                x = O._op(ctx, "Neg", x)
+            y = O._op(ctx, "MaxPool", x, kernel_shape=ks, strides=st, dilations=wd)
+            if which == "min":
+                y = O._op(ctx, "Neg", y)
+            # MaxPool skips NaNs; the impl propagates them
+            nan = O._op(ctx, "MaxPool", O._cast(ctx, O._op(ctx, "IsNaN", x), O.BOOL, cdt),
+                        kernel_shape=ks, strides=st, dilations=wd)
+            y = O._where(ctx, O._op(ctx, "Greater", nan, O._k(ctx, 0, cdt)),
+                         O._k(ctx, np.nan, cdt), y, cdt, signed_zeros=False)
+        y = O._reshape(ctx, y, lead + [out.shape[d] for d in active])
+        inv = [0] * nd
+        for i, d in enumerate(perm):
+            inv[d] = i
+        if perm != list(range(nd)):
+            y = O._op(ctx, "Transpose", y, perm=inv)
+        return O._cast(ctx, y, cdt, dt)
+    lower.__name__ = f"lower_reduce_window_{which}"
+    return lower
+
+
+reduce_window_sum_p.onnx = _onnx_reduce_window("sum")
+reduce_window_max_p.onnx = _onnx_reduce_window("max")
+reduce_window_min_p.onnx = _onnx_reduce_window("min")

@@ -286,3 +286,23 @@ for _p in (argmax_p, argmin_p):
 for _p in (cumsum_p, cumprod_p, cummax_p, cummin_p, cumlogsumexp_p):
     batch_shifted(_p, lambda p, n, x: dict(axis=p["axis"] % (x.ndim - 1) + 1,
                                            reverse=p.get("reverse", False)))
+
+
+# --- ONNX lowering ----------------------------------------------------------------------------
+def _cumlogsumexp_onnx(ctx, x, *, axis, reverse=False):
+    """A Hillis-Steele scan (the one cummax/cummin use) whose combining step is the
+    overflow-free logaddexp lowering, max + log1p(exp(-|a - b|)): ceil(log2 n) steps,
+    each accurate to a few ulp however far apart the values are (no global shift, so
+    large ranges and infinities are exact where the impl's are). float16/bfloat16
+    compute in float32."""
+    from ..onnx import lowerings as O
+    a = ctx.in_avals[0]
+    dt = a.dtype
+    cdt = dt if dt in (O.F32, O.F64) else O.F32
+    xs = O._cast(ctx, x, dt, cdt)
+    y = O._hillis_steele(ctx, xs, a.shape, axis % a.ndim, reverse, O._k(ctx, -np.inf, cdt),
+                         lambda u, v: O._logaddexp(ctx, u, v, cdt), cdt)
+    return O._cast(ctx, y, cdt, dt)
+
+
+cumlogsumexp_p.onnx = _cumlogsumexp_onnx

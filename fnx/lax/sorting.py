@@ -122,3 +122,27 @@ def _top_k_batch(vals, dims, size, *, k):
 
 
 top_k_p.batch = _top_k_batch
+
+
+# --- ONNX lowering ----------------------------------------------------------------------------
+def _top_k_onnx(ctx, x, *, k):
+    """ONNX ``TopK`` (largest=1, sorted=1) along the last axis. ONNX breaks ties by the
+    lower index, as the impl does (-0.0 and 0.0 tie); onnxruntime (1.32, CPU) ranks NaN
+    above every number, lower index first, which is the impl's order too (the tests
+    check it with NaNs). Dtypes without a TopK kernel go through a wider one (uint64:
+    int64 with the sign bit flipped, so the order is kept); values are gathered from the
+    operand, so they keep their bits."""
+    from ..onnx import lowerings as O
+    a = ctx.in_avals[0]
+    if k == 0:
+        shape = tuple(a.shape[:-1]) + (0,)
+        return [O._full(ctx, np.zeros((), a.dtype), a.dtype, shape),
+                O._full(ctx, np.zeros((), np.int32), np.dtype(np.int32), shape)]
+    key, _, _ = O._exact(ctx, x, a.dtype, O._TOPK, ordered=True)
+    _, idx = ctx.node("TopK", [key, O._ints(ctx, [k])], outputs=2, axis=-1, largest=1,
+                      sorted=1)
+    vals = O._op(ctx, "GatherElements", x, idx, axis=a.ndim - 1)
+    return [vals, O._cast(ctx, idx, O.I64, np.int32)]
+
+
+top_k_p.onnx = _top_k_onnx

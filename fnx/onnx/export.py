@@ -129,6 +129,7 @@ class LoweringContext:
         self._taken: set[str] = set()
         self._consts: dict = {}
         self._produced: set[str] = set()    # names that some node outputs
+        self._literals: dict = {}           # Constant nodes of this graph (not shared)
 
     # names -------------------------------------------------------------------------
     def reserve(self, name: str) -> str:
@@ -182,15 +183,51 @@ class LoweringContext:
     def literal(self, value, dtype) -> str:
         """A ``Constant`` node holding the scalar ``value`` (how IR literals are emitted)."""
         arr = np.asarray(value, dtype=dtype)
-        key = ("literal", arr.dtype.str, arr.tobytes())
-        name = self._consts.get(key)
+        key = (arr.dtype.str, arr.tobytes())
+        name = self._literals.get(key)
         if name is None:
             onnx = _onnx()
-            name = self._consts[key] = self.fresh("literal")
+            name = self._literals[key] = self.fresh("literal")
             self.nodes.append(onnx.helper.make_node("Constant", [], [name],
                                                     value=_tensor_proto(arr, name + "_value")))
             self._produced.add(name)
         return name
+
+    # subgraphs -------------------------------------------------------------------------
+    def subgraph(self, build, inputs=(), out_avals=(), name: str = "body"):
+        """A ``GraphProto`` for a control-flow node's attribute (``If`` branches, ``Loop``
+        and ``Scan`` bodies).
+
+        ``inputs`` are the graph's formal inputs as (name hint, ShapeDtypeStruct)
+        pairs; ``build(sub, input_names) -> [output names]`` adds the body's nodes
+        to ``sub``, a ``LoweringContext`` for the subgraph (``lower_ir(sub, ir,
+        names)`` lowers an IR into it). The body may read any value of the enclosing
+        graphs by name (ONNX outer scope). Value names are unique across the whole
+        model; initializers made with ``sub.const`` go to the main graph (visible
+        inside every subgraph), while ``Constant`` nodes stay in the graph that uses
+        them. Each output is an ``Identity`` of what ``build`` returned, typed by
+        ``out_avals``.
+        """
+        onnx = _onnx()
+        sub = LoweringContext(self.opset)
+        # shared with the enclosing graph: names, initializers, extra domains
+        sub._counter, sub._taken = self._counter, self._taken
+        sub._consts, sub.initializers, sub.domains = self._consts, self.initializers, \
+            self.domains
+        in_names = [sub.fresh(hint) for hint, _ in inputs]
+        results = list(build(sub, in_names))
+        if len(results) != len(out_avals):
+            raise ValueError(f"subgraph {name}: {len(results)} results for "
+                             f"{len(out_avals)} outputs")
+        out_names = [sub.node("Identity", [r]) for r in results]
+        skip = set(in_names) | set(out_names) | {t.name for t in self.initializers}
+        value_info = [_value_info(n, a) for n, a in sub.value_types.items()
+                      if n in sub._produced and n not in skip]
+        return onnx.helper.make_graph(
+            sub.nodes, self.fresh(name),
+            [_value_info(n, a) for n, (_, a) in zip(in_names, inputs)],
+            [_value_info(n, a) for n, a in zip(out_names, out_avals)],
+            value_info=value_info)
 
 
 # --- lowering an IR -------------------------------------------------------------------------

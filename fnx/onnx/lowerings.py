@@ -46,8 +46,23 @@ and the lowerings work around it without changing what the graph means:
   emitted as the ONNX operator anyway: the model is valid ONNX and runs where the
   runtime implements them.
 
+Primitives defined elsewhere carry their lowering beside their other rules (they
+use the helpers here): ``conv_general_dilated`` (``Conv``; float only),
+``reduce_window_sum/max/min`` (``Conv`` with ones, ``MaxPool``, or strided slices
+per window tap) in ``fnx/lax/convolution.py``; ``cumlogsumexp`` (a log-depth scan
+of logaddexp) in ``fnx/lax/reduction.py``; ``top_k`` (``TopK``) in
+``fnx/lax/sorting.py``; ``cond`` (``If``), ``scan`` (``Scan``) and ``while``
+(``Loop``), whose bodies become subgraphs (``LoweringContext.subgraph``), in
+``fnx/lax/control_flow.py``. onnxruntime has no float64 ``Conv`` kernel either.
+
 Left out (no lowering; exporting a function that uses them raises
 ``MissingRuleError``):
+
+* ``select_and_gather_add``, ``select_and_scatter_add``: max/min pooling's
+  derivatives, which appear only in differentiated functions; integer
+  ``conv_general_dilated`` raises ``MissingRuleError`` (ONNX ``Conv`` is float only).
+* the factorizations (``cholesky``, ``triangular_solve``, ``lu``, ``qr``, ``eigh``,
+  ``svd``) and the random bits (``threefry2x32``, ``random_gamma``): no ONNX operators.
 
 * ``copysign``: ONNX cannot read the sign bit of a NaN (it has no bitcast), and
   NaNs made by arithmetic carry a negative sign on x86, so results would differ.
@@ -109,7 +124,8 @@ _COMPARE = {F16, F32, F64, I8, U8, I16, U16, I32, I64, U32, U64}
 # Primitives whose lowering onnxruntime (1.32, CPU) cannot run for these dtypes: it has
 # no float64 kernel for the operator (the model is valid ONNX all the same).
 ONNXRUNTIME_GAPS = {name: frozenset({F64}) for name in (
-    "tan", "asin", "acos", "atan", "atan2", "sinh", "cosh", "asinh", "acosh", "atanh", "erf")}
+    "tan", "asin", "acos", "atan", "atan2", "sinh", "cosh", "asinh", "acosh", "atanh", "erf",
+    "conv_general_dilated")}
 
 # wider dtypes holding every value of a dtype exactly (tried in order)
 _WIDER = {BOOL: (U8, I32), I8: (I32, I64), U8: (I32, I64), I16: (I32, I64),
@@ -568,9 +584,12 @@ def _lower_hypot(ctx, x, y):
 
 
 def _lower_logaddexp(ctx, x, y):
+    return _logaddexp(ctx, x, y, ctx.in_avals[0].dtype)
+
+
+def _logaddexp(ctx, x, y, dt):
     """NumPy's npy_logaddexp: x + ln 2 where x == y (equal infinities), else
     max + log1p(exp(-|x - y|)); NaN where x - y is NaN."""
-    dt = ctx.in_avals[0].dtype
     d = _op(ctx, "Sub", x, y)
     pos = _op(ctx, "Greater", d, _k(ctx, 0, dt))
     # no result is -0.0: a zero comes from adding the tail (>= +0.0) to a zero
@@ -701,8 +720,13 @@ def _slice(ctx, x, starts, ends, axes, steps=None):
 
 def _lower_pad(ctx, x, value, *, padding_config):
     a = ctx.in_avals[0]
-    dt = a.dtype
-    shape = list(a.shape)
+    return _pad_config(ctx, x, a.shape, padding_config, value, a.dtype)
+
+
+def _pad_config(ctx, x, shape, padding_config, value, dt):
+    """lax.pad of ``x`` (of ``shape``): (low, high, interior) per dimension, negative
+    low/high crop; ``value`` is a scalar value name of ``dt``."""
+    shape = list(shape)
     # interior padding, one dimension at a time: (n,) -> (n, 1) -> pad to (n, 1 + it)
     # -> (n * (1 + it),) -> drop the trailing `it` values
     for d, (_, _, it) in enumerate(padding_config):
@@ -925,14 +949,31 @@ def _lower_cumsum(ctx, x, *, axis, reverse=False):
                     reverse=int(bool(reverse))))
 
 
+def _hillis_steele(ctx, x, shape, axis, reverse, fill, combine, dt):
+    """An inclusive scan of ``x`` (of ``shape``) along ``axis`` by an associative
+    ``combine(u, v)`` with identity ``fill`` (a scalar value name): ceil(log2 n) steps,
+    each combining every partial result with the one ``d`` places back (identity-padded)."""
+    n, nd = shape[axis], len(shape)
+    y, d = x, 1
+    while d < n:
+        pads = [0] * (2 * nd)
+        if reverse:
+            moved = _slice(ctx, y, [d], [n], [axis])
+            pads[nd + axis] = d
+        else:
+            moved = _slice(ctx, y, [0], [n - d], [axis])
+            pads[axis] = d
+        y = combine(y, _pad(ctx, moved, pads, fill, dt))
+        d *= 2
+    return y
+
+
 def _scan(which):
-    """cumprod / cummax / cummin as a Hillis-Steele scan: ceil(log2 n) steps, each
-    combining every partial result with the one ``d`` places back (identity-padded)."""
+    """cumprod / cummax / cummin as a Hillis-Steele scan (``_hillis_steele``)."""
     def lower(ctx, x, *, axis, reverse=False):
         from ..lax.reduction import _identity
         a = ctx.in_avals[0]
         dt = a.dtype
-        n = a.shape[axis]
         if which == "prod":
             fill = np.array(1).astype(dt)
             combine = lambda u, v: _op(ctx, "Mul", u, v)  # noqa: E731
@@ -940,19 +981,7 @@ def _scan(which):
             fill = np.array(_identity(dt, which)).astype(dt)
             op_type = "Max" if which == "max" else "Min"
             combine = lambda u, v: _max(ctx, u, v, dt, op_type)  # noqa: E731
-        fill = _k(ctx, fill, dt)
-        y, d = x, 1
-        while d < n:
-            pads = [0] * (2 * a.ndim)
-            if reverse:
-                moved = _slice(ctx, y, [d], [n], [axis])
-                pads[a.ndim + axis] = d
-            else:
-                moved = _slice(ctx, y, [0], [n - d], [axis])
-                pads[axis] = d
-            y = combine(y, _pad(ctx, moved, pads, fill, dt))
-            d *= 2
-        return y
+        return _hillis_steele(ctx, x, a.shape, axis, reverse, _k(ctx, fill, dt), combine, dt)
     lower.__name__ = f"lower_cum{which}"
     return lower
 
