@@ -22,10 +22,11 @@ Rows:
 * ``numpy (by hand)``: forward and backward written out with matmuls.
 
 Every row's new parameters and loss are compared with the hand-written NumPy step
-computed in float64 before anything is timed. Goals printed under the table: the fnx
-step faster than JAX's jitted step and than PyTorch eager (each when installed), and
-within 1.1x of the hand-written NumPy step. Importing the module runs nothing;
-``main(["--quick"])`` is a smoke run.
+computed in float64 before anything is timed. With ``--threads N`` (default 1) the
+process is pinned to N CPUs while it runs, the one way to hold XLA to N threads. Goals
+printed under the table: the fnx step faster than JAX's jitted step and than PyTorch
+eager (each when installed), and within 1.1x of the hand-written NumPy step. Importing
+the module runs nothing; ``main(["--quick"])`` is a smoke run.
 """
 from __future__ import annotations
 
@@ -231,7 +232,7 @@ def goals(results):
     return rows
 
 
-def format_report(results, overhead_ns, goal_rows, *, raw=False, threads=None):
+def format_report(results, overhead_ns, goal_rows, *, raw=False, threads=None, pinned=None):
     m = H.machine_info()
     vers = [f"NumPy {m.get('numpy', '?')}"]
     for mod in ("autograd", "jax", "torch"):
@@ -244,7 +245,9 @@ def format_report(results, overhead_ns, goal_rows, *, raw=False, threads=None):
              + ("NOT subtracted (--raw)" if raw else "subtracted"),
              "ratio to fnx = time / fnx time of the same workload (<1: faster than fnx)",
              "compute threads per library: " + (f"{threads} (--threads {threads})" if threads
-                                                else "each library's default (--threads 0)"),
+                                                else "each library's default (--threads 0)")
+             + (f"; process pinned to CPU {', '.join(map(str, pinned))} (XLA's pool follows "
+                "the affinity mask, not its flags)" if pinned else ""),
              "", H.format_table(results)]
     if H.notes():
         lines += [""] + [f"note: {s}" for s in H.notes()]
@@ -254,6 +257,22 @@ def format_report(results, overhead_ns, goal_rows, *, raw=False, threads=None):
     return "\n".join(lines)
 
 
+def pin_cpus(n):
+    """Restrict this process to ``n`` of its CPUs, so that ``--threads n`` holds for
+    JAX too: XLA:CPU sizes its intra-op thread pool from the affinity mask and no XLA
+    flag caps it (unpinned, its jitted step ran on 2 threads: about 1.8x the wall time
+    in CPU time). The other libraries already run ``n`` threads. Returns the CPUs, or
+    None where the mask cannot be set or already has at most ``n``. (A process that
+    imported JAX earlier keeps the pool it made then.)"""
+    if not hasattr(os, "sched_setaffinity"):
+        return None
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) <= n:
+        return None
+    os.sched_setaffinity(0, cpus[-n:])
+    return cpus[-n:]
+
+
 def main(argv=None):
     p = H.arg_parser(__doc__.split("\n\n")[0])
     p.add_argument("--threads", type=int, default=1, metavar="N",
@@ -261,6 +280,16 @@ def main(argv=None):
                         "default 1; 0: each library's own default")
     args = p.parse_args(argv)
     late = limit_threads(args.threads) if args.threads else None
+    before = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+    pinned = pin_cpus(args.threads) if args.threads else None
+    try:
+        return _run(args, late, pinned)
+    finally:
+        if pinned:  # main() called in a longer-lived process (tests): give the CPUs back
+            os.sched_setaffinity(0, before)
+
+
+def _run(args, late, pinned):
     repeats = args.repeats or (9 if args.quick else 51)
     workloads, refs = build_workloads()
     check(workloads, refs)
@@ -268,11 +297,13 @@ def main(argv=None):
                                 warmup_ms=2 if args.quick else 20,
                                 subtract_overhead=not args.raw)
     goal_rows = goals(results)
-    report = format_report(results, overhead, goal_rows, raw=args.raw, threads=args.threads)
+    report = format_report(results, overhead, goal_rows, raw=args.raw, threads=args.threads,
+                           pinned=pinned)
     print(report if late is None else f"{report}\nnote: {late}")
     if args.json:
         H.dump_json(args.json, results, benchmark="mlp_step", overhead_ns=overhead,
-                    overhead_subtracted=not args.raw, threads=args.threads, goals=goal_rows,
+                    overhead_subtracted=not args.raw, threads=args.threads, pinned_cpus=pinned,
+                    goals=goal_rows,
                     notes=H.notes() + ([late] if late else []))
     return {"results": results, "overhead_ns": overhead, "goals": goal_rows}
 

@@ -232,19 +232,35 @@ def _dot_general_transpose(ct, lhs, rhs, *, dimension_numbers, preferred_element
     from . import ops as L
     if y.dtype != ct.dtype:  # preferred_element_type wider than the operands
         y = L.convert_element_type(y, ct.dtype)
-    # ct_x[b, xf, yc-order] = sum over y free of ct[b, ..] * y[b, yc, yf]
-    res = dot_general_p.bind(ct, y, dimension_numbers=((tuple(ct_yf), tuple(yf)),
-                                                (tuple(ct_b), tuple(yb))),
-                             preferred_element_type=None)
-    # res dims: batch (x's batch order), x free (in xf order), then y's remaining dims
-    # (the contracted ones, in increasing y index), which pair with xc.
+    # ct_x[b, xf, yc-order] = sum over y free of ct[b, ..] * y[b, yc, yf]: as
+    # dot_general(ct, y), whose dims are batch (x's batch order), x free (in xf order),
+    # then y's remaining dims (the contracted ones, in increasing y index), which pair
+    # with xc; or as dot_general(y, ct): batch, y's remaining dims, x free. The second
+    # is taken when it comes out in x's own layout and the first does not (a weight
+    # gradient ``x.T @ ct``: BLAS reads the transposed operand in place, and the result
+    # is C-contiguous instead of a transposed view that slows every later op on it).
     y_rest = sorted(yc)
-    x_dims = list(xb) + xf + [xc[list(yc).index(d)] for d in y_rest]
-    perm = [x_dims.index(d) for d in range(len(x.shape))]
+    paired = [xc[list(yc).index(d)] for d in y_rest]
+    ident = list(range(len(x.shape)))
+    perm = _perm_to(list(xb) + xf + paired)
+    if perm != ident and _perm_to(list(xb) + paired + xf) == ident:
+        res = dot_general_p.bind(y, ct, dimension_numbers=((tuple(yf), tuple(ct_yf)),
+                                                    (tuple(yb), tuple(ct_b))),
+                                 preferred_element_type=None)
+        perm = ident
+    else:
+        res = dot_general_p.bind(ct, y, dimension_numbers=((tuple(ct_yf), tuple(yf)),
+                                                    (tuple(ct_b), tuple(yb))),
+                                 preferred_element_type=None)
     out = L.transpose(res, perm)
     if out.dtype != x.dtype:
         out = L.convert_element_type(out, x.dtype)
     return [out, None] if is_linear(lhs) else [None, out]
+
+
+def _perm_to(dims):
+    """The permutation putting dims listed in order ``dims`` back in increasing order."""
+    return [dims.index(d) for d in range(len(dims))]
 
 
 dot_general_p.transpose = _dot_general_transpose
