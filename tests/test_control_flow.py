@@ -385,3 +385,24 @@ def test_rnn_grad_weight_cotangents_contract_over_the_scan_axis():
         got = fn(p, fnp.asarray(xs), fnp.asarray(h0))
         for g, r in zip(got, want):
             close(g, r, 1e-5)
+
+
+def test_eager_cond_and_switch_check_the_branches_not_taken():
+    """A concrete predicate runs one branch, but a mismatch is reported as under jit."""
+    x = fnp.ones(3)
+    with pytest.raises(TypeError, match=r"differs between branches.*f32\[2\].*f32\[3\]"):
+        lax.cond(True, lambda x: x * 2, lambda x: x[:2], x)
+    with pytest.raises(TypeError, match="same pytree structure"):
+        lax.switch(5, [lambda x: x, lambda x: (x, x)], x)
+    calls = []
+
+    def taken(x):
+        calls.append("taken")
+        return x + 1
+
+    def other(x):
+        calls.append("traced")
+        return x - 1
+    for _ in range(3):   # the other branch is traced once per signature, never run
+        np.testing.assert_array_equal(lax.cond(False, other, taken, x), x + 1)
+    assert calls == ["taken", "traced", "taken", "taken"]

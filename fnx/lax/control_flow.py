@@ -383,6 +383,36 @@ def _cond_general(name, index, branches, operands, labels=None):
     return tree_util.tree_unflatten(trees[0], outs)
 
 
+_EAGER_CHECKED = {}   # (branches, operand types) whose outputs were checked against each other
+
+
+def _run_chosen(name, k, branches, operands, labels=None):
+    """Eagerly (concrete index): run branch ``k`` only. The other branches are traced
+    abstractly, once per branch functions and operand types, so a branch mismatch is
+    reported eagerly exactly as under ``jit``."""
+    out = branches[k](*operands)
+    if len(branches) == 1:
+        return out
+    leaves, tree = tree_util.tree_flatten(tuple(operands))
+    key = (branches, tree, tuple((np.shape(x), np.result_type(x)) for x in leaves))
+    if key in _EAGER_CHECKED:
+        return out
+    from ..core.tracing import eval_shape
+    trees, avals = [], []
+    for i, f in enumerate(branches):
+        res = out if i == k else eval_shape(f, *operands)
+        res_leaves, res_tree = tree_util.tree_flatten(res)
+        trees.append(res_tree)
+        avals.append([v if isinstance(v, ShapeDtypeStruct) else to_array(v).aval
+                      for v in res_leaves])
+    names = labels or [f"branch {i} ({_fun_name(f)})" for i, f in enumerate(branches)]
+    _branch_outputs_check(name, names, trees, avals)
+    if len(_EAGER_CHECKED) >= 256:
+        _EAGER_CHECKED.clear()
+    _EAGER_CHECKED[key] = True
+    return out
+
+
 def _direct_ok(x):
     """A concrete index with no enclosing IR trace: the chosen function just runs."""
     return not isinstance(x, Tracer) and not isinstance(get_trace(), IRTrace)
@@ -399,11 +429,12 @@ def cond(pred, true_fun, false_fun, *operands):
         raise TypeError(f"cond: pred must be a scalar (a boolean or a number), got shape "
                         f"{p.shape}; reduce it (e.g. .any()) or use fnx.numpy.where for an "
                         "elementwise choice")
+    labels = (f"false_fun ({_fun_name(false_fun)})", f"true_fun ({_fun_name(true_fun)})")
     if _direct_ok(p):
-        return (true_fun if bool(p._concrete("cond")) else false_fun)(*operands)
+        return _run_chosen("cond", int(bool(p._concrete("cond"))), (false_fun, true_fun),
+                           operands, labels)
     from .ops import convert_element_type, ne
     index = convert_element_type(ne(p, to_array(0, "pred").astype(p.dtype)), np.int32)
-    labels = (f"false_fun ({_fun_name(false_fun)})", f"true_fun ({_fun_name(true_fun)})")
     return _cond_general("cond", index, (false_fun, true_fun), operands, labels)
 
 
@@ -418,7 +449,7 @@ def switch(index, branches, *operands):
                         f"{_describe_aval(i.aval)}")
     if _direct_ok(i):
         k = builtins.min(builtins.max(int(i._concrete("switch")), 0), len(branches) - 1)
-        return branches[k](*operands)
+        return _run_chosen("switch", k, branches, operands)
     if len(branches) == 1:
         return branches[0](*operands)
     from .ops import convert_element_type
