@@ -217,6 +217,24 @@ def test_lu_and_cholesky_match_scipy(dtype):
     close(w, np.stack([sla.eigh(m, eigvals_only=True) for m in s]), dtype, 10)
 
 
+@pytest.mark.parametrize("dtype", [np.float64, np.complex128])
+def test_blocked_lu_matches_scipy_across_panels(dtype):
+    """n = 70: two full 32-column panels and a partial one (the trailing updates and the
+    panel solves), stacked; a rank-deficient matrix keeps its zero columns finite."""
+    rng = np.random.default_rng(7)
+    a = _rand(rng, (2, 70, 70), dtype)
+    lu, piv, perm = la.lu(a)
+    for i in range(2):
+        lu_ref, piv_ref = sla.lu_factor(a[i])
+        close(lu[i], lu_ref, dtype, 1000)
+        np.testing.assert_array_equal(piv[i], piv_ref)
+    x = np.asarray(fnp.linalg.solve(a, a[..., :3]))
+    np.testing.assert_allclose(x[:, :3, :], np.broadcast_to(np.eye(3), (2, 3, 3)), atol=1e-9)
+    low_rank = np.zeros((40, 40), dtype)
+    low_rank[:, :5] = _rand(rng, (40, 5), dtype)
+    assert np.isfinite(np.asarray(la.lu(low_rank)[0])).all()
+
+
 # --- gradients -------------------------------------------------------------------------------
 
 def test_gradients_of_linalg_functions():

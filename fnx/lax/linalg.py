@@ -352,29 +352,40 @@ def _lu_rule(x):
             _sds(batch + (n,), np.int32)]
 
 
+_LU_PANEL = 32
+
+
 def _lu_impl(x):
-    """Partial-pivoting Gaussian elimination, one column at a time over the whole stack."""
+    """Partial-pivoting LU over the whole stack, blocked (right-looking, as LAPACK's
+    getrf): each panel of 32 columns is eliminated a column at a time, pivoting on
+    |re| + |im| for complex as getrf does and swapping whole rows; then the panel's rows
+    of U come from one unit-lower solve and the trailing matrix takes one matmul update.
+    A zero column stays zero (its pivot is taken as 1), as the unblocked form did."""
     n = x.shape[-1]
     batch = x.shape[:-2]
     a = np.array(x.reshape((-1, n, n)), dtype=x.dtype, copy=True)
-    nb = a.shape[0]
-    rows = np.arange(nb)
-    pivots = np.zeros((nb, n), np.int32)
-    perm = np.tile(np.arange(n, dtype=np.int32), (nb, 1))
-    for k in range(n):
-        col = a[:, k:, k]       # pivot on |re| + |im| for complex, as LAPACK's getrf
-        mag = np.abs(col.real) + np.abs(col.imag) if a.dtype.kind == "c" else np.abs(col)
-        p = k + np.argmax(mag, axis=1)
-        pivots[:, k] = p
-        rk, rp = a[rows, k].copy(), a[rows, p].copy()
-        a[rows, k], a[rows, p] = rp, rk
-        pk, pp = perm[rows, k].copy(), perm[rows, p].copy()
-        perm[rows, k], perm[rows, p] = pp, pk
-        piv = a[:, k, k]
-        piv = np.where(piv == 0, np.ones((), a.dtype), piv)   # a zero column stays zero
-        col = a[:, k + 1:, k] / piv[:, None]
-        a[:, k + 1:, k] = col
-        a[:, k + 1:, k + 1:] -= col[:, :, None] * a[:, k, None, k + 1:]
+    rows = np.arange(a.shape[0])
+    pivots = np.zeros((a.shape[0], n), np.int32)
+    perm = np.tile(np.arange(n, dtype=np.int32), (a.shape[0], 1))
+    for k0 in range(0, n, _LU_PANEL):
+        k1 = min(k0 + _LU_PANEL, n)
+        for k in range(k0, k1):
+            col = a[:, k:, k]
+            mag = np.abs(col.real) + np.abs(col.imag) if a.dtype.kind == "c" else np.abs(col)
+            p = k + np.argmax(mag, axis=1)
+            pivots[:, k] = p
+            rk, rp = a[rows, k].copy(), a[rows, p].copy()
+            a[rows, k], a[rows, p] = rp, rk
+            pk, pp = perm[rows, k].copy(), perm[rows, p].copy()
+            perm[rows, k], perm[rows, p] = pp, pk
+            piv = a[:, k, k]
+            piv = np.where(piv == 0, np.ones((), a.dtype), piv)
+            a[:, k + 1:, k] /= piv[:, None]
+            a[:, k + 1:, k + 1:k1] -= a[:, k + 1:, k, None] * a[:, k, None, k + 1:k1]
+        if k1 < n:
+            unit_lower = np.tril(a[:, k0:k1, k0:k1], -1) + np.eye(k1 - k0, dtype=a.dtype)
+            a[:, k0:k1, k1:] = np.linalg.solve(unit_lower, a[:, k0:k1, k1:])
+            a[:, k1:, k1:] -= a[:, k1:, k0:k1] @ a[:, k0:k1, k1:]
     return [a.reshape(x.shape), pivots.reshape(batch + (n,)), perm.reshape(batch + (n,))]
 
 
