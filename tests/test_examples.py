@@ -2,7 +2,6 @@
 example run, with tiny settings."""
 import importlib.util
 import os
-import re
 
 import numpy as np
 import pytest
@@ -50,13 +49,3 @@ def test_example_runs(name, capsys):
         assert np.isfinite(res["loss"])
     if name == "char_lstm":
         assert res["sample"].startswith("T") and "sample:" in out
-
-
-def test_readme_models_and_training_example_runs(capsys):
-    readme = open(os.path.join(ROOT, "README.md")).read()
-    blocks = re.findall(r"```python\n(.*?)```", readme, re.S)
-    code = next(b for b in blocks if "save_states" in b)
-    namespace = {}
-    exec(compile(code, "README.md (Models and training)", "exec"), namespace)
-    assert "layers.0.weight" in capsys.readouterr().out
-    assert namespace["aux"]["step"] == 3

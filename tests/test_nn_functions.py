@@ -31,12 +31,13 @@ def uniform(lo, hi, kinks=(), gap=0.05):
     return make
 
 
-def example(make, shapes=SHAPES, **params):
+def example(make, shapes=SHAPES, dtypes=FLOAT, **params):
     """Examples of ``make(rng, dtype, shape, **params)``; vmap lanes are further draws
-    with the same dtype, shape and params; callable params are drawn: ``(draw, shape)``."""
+    with the same dtype, shape and params; callable params are drawn: ``(draw, shape)``.
+    (Also test_selection's.)"""
     @st.composite
     def draw(d):
-        dtype = np.dtype(d(st.sampled_from(FLOAT)))
+        dtype = np.dtype(d(st.sampled_from(dtypes)))
         shape = d(shapes)
         p = {k: (v(d, shape) if callable(v) else v) for k, v in params.items()}
         seed = d(st.integers(0, 2 ** 32 - 1))

@@ -58,24 +58,33 @@ def test_public_api_mirrors_jax_names():
     assert fnx.numpy.ones(2).__array_namespace__() is fnx.numpy
 
 
-def test_readme_example_runs(capsys):
+def _run_readme_block(marker, label):
+    """Run the README's first ```python block that contains ``marker``; its namespace."""
     readme = open(os.path.join(ROOT, "README.md")).read()
-    code = re.search(r"```python\n(.*?)```", readme, re.S).group(1)
+    blocks = re.findall(r"```python\n(.*?)```", readme, re.S)
+    code = next(b for b in blocks if marker in b)
     namespace = {}
-    exec(compile(code, "README.md", "exec"), namespace)
+    exec(compile(code, label, "exec"), namespace)
+    return namespace
+
+
+def test_readme_example_runs(capsys):
+    namespace = _run_readme_block("", "README.md")
     assert "{ lambda" in capsys.readouterr().out
     assert namespace["grads"][0].shape == (3, 2)
 
 
 def test_readme_adding_an_op_example_runs(capsys):
-    readme = open(os.path.join(ROOT, "README.md")).read()
-    blocks = re.findall(r"```python\n(.*?)```", readme, re.S)
-    code = next(b for b in blocks if "fnx.extend" in b)
-    namespace = {}
-    exec(compile(code, "README.md (Adding an op)", "exec"), namespace)
+    _run_readme_block("fnx.extend", "README.md (Adding an op)")
     out = capsys.readouterr().out
     assert "check_op(my_softplus):" in out and "vjp     passed" in out
     assert "onnx    passed" in out          # onnxruntime is a test extra
+
+
+def test_readme_models_and_training_example_runs(capsys):
+    namespace = _run_readme_block("save_states", "README.md (Models and training)")
+    assert "layers.0.weight" in capsys.readouterr().out
+    assert namespace["aux"]["step"] == 3
 
 
 def test_readme_rules_table_is_current():

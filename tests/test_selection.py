@@ -12,26 +12,14 @@ from hypothesis import strategies as st
 import fnx
 import fnx.numpy as fnp
 from fnx import lax
-from fnx.testing import Example, check_op
-
-FLOAT = (np.float32, np.float64)
-SHAPES = st.lists(st.integers(1, 4), min_size=1, max_size=3).map(tuple)
+from fnx.testing import check_op
+from test_nn_functions import FLOAT, SHAPES1, axis_of
+from test_nn_functions import example as _example
 
 
 def example(make, **params):
-    """A strategy of ``Example(*make(rng, dtype, shape), **params)`` whose vmap lanes are
-    further draws of ``make`` with the same dtype, shape and params; ``params`` values
-    that are callables ``(draw, shape) -> value`` are drawn."""
-    @st.composite
-    def draw(d, dtypes=FLOAT):
-        dtype = np.dtype(d(st.sampled_from(dtypes)))
-        shape = d(SHAPES)
-        p = {k: (v(d, shape) if callable(v) else v) for k, v in params.items()}
-        seed = d(st.integers(0, 2 ** 32 - 1))
-        ops = make(np.random.default_rng(seed), dtype, shape, **p)
-        more = np.random.default_rng(seed + 1)
-        return Example(*ops, **p).lanes(lambda k: make(more, dtype, shape, **p))
-    return draw
+    """``dtypes -> `` a strategy of ``test_nn_functions.example``s of rank >= 1."""
+    return lambda dtypes=FLOAT: _example(make, SHAPES1, dtypes, **params)
 
 
 def distinct(rng, dtype, shape, lo=-3.0, hi=3.0):
@@ -40,10 +28,6 @@ def distinct(rng, dtype, shape, lo=-3.0, hi=3.0):
     gap = (hi - lo) / max(n, 1)
     return (lo + gap * (rng.permutation(n) + rng.uniform(0.25, 0.75, n))).reshape(shape) \
         .astype(dtype)
-
-
-def axis_of(d, shape):
-    return d(st.integers(-len(shape), len(shape) - 1))
 
 
 # --- cumlogsumexp ------------------------------------------------------------------------------

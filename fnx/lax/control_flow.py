@@ -560,40 +560,28 @@ def _while_batch(vals, dims, size, *, cond_ir, body_ir, cond_nconsts, body_ncons
                               ShapeDtypeStruct(v.shape[1:], v.dtype, v.weak_type), d, size)
                 for v, d in zip(vs, ds)]
 
-    def probe_body(mask):
+    def probe(ir, consts, cdims, mask):
+        """Which outputs of ``ir`` (body or cond) come out batched when the carry is
+        batched where ``mask`` says."""
         box = {}
 
         def f(*a):
-            b, k = a[:len(bc)], a[len(bc):]
-            _, box["d"] = _batch_flat(lambda *x: eval_ir(body_ir, *x), list(b) + list(k),
-                                      list(bcd) + [0 if m else None for m in mask], size)
+            c, k = a[:len(consts)], a[len(consts):]
+            _, box["d"] = _batch_flat(lambda *x: eval_ir(ir, *x), list(c) + list(k),
+                                      list(cdims) + [0 if m else None for m in mask], size)
             return []
-        trace_flat(f, batched_avals(bc, bcd) + [
+        trace_flat(f, batched_avals(consts, cdims) + [
             _batched_aval(ShapeDtypeStruct(v.shape[1:] if d is not None else v.shape, v.dtype,
                                            v.weak_type), 0 if m else None, size)
             for v, d, m in zip(init, kd, kb)], "while_vmap_probe")
         return [d is not None for d in box["d"]]
 
-    def probe_cond(mask):
-        box = {}
-
-        def f(*a):
-            c, k = a[:len(cc)], a[len(cc):]
-            _, box["d"] = _batch_flat(lambda *x: eval_ir(cond_ir, *x), list(c) + list(k),
-                                      list(ccd) + [0 if m else None for m in mask], size)
-            return []
-        trace_flat(f, batched_avals(cc, ccd) + [
-            _batched_aval(ShapeDtypeStruct(v.shape[1:] if d is not None else v.shape, v.dtype,
-                                           v.weak_type), 0 if m else None, size)
-            for v, d, m in zip(init, kd, kb)], "while_vmap_probe")
-        return box["d"][0] is not None
-
     while True:
-        new = [a or b for a, b in zip(kb, probe_body(kb))]
+        new = [a or b for a, b in zip(kb, probe(body_ir, bc, bcd, kb))]
         if new == kb:
             break
         kb = new
-    pred_batched = probe_cond(kb)
+    pred_batched = probe(cond_ir, cc, ccd, kb)[0]
     if pred_batched:
         kb = [True] * len(init)
     init = [_full(v, d, size, v.shape if d is None else v.shape[1:]) if m and d is None else v

@@ -313,6 +313,25 @@ def _im2col(x, out_sp, ks, strides, rdil, cols_shape, order):
     return win.reshape(cols_shape)
 
 
+def _operands(pet, x_perm, w_perm, padding, ldil, channels_first):
+    """``prep(lhs, rhs) -> (x, w)``: both cast to ``pet`` (unless None) and transposed by
+    ``x_perm`` / ``w_perm``; ``x`` padded and dilated over its spatial axes, which follow
+    the channels (``channels_first``) or precede them."""
+    pad_it = _needs_pad(padding, ldil)
+    lead, trail = (2, 0) if channels_first else (1, 1)
+    pads_full = ((0, 0),) * lead + tuple(padding) + ((0, 0),) * trail
+    dils_full = (1,) * lead + tuple(ldil) + (1,) * trail
+
+    def prep(lhs, rhs):
+        if pet is not None:
+            lhs, rhs = lhs.astype(pet, copy=False), rhs.astype(pet, copy=False)
+        x = lhs.transpose(x_perm)
+        if pad_it:
+            x = _dilate_pad(x, 0, pads_full, dils_full)
+        return x, rhs.transpose(w_perm)
+    return prep
+
+
 @functools.lru_cache(maxsize=2048)
 def _conv_plan(lshape, rshape, strides, padding, ldil, rdil, dn, G, B, pet, perm):
     """The NumPy computation of one convolution for these shapes: ``fn(lhs, rhs)``."""
@@ -327,9 +346,6 @@ def _conv_plan(lshape, rshape, strides, padding, ldil, rdil, dn, G, B, pet, perm
                    for p, k, r, s in zip(padded, ks, rdil, strides))
     x_perm = (lspec[0],) + tuple(lspec[2:]) + (lspec[1],)
     w_perm = tuple(rspec[2:]) + (rspec[1], rspec[0])
-    pad_it = _needs_pad(padding, ldil)
-    pads_full = ((0, 0),) + tuple(padding) + ((0, 0),)
-    dils_full = (1,) + tuple(ldil) + (1,)
     out_shape = [0] * (nsp + 2)
     out_shape[ospec[0]], out_shape[ospec[1]] = N // B, Co
     for i in range(nsp):
@@ -366,13 +382,10 @@ def _conv_plan(lshape, rshape, strides, padding, ldil, rdil, dn, G, B, pet, perm
         return _conv_plan_cf(lshape, rshape, strides, padding, ldil, rdil, dn, G, B, pet,
                              out_sp, out_shape, src, identity_out)
 
+    prep = _operands(pet, x_perm, w_perm, padding, ldil, False)
+
     def fn(lhs, rhs):
-        if pet is not None:
-            lhs, rhs = lhs.astype(pet, copy=False), rhs.astype(pet, copy=False)
-        x = lhs.transpose(x_perm)
-        if pad_it:
-            x = _dilate_pad(x, 0, pads_full, dils_full)
-        w = rhs.transpose(w_perm)                          # k..., Ci, Co
+        x, w = prep(lhs, rhs)                              # w: k..., Ci, Co
         if G == 1 and B == 1:
             cols = _im2col(x, out_sp, ks, strides, rdil, (N * P, K * C), "nk")
             y = np.matmul(cols, w.reshape(K * C, Co))       # (N P, Co)
@@ -437,21 +450,14 @@ def _conv_plan_cf(lshape, rshape, strides, padding, ldil, rdil, dn, G, B, pet, o
     K, P = math.prod(ks), math.prod(out_sp)
     x_perm = (lspec[0], lspec[1]) + tuple(lspec[2:])
     w_perm = (rspec[0], rspec[1]) + tuple(rspec[2:])
-    pad_it = _needs_pad(padding, ldil)
-    pads_full = ((0, 0), (0, 0)) + tuple(padding)
-    dils_full = (1, 1) + tuple(ldil)
+    prep = _operands(pet, x_perm, w_perm, padding, ldil, True)
     Cg = C // G
     # y axes are (N, Co, out...); ``src`` numbers them (N, out..., Co): renumber
     cf_src = tuple(0 if a == 0 else 1 if a == nsp + 1 else a + 1 for a in src)
     cf_identity = cf_src == tuple(range(nsp + 2))
 
     def fn(lhs, rhs):
-        if pet is not None:
-            lhs, rhs = lhs.astype(pet, copy=False), rhs.astype(pet, copy=False)
-        x = lhs.transpose(x_perm)
-        if pad_it:
-            x = _dilate_pad(x, 0, pads_full, dils_full)
-        w = rhs.transpose(w_perm)                            # Co, Ci, k...
+        x, w = prep(lhs, rhs)                                # w: Co, Ci, k...
         cols = _im2col_cf(x, out_sp, ks, strides, rdil)      # N, C, k..., out...
         if B > 1:
             Nb, Ob = N // B, Co // B

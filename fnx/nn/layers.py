@@ -39,6 +39,16 @@ def _weight(init, key, shape, dtype, fan_in):
     return _fan_uniform(key, shape, dtype, fan_in) if init is None else init(key, shape, dtype)
 
 
+def _weight_bias(layer, key, shape, n_out, fan_in):
+    """The layer's ``weight`` (``shape``) and, with ``use_bias``, ``bias`` (``n_out``,), from
+    its initializers (default: uniform in +-1/sqrt(fan_in))."""
+    kw, kb = random.split(key)
+    out = {"weight": _weight(layer.kernel_init, kw, shape, layer.dtype, fan_in)}
+    if layer.use_bias:
+        out["bias"] = _weight(layer.bias_init, kb, (n_out,), layer.dtype, fan_in)
+    return out
+
+
 def _tuple(v, n):
     return tuple(int(a) for a in v) if isinstance(v, (tuple, list)) else (int(v),) * n
 
@@ -71,11 +81,7 @@ class Linear(Module):
         if self.in_features is not None and self.in_features != n:
             raise ValueError(f"Linear: built for {self.in_features} input features, got "
                              f"input of shape {x.shape}")
-        kw, kb = random.split(key)
-        out = {"weight": _weight(self.kernel_init, kw, (self.out_features, n), self.dtype, n)}
-        if self.use_bias:
-            out["bias"] = _weight(self.bias_init, kb, (self.out_features,), self.dtype, n)
-        return out
+        return _weight_bias(self, key, (self.out_features, n), self.out_features, n)
 
     def __call__(self, x):
         m = self._lazy(x)
@@ -153,11 +159,7 @@ class _ConvNd(Module):
                              f"({self.groups})")
         shape = (self.out_channels, cin // self.groups) + self.kernel_size
         fan_in = math.prod(shape[1:])
-        kw, kb = random.split(key)
-        out = {"weight": _weight(self.kernel_init, kw, shape, self.dtype, fan_in)}
-        if self.use_bias:
-            out["bias"] = _weight(self.bias_init, kb, (self.out_channels,), self.dtype, fan_in)
-        return out
+        return _weight_bias(self, key, shape, self.out_channels, fan_in)
 
     def __call__(self, x):
         m = self._lazy(x)
@@ -261,11 +263,7 @@ class ConvTranspose2d(Module):
         shape = (cin, self.out_channels) + self.kernel_size
         # PyTorch computes the fan from dim 1 of this weight: out * kh * kw
         fan_in = self.out_channels * math.prod(self.kernel_size)
-        kw, kb = random.split(key)
-        out = {"weight": _weight(self.kernel_init, kw, shape, self.dtype, fan_in)}
-        if self.use_bias:
-            out["bias"] = _weight(self.bias_init, kb, (self.out_channels,), self.dtype, fan_in)
-        return out
+        return _weight_bias(self, key, shape, self.out_channels, fan_in)
 
     def __call__(self, x):
         m = self._lazy(x)

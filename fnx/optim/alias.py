@@ -28,25 +28,30 @@ def _lr(learning_rate, where):
     return scale_by_learning_rate(learning_rate_arg(learning_rate, where), where=where)
 
 
+def _l2_momentum(where, learning_rate, momentum, nesterov, weight_decay, direction=None):
+    """``chain`` of L2 ``weight_decay`` (added to the gradient), ``direction()`` (built
+    after the checks), (Nesterov) momentum and ``-learning_rate``, each part only where
+    it does something; the hyper-parameters checked in the name of ``where``."""
+    learning_rate_arg(learning_rate, where)
+    momentum = hyper("momentum", momentum, lo=0.0, where=where)
+    weight_decay = hyper("weight_decay", weight_decay, lo=0.0, where=where)
+    if nesterov and momentum == 0.0:
+        raise ValueError(f"{where}: nesterov=True needs momentum > 0")
+    parts = [add_decayed_weights(weight_decay)] if weight_decay else []
+    if direction is not None:
+        parts.append(direction())
+    if momentum:
+        parts.append(trace(momentum, nesterov))
+    return chain(*parts, _lr(learning_rate, where))
+
+
 def sgd(learning_rate, momentum: float = 0.0, nesterov: bool = False,
         weight_decay: float = 0.0) -> GradientTransformation:
     """Stochastic gradient descent with optional (Nesterov) momentum and PyTorch-style
     weight decay: ``weight_decay * p`` is added to the gradient before the momentum buffer
     (L2 regularization), exactly as ``torch.optim.SGD(lr, momentum, nesterov=...,
     weight_decay=...)`` with ``dampening=0``."""
-    where = "sgd"
-    learning_rate_arg(learning_rate, where)
-    momentum = hyper("momentum", momentum, lo=0.0, where=where)
-    weight_decay = hyper("weight_decay", weight_decay, lo=0.0, where=where)
-    if nesterov and momentum == 0.0:
-        raise ValueError("sgd: nesterov=True needs momentum > 0")
-    parts = []
-    if weight_decay:
-        parts.append(add_decayed_weights(weight_decay))
-    if momentum:
-        parts.append(trace(momentum, nesterov))
-    parts.append(_lr(learning_rate, where))
-    return chain(*parts)
+    return _l2_momentum("sgd", learning_rate, momentum, nesterov, weight_decay)
 
 
 def adam(learning_rate=1e-3, b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8,
@@ -81,20 +86,8 @@ def rmsprop(learning_rate, decay: float = 0.9, eps: float = 1e-8, centered: bool
     centered)``: ``v = decay * v + (1 - decay) * g**2``, the direction
     ``g / (sqrt(v - mean(g)**2 if centered else v) + eps)``, then momentum on the direction
     and ``p -= lr * b``.  ``weight_decay`` is L2 (added to the gradient)."""
-    where = "rmsprop"
-    learning_rate_arg(learning_rate, where)
-    momentum = hyper("momentum", momentum, lo=0.0, where=where)
-    weight_decay = hyper("weight_decay", weight_decay, lo=0.0, where=where)
-    if nesterov and momentum == 0.0:
-        raise ValueError("rmsprop: nesterov=True needs momentum > 0")
-    parts = []
-    if weight_decay:
-        parts.append(add_decayed_weights(weight_decay))
-    parts.append(scale_by_rms(decay, eps, centered, initial_scale))
-    if momentum:
-        parts.append(trace(momentum, nesterov))
-    parts.append(_lr(learning_rate, where))
-    return chain(*parts)
+    return _l2_momentum("rmsprop", learning_rate, momentum, nesterov, weight_decay,
+                        lambda: scale_by_rms(decay, eps, centered, initial_scale))
 
 
 def adagrad(learning_rate, initial_accumulator_value: float = 0.0, eps: float = 1e-10,

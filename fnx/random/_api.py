@@ -224,6 +224,16 @@ def _check_shape(name, shape, *param_shapes):
                          f"broadcast to the shape argument {tuple(shape)}")
 
 
+def _sample_shape(name, shape, *param_shapes):
+    """``shape`` checked, by default the parameters' broadcast shape; they must broadcast
+    to it exactly."""
+    shape = _shape(name, shape)
+    if shape is None:
+        shape = np.broadcast_shapes(*param_shapes)
+    _check_shape(name, shape, *param_shapes)
+    return shape
+
+
 def _param(x, dtype):
     """A parameter as an array of ``dtype`` (Python scalars and arrays alike)."""
     x = to_array(x)
@@ -329,10 +339,7 @@ def truncated_normal(key, lower, upper, shape=None, dtype=None):
     key = _check_key("truncated_normal", key)
     dtype = _float_dtype("truncated_normal", dtype)
     lower, upper = _param(lower, dtype), _param(upper, dtype)
-    shape = _shape("truncated_normal", shape)
-    if shape is None:
-        shape = np.broadcast_shapes(lower.shape, upper.shape)
-    _check_shape("truncated_normal", shape, lower.shape, upper.shape)
+    shape = _sample_shape("truncated_normal", shape, lower.shape, upper.shape)
     sqrt2 = math.sqrt(2.0)
     a, b = lax.erf(lax.div(lower, sqrt2)), lax.erf(lax.div(upper, sqrt2))
     u = _uniform(key, shape, dtype, a, b, "truncated_normal")
@@ -549,10 +556,7 @@ def bernoulli(key, p=0.5, shape=None, mode="low"):
     p = to_array(p)
     if p.dtype.kind != "f":
         raise TypeError(f"bernoulli: p must be a float probability, got {p.dtype}")
-    shape = _shape("bernoulli", shape)
-    if shape is None:
-        shape = p.shape
-    _check_shape("bernoulli", shape, p.shape)
+    shape = _sample_shape("bernoulli", shape, p.shape)
     if mode == "high":
         u = _uniform(key, (2,) + tuple(shape), p.dtype, 0.0, 1.0, "bernoulli")
         u1, u2 = u[0], u[1] * 2.0 ** -np.finfo(p.dtype).nmant
@@ -578,10 +582,7 @@ def categorical(key, logits, axis=-1, shape=None, replace=True, mode=None):
         logits = lax.convert_element_type(logits, dtypes.float_)
     axis = _axis("categorical", axis, logits.ndim)
     batch = logits.shape[:axis] + logits.shape[axis + 1:]
-    shape = _shape("categorical", shape)
-    if shape is None:
-        shape = batch
-    _check_shape("categorical", shape, batch)
+    shape = _sample_shape("categorical", shape, batch)
     prefix = shape[:len(shape) - len(batch)]
     if replace:
         lshape = list(shape[len(prefix):])
@@ -683,10 +684,7 @@ def _gamma(name, key, a, shape, dtype, log_space):
     key = _check_key(name, key)
     dtype = _float_dtype(name, dtype)
     a = _param(a, dtype)
-    shape = _shape(name, shape)
-    if shape is None:
-        shape = a.shape
-    _check_shape(name, shape, a.shape)
+    shape = _sample_shape(name, shape, a.shape)
     a = fnp.broadcast_to(a, shape)
     keys = split(key, shape)
     return random_gamma_p.bind(keys, a, log_space=log_space)
@@ -708,10 +706,7 @@ def beta(key, a, b, shape=None, dtype=None):
     key = _check_key("beta", key)
     dtype = _float_dtype("beta", dtype)
     a, b = _param(a, dtype), _param(b, dtype)
-    shape = _shape("beta", shape)
-    if shape is None:
-        shape = np.broadcast_shapes(a.shape, b.shape)
-    _check_shape("beta", shape, a.shape, b.shape)
+    shape = _sample_shape("beta", shape, a.shape, b.shape)
     ka, kb = split(key)
     la = _gamma("beta", ka, a, shape, dtype, True)
     lb = _gamma("beta", kb, b, shape, dtype, True)
@@ -728,10 +723,7 @@ def dirichlet(key, alpha, shape=None, dtype=None):
     alpha = _param(alpha, dtype)
     if alpha.ndim < 1:
         raise ValueError("dirichlet: alpha must have rank >= 1 (shape (..., n)), got a scalar")
-    shape = _shape("dirichlet", shape)
-    if shape is None:
-        shape = alpha.shape[:-1]
-    _check_shape("dirichlet", shape, alpha.shape[:-1])
+    shape = _sample_shape("dirichlet", shape, alpha.shape[:-1])
     lg = _gamma("dirichlet", key, alpha, tuple(shape) + alpha.shape[-1:], dtype, True)
     lg = lg - lax.stop_gradient(fnp.max(lg, axis=-1, keepdims=True))
     e = fnp.exp(lg)
