@@ -25,6 +25,12 @@ The garbage collector is disabled while timing, as ``timeit`` does.
 Optional libraries (JAX, PyTorch, ...) are found with :func:`optional_import`,
 which returns ``None`` and records a note instead of raising when a library
 is missing, so a script can leave those rows out and say why.
+
+:func:`run_main` is a whole script's ``main(argv)``: the common command line
+(plus ``--threads N``), thread limits and CPU pinning (undone afterwards),
+building the workloads, :func:`check_results` before timing, :func:`bench`,
+the goals, the printed report and the ``--json`` dump. A script supplies only
+its workloads, their reference results and its goals.
 """
 from __future__ import annotations
 
@@ -41,8 +47,9 @@ import sys
 import time
 from dataclasses import asdict, dataclass, field
 
-__all__ = ["Result", "optional_import", "notes", "bench", "format_table", "machine_info",
-           "dump_json", "arg_parser"]
+__all__ = ["Result", "optional_import", "optional_torch", "notes", "bench", "format_table",
+           "machine_info", "dump_json", "arg_parser", "limit_threads", "pin_cpus", "to_numpy",
+           "check_results", "train_step_rows", "median_of", "status", "format_report", "run_main"]
 
 _perf_ns = time.perf_counter_ns
 _NOTES: list[str] = []
@@ -258,3 +265,250 @@ def arg_parser(description: str) -> argparse.ArgumentParser:
     p.add_argument("--raw", action="store_true",
                    help="do not subtract the timing loop + empty-lambda call overhead")
     return p
+
+
+# --- threads ---------------------------------------------------------------------------
+
+_THREAD_VARS = ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS", "XLA_FLAGS")
+
+
+def limit_threads(n):
+    """Ask every library for ``n`` compute threads: BLAS / OpenMP through the
+    environment (read when NumPy, PyTorch and XLA load, so call this first), and
+    PyTorch's intra-op pool through :func:`optional_torch`. Returns a note when it
+    came too late."""
+    n = str(int(n))
+    for var in _THREAD_VARS[:3]:
+        os.environ[var] = n
+    flags = os.environ.get("XLA_FLAGS", "")
+    eigen = "false" if n == "1" else "true"
+    os.environ["XLA_FLAGS"] = (f"{flags} --xla_cpu_multi_thread_eigen={eigen} "
+                               f"intra_op_parallelism_threads={n}").strip()
+    late = [m for m in ("numpy", "jax", "torch") if m in sys.modules]
+    if late:
+        return (f"--threads {n}: {', '.join(late)} already imported, its thread pool may not "
+                f"follow (run the script in a fresh process)")
+    return None
+
+
+def pin_cpus(n):
+    """Restrict this process to ``n`` of its CPUs, so that ``--threads n`` holds for
+    JAX too: XLA:CPU sizes its intra-op thread pool from the affinity mask and no XLA
+    flag caps it (unpinned, its jitted MLP step ran on 2 threads: about 1.8x the wall
+    time in CPU time). The other libraries already run ``n`` threads. Returns the CPUs,
+    or None where the mask cannot be set or already has at most ``n``. (A process that
+    imported JAX earlier keeps the pool it made then.)"""
+    if not hasattr(os, "sched_setaffinity"):
+        return None
+    cpus = sorted(os.sched_getaffinity(0))
+    if len(cpus) <= n:
+        return None
+    os.sched_setaffinity(0, cpus[-n:])
+    return cpus[-n:]
+
+
+def optional_torch(why: str = ""):
+    """``optional_import("torch")``, its intra-op pool set to ``$OMP_NUM_THREADS``."""
+    torch = optional_import("torch", why)
+    if torch is not None and os.environ.get("OMP_NUM_THREADS"):
+        torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+    return torch
+
+
+# --- checking results before timing -------------------------------------------------------
+
+def to_numpy(v):
+    """A NumPy array from an fnx / JAX / NumPy array, a torch tensor or a scalar."""
+    import numpy as np
+    if hasattr(v, "detach"):  # torch
+        return v.detach().cpu().numpy()
+    return np.asarray(v)
+
+
+def _leaf_pairs(got, want):
+    """``(got leaf, want leaf)`` pairs, walking ``want``'s structure: dicts by its keys,
+    tuples and lists item by item."""
+    if isinstance(want, dict):
+        return [pr for k in want for pr in _leaf_pairs(got[k], want[k])]
+    if isinstance(want, (tuple, list)):
+        got = list(got)
+        if len(got) != len(want):
+            raise ValueError(f"{len(got)} items, expected {len(want)}")
+        return [pr for g, w in zip(got, want) for pr in _leaf_pairs(g, w)]
+    return [(got, want)]
+
+
+def check_results(workloads, references, *, rtol, atol, against="the reference"):
+    """Every callable of a workload computes that workload's reference (same
+    structure, shapes, and values to ``rtol``/``atol``), so that every row times the
+    same computation. Raises AssertionError naming the workload and library."""
+    import numpy as np
+    for wname, libs in workloads.items():
+        want = references[wname]
+        for lib, fn in libs.items():
+            try:
+                pairs = _leaf_pairs(fn(), want)
+            except (KeyError, TypeError, ValueError) as e:
+                raise AssertionError(f"{wname} / {lib}: result is not shaped like "
+                                     f"{against} ({type(e).__name__}: {e})") from None
+            for k, (g, w) in enumerate(pairs):
+                g = to_numpy(g)
+                if g.shape != np.shape(w):
+                    raise AssertionError(f"{wname} / {lib}: result {k} has shape {g.shape}, "
+                                         f"{against} {np.shape(w)}")
+                if not np.allclose(g, w, rtol=rtol, atol=atol):
+                    raise AssertionError(f"{wname} / {lib}: result {k} differs from {against} "
+                                         f"by up to {np.max(np.abs(g - w)):.3g}")
+
+
+# --- training-step workloads -------------------------------------------------------------
+
+def train_step_rows(p, x, y, *, numpy_row, numpy_step, make_fnx_step, make_jax_step,
+                    make_torch_step, make_autograd_step):
+    """The rows of a training step ``step(params dict, x, y) -> (new params, loss)`` on
+    float32 NumPy data, and the reference: ``numpy_step`` in float64.
+
+    Rows: ``fnx`` (``make_fnx_step()`` on fnx arrays), ``numpy_row`` (``numpy_step``),
+    and when installed ``jax jit`` (``make_jax_step(jax, jax.numpy)``, blocked on),
+    ``torch (eager)`` (``make_torch_step(torch)``, int64 labels) and ``autograd``
+    (``make_autograd_step(autograd, autograd.numpy)`` on the NumPy arrays)."""
+    import numpy as np
+    fnx, fnp = import_fnx()
+    pf = {k: fnp.asarray(v) for k, v in p.items()}
+    xf, yf = fnp.asarray(x), fnp.asarray(y)
+    step_fnx = make_fnx_step()
+    w = {"fnx": lambda: step_fnx(pf, xf, yf), numpy_row: lambda: numpy_step(p, x, y)}
+    jax = optional_import("jax", "JAX row")
+    if jax is not None:
+        jnp = optional_import("jax.numpy")
+        pj = {k: jnp.asarray(v) for k, v in p.items()}
+        xj, yj = jnp.asarray(x), jnp.asarray(y)
+        step_jax = make_jax_step(jax, jnp)
+        w["jax jit"] = lambda: jax.block_until_ready(step_jax(pj, xj, yj))
+    torch = optional_torch("PyTorch row")
+    if torch is not None:
+        pt = {k: torch.from_numpy(v.copy()) for k, v in p.items()}
+        xt, yt = torch.from_numpy(x.copy()), torch.from_numpy(y.astype(np.int64))
+        step_torch = make_torch_step(torch)
+        w["torch (eager)"] = lambda: step_torch(pt, xt, yt)
+    ag = optional_import("autograd", "HIPS autograd row")
+    if ag is not None:
+        step_ag = make_autograd_step(ag, optional_import("autograd.numpy"))
+        w["autograd"] = lambda: step_ag(p, x, y)
+    p64 = {k: v.astype(np.float64) for k, v in p.items()}
+    return w, numpy_step(p64, x.astype(np.float64), y)
+
+
+# --- goals and the report -----------------------------------------------------------------
+
+def median_of(results, workload, library):
+    """The median (ns) of one row, or None when that row did not run."""
+    for r in results:
+        if r.workload == workload and r.library == library:
+            return r.median_ns
+    return None
+
+
+def status(passed, fail="FAIL"):
+    return {True: "PASS", False: fail, None: "SKIP"}[passed]
+
+
+def _version(mod):
+    v = getattr(sys.modules[mod], "__version__", None)
+    if v is None:
+        try:
+            from importlib.metadata import version
+            v = version(mod)
+        except Exception:
+            v = "?"
+    return v
+
+
+def format_report(title, results, overhead_ns, goal_rows, *, raw=False, threads=None,
+                  pinned=None, fail="FAIL", late=None):
+    """The printed report: machine and library versions, how it measured, the threads
+    (``threads=None``: the script has no ``--threads``), the table, notes, the goals
+    (``{"goal", "measured", "passed"}`` rows; ``passed`` None prints SKIP)."""
+    m = machine_info()
+    vers = [f"NumPy {m.get('numpy', '?')}"] + [f"{mod} {_version(mod)}"
+                                                for mod in ("autograd", "jax", "torch")
+                                                if mod in sys.modules]
+    lines = [f"fnx {title} benchmark — {m['cpu']}, {m['cores']} cores, Python {m['python']}, "
+             + ", ".join(vers),
+             f"median per-call time over {results[0].repeats} interleaved rounds; timing loop "
+             f"+ empty-lambda call ({overhead_ns:.0f} ns) "
+             + ("NOT subtracted (--raw)" if raw else "subtracted"),
+             "ratio to fnx = time / fnx time of the same workload (<1: faster than fnx)"]
+    if threads is not None:
+        lines.append("compute threads per library: "
+                     + (f"{threads} (--threads {threads})" if threads
+                        else "each library's default (--threads 0)")
+                     + (f"; process pinned to CPU {', '.join(map(str, pinned))} (XLA's pool "
+                        "follows the affinity mask, not its flags)" if pinned else ""))
+    lines += ["", format_table(results)]
+    if notes():
+        lines += [""] + [f"note: {s}" for s in notes()]
+    lines += ["", "goals:"]
+    lines += [f"  [{status(g['passed'], fail)}] {g['goal']}: {g['measured']}" for g in goal_rows]
+    if late:
+        lines.append(f"note: {late}")
+    return "\n".join(lines)
+
+
+# --- a script's main() ----------------------------------------------------------------------
+
+def run_main(argv, doc, name, title, build, check, goals, *, target_ms=3.0, extra_args=None,
+             threads=True, fail="FAIL"):
+    """A benchmark script's ``main(argv)``; returns ``{"results", "overhead_ns", "goals"}``.
+
+    ``doc``: the script's docstring (its first paragraph is the ``--help`` text);
+    ``name``: the ``benchmark`` field of the JSON; ``title``: the report's first line
+    (``fnx {title} benchmark``); ``build(args) -> (workloads, references)``;
+    ``check(workloads, references)`` raises when a row computes something else (see
+    :func:`check_results`); ``goals(results)`` gives ``{"goal", "measured", "passed"}``
+    rows; ``extra_args(parser)`` adds script-specific arguments; ``threads=False``
+    leaves out ``--threads``; ``fail`` is the word printed for a missed goal.
+
+    With ``--threads N`` (default 1; 0: each library's own) the thread variables are
+    set before the libraries load (:func:`limit_threads`) and the process is pinned
+    to N CPUs (:func:`pin_cpus`); both are undone when it returns, so a test process
+    can call ``main`` and carry on.
+    """
+    p = arg_parser(doc.split("\n\n")[0])
+    if threads:
+        p.add_argument("--threads", type=int, default=1, metavar="N",
+                       help="compute threads for every library (BLAS, OpenMP, XLA, PyTorch), "
+                            "and the process pinned to N CPUs; default 1 (steady on a small "
+                            "shared machine); 0: each library's own default, no pinning")
+    if extra_args is not None:
+        extra_args(p)
+    args = p.parse_args(argv)
+    n = args.threads if threads else None
+    env = {k: os.environ.get(k) for k in _THREAD_VARS}
+    mask = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+    late = limit_threads(n) if n else None
+    pinned = pin_cpus(n) if n else None
+    try:
+        repeats = args.repeats or (9 if args.quick else 51)
+        workloads, refs = build(args)
+        check(workloads, refs)
+        results, overhead = bench(workloads, repeats=repeats, warmup_ms=2 if args.quick else 20,
+                                  target_ms=target_ms, subtract_overhead=not args.raw)
+        goal_rows = goals(results)
+        print(format_report(title, results, overhead, goal_rows, raw=args.raw, threads=n,
+                            pinned=pinned, fail=fail, late=late))
+        if args.json:
+            extra = {} if n is None else {"threads": n, "pinned_cpus": pinned}
+            dump_json(args.json, results, benchmark=name, overhead_ns=overhead,
+                      overhead_subtracted=not args.raw, **extra, goals=goal_rows,
+                      notes=notes() + ([late] if late else []))
+        return {"results": results, "overhead_ns": overhead, "goals": goal_rows}
+    finally:
+        if pinned:
+            os.sched_setaffinity(0, mask)
+        if n:
+            for k, v in env.items():
+                if v is None:
+                    os.environ.pop(k, None)
+                else:
+                    os.environ[k] = v

@@ -25,9 +25,10 @@ Rows:
   (``as_strided`` windows reshaped, a matmul, and a col2im of nine slice-adds).
 
 Every row's new parameters and loss are compared with the hand-written NumPy step
-computed in float64 before anything is timed. Goal printed under the table: the
-fnx step no slower than JAX's jitted step (measured in the same run; without JAX,
-the issue's ~9 ms for this machine). Importing the module runs nothing;
+computed in float64 before anything is timed. With ``--threads N`` (default 1) every
+library gets N compute threads and the process is pinned to N CPUs. Goal printed
+under the table: the fnx step no slower than JAX's jitted step (measured in the same
+run; without JAX, the issue's ~9 ms for this machine). Importing the module runs nothing;
 ``main(["--quick"])`` is a smoke run.
 """
 from __future__ import annotations
@@ -39,12 +40,10 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 
 if __package__:
     from . import _harness as H
-    from .grad import _status, _version, limit_threads
 else:  # run as a script, or loaded by file path
     if _HERE not in sys.path:
         sys.path.insert(0, _HERE)
     import _harness as H
-    from grad import _status, _version, limit_threads
 
 JAX_ANCHOR_NS = 9_000_000     # JAX's jitted step on this 2-core machine, per the issue
 STEP = "cnn train step b32 1x28x28 f32"
@@ -253,75 +252,29 @@ def make_autograd_step(ag, agnp):
 
 # --- workloads, check, goals ------------------------------------------------------------------
 
-def _to_numpy(v):
-    import numpy as np
-    if hasattr(v, "detach"):
-        return v.detach().cpu().numpy()
-    return np.asarray(v)
-
-
 def build_workloads():
     import numpy as np
-    fnx, fnp = H.import_fnx()
     rng = np.random.default_rng(0)
     f32 = np.float32
     p = init_params(rng, f32)
     x = rng.standard_normal((BATCH, 1, 28, 28)).astype(f32)
     y = rng.integers(0, 10, BATCH).astype(np.int32)
-    pf = {k: fnp.asarray(v) for k, v in p.items()}
-    xf, yf = fnp.asarray(x), fnp.asarray(y)
-    step_fnx = make_fnx_step()
-    w = {"fnx": lambda: step_fnx(pf, xf, yf),
-         "numpy im2col (by hand)": lambda: numpy_step(p, x, y)}
-    jax = H.optional_import("jax", "JAX row")
-    if jax is not None:
-        jnp = H.optional_import("jax.numpy")
-        pj = {k: jnp.asarray(v) for k, v in p.items()}
-        xj, yj = jnp.asarray(x), jnp.asarray(y)
-        step_jax = make_jax_step(jax, jnp)
-        w["jax jit"] = lambda: jax.block_until_ready(step_jax(pj, xj, yj))
-    torch = H.optional_import("torch", "PyTorch row")
-    if torch is not None:
-        if os.environ.get("OMP_NUM_THREADS"):
-            torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
-        pt = {k: torch.from_numpy(v.copy()) for k, v in p.items()}
-        pt["w3"] = pt["w3"].contiguous()
-        xt, yt = torch.from_numpy(x.copy()), torch.from_numpy(y.astype(np.int64))
-        step_torch = make_torch_step(torch)
-        w["torch (eager)"] = lambda: step_torch(pt, xt, yt)
-    ag = H.optional_import("autograd", "HIPS autograd row")
-    if ag is not None:
-        agnp = H.optional_import("autograd.numpy")
-        step_ag = make_autograd_step(ag, agnp)
-        w["autograd"] = lambda: step_ag(p, x, y)
-    p64 = {k: v.astype(np.float64) for k, v in p.items()}
-    ref = numpy_step(p64, x.astype(np.float64), y)
+    w, ref = H.train_step_rows(p, x, y,
+                               numpy_row="numpy im2col (by hand)", numpy_step=numpy_step,
+                               make_fnx_step=make_fnx_step, make_jax_step=make_jax_step,
+                               make_torch_step=make_torch_step,
+                               make_autograd_step=make_autograd_step)
     return {STEP: w}, {STEP: ref}
 
 
 def check(workloads, references):
     """Every row computes the reference step (new parameters and loss)."""
-    import numpy as np
-    for wname, libs in workloads.items():
-        ref_p, ref_loss = references[wname]
-        for lib, fn in libs.items():
-            new_p, loss = fn()
-            pairs = [(new_p[k], ref_p[k]) for k in NAMES] + [(loss, ref_loss)]
-            for got, want in pairs:
-                got = _to_numpy(got)
-                if got.shape != np.shape(want) or not np.allclose(got, want, rtol=2e-4,
-                                                                  atol=2e-5):
-                    raise AssertionError(f"{wname} / {lib}: result differs from the "
-                                         "hand-written NumPy step")
+    H.check_results(workloads, references, rtol=2e-4, atol=2e-5,
+                    against="the hand-written NumPy step")
 
 
 def goals(results):
-    f = j = None
-    for r in results:
-        if r.workload == STEP and r.library == "fnx":
-            f = r.median_ns
-        if r.workload == STEP and r.library == "jax jit":
-            j = r.median_ns
+    f, j = H.median_of(results, STEP, "fnx"), H.median_of(results, STEP, "jax jit")
     src = "measured JAX" if j is not None else "9 ms anchor from the issue, JAX not installed"
     j = JAX_ANCHOR_NS if j is None else j
     return [{"goal": "fnx jit(value_and_grad) CNN step no slower than JAX's jitted step",
@@ -329,50 +282,9 @@ def goals(results):
                          f"{f / j:.2f}x", "passed": f <= j}]
 
 
-def format_report(results, overhead_ns, goal_rows, *, raw=False, threads=None):
-    m = H.machine_info()
-    vers = [f"NumPy {m.get('numpy', '?')}"]
-    for mod in ("autograd", "jax", "torch"):
-        if mod in sys.modules:
-            vers.append(f"{mod} {_version(mod)}")
-    lines = [f"fnx CNN step benchmark — {m['cpu']}, {m['cores']} cores, Python {m['python']}, "
-             + ", ".join(vers),
-             f"median per-call time over {results[0].repeats} interleaved rounds; timing loop "
-             f"+ empty-lambda call ({overhead_ns:.0f} ns) "
-             + ("NOT subtracted (--raw)" if raw else "subtracted"),
-             "ratio to fnx = time / fnx time of the same workload (<1: faster than fnx)",
-             "compute threads per library: " + (f"{threads} (--threads {threads})" if threads
-                                                else "each library's default (--threads 0)"),
-             "", H.format_table(results)]
-    if H.notes():
-        lines += [""] + [f"note: {s}" for s in H.notes()]
-    lines += ["", "goals:"]
-    for g in goal_rows:
-        lines.append(f"  [{_status(g['passed'])}] {g['goal']}: {g['measured']}")
-    return "\n".join(lines)
-
-
 def main(argv=None):
-    p = H.arg_parser(__doc__.split("\n\n")[0])
-    p.add_argument("--threads", type=int, default=1, metavar="N",
-                   help="compute threads for every library (BLAS, OpenMP, XLA, PyTorch); "
-                        "default 1; 0: each library's own default")
-    args = p.parse_args(argv)
-    late = limit_threads(args.threads) if args.threads else None
-    repeats = args.repeats or (9 if args.quick else 51)
-    workloads, refs = build_workloads()
-    check(workloads, refs)
-    results, overhead = H.bench(workloads, repeats=repeats,
-                                warmup_ms=2 if args.quick else 20,
-                                subtract_overhead=not args.raw)
-    goal_rows = goals(results)
-    report = format_report(results, overhead, goal_rows, raw=args.raw, threads=args.threads)
-    print(report if late is None else f"{report}\nnote: {late}")
-    if args.json:
-        H.dump_json(args.json, results, benchmark="cnn_step", overhead_ns=overhead,
-                    overhead_subtracted=not args.raw, threads=args.threads, goals=goal_rows,
-                    notes=H.notes() + ([late] if late else []))
-    return {"results": results, "overhead_ns": overhead, "goals": goal_rows}
+    return H.run_main(argv, __doc__, "cnn_step", "CNN step", lambda args: build_workloads(),
+                      check, goals)
 
 
 if __name__ == "__main__":

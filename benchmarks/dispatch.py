@@ -128,33 +128,14 @@ def build_workloads():
 
 def check(workloads, references):
     """Every callable computes the reference (so the timings time the right thing)."""
-    import numpy as np
-
-    def as_list(v):
-        return list(v) if isinstance(v, (tuple, list)) else [v]
-
-    for wname, libs in workloads.items():
-        ref = as_list(references[wname])
-        for lib, fn in libs.items():
-            out = as_list(fn())
-            got = [np.asarray(o.detach().numpy() if hasattr(o, "detach") else o) for o in out]
-            if len(got) != len(ref) or not all(
-                    g.shape == r.shape and np.allclose(g, r, rtol=1e-5, atol=1e-6)
-                    for g, r in zip(got, ref)):
-                raise AssertionError(f"{wname} / {lib}: result differs from NumPy's")
-
-
-def _median(results, workload, library):
-    for r in results:
-        if r.workload == workload and r.library == library:
-            return r.median_ns
-    return None
+    H.check_results(workloads, references, rtol=1e-5, atol=1e-6, against="NumPy's")
 
 
 def goals(results):
     """The issue's goals, with PASS/MISS from the measured medians."""
     out = []
-    f, n = _median(results, "add (8,) f32", "fnx"), _median(results, "add (8,) f32", "numpy")
+    f = H.median_of(results, "add (8,) f32", "fnx")
+    n = H.median_of(results, "add (8,) f32", "numpy")
     ratio = f / n if n else float("inf")
     out.append({
         "goal": "eager fnp.add on (8,) within 3x of NumPy's own call",
@@ -162,8 +143,8 @@ def goals(results):
                     f"(limit {GOAL_EAGER_RATIO:.0f}x)",
         "passed": ratio <= GOAL_EAGER_RATIO,
     })
-    f = _median(results, "jit x*2+1 (8,) f32", "fnx")
-    j = _median(results, "jit x*2+1 (8,) f32", "jax")
+    f = H.median_of(results, "jit x*2+1 (8,) f32", "fnx")
+    j = H.median_of(results, "jit x*2+1 (8,) f32", "jax")
     ref, src = (j, "measured JAX") if j is not None else (JAX_JIT_ANCHOR_NS, "5 µs anchor, "
                                                                               "JAX not installed")
     out.append({
@@ -174,39 +155,9 @@ def goals(results):
     return out
 
 
-def format_report(results, overhead_ns, goal_rows, *, raw=False):
-    m = H.machine_info()
-    lines = [f"fnx dispatch benchmark — {m['cpu']}, {m['cores']} cores, Python {m['python']}, "
-             f"NumPy {m.get('numpy', '?')}",
-             f"median per-call time over {results[0].repeats} interleaved rounds; timing loop + "
-             f"empty-lambda call ({overhead_ns:.0f} ns) "
-             + ("NOT subtracted (--raw)" if raw else "subtracted"),
-             "ratio to fnx = time / fnx time of the same workload (<1: faster than fnx)", ""]
-    lines.append(H.format_table(results))
-    if H.notes():
-        lines.append("")
-        lines += [f"note: {s}" for s in H.notes()]
-    lines.append("")
-    lines.append("goals:")
-    for g in goal_rows:
-        lines.append(f"  [{'PASS' if g['passed'] else 'MISS'}] {g['goal']}: {g['measured']}")
-    return "\n".join(lines)
-
-
 def main(argv=None):
-    args = H.arg_parser(__doc__.split("\n\n")[0]).parse_args(argv)
-    repeats = args.repeats or (9 if args.quick else 51)
-    workloads, refs = build_workloads()
-    check(workloads, refs)
-    results, overhead = H.bench(workloads, repeats=repeats,
-                                warmup_ms=2 if args.quick else 20,
-                                subtract_overhead=not args.raw)
-    goal_rows = goals(results)
-    print(format_report(results, overhead, goal_rows, raw=args.raw))
-    if args.json:
-        H.dump_json(args.json, results, benchmark="dispatch", overhead_ns=overhead,
-                    overhead_subtracted=not args.raw, goals=goal_rows, notes=H.notes())
-    return {"results": results, "overhead_ns": overhead, "goals": goal_rows}
+    return H.run_main(argv, __doc__, "dispatch", "dispatch", lambda args: build_workloads(),
+                      check, goals, threads=False, fail="MISS")
 
 
 if __name__ == "__main__":

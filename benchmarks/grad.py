@@ -21,17 +21,19 @@ Workloads (all by default; name one or more to run only those):
   and a Python loop of ``autograd.grad``.
 
 Every row's result is checked against a hand-written NumPy gradient before
-anything is timed. Every library runs with one compute thread unless
-``--threads`` says otherwise (``--threads 0``: each library's default): on a
-small shared machine, multi-threaded BLAS / OpenMP pools on these small arrays
-turn any other load into rounds many times slower. The goals from the issue are printed under the table with
-PASS/FAIL. See benchmarks/README.md.
+anything is timed. Every library runs with one compute thread, the process
+pinned to one CPU, unless ``--threads`` says otherwise (``--threads 0``: each
+library's default, no pinning): on a small shared machine, multi-threaded BLAS /
+OpenMP pools on these small arrays turn any other load into rounds many times
+slower. The goals from the issue are printed under the table with PASS/FAIL. See
+benchmarks/README.md.
 
 Importing this module runs nothing; ``main(["--quick"])`` is a smoke run (a few
 seconds) that returns the results.
 """
 from __future__ import annotations
 
+import argparse
 import os
 import sys
 
@@ -57,24 +59,6 @@ N_ROSEN = 10
 N_EX, N_IN, N_HID = 256, 32, 64
 
 
-def limit_threads(n):
-    """Ask every library for ``n`` compute threads: BLAS / OpenMP through the
-    environment (read when NumPy, PyTorch and XLA load, so call this first), and
-    PyTorch's intra-op pool directly. Returns a note when it came too late."""
-    n = str(int(n))
-    for var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ[var] = n
-    flags = os.environ.get("XLA_FLAGS", "")
-    eigen = "false" if n == "1" else "true"
-    os.environ["XLA_FLAGS"] = (f"{flags} --xla_cpu_multi_thread_eigen={eigen} "
-                               f"intra_op_parallelism_threads={n}").strip()
-    late = [m for m in ("numpy", "jax", "torch") if m in sys.modules]
-    if late:
-        return (f"--threads {n}: {', '.join(late)} already imported, its thread pool may not "
-                f"follow (run the script in a fresh process)")
-    return None
-
-
 def _competitors():
     """``(autograd, autograd.numpy, jax, jax.numpy, torch)``, each None when missing."""
     ag = H.optional_import("autograd", "HIPS autograd rows")
@@ -83,9 +67,7 @@ def _competitors():
     jnp = H.optional_import("jax.numpy") if jax is not None else None
     if jax is not None:
         jax.config.update("jax_enable_x64", True)  # float64 Rosenbrock; f32 inputs stay f32
-    torch = H.optional_import("torch", "PyTorch rows")
-    if torch is not None and os.environ.get("OMP_NUM_THREADS"):
-        torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
+    torch = H.optional_torch("PyTorch rows")
     return ag, agnp, jax, jnp, torch
 
 
@@ -126,13 +108,6 @@ def mlp_per_example_grads_numpy(p, x, y):
 
 
 # --- workloads ----------------------------------------------------------------------------
-
-def _to_numpy(v):
-    import numpy as np
-    if hasattr(v, "detach"):  # torch
-        return v.detach().cpu().numpy()
-    return np.asarray(v)
-
 
 def build_rosenbrock(W, R, mods):
     import numpy as np
@@ -229,28 +204,13 @@ def build_workloads(names=None):
 
 def check(workloads, references):
     """Every callable computes the reference gradient (so the rows time the same thing)."""
-    import numpy as np
     for wname, libs in workloads.items():
-        ref = references[wname]
         tol = dict(rtol=1e-10, atol=1e-12) if "f64" in wname else dict(rtol=2e-4, atol=2e-5)
-        for lib, fn in libs.items():
-            out = fn()
-            pairs = ([(out[k], ref[k]) for k in ref] if isinstance(ref, dict) else [(out, ref)])
-            for got, want in pairs:
-                got = _to_numpy(got)
-                if got.shape != want.shape or not np.allclose(got, want, **tol):
-                    raise AssertionError(f"{wname} / {lib}: result differs from the "
-                                         f"hand-written NumPy gradient")
+        H.check_results({wname: libs}, references, **tol,
+                        against="the hand-written NumPy gradient")
 
 
 # --- goals and report ---------------------------------------------------------------------
-
-def _median(results, workload, library):
-    for r in results:
-        if r.workload == workload and r.library == library:
-            return r.median_ns
-    return None
-
 
 def _vs(goal, fnx_ns, other_ns, other_label, *, anchor_ns=None, strict=True):
     """One goal row: fnx faster than (or, strict=False, no slower than) ``other``."""
@@ -272,92 +232,39 @@ def _vs(goal, fnx_ns, other_ns, other_label, *, anchor_ns=None, strict=True):
 def goals(results):
     """The issue's goals for the workloads that ran, PASS/FAIL from the measured medians."""
     out = []
-    f = _median(results, ROSEN, "fnx")
+    f = H.median_of(results, ROSEN, "fnx")
     if f is not None:
         out.append(_vs("eager Rosenbrock grad faster than PyTorch's eager autograd", f,
-                       _median(results, ROSEN, "torch"), "PyTorch",
+                       H.median_of(results, ROSEN, "torch"), "PyTorch",
                        anchor_ns=TORCH_ROSEN_ANCHOR_NS))
         out.append(_vs("eager Rosenbrock grad faster than HIPS autograd", f,
-                       _median(results, ROSEN, "autograd"), "HIPS autograd",
+                       H.median_of(results, ROSEN, "autograd"), "HIPS autograd",
                        anchor_ns=AUTOGRAD_ROSEN_ANCHOR_NS))
-    f = _median(results, PER_EXAMPLE, "fnx")
+    f = H.median_of(results, PER_EXAMPLE, "fnx")
     if f is not None:
         out.append(_vs("per-example gradients (jit(vmap(grad))) no slower than JAX's "
-                       "jitted vmap(grad)", f, _median(results, PER_EXAMPLE,
-                                                       "jax jit(vmap(grad))"),
-                       "JAX", strict=False))
+                       "jitted vmap(grad)", f,
+                       H.median_of(results, PER_EXAMPLE, "jax jit(vmap(grad))"), "JAX",
+                       strict=False))
     return out
 
 
-def _version(mod):
-    v = getattr(sys.modules[mod], "__version__", None)
-    if v is None:
-        try:
-            from importlib.metadata import version
-            v = version(mod)
-        except Exception:
-            v = "?"
-    return v
+def _workload_name(name):
+    if name not in BUILDERS:
+        raise argparse.ArgumentTypeError(f"unknown workload {name!r}; choose from "
+                                         f"{', '.join(BUILDERS)}")
+    return name
 
 
-def _status(passed):
-    return {True: "PASS", False: "FAIL", None: "SKIP"}[passed]
-
-
-def format_report(results, overhead_ns, goal_rows, *, raw=False, threads=None):
-    m = H.machine_info()
-    vers = [f"NumPy {m.get('numpy', '?')}"]
-    for mod in ("autograd", "jax", "torch"):
-        if mod in sys.modules:
-            vers.append(f"{mod} {_version(mod)}")
-    lines = [f"fnx grad benchmark — {m['cpu']}, {m['cores']} cores, Python {m['python']}, "
-             + ", ".join(vers),
-             f"median per-call time over {results[0].repeats} interleaved rounds; timing loop + "
-             f"empty-lambda call ({overhead_ns:.0f} ns) "
-             + ("NOT subtracted (--raw)" if raw else "subtracted"),
-             "ratio to fnx = time / fnx time of the same workload (<1: faster than fnx)",
-             "compute threads per library: " + (f"{threads} (--threads {threads})" if threads
-                                                else "each library's default (--threads 0)"),
-             ""]
-    lines.append(H.format_table(results))
-    if H.notes():
-        lines.append("")
-        lines += [f"note: {s}" for s in H.notes()]
-    lines.append("")
-    lines.append("goals:")
-    for g in goal_rows:
-        lines.append(f"  [{_status(g['passed'])}] {g['goal']}: {g['measured']}")
-    return "\n".join(lines)
+def _extra_args(p):
+    p.add_argument("workloads", nargs="*", metavar="WORKLOAD", type=_workload_name,
+                   help=f"run only these ({', '.join(BUILDERS)}); default: all")
 
 
 def main(argv=None):
-    p = H.arg_parser(__doc__.split("\n\n")[0])
-    p.add_argument("workloads", nargs="*", metavar="WORKLOAD",
-                   help=f"run only these ({', '.join(BUILDERS)}); default: all")
-    p.add_argument("--threads", type=int, default=1, metavar="N",
-                   help="compute threads for every library (BLAS, OpenMP, XLA, PyTorch); "
-                        "default 1 (steady on a shared 2-core machine); 0: each library's "
-                        "own default")
-    args = p.parse_args(argv)
-    unknown = [w for w in args.workloads if w not in BUILDERS]
-    if unknown:
-        p.error(f"unknown workload {unknown[0]!r}; choose from {', '.join(BUILDERS)}")
-    names = list(dict.fromkeys(args.workloads)) or list(BUILDERS)
-    late = limit_threads(args.threads) if args.threads else None
-    repeats = args.repeats or (9 if args.quick else 51)
-    workloads, refs = build_workloads(names)
-    check(workloads, refs)
-    results, overhead = H.bench(workloads, repeats=repeats,
-                                warmup_ms=2 if args.quick else 20,
-                                subtract_overhead=not args.raw)
-    goal_rows = goals(results)
-    report = format_report(results, overhead, goal_rows, raw=args.raw, threads=args.threads)
-    print(report if late is None else f"{report}\nnote: {late}")
-    if args.json:
-        H.dump_json(args.json, results, benchmark="grad", overhead_ns=overhead,
-                    overhead_subtracted=not args.raw, threads=args.threads, goals=goal_rows,
-                    notes=H.notes() + ([late] if late else []))
-    return {"results": results, "overhead_ns": overhead, "goals": goal_rows}
+    return H.run_main(argv, __doc__, "grad", "grad",
+                      lambda args: build_workloads(list(dict.fromkeys(args.workloads))),
+                      check, goals, extra_args=_extra_args)
 
 
 if __name__ == "__main__":

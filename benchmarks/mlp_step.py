@@ -37,12 +37,10 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 
 if __package__:
     from . import _harness as H
-    from .grad import _status, _version, limit_threads
 else:  # run as a script, or loaded by file path
     if _HERE not in sys.path:
         sys.path.insert(0, _HERE)
     import _harness as H
-    from grad import _status, _version, limit_threads
 
 STEP = "mlp train step b128 784-512-512-10 f32"
 BATCH, LR = 128, 0.1
@@ -156,64 +154,24 @@ def make_autograd_step(ag, agnp):
 
 # --- workloads, check, goals ------------------------------------------------------------------
 
-def _to_numpy(v):
-    import numpy as np
-    if hasattr(v, "detach"):
-        return v.detach().cpu().numpy()
-    return np.asarray(v)
-
-
 def build_workloads():
     import numpy as np
-    fnx, fnp = H.import_fnx()
     rng = np.random.default_rng(0)
     p = init_params(rng, np.float32)
     x = rng.standard_normal((BATCH, SIZES[0])).astype(np.float32)
     y = rng.integers(0, 10, BATCH).astype(np.int32)
-    pf = {k: fnp.asarray(v) for k, v in p.items()}
-    xf, yf = fnp.asarray(x), fnp.asarray(y)
-    step_fnx = make_fnx_step()
-    w = {"fnx": lambda: step_fnx(pf, xf, yf),
-         "numpy (by hand)": lambda: numpy_step(p, x, y)}
-    jax = H.optional_import("jax", "JAX row")
-    if jax is not None:
-        jnp = H.optional_import("jax.numpy")
-        pj = {k: jnp.asarray(v) for k, v in p.items()}
-        xj, yj = jnp.asarray(x), jnp.asarray(y)
-        step_jax = make_jax_step(jax, jnp)
-        w["jax jit"] = lambda: jax.block_until_ready(step_jax(pj, xj, yj))
-    torch = H.optional_import("torch", "PyTorch row")
-    if torch is not None:
-        if os.environ.get("OMP_NUM_THREADS"):
-            torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
-        pt = {k: torch.from_numpy(v.copy()) for k, v in p.items()}
-        xt, yt = torch.from_numpy(x.copy()), torch.from_numpy(y.astype(np.int64))
-        step_torch = make_torch_step(torch)
-        w["torch (eager)"] = lambda: step_torch(pt, xt, yt)
-    ag = H.optional_import("autograd", "HIPS autograd row")
-    if ag is not None:
-        agnp = H.optional_import("autograd.numpy")
-        step_ag = make_autograd_step(ag, agnp)
-        w["autograd"] = lambda: step_ag(p, x, y)
-    p64 = {k: v.astype(np.float64) for k, v in p.items()}
-    ref = numpy_step(p64, x.astype(np.float64), y)
+    w, ref = H.train_step_rows(p, x, y,
+                               numpy_row="numpy (by hand)", numpy_step=numpy_step,
+                               make_fnx_step=make_fnx_step, make_jax_step=make_jax_step,
+                               make_torch_step=make_torch_step,
+                               make_autograd_step=make_autograd_step)
     return {STEP: w}, {STEP: ref}
 
 
 def check(workloads, references):
     """Every row computes the reference step (new parameters and loss)."""
-    import numpy as np
-    for wname, libs in workloads.items():
-        ref_p, ref_loss = references[wname]
-        for lib, fn in libs.items():
-            new_p, loss = fn()
-            pairs = [(new_p[k], ref_p[k]) for k in NAMES] + [(loss, ref_loss)]
-            for got, want in pairs:
-                got = _to_numpy(got)
-                if got.shape != np.shape(want) or not np.allclose(got, want, rtol=2e-4,
-                                                                  atol=2e-5):
-                    raise AssertionError(f"{wname} / {lib}: result differs from the "
-                                         "hand-written NumPy step")
+    H.check_results(workloads, references, rtol=2e-4, atol=2e-5,
+                    against="the hand-written NumPy step")
 
 
 def goals(results):
@@ -232,80 +190,9 @@ def goals(results):
     return rows
 
 
-def format_report(results, overhead_ns, goal_rows, *, raw=False, threads=None, pinned=None):
-    m = H.machine_info()
-    vers = [f"NumPy {m.get('numpy', '?')}"]
-    for mod in ("autograd", "jax", "torch"):
-        if mod in sys.modules:
-            vers.append(f"{mod} {_version(mod)}")
-    lines = [f"fnx MLP step benchmark — {m['cpu']}, {m['cores']} cores, Python {m['python']}, "
-             + ", ".join(vers),
-             f"median per-call time over {results[0].repeats} interleaved rounds; timing loop "
-             f"+ empty-lambda call ({overhead_ns:.0f} ns) "
-             + ("NOT subtracted (--raw)" if raw else "subtracted"),
-             "ratio to fnx = time / fnx time of the same workload (<1: faster than fnx)",
-             "compute threads per library: " + (f"{threads} (--threads {threads})" if threads
-                                                else "each library's default (--threads 0)")
-             + (f"; process pinned to CPU {', '.join(map(str, pinned))} (XLA's pool follows "
-                "the affinity mask, not its flags)" if pinned else ""),
-             "", H.format_table(results)]
-    if H.notes():
-        lines += [""] + [f"note: {s}" for s in H.notes()]
-    lines += ["", "goals:"]
-    for g in goal_rows:
-        lines.append(f"  [{_status(g['passed'])}] {g['goal']}: {g['measured']}")
-    return "\n".join(lines)
-
-
-def pin_cpus(n):
-    """Restrict this process to ``n`` of its CPUs, so that ``--threads n`` holds for
-    JAX too: XLA:CPU sizes its intra-op thread pool from the affinity mask and no XLA
-    flag caps it (unpinned, its jitted step ran on 2 threads: about 1.8x the wall time
-    in CPU time). The other libraries already run ``n`` threads. Returns the CPUs, or
-    None where the mask cannot be set or already has at most ``n``. (A process that
-    imported JAX earlier keeps the pool it made then.)"""
-    if not hasattr(os, "sched_setaffinity"):
-        return None
-    cpus = sorted(os.sched_getaffinity(0))
-    if len(cpus) <= n:
-        return None
-    os.sched_setaffinity(0, cpus[-n:])
-    return cpus[-n:]
-
-
 def main(argv=None):
-    p = H.arg_parser(__doc__.split("\n\n")[0])
-    p.add_argument("--threads", type=int, default=1, metavar="N",
-                   help="compute threads for every library (BLAS, OpenMP, XLA, PyTorch); "
-                        "default 1; 0: each library's own default")
-    args = p.parse_args(argv)
-    late = limit_threads(args.threads) if args.threads else None
-    before = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
-    pinned = pin_cpus(args.threads) if args.threads else None
-    try:
-        return _run(args, late, pinned)
-    finally:
-        if pinned:  # main() called in a longer-lived process (tests): give the CPUs back
-            os.sched_setaffinity(0, before)
-
-
-def _run(args, late, pinned):
-    repeats = args.repeats or (9 if args.quick else 51)
-    workloads, refs = build_workloads()
-    check(workloads, refs)
-    results, overhead = H.bench(workloads, repeats=repeats,
-                                warmup_ms=2 if args.quick else 20,
-                                subtract_overhead=not args.raw)
-    goal_rows = goals(results)
-    report = format_report(results, overhead, goal_rows, raw=args.raw, threads=args.threads,
-                           pinned=pinned)
-    print(report if late is None else f"{report}\nnote: {late}")
-    if args.json:
-        H.dump_json(args.json, results, benchmark="mlp_step", overhead_ns=overhead,
-                    overhead_subtracted=not args.raw, threads=args.threads, pinned_cpus=pinned,
-                    goals=goal_rows,
-                    notes=H.notes() + ([late] if late else []))
-    return {"results": results, "overhead_ns": overhead, "goals": goal_rows}
+    return H.run_main(argv, __doc__, "mlp_step", "MLP step", lambda args: build_workloads(),
+                      check, goals)
 
 
 if __name__ == "__main__":

@@ -10,8 +10,9 @@ The workload: hidden size 128, input size 64, sequence length 100, batch 16, flo
 the gradient with respect to ``(Wx, Wh, b)``. fnx and JAX run the loop as a ``scan``
 inside one jitted function; PyTorch and autograd run a Python loop over the steps
 (their idiom). Every row's gradient is checked against fnx's before timing, and one
-compute thread is used unless ``--threads`` says otherwise (see ``grad.py``). The goal
-(fnx no slower than JAX's jitted step) is printed under the table.
+compute thread is used, the process pinned to one CPU, unless ``--threads`` says
+otherwise (see benchmarks/README.md). The goal (fnx no slower than JAX's jitted step)
+is printed under the table with PASS/MISS.
 
 Importing this module runs nothing; ``main(["--quick"])`` is a smoke run.
 """
@@ -24,12 +25,10 @@ _HERE = os.path.dirname(os.path.abspath(__file__))
 
 if __package__:
     from . import _harness as H
-    from .grad import limit_threads
 else:  # run as a script, or loaded by file path
     if _HERE not in sys.path:
         sys.path.insert(0, _HERE)
     import _harness as H
-    from grad import limit_threads
 
 T, B, N_IN, N_HID = 100, 16, 64, 128
 WORKLOAD = f"rnn jit(grad) scan T={T} B={B} in={N_IN} hid={N_HID} f32"
@@ -44,13 +43,6 @@ def _data():
             "b": np.zeros(N_HID, f32),
             "xs": rng.normal(size=(T, B, N_IN)).astype(f32),
             "h0": np.zeros((B, N_HID), f32)}
-
-
-def _to_numpy(v):
-    import numpy as np
-    if hasattr(v, "detach"):
-        return v.detach().cpu().numpy()
-    return np.asarray(v)
 
 
 def build():
@@ -71,7 +63,6 @@ def build():
     xs, h0 = fnp.asarray(d["xs"]), fnp.asarray(d["h0"])
     step = fnx.jit(fnx.grad(loss))
     libs = {"fnx": lambda: step(p, xs, h0)}
-    outs = {}
 
     jax = H.optional_import("jax", "JAX rows")
     if jax is not None:
@@ -90,10 +81,8 @@ def build():
         jxs, jh0 = jnp.asarray(d["xs"]), jnp.asarray(d["h0"])
         libs["jax jit(grad) scan"] = lambda: jax.block_until_ready(jstep(jp, jxs, jh0))
 
-    torch = H.optional_import("torch", "PyTorch rows")
+    torch = H.optional_torch("PyTorch rows")
     if torch is not None:
-        if os.environ.get("OMP_NUM_THREADS"):
-            torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
         tp = [torch.tensor(d[k]) for k in ("wx", "wh", "b")]
         txs, th0 = torch.tensor(d["xs"]), torch.tensor(d["h0"])
 
@@ -123,53 +112,27 @@ def build():
         ap = [d[k] for k in ("wx", "wh", "b")]
         libs["autograd (HIPS)"] = lambda: agstep(ap)
 
-    for name, fn in libs.items():
-        outs[name] = [_to_numpy(g) for g in fn()]
-    return {WORKLOAD: libs}, outs
+    return {WORKLOAD: libs}, {WORKLOAD: [H.to_numpy(g) for g in step(p, xs, h0)]}
 
 
-def check(outs):
-    import numpy as np
-    ref = outs["fnx"]
-    for name, gs in outs.items():
-        for k, (g, r) in enumerate(zip(gs, ref)):
-            if not np.allclose(g, r, rtol=2e-3, atol=1e-6):
-                raise AssertionError(f"{name}: gradient {k} differs from fnx's by "
-                                     f"{np.max(np.abs(g - r)):.3g}")
+def check(workloads, references):
+    """Every row's gradient is fnx's (the reference ``build`` returns)."""
+    H.check_results(workloads, references, rtol=2e-3, atol=1e-6, against="fnx's gradient")
 
 
 def goals(results):
-    by = {r.library: r for r in results}
-    jax = by.get("jax jit(grad) scan")
-    if jax is None:
-        return [("fnx jit(grad) no slower than JAX jit(grad)", "SKIP (JAX not installed)")]
-    ok = by["fnx"].median_ns <= jax.median_ns
-    return [("fnx jit(grad) no slower than JAX jit(grad)",
-             f"{'PASS' if ok else 'MISS'} ({by['fnx'].median_us / 1e3:.2f} ms vs "
-             f"{jax.median_us / 1e3:.2f} ms)")]
+    f = H.median_of(results, WORKLOAD, "fnx")
+    j = H.median_of(results, WORKLOAD, "jax jit(grad) scan")
+    goal = "fnx jit(grad) no slower than JAX jit(grad)"
+    if j is None:
+        return [{"goal": goal, "measured": "JAX not installed", "passed": None}]
+    return [{"goal": goal, "measured": f"fnx {f / 1e6:.2f} ms vs {j / 1e6:.2f} ms; ratio "
+                                       f"{f / j:.2f}x", "passed": f <= j}]
 
 
 def main(argv=None):
-    p = H.arg_parser(__doc__.split("\n\n")[0])
-    p.add_argument("--threads", type=int, default=1, metavar="N",
-                   help="compute threads for every library; default 1; 0: their defaults")
-    args = p.parse_args(argv)
-    late = limit_threads(args.threads) if args.threads else None
-    repeats = args.repeats or (9 if args.quick else 51)
-    workloads, outs = build()
-    check(outs)
-    results, overhead = H.bench(workloads, repeats=repeats, warmup_ms=2 if args.quick else 20,
-                                target_ms=30.0, subtract_overhead=not args.raw)
-    goal_rows = goals(results)
-    lines = [H.format_table(results), ""]
-    lines += [f"goal: {g}: {s}" for g, s in goal_rows]
-    lines += [f"note: {n}" for n in H.notes() + ([late] if late else [])]
-    print("\n".join(lines))
-    if args.json:
-        H.dump_json(args.json, results, benchmark="rnn_step", overhead_ns=overhead,
-                    overhead_subtracted=not args.raw, threads=args.threads, goals=goal_rows,
-                    notes=H.notes() + ([late] if late else []))
-    return {"results": results, "overhead_ns": overhead, "goals": goal_rows}
+    return H.run_main(argv, __doc__, "rnn_step", "RNN step", lambda args: build(), check, goals,
+                      target_ms=30.0, fail="MISS")
 
 
 if __name__ == "__main__":

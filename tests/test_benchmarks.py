@@ -2,12 +2,52 @@
 only unless competitors are installed), so they keep running as fnx changes. The
 numbers are not checked here: speed goals live in ``benchmarks/``, never in tests."""
 import importlib
+import os
 
+import numpy as np
 import pytest
+
+from benchmarks import _harness as H
 
 
 @pytest.mark.parametrize("name", ["dispatch", "grad", "cnn_step", "rnn_step", "mlp_step"])
 def test_benchmark_runs(name, capsys):
-    importlib.import_module(f"benchmarks.{name}").main(["--quick"])
-    out = capsys.readouterr().out
-    assert "fnx" in out and "µs" in out
+    out = importlib.import_module(f"benchmarks.{name}").main(["--quick"])
+    assert set(out) == {"results", "overhead_ns", "goals"}
+    text = capsys.readouterr().out
+    assert "fnx" in text and "µs" in text and "goals:" in text
+
+
+def test_check_results_catches_a_wrong_row():
+    ref = {"w": ({"a": np.ones(3)}, np.float64(2.0))}
+    good = {"w": {"fnx": lambda: ({"a": np.ones(3, np.float32)}, 2.0)}}
+    H.check_results(good, ref, rtol=1e-6, atol=0)
+    for wrong in (lambda: ({"a": np.ones(3)}, 2.1), lambda: ({"a": np.ones(4)}, 2.0),
+                  lambda: ({"b": np.ones(3)}, 2.0), lambda: ({"a": np.ones(3)},)):
+        with pytest.raises(AssertionError, match="w / bad"):
+            H.check_results({"w": {"bad": wrong}}, ref, rtol=1e-6, atol=0)
+
+
+def test_run_main_restores_threads_and_affinity(tmp_path, capsys):
+    env = {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "XLA_FLAGS")}
+    mask = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+    seen = {}
+
+    def build(args):
+        seen["omp"] = os.environ.get("OMP_NUM_THREADS")
+        return {"w": {"fnx": lambda: 1.0, "numpy": lambda: 1.0}}, {"w": 1.0}
+
+    def check(w, r):
+        H.check_results(w, r, rtol=0, atol=0)
+
+    def goals(results):
+        return [{"goal": "g", "measured": "m", "passed": None}]
+
+    out = H.run_main(["--quick", "--repeats", "3", "--json", str(tmp_path / "o.json")],
+                     "doc", "test", "test", build, check, goals)
+    assert seen["omp"] == "1" and out["goals"][0]["passed"] is None
+    assert "[SKIP] g: m" in capsys.readouterr().out
+    assert {k: os.environ.get(k) for k in env} == env
+    if mask is not None:
+        assert os.sched_getaffinity(0) == mask
+    assert (tmp_path / "o.json").exists()
