@@ -185,11 +185,46 @@ def log_ndtr(x):
                      fnp.where(pos, fnp.log1p(-ndtr(-right)), fnp.log(ndtr(mid))))
 
 
+_NDTRI_TAIL = 0.05   # below this distance from 0 or 1, ndtri is solved in log space
+
+
+@custom_jvp
+def _ndtri(p):
+    central = float(np.sqrt(2)) * lax.erf_inv(2 * p - 1)
+    # Tails: 2p - 1 rounds to -1 long before p underflows (float32: p < 3e-8 gave -inf).
+    # Solve log_ndtr(x) = log(t), t = min(p, 1 - p), by Newton from the asymptotic
+    # x0 = -sqrt(-2 log t - log(-2 log t) - log(2 pi)); four steps reach the dtype's
+    # precision from t = 0.05 down to the smallest normal numbers.
+    t = fnp.minimum(p, 1 - p)
+    inside = (t > 0) & (t < _NDTRI_TAIL)
+    t = fnp.where(inside, t, _const(_NDTRI_TAIL, t))
+    log_t = fnp.log(t)
+    u = -2 * log_t
+    x = -fnp.sqrt(u - fnp.log(u) - float(np.log(2 * np.pi)))
+    for _ in range(4):
+        log_pdf = -0.5 * x * x - float(0.5 * np.log(2 * np.pi))
+        ln = log_ndtr(x)
+        x = x - (ln - log_t) / fnp.exp(log_pdf - ln)
+    tail = fnp.where(p < 0.5, x, -x)
+    edge = fnp.where(p == 0, _const(-np.inf, p), _const(np.inf, p))
+    return fnp.where(inside, tail, fnp.where((p == 0) | (p == 1), edge, central))
+
+
+@_ndtri.defjvp
+def _ndtri_jvp(primals, tangents):
+    (p,), (tp,) = primals, tangents
+    x = _ndtri(p)
+    # 1 / phi(x) = sqrt(2 pi) exp(x^2 / 2)
+    return x, tp * (float(np.sqrt(2 * np.pi)) * fnp.exp(0.5 * x * x))
+
+
 def ndtri(p):
-    """The inverse of ``ndtr``: ``sqrt(2) erfinv(2 p - 1)`` (through ``erfc``-free
-    arithmetic; accurate to a few ulps of ``2p - 1``, so less so for tiny ``p``)."""
+    """The inverse of ``ndtr``: ``sqrt(2) erfinv(2 p - 1)`` in the middle; within 0.05 of
+    0 or 1 a Newton solve of ``log_ndtr(x) = log(min(p, 1 - p))``, accurate down to the
+    smallest normal ``p`` (``2p - 1`` loses every digit of a tiny ``p``). -inf at 0, inf
+    at 1, NaN outside [0, 1]. The derivative is ``1 / phi(ndtri(p))``."""
     (p,) = _float("ndtri", p)
-    return float(np.sqrt(2)) * lax.erf_inv(2 * p - 1)
+    return _ndtri(p)
 
 
 def softmax(x, axis=None):
