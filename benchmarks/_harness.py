@@ -74,7 +74,7 @@ def optional_import(name: str, why: str = ""):
         return importlib.import_module(name)
     except Exception as e:  # ImportError, or a broken install raising something else
         note = f"{name} is not importable ({type(e).__name__}: {e}); {why or 'its rows'} skipped"
-        if note not in _NOTES:
+        if not any(n.startswith(f"{name} is not importable ") for n in _NOTES):
             _NOTES.append(note)
         return None
 
@@ -364,37 +364,49 @@ def check_results(workloads, references, *, rtol, atol, against="the reference")
 # --- training-step workloads -------------------------------------------------------------
 
 def train_step_rows(p, x, y, *, numpy_row, numpy_step, make_fnx_step, make_jax_step,
-                    make_torch_step, make_autograd_step):
+                    make_torch_step, make_autograd_step, libs=None, reference=True):
     """The rows of a training step ``step(params dict, x, y) -> (new params, loss)`` on
     float32 NumPy data, and the reference: ``numpy_step`` in float64.
 
     Rows: ``fnx`` (``make_fnx_step()`` on fnx arrays), ``numpy_row`` (``numpy_step``),
     and when installed ``jax jit`` (``make_jax_step(jax, jax.numpy)``, blocked on),
     ``torch (eager)`` (``make_torch_step(torch)``, int64 labels) and ``autograd``
-    (``make_autograd_step(autograd, autograd.numpy)`` on the NumPy arrays)."""
+    (``make_autograd_step(autograd, autograd.numpy)`` on the NumPy arrays).
+    ``libs``: build only the rows named there (``None``: every row), so that a
+    process can hold one library's step alone (``benchmarks/run.py``'s memory
+    measurement); ``reference=False``: the reference is None (not computed)."""
     import numpy as np
-    fnx, fnp = import_fnx()
-    pf = {k: fnp.asarray(v) for k, v in p.items()}
-    xf, yf = fnp.asarray(x), fnp.asarray(y)
-    step_fnx = make_fnx_step()
-    w = {"fnx": lambda: step_fnx(pf, xf, yf), numpy_row: lambda: numpy_step(p, x, y)}
-    jax = optional_import("jax", "JAX row")
+
+    def want(name):
+        return libs is None or name in libs
+    w = {}
+    if want("fnx"):
+        fnx, fnp = import_fnx()
+        pf = {k: fnp.asarray(v) for k, v in p.items()}
+        xf, yf = fnp.asarray(x), fnp.asarray(y)
+        step_fnx = make_fnx_step()
+        w["fnx"] = lambda: step_fnx(pf, xf, yf)
+    if want(numpy_row):
+        w[numpy_row] = lambda: numpy_step(p, x, y)
+    jax = optional_import("jax", "JAX row") if want("jax jit") else None
     if jax is not None:
         jnp = optional_import("jax.numpy")
         pj = {k: jnp.asarray(v) for k, v in p.items()}
         xj, yj = jnp.asarray(x), jnp.asarray(y)
         step_jax = make_jax_step(jax, jnp)
         w["jax jit"] = lambda: jax.block_until_ready(step_jax(pj, xj, yj))
-    torch = optional_torch("PyTorch row")
+    torch = optional_torch("PyTorch row") if want("torch (eager)") else None
     if torch is not None:
         pt = {k: torch.from_numpy(v.copy()) for k, v in p.items()}
         xt, yt = torch.from_numpy(x.copy()), torch.from_numpy(y.astype(np.int64))
         step_torch = make_torch_step(torch)
         w["torch (eager)"] = lambda: step_torch(pt, xt, yt)
-    ag = optional_import("autograd", "HIPS autograd row")
+    ag = optional_import("autograd", "HIPS autograd row") if want("autograd") else None
     if ag is not None:
         step_ag = make_autograd_step(ag, optional_import("autograd.numpy"))
         w["autograd"] = lambda: step_ag(p, x, y)
+    if not reference:
+        return w, None
     p64 = {k: v.astype(np.float64) for k, v in p.items()}
     return w, numpy_step(p64, x.astype(np.float64), y)
 
@@ -425,9 +437,10 @@ def _version(mod):
 
 
 def format_report(title, results, overhead_ns, goal_rows, *, raw=False, threads=None,
-                  pinned=None, fail="FAIL", late=None):
+                  pinned=None, fail="FAIL", late=None, sections=()):
     """The printed report: machine and library versions, how it measured, the threads
-    (``threads=None``: the script has no ``--threads``), the table, notes, the goals
+    (``threads=None``: the script has no ``--threads``), the table, ``sections`` (more
+    text blocks, measured outside :func:`bench`), notes, the goals
     (``{"goal", "measured", "passed"}`` rows; ``passed`` None prints SKIP)."""
     m = machine_info()
     vers = [f"NumPy {m.get('numpy', '?')}"] + [f"{mod} {_version(mod)}"
@@ -435,8 +448,8 @@ def format_report(title, results, overhead_ns, goal_rows, *, raw=False, threads=
                                                 if mod in sys.modules]
     lines = [f"fnx {title} benchmark — {m['cpu']}, {m['cores']} cores, Python {m['python']}, "
              + ", ".join(vers),
-             f"median per-call time over {results[0].repeats} interleaved rounds; timing loop "
-             f"+ empty-lambda call ({overhead_ns:.0f} ns) "
+             f"median per-call time over {results[0].repeats if results else 0} interleaved "
+             f"rounds; timing loop + empty-lambda call ({overhead_ns:.0f} ns) "
              + ("NOT subtracted (--raw)" if raw else "subtracted"),
              "ratio to fnx = time / fnx time of the same workload (<1: faster than fnx)"]
     if threads is not None:
@@ -445,7 +458,10 @@ def format_report(title, results, overhead_ns, goal_rows, *, raw=False, threads=
                         else "each library's default (--threads 0)")
                      + (f"; process pinned to CPU {', '.join(map(str, pinned))} (XLA's pool "
                         "follows the affinity mask, not its flags)" if pinned else ""))
-    lines += ["", format_table(results)]
+    if results:
+        lines += ["", format_table(results)]
+    for sec in sections:
+        lines += ["", sec]
     if notes():
         lines += [""] + [f"note: {s}" for s in notes()]
     lines += ["", "goals:"]
@@ -458,7 +474,7 @@ def format_report(title, results, overhead_ns, goal_rows, *, raw=False, threads=
 # --- a script's main() ----------------------------------------------------------------------
 
 def run_main(argv, doc, name, title, build, check, goals, *, target_ms=3.0, extra_args=None,
-             threads=True, fail="FAIL"):
+             threads=True, fail="FAIL", after=None):
     """A benchmark script's ``main(argv)``; returns ``{"results", "overhead_ns", "goals"}``.
 
     ``doc``: the script's docstring (its first paragraph is the ``--help`` text);
@@ -467,7 +483,10 @@ def run_main(argv, doc, name, title, build, check, goals, *, target_ms=3.0, extr
     ``check(workloads, references)`` raises when a row computes something else (see
     :func:`check_results`); ``goals(results)`` gives ``{"goal", "measured", "passed"}``
     rows; ``extra_args(parser)`` adds script-specific arguments; ``threads=False``
-    leaves out ``--threads``; ``fail`` is the word printed for a missed goal.
+    leaves out ``--threads``; ``fail`` is the word printed for a missed goal;
+    ``after(args)``, called after the timing (threads still set) and before ``goals``,
+    measures what the interleaved harness does not and returns ``{"sections": [text
+    blocks for the report], "json": {extra JSON keys}}`` (also returned, as "extra").
 
     With ``--threads N`` (default 1; 0: each library's own) the thread variables are
     set before the libraries load (:func:`limit_threads`) and the process is pinned
@@ -494,15 +513,20 @@ def run_main(argv, doc, name, title, build, check, goals, *, target_ms=3.0, extr
         check(workloads, refs)
         results, overhead = bench(workloads, repeats=repeats, warmup_ms=2 if args.quick else 20,
                                   target_ms=target_ms, subtract_overhead=not args.raw)
+        more = after(args) if after is not None else {}
         goal_rows = goals(results)
         print(format_report(title, results, overhead, goal_rows, raw=args.raw, threads=n,
-                            pinned=pinned, fail=fail, late=late))
+                            pinned=pinned, fail=fail, late=late,
+                            sections=more.get("sections", ())))
         if args.json:
             extra = {} if n is None else {"threads": n, "pinned_cpus": pinned}
             dump_json(args.json, results, benchmark=name, overhead_ns=overhead,
-                      overhead_subtracted=not args.raw, **extra, goals=goal_rows,
-                      notes=notes() + ([late] if late else []))
-        return {"results": results, "overhead_ns": overhead, "goals": goal_rows}
+                      overhead_subtracted=not args.raw, **extra, **more.get("json", {}),
+                      goals=goal_rows, notes=notes() + ([late] if late else []))
+        out = {"results": results, "overhead_ns": overhead, "goals": goal_rows}
+        if after is not None:
+            out["extra"] = more
+        return out
     finally:
         if pinned:
             os.sched_setaffinity(0, mask)

@@ -252,14 +252,22 @@ def make_autograd_step(ag, agnp):
 
 # --- workloads, check, goals ------------------------------------------------------------------
 
-def build_workloads():
+def make_data():
+    """The float32 parameters, inputs and int32 labels of the step."""
     import numpy as np
     rng = np.random.default_rng(0)
     f32 = np.float32
     p = init_params(rng, f32)
     x = rng.standard_normal((BATCH, 1, 28, 28)).astype(f32)
     y = rng.integers(0, 10, BATCH).astype(np.int32)
-    w, ref = H.train_step_rows(p, x, y,
+    return p, x, y
+
+
+def build_workloads(libs=None, reference=True):
+    """``{STEP: rows}`` and ``{STEP: reference}``; ``libs``: only these rows;
+    ``reference=False``: no reference (None)."""
+    p, x, y = make_data()
+    w, ref = H.train_step_rows(p, x, y, libs=libs, reference=reference,
                                numpy_row="numpy im2col (by hand)", numpy_step=numpy_step,
                                make_fnx_step=make_fnx_step, make_jax_step=make_jax_step,
                                make_torch_step=make_torch_step,

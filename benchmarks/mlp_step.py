@@ -154,13 +154,21 @@ def make_autograd_step(ag, agnp):
 
 # --- workloads, check, goals ------------------------------------------------------------------
 
-def build_workloads():
+def make_data():
+    """The float32 parameters, inputs and int32 labels of the step."""
     import numpy as np
     rng = np.random.default_rng(0)
     p = init_params(rng, np.float32)
     x = rng.standard_normal((BATCH, SIZES[0])).astype(np.float32)
     y = rng.integers(0, 10, BATCH).astype(np.int32)
-    w, ref = H.train_step_rows(p, x, y,
+    return p, x, y
+
+
+def build_workloads(libs=None, reference=True):
+    """``{STEP: rows}`` and ``{STEP: reference}``; ``libs``: only these rows;
+    ``reference=False``: no reference (None)."""
+    p, x, y = make_data()
+    w, ref = H.train_step_rows(p, x, y, libs=libs, reference=reference,
                                numpy_row="numpy (by hand)", numpy_step=numpy_step,
                                make_fnx_step=make_fnx_step, make_jax_step=make_jax_step,
                                make_torch_step=make_torch_step,

@@ -51,3 +51,30 @@ def test_run_main_restores_threads_and_affinity(tmp_path, capsys):
     if mask is not None:
         assert os.sched_getaffinity(0) == mask
     assert (tmp_path / "o.json").exists()
+
+
+def test_run_all_entry_point(tmp_path, capsys):
+    """``benchmarks/run.py`` on a few cheap workloads (the others are the scripts' own)."""
+    from benchmarks import run
+    out = run.main(["--quick", "--repeats", "3", "--only", "dispatch", "eager_chain", "compile",
+                    "--json", str(tmp_path / "run.json")])
+    assert {r.workload for r in out["results"]} == {run.ADD, run.JIT, run.CHAIN}
+    assert "fnx" in out["extra"]["json"]["compile"]
+    text = capsys.readouterr().out
+    assert "compile time" in text and "goals:" in text and "eager chain of 50 ops" in text
+    assert (tmp_path / "run.json").exists()
+
+
+def test_run_chain_and_elementwise_match_numpy():
+    """The new workloads' fnx functions compute their NumPy references."""
+    from benchmarks import run
+    fnx, fnp = H.import_fnx()
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal((2, 16)).astype(np.float32)
+    np.testing.assert_allclose(run.chain(fnp, fnp.asarray(x), fnp.asarray(y)),
+                               run.chain(np, x, y), rtol=1e-5, atol=1e-6)
+    a = rng.standard_normal((4, 16)).astype(np.float32)
+    want = run.gelu_ln(np, a.astype(np.float64), y.astype(np.float64))
+    np.testing.assert_allclose(run.gelu_ln_numpy_inplace(a, y), want, rtol=1e-4, atol=1e-5)
+    got = fnx.jit(lambda x, w: run.gelu_ln(fnp, x, w))(fnp.asarray(a), fnp.asarray(y))
+    np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
