@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import lax
+from ..lax import _rules as _ew_rules
 from ..lax import elementwise as _ew
 from ..core import dtypes
 from ..core.array import Array, _new_array, to_array
@@ -17,6 +18,10 @@ from ..core.trace import EVAL, get_trace
 from ._util import broadcast_shapes, broadcast_to_shape, promote, promote_broadcast
 
 _FLOAT_KINDS = "f"
+_abs_impl = _ew.abs_p.impl
+_quiet_set = _ew_rules._extobj_contextvar.set if _ew_rules._extobj_contextvar else None
+_quiet_reset = _ew_rules._extobj_contextvar.reset if _ew_rules._extobj_contextvar else None
+_IGNORE_ALL = getattr(_ew_rules, "_IGNORE_ALL", None)
 # Python ints outside int32 are int64 in the lattice: they take the promotion path
 _INT32_MIN, _INT32_MAX = -2**31, 2**31 - 1
 
@@ -48,14 +53,20 @@ def _fast_binary(name, slow, ufunc, kinds, prim, out_bool=False):
                 if (ty is float and xv.dtype.kind in _FLOAT_KINDS) or (
                         ty is int and xv.dtype.kind in "iuf" and xv.dtype.kind in kinds
                         and _INT32_MIN <= y <= _INT32_MAX):
-                    return Array._wrap(ufunc(xv, y), not out_bool and x.weak_type)
+                    out = _new_array(Array)
+                    out._value = ufunc(xv, y)
+                    out.weak_type = not out_bool and x.weak_type
+                    return out
             elif tx is float or tx is int:
                 if ty is Array:
                     yv = y._value
                     if (tx is float and yv.dtype.kind in _FLOAT_KINDS) or (
                             tx is int and yv.dtype.kind in "iuf" and yv.dtype.kind in kinds
                             and _INT32_MIN <= x <= _INT32_MAX):
-                        return Array._wrap(ufunc(x, yv), not out_bool and y.weak_type)
+                        out = _new_array(Array)
+                        out._value = ufunc(x, yv)
+                        out.weak_type = not out_bool and y.weak_type
+                        return out
         elif isinstance(x, Array):  # tracers of one dtype, equal shapes or a rank-0 side
             if isinstance(y, Array):
                 dt = x.dtype
@@ -87,14 +98,37 @@ def _binary(name, lax_fn, to_inexact=False, bool_fn=None):
 
 def _unary(name, lax_fn, to_inexact=False):
     prim = lax_fn.prim
-
-    def f(x, /):
-        if type(x) is Array and get_trace() is EVAL:
-            v = x._value
-            if v.dtype.kind == "f":  # every unary primitive maps floats to their own dtype
-                return Array._wrap(prim.impl(v), x.weak_type)
-        (x,) = promote(name, x, to_inexact=to_inexact)
-        return lax_fn(x)
+    impl = prim.impl
+    raw = getattr(impl, "raw", None)
+    if raw is not None and _quiet_set is not None:
+        # A quiet impl: run its raw function under the "ignore all" error state here,
+        # which spares the wrapper's call frame (about 0.1 us of a 0.5 us op).
+        def f(x, /):
+            if type(x) is Array and get_trace() is EVAL:
+                v = x._value
+                if v.dtype.kind == "f":  # every unary primitive maps floats to their dtype
+                    token = _quiet_set(_IGNORE_ALL)
+                    try:
+                        r = raw(v)
+                    finally:
+                        _quiet_reset(token)
+                    out = _new_array(Array)
+                    out._value = r
+                    out.weak_type = x.weak_type
+                    return out
+            (x,) = promote(name, x, to_inexact=to_inexact)
+            return lax_fn(x)
+    else:
+        def f(x, /):
+            if type(x) is Array and get_trace() is EVAL:
+                v = x._value
+                if v.dtype.kind == "f":  # every unary primitive maps floats to their dtype
+                    out = _new_array(Array)
+                    out._value = impl(v)
+                    out.weak_type = x.weak_type
+                    return out
+            (x,) = promote(name, x, to_inexact=to_inexact)
+            return lax_fn(x)
     f.__name__ = name
     f.__qualname__ = name
     f.__doc__ = f"Elementwise ``{name}`` (integer inputs are converted to float where the " \
@@ -268,6 +302,13 @@ sign = _unary("sign", lax.sign)
 
 def absolute(x, /):
     """``|x|``; bools and unsigned ints are returned as they are (as JAX)."""
+    if type(x) is Array and get_trace() is EVAL:
+        v = x._value
+        if v.dtype.kind == "f":  # eager floats: |x| keeps the dtype and the weak type
+            out = _new_array(Array)
+            out._value = _abs_impl(v)
+            out.weak_type = x.weak_type
+            return out
     (x,) = promote("absolute", x)
     return x if x.dtype.kind in "bu" else lax.abs(x)
 
@@ -595,3 +636,4 @@ def sinc(x, /):
 __all__ = sorted(_n for _n, _v in list(globals().items())
                  if not _n.startswith("_") and callable(_v)
                  and getattr(_v, "__module__", None) == __name__)
+
