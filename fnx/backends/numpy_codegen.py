@@ -53,8 +53,27 @@ def _binder(glb):
 _FOLD_MAX_BYTES = 1 << 16
 
 
+def _eqn_ufunc(e):
+    """The ufunc computing ``e`` exactly as its impl does for these avals, else None: a
+    plain ufunc primitive's; a float ``div``'s ``true_divide``; a float ``integer_pow``
+    by 2's ``square``."""
+    u = getattr(e.prim, "ufunc", None)
+    if u is not None and not e.params:
+        return u
+    if e.prim.multiple_results or len(e.outputs) != 1 \
+            or e.outputs[0].aval.dtype.kind not in "fc":
+        return None
+    if (e.prim.name == "div" and not e.params
+            and all(v.aval.dtype.kind in "fc" for v in e.inputs)):
+        return np.true_divide
+    if (e.prim.name == "integer_pow" and e.params == {"y": 2}
+            and e.inputs[0].aval.dtype.kind in "fc"):
+        return np.square
+    return None
+
+
 def _is_ufunc_eqn(e):
-    return getattr(e.prim, "ufunc", None) is not None and not e.params
+    return _eqn_ufunc(e) is not None
 
 
 def _fresh_result(e, aval_in=None):
@@ -93,6 +112,64 @@ def _tie_weight(a, b, *, dtype):
     if tie.any():
         w = np.where(tie, dtype.type(0.5), w)
     return w
+
+
+# Fused elementwise-then-reduce: the elementwise result is computed this many elements at
+# a time (a few rows) into one small scratch buffer and reduced from there.
+_FUSED_REDUCE_ELEMS = 1 << 16
+_REDUCERS = {"reduce_sum": np.add, "reduce_max": np.maximum, "reduce_min": np.minimum}
+
+
+def _fused_reduce(*operands, ufunc, reducer, axes, shape, dtype):
+    """``reducer.reduce(ufunc(*operands), axis=axes)`` (``axes`` trailing, not axis 0)
+    without the full-size intermediate: a block of leading rows at a time. Each output
+    element is reduced over the same contiguous row in the same order as unfused (a
+    C-contiguous intermediate), so the result is bitwise the same; any other layout
+    falls back to the unfused computation."""
+    n = shape[0]
+    full = [isinstance(o, np.ndarray) and o.ndim == len(shape) and o.shape[0] == n
+            and n != 1 for o in operands]
+    if (not any(full) or math.prod(shape) == 0
+            or not all(o.flags.c_contiguous for o, f in zip(operands, full) if f)):
+        return reducer.reduce(ufunc(*operands), axis=axes)
+    row = math.prod(shape[1:])
+    per = max(1, _FUSED_REDUCE_ELEMS // max(row, 1))
+    out = np.empty(tuple(s for k, s in enumerate(shape) if k not in axes), dtype)
+    buf = np.empty((min(per, n),) + tuple(shape[1:]), dtype)
+    for s in range(0, n, per):
+        e = min(n, s + per)
+        b = buf[:e - s]
+        ufunc(*[o[s:e] if f else o for o, f in zip(operands, full)], out=b)
+        reducer.reduce(b, axis=axes, out=out[s:e])
+    return out
+
+
+def _match_fused_reduce(ir, j, producer, uses, keep):
+    """For a float ``reduce_{sum,max,min}`` eqn ``j`` over trailing axes (not axis 0) of
+    a ufunc's result read only there, whose operands are not broadcasts: ``(i, fn,
+    inputs)`` for ``_fused_reduce``, else None."""
+    r = ir.eqns[j]
+    if r.prim.name not in _REDUCERS or type(r.inputs[0]) is Literal:
+        return None
+    v = r.inputs[0]
+    shape, nd = v.aval.shape, len(v.aval.shape)
+    axes = tuple(sorted(a % nd for a in r.params["axes"])) if nd else ()
+    if (nd < 2 or v in keep or uses.get(v) != 1 or v not in producer
+            or v.aval.dtype.kind != "f" or not axes or axes[0] == 0
+            or axes != tuple(range(axes[0], nd))):
+        return None
+    i = producer[v]
+    e = ir.eqns[i]
+    u = _eqn_ufunc(e)
+    if u is None or u.nout != 1 or e.outputs[0].aval.dtype != v.aval.dtype:
+        return None
+    for x in e.inputs:
+        if type(x) is not Literal and x in producer \
+                and ir.eqns[producer[x]].prim.name == "broadcast_in_dim":
+            return None
+    fn = functools.partial(_fused_reduce, ufunc=u, reducer=_REDUCERS[r.prim.name],
+                           axes=axes, shape=tuple(shape), dtype=v.aval.dtype)
+    return i, fn, list(e.inputs)
 
 
 def _same_atom(u, v):
@@ -204,7 +281,17 @@ def emit_eqns(ir: IR, glb, names, fresh, *, in_loop=False, out_into=None):
         if m is not None and not skip.intersection(m[0]):
             skip.update(m[0])
             special[i] = (functools.partial(_tie_weight, dtype=e.outputs[0].aval.dtype),
-                          list(m[1]))
+                          list(m[1]), "tie_weight")
+
+    # An elementwise result only reduced (over trailing axes): computed and reduced a few
+    # rows at a time, never materialized in full.
+    for j, e in enumerate(ir.eqns):
+        if j in skip or j in special:
+            continue
+        m = _match_fused_reduce(ir, j, producer, uses0, keep)
+        if m is not None and m[0] not in skip and m[0] not in special:
+            skip.add(m[0])
+            special[j] = (m[1], m[2], "fused_" + e.prim.name)
 
     # Ufunc operands that are broadcasts: read the broadcast's operand instead.
     unbroadcast = {}  # (eqn index, input position) -> (operand, reshape or None)
@@ -253,11 +340,12 @@ def emit_eqns(ir: IR, glb, names, fresh, *, in_loop=False, out_into=None):
         for v in inputs_of(i, e):
             if type(v) is not Literal:
                 last_use[v] = i
-                readers.setdefault(v, []).append(e)
+                readers.setdefault(v, []).append(i)
 
-    def never_aliases(e, v):
-        """``e`` reading ``v`` never returns (a view of) ``v``'s buffer."""
-        if _is_ufunc_eqn(e) or e.prim.name == "dot_general":
+    def never_aliases(i, v):
+        """Eqn ``i`` reading ``v`` never returns (a view of) ``v``'s buffer."""
+        e = ir.eqns[i]
+        if i in special or _is_ufunc_eqn(e) or e.prim.name == "dot_general":
             return True
         return e.prim.name == "convert_element_type" and v.aval.dtype != e.outputs[0].aval.dtype
 
@@ -277,14 +365,16 @@ def emit_eqns(ir: IR, glb, names, fresh, *, in_loop=False, out_into=None):
                 r = f"{r}.reshape({unbroadcast[(i, k)][1]!r})"
             ins_list.append(r)
         ins = ", ".join(ins_list)
-        ufunc = getattr(prim, "ufunc", None)
+        ufunc = _eqn_ufunc(e)
         specialize = getattr(prim, "numpy_specialize", None)
         outputs = e.outputs
         if i in special:
-            fn, ufunc = bind_global("tie_weight", special[i][0]), None
-        elif ufunc is not None and not e.params:
+            fn, ufunc = bind_global(special[i][2], special[i][0]), None
+            quiet = True
+        elif ufunc is not None:
             fn = bind_global(ufunc.__name__, ufunc)
-            quiet |= hasattr(prim.impl, "raw")
+            # a stand-in ufunc (``div``'s ``true_divide``) runs quiet, as the impl does
+            quiet |= hasattr(prim.impl, "raw") or ufunc is not getattr(prim, "ufunc", None)
         elif specialize is not None:
             # A function for these avals (e.g. dot_general's plan), the same one eager
             # calls pick, so jit stays bitwise equal to eager.
@@ -320,9 +410,9 @@ def emit_eqns(ir: IR, glb, names, fresh, *, in_loop=False, out_into=None):
         outs = ", ".join(names[v] for v in outputs)
         if prim.multiple_results:
             outs = outs + ("," if len(outputs) == 1 else "")
-        target = out_into.get(outputs[0]) if (ufunc is not None and not e.params
+        target = out_into.get(outputs[0]) if (ufunc is not None
                                                and len(outputs) == 1) else None
-        if target is None and ufunc is not None and not e.params and not in_loop \
+        if target is None and ufunc is not None and not in_loop \
                 and len(outputs) == 1 and outputs[0] not in out_into:
             o = outputs[0].aval
             for v in ins_vars:
