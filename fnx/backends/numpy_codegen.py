@@ -76,7 +76,7 @@ def _is_ufunc_eqn(e):
     return _eqn_ufunc(e) is not None
 
 
-def _fresh_result(e, aval_in=None):
+def _fresh_result(e):
     """Whether ``e``'s (single) result is always a new buffer that aliases nothing (so a
     later op may overwrite it once it is dead): a plain ufunc, a ``dot_general`` plan,
     a ``convert_element_type`` that changes the dtype."""
@@ -219,7 +219,8 @@ def _match_tie_weight(ir, i, producer, uses, keep):
 
 def emit_eqns(ir: IR, glb, names, fresh, *, in_loop=False, out_into=None):
     """The lines computing ``ir``'s equations, given ``names`` for its inputs (and
-    constants): ``(lines, quiet, ref)``; ``ref(v)`` names a value (or literal) after them.
+    constants): ``(lines, quiet, ref, written)``; ``ref(v)`` names a value (or literal)
+    after them; ``written``: the vars computed into their ``out_into`` buffer.
 
     ``in_loop``: the lines are a loop body run many times (no ``del``s: every input stays
     alive for the next step). ``out_into``: ``{var: expression}`` of preallocated
@@ -327,8 +328,7 @@ def emit_eqns(ir: IR, glb, names, fresh, *, in_loop=False, out_into=None):
     for i in reversed(range(len(ir.eqns))):
         e = ir.eqns[i]
         if (i not in skip and e.prim.name == "broadcast_in_dim" and uses.get(e.outputs[0], 0) == 0
-                and any((j, k) in unbroadcast for (j, k) in unbroadcast
-                        if ir.eqns[j].inputs[k] is e.outputs[0])):
+                and any(ir.eqns[j].inputs[k] is e.outputs[0] for j, k in unbroadcast)):
             skip.add(i)
             x = e.inputs[0]
             if type(x) is not Literal:

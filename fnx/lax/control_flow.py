@@ -35,7 +35,7 @@ import numpy as np
 from .. import tree_util
 from ..core import dtypes
 from ..core.array import Array, Tracer, to_array
-from ..core.ir import IR, Var, Literal, dce, eval_ir
+from ..core.ir import IR, Eqn, Var, Literal, dce, eval_ir, sub_irs
 from ..core.primitive import Primitive, ShapeDtypeStruct
 from ..core.trace import get_trace, trace_context
 from ..core.tracing import IRTrace, IRTracer, trace_flat
@@ -53,9 +53,7 @@ def _strong(aval):
 def _closed(fun, in_avals, name):
     """Trace ``fun(*tracers) -> list`` into an IR without constants: (ir, consts), where
     the IR takes ``consts + inputs``."""
-    ir = trace_flat(fun, in_avals, name)
-    ir2, consts = ir.hoist_consts()
-    return ir2, consts
+    return trace_flat(fun, in_avals, name).hoist_consts()
 
 
 _COMPILED = weakref.WeakKeyDictionary()
@@ -176,21 +174,20 @@ def _bind_cond(index, fns, ops, name="cond"):
     """Trace each ``fns[i](*ops) -> list`` and bind one ``cond`` (constants joined)."""
     avals = [_strong(o.aval) for o in ops]
     traced = [_closed(f, avals, f"{name}_branch{i}") for i, f in enumerate(fns)]
-    irs = _join_branches(traced)
-    consts = [c for _, cs in traced for c in cs]
-    return cond_p.bind(index, *consts, *ops, branches=tuple(irs))
+    return _bind_joined(index, traced, ops)
 
 
-def _join_branches(traced):
-    """Closed branch IRs taking their own consts first -> IRs taking everyone's consts."""
-    counts = [len(cs) for _, cs in traced]
+def _bind_joined(index, traced, ops):
+    """Bind ``cond`` for closed branch IRs ``traced`` (``(ir, consts)``, each taking its
+    own consts first): each branch is rewritten to take everyone's consts."""
     out = []
     for i, (ir, cs) in enumerate(traced):
-        k = counts[i]
+        k = len(cs)
         before = [Var(c.aval) for j in range(i) for c in traced[j][1]]
         after = [Var(c.aval) for j in range(i + 1, len(traced)) for c in traced[j][1]]
         out.append(IR(before + ir.invars[:k] + after + ir.invars[k:], ir.outvars, ir.eqns))
-    return out
+    consts = [c for _, cs in traced for c in cs]
+    return cond_p.bind(index, *consts, *ops, branches=tuple(out))
 
 
 def _cond_jvp(primals, tangents, *, branches):
@@ -251,7 +248,6 @@ def _cond_transpose(cts, index, *args, branches):
     lin = [is_linear(a) for a in args]
     res = [a for a, m in zip(args, lin) if not m]
     present = [c is not None for c in cts]
-    out_avals = branches[0].out_avals
     lin_avals = [a.aval for a, m in zip(args, lin) if m]
 
     def tr_fn(br):
@@ -267,7 +263,6 @@ def _cond_transpose(cts, index, *args, branches):
     if not ct_vals or not lin_avals:
         return [None] * (1 + len(args))
     outs = iter(_bind_cond(index, [tr_fn(b) for b in branches], res + ct_vals, "cond_T"))
-    del out_avals
     return [None] + [next(outs) if m else None for m in lin]
 
 
@@ -314,7 +309,6 @@ def _cond_dce(eqn, used):
     keep = [any(br.invars[k] in need for br in new) for k in range(len(eqn.inputs) - 1)]
     brs = tuple(IR([v for v, m in zip(br.invars, keep) if m], br.outvars, br.eqns)
                 for br in new)
-    from ..core.ir import Eqn
     inputs = [eqn.inputs[0]] + [v for v, m in zip(eqn.inputs[1:], keep) if m]
     outputs = [v for v, u in zip(eqn.outputs, used) if u]
     return Eqn(cond_p, inputs, outputs, {"branches": brs}, eqn.source), inputs
@@ -377,9 +371,7 @@ def _cond_general(name, index, branches, operands, labels=None):
                 return [convert_element_type(v, v.dtype, weak_type=w) for v, w in zip(o, weak)]
             fixed.append(_closed(f, avals, f"{name}_branch"))
         irs = fixed
-    brs = _join_branches(irs)
-    consts = [c for _, cs in irs for c in cs]
-    outs = cond_p.bind(index, *consts, *ops_leaves, branches=tuple(brs))
+    outs = _bind_joined(index, irs, ops_leaves)
     return tree_util.tree_unflatten(trees[0], outs)
 
 
@@ -911,7 +903,6 @@ def _scan_transpose(cts, *args, body, num_consts, num_carry, length, reverse, un
     res_x = [a for a, m in zip(xs, xlin) if not m]
     c_avals = [a.aval for a, m in zip(consts, clin) if m]
     k_avals = [_strong(a.aval) for a in init]
-    x_avals = [ShapeDtypeStruct(a.aval.shape[1:], a.aval.dtype) for a, m in zip(xs, xlin) if m]
     y_avals = body.out_avals[nk:]
     ct_k = [(_zeros(a) if c is None else c) for c, a in zip(cts[:nk], k_avals)]
     ypresent = [c is not None for c in cts[nk:]]
@@ -943,7 +934,6 @@ def _scan_transpose(cts, *args, body, num_consts, num_carry, length, reverse, un
                       list(res_x) + list(ct_y), body=tir, length=length,
                       reverse=not reverse, unroll=unroll)
     ct_c, ct_init, ct_xs = iter(outs[:nlc]), outs[nlc:nlc + nk], iter(outs[nlc + nk:])
-    del x_avals
     return ([next(ct_c) if m else None for m in clin] + list(ct_init)
             + [next(ct_xs) if m else None for m in xlin])
 
@@ -1014,7 +1004,6 @@ def _scan_dce(eqn, used):
     keep = ([v in need for v in body.invars[:nc]] + ku
             + [v in need for v in body.invars[nc + nk:]])
     new_body = IR([v for v, m in zip(body.invars, keep) if m], d.outvars, d.eqns)
-    from ..core.ir import Eqn
     inputs = [v for v, m in zip(eqn.inputs, keep) if m]
     outputs = [v for v, m in zip(eqn.outputs, ku + yu) if m]
     params = dict(p, body=new_body, num_consts=sum(keep[:nc]), num_carry=sum(ku))
@@ -1073,8 +1062,8 @@ def _relayout(e, inv, inv_eqns):
         where = {d: i for i, d in enumerate(order)}
         w = Var(ShapeDtypeStruct(tuple(v.aval.shape[d] for d in order), v.aval.dtype,
                                  v.aval.weak_type))
-        inv_eqns.append(_new_eqn(_prim("transpose"), [v], [w], {"permutation": tuple(order)},
-                                 e.source))
+        inv_eqns.append(Eqn(_prim("transpose"), [v], [w], {"permutation": tuple(order)},
+                            e.source))
         inv.add(w)
         ins[side] = w
         dn[0][side] = [where[d] for d in c]
@@ -1084,16 +1073,10 @@ def _relayout(e, inv, inv_eqns):
         return e
     params = dict(e.params, dimension_numbers=((tuple(dn[0][0]), tuple(dn[0][1])),
                                                (tuple(dn[1][0]), tuple(dn[1][1]))))
-    return _new_eqn(e.prim, ins, e.outputs, params, e.source)
-
-
-def _new_eqn(prim, inputs, outputs, params, source):
-    from ..core.ir import Eqn
-    return Eqn(prim, inputs, outputs, params, source)
+    return Eqn(e.prim, ins, e.outputs, params, e.source)
 
 
 def _batchable(e):
-    from ..core.ir import sub_irs
     return e.prim.batch is not None and not any(sub_irs(e.params))
 
 
@@ -1163,8 +1146,7 @@ class _ScanPlan:
         inv_vars = [v for e in inv_eqns for v in e.outputs]
         pre_vars = [v for e in pre_eqns for v in e.outputs]
         core = dce(IR(list(body.invars) + inv_vars + pre_vars, outvars, loop_eqns))
-        used = {v for e in core.eqns for v in e.inputs if type(v) is Var}
-        used |= {v for v in outvars if type(v) is Var}
+        used = _used_invars(core)
         # the new body's inputs: constants (original, then hoisted), carries, xs (original,
         # then computed before the loop); unused ones are dropped
         self.c_in = [v for v in C + inv_vars if v in used]
@@ -1179,8 +1161,7 @@ class _ScanPlan:
                                                               and v not in X}
         self.pre_out = [v for v in pre_vars if v in need_pre]
         pre_ir = dce(IR(C + inv_vars + X, self.pre_out, pre_eqns))
-        pre_used = {v for e in pre_ir.eqns for v in e.inputs if type(v) is Var}
-        pre_used |= {v for v in self.pre_out if type(v) is Var}
+        pre_used = _used_invars(pre_ir)
         self.pre_c = [v for v in C + inv_vars if v in pre_used]
         self.pre_x = [v for v in X if v in pre_used]
         self.pre_ir = IR(self.pre_c + self.pre_x, self.pre_out, pre_ir.eqns)
@@ -1457,9 +1438,7 @@ def _while_onnx(ctx, *args, cond_ir, body_ir, cond_nconsts, body_nconsts):
     before the loop, and the body computes the next carry and the predicate on it."""
     from ..onnx import lowerings as O
     from ..onnx.export import lower_ir
-    cc = list(args[:cond_nconsts])
-    bc = list(args[cond_nconsts:cond_nconsts + body_nconsts])
-    init = list(args[cond_nconsts + body_nconsts:])
+    cc, bc, init = _while_split(args, cond_nconsts, body_nconsts)
     outs = list(ctx.out_avals)
     if not outs:
         return []
