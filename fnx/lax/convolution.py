@@ -273,44 +273,38 @@ def _conv_shape_rule(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dil
                             and preferred_element_type is None)
 
 
-def _windows(x, out_sp, ks, strides, rdil):
-    """Every window of ``x`` (N, spatial..., C) as a view (N, out..., k..., C)."""
+def _windows(x, out_sp, ks, strides, rdil, lead=1):
+    """Every window of ``x`` (lead..., spatial..., C) as a view (lead..., out..., k..., C)."""
     s = x.strides
     nsp = len(out_sp)
-    shape = (x.shape[0],) + tuple(out_sp) + tuple(ks) + (x.shape[-1],)
-    st = ((s[0],) + tuple(s[1 + i] * strides[i] for i in range(nsp))
-          + tuple(s[1 + i] * rdil[i] for i in range(nsp)) + (s[-1],))
+    shape = x.shape[:lead] + tuple(out_sp) + tuple(ks) + (x.shape[-1],)
+    st = (s[:lead] + tuple(s[lead + i] * strides[i] for i in range(nsp))
+          + tuple(s[lead + i] * rdil[i] for i in range(nsp)) + (s[-1],))
     return as_strided(x, shape, st, writeable=False)
 
 
-def _im2col(x, out_sp, ks, strides, rdil, cols_shape, order):
-    """The windows of ``x`` (N, spatial..., C) gathered into a new array: one vectorized
-    slice copy per kernel tap into ``cols`` laid out (N, out..., k..., C) (``order`` is
-    "nk": then reshaped to ``cols_shape``) or (k..., N, out..., C) ("kn")."""
+def _tap_index(offs, dil, out, strides):
+    """The strided slices (one per axis) that tap ``offs`` of every window reads: window
+    ``q`` starts at ``q * strides`` and its taps are ``dil`` apart."""
+    return tuple(slice(o * d, o * d + (m - 1) * st + 1, st)
+                 for o, d, m, st in zip(offs, dil, out, strides))
+
+
+def _im2col(x, out_sp, ks, strides, rdil, cols_shape):
+    """The windows of ``x`` (N, spatial..., C) gathered into a new array laid out
+    (N, out..., k..., C), reshaped to ``cols_shape``: one vectorized slice copy per
+    kernel tap when taps are large, else a copy of the strided window view."""
     N, C = x.shape[0], x.shape[-1]
-    nsp = len(out_sp)
     K = math.prod(ks)
     P = math.prod(out_sp)
     if K == 1 or P * C >= 64 * K:
         # Large taps: copying tap by tap moves long contiguous runs.
-        if order == "nk":
-            cols = np.empty((N,) + tuple(out_sp) + (K, C), x.dtype)
-        else:
-            cols = np.empty((K, N) + tuple(out_sp) + (C,), x.dtype)
+        cols = np.empty((N,) + tuple(out_sp) + (K, C), x.dtype)
         for t, offs in enumerate(np.ndindex(*ks)):
-            sl = (slice(None),) + tuple(
-                slice(o * rdil[i], o * rdil[i] + (out_sp[i] - 1) * strides[i] + 1, strides[i])
-                for i, o in enumerate(offs)) + (slice(None),)
-            if order == "nk":
-                cols[(Ellipsis, t, slice(None))] = x[sl]
-            else:
-                cols[t] = x[sl]
+            sl = (slice(None),) + _tap_index(offs, rdil, out_sp, strides) + (slice(None),)
+            cols[(Ellipsis, t, slice(None))] = x[sl]
         return cols.reshape(cols_shape)
-    win = _windows(x, out_sp, ks, strides, rdil)
-    if order == "kn":
-        win = win.transpose(tuple(range(1 + nsp, 1 + 2 * nsp)) + tuple(range(1 + nsp))
-                            + (1 + 2 * nsp,))
-    return win.reshape(cols_shape)
+    return _windows(x, out_sp, ks, strides, rdil).reshape(cols_shape)
 
 
 def _operands(pet, x_perm, w_perm, padding, ldil, channels_first):
@@ -344,8 +338,6 @@ def _conv_plan(lshape, rshape, strides, padding, ldil, rdil, dn, G, B, pet, perm
     padded = [_dilate_dim(n, d) + lo + hi for n, d, (lo, hi) in zip(xs, ldil, padding)]
     out_sp = tuple(_out_size(p, _dilate_dim(k, r), s)
                    for p, k, r, s in zip(padded, ks, rdil, strides))
-    x_perm = (lspec[0],) + tuple(lspec[2:]) + (lspec[1],)
-    w_perm = tuple(rspec[2:]) + (rspec[1], rspec[0])
     out_shape = [0] * (nsp + 2)
     out_shape[ospec[0]], out_shape[ospec[1]] = N // B, Co
     for i in range(nsp):
@@ -378,16 +370,18 @@ def _conv_plan(lshape, rshape, strides, padding, ldil, rdil, dn, G, B, pet, perm
             return np.zeros(out_shape, dt)
         return empty
 
-    if channels_first:
-        return _conv_plan_cf(lshape, rshape, strides, padding, ldil, rdil, dn, G, B, pet,
-                             out_sp, out_shape, src, identity_out)
+    if channels_first:   # operands keep their spec order: (N, C, spatial...), (O, I, k...)
+        prep = _operands(pet, lspec, rspec, padding, ldil, True)
+        return _conv_plan_cf(prep, N, C, Co, ks, out_sp, strides, rdil, G, B, src)
 
+    x_perm = (lspec[0],) + tuple(lspec[2:]) + (lspec[1],)
+    w_perm = tuple(rspec[2:]) + (rspec[1], rspec[0])
     prep = _operands(pet, x_perm, w_perm, padding, ldil, False)
 
     def fn(lhs, rhs):
         x, w = prep(lhs, rhs)                              # w: k..., Ci, Co
         if G == 1 and B == 1:
-            cols = _im2col(x, out_sp, ks, strides, rdil, (N * P, K * C), "nk")
+            cols = _im2col(x, out_sp, ks, strides, rdil, (N * P, K * C))
             y = np.matmul(cols, w.reshape(K * C, Co))       # (N P, Co)
             return finish(y.reshape((N,) + out_sp + (Co,)))
         g = max(G, B)
@@ -395,12 +389,12 @@ def _conv_plan(lshape, rshape, strides, padding, ldil, rdil, dn, G, B, pet, perm
             Cg = C // G
             xg = x.reshape(x.shape[:-1] + (G, Cg))
             xg = np.moveaxis(xg, -2, 0)                    # (G, N, sp..., Cg) view
-            cols = _windows_grouped(xg, out_sp, ks, strides, rdil).reshape(G, N * P, Kc)
+            cols = _windows(xg, out_sp, ks, strides, rdil, 2).reshape(G, N * P, Kc)
             Nb = N
         else:       # batch groups: (B, Nb, sp, C) -> (B, Nb P, K C)
             Nb = N // B
             xb = x.reshape((B, Nb) + x.shape[1:])
-            cols = _windows_grouped(xb, out_sp, ks, strides, rdil).reshape(B, Nb * P, Kc)
+            cols = _windows(xb, out_sp, ks, strides, rdil, 2).reshape(B, Nb * P, Kc)
         wg = w.reshape(Kc, g, Og).transpose(1, 0, 2)        # (g, K Cg, Og)
         y = np.matmul(cols, wg)                            # (g, Nb P, Og)
         y = y.reshape((g, Nb) + out_sp + (Og,))
@@ -426,31 +420,21 @@ def _im2col_cf(x, out_sp, ks, strides, rdil):
     cols = np.empty((N, C) + tuple(ks) + tuple(out_sp), x.dtype)
     if K <= P:
         for tap in np.ndindex(*ks):
-            sl = tuple(slice(o * d, o * d + (m - 1) * st + 1, st)
-                       for o, d, m, st in zip(tap, rdil, out_sp, strides))
-            cols[full + tap] = x[full + sl]
+            cols[full + tap] = x[full + _tap_index(tap, rdil, out_sp, strides)]
     else:
         rest = (slice(None),) * nsp
         for pos in np.ndindex(*out_sp):
-            sl = tuple(slice(q * st, q * st + (k - 1) * d + 1, d)
-                       for q, st, k, d in zip(pos, strides, ks, rdil))
-            cols[full + rest + pos] = x[full + sl]
+            # the window at ``pos``: its taps are the slice's elements
+            cols[full + rest + pos] = x[full + _tap_index(pos, strides, ks, rdil)]
     return cols
 
 
-def _conv_plan_cf(lshape, rshape, strides, padding, ldil, rdil, dn, G, B, pet, out_sp,
-                  out_shape, src, identity_out):
+def _conv_plan_cf(prep, N, C, Co, ks, out_sp, strides, rdil, G, B, src):
     """The channels-first plan: windows copied as (N, C, k..., out...), one matmul of
-    the kernel (Co, Ci k...) against them, the result (N, Co, out...) without transposes."""
-    lspec, rspec, ospec = dn
-    nsp = len(lspec) - 2
-    N, C = lshape[lspec[0]], lshape[lspec[1]]
-    Co = rshape[rspec[0]]
-    ks = tuple(rshape[d] for d in rspec[2:])
+    the kernel (Co, Ci k...) against them, the result (N, Co, out...) without transposes.
+    ``prep`` gives the operands in (N, C, spatial...) and (O, I, k...) order."""
+    nsp = len(ks)
     K, P = math.prod(ks), math.prod(out_sp)
-    x_perm = (lspec[0], lspec[1]) + tuple(lspec[2:])
-    w_perm = (rspec[0], rspec[1]) + tuple(rspec[2:])
-    prep = _operands(pet, x_perm, w_perm, padding, ldil, True)
     Cg = C // G
     # y axes are (N, Co, out...); ``src`` numbers them (N, out..., Co): renumber
     cf_src = tuple(0 if a == 0 else 1 if a == nsp + 1 else a + 1 for a in src)
@@ -473,16 +457,6 @@ def _conv_plan_cf(lshape, rshape, strides, padding, ldil, rdil, dn, G, B, pet, o
             return y
         return np.ascontiguousarray(y.transpose(cf_src))
     return fn
-
-
-def _windows_grouped(x, out_sp, ks, strides, rdil):
-    """``x`` (g, N, spatial..., C): a view (g, N, out..., k..., C) of every window."""
-    s = x.strides
-    nsp = len(out_sp)
-    shape = x.shape[:2] + tuple(out_sp) + tuple(ks) + (x.shape[-1],)
-    st = (s[:2] + tuple(s[2 + i] * strides[i] for i in range(nsp))
-          + tuple(s[2 + i] * rdil[i] for i in range(nsp)) + (s[-1],))
-    return as_strided(x, shape, st, writeable=False)
 
 
 def _conv_key(lshape, rshape, p, perm=None):
@@ -600,7 +574,6 @@ def conv_transpose(lhs, rhs, strides, padding, rhs_dilation=None, dimension_numb
     else:
         pads = padding
     if transpose_kernel:
-        from . import ops as L
         rhs = L.rev(rhs, dn.rhs_spec[2:])
         perm = list(range(nd))
         perm[dn.rhs_spec[0]], perm[dn.rhs_spec[1]] = dn.rhs_spec[1], dn.rhs_spec[0]
@@ -808,10 +781,8 @@ def _rw_padded(x, fill, p):
 
 def _tap_slices(out, p):
     """Per window tap: the tap's index tuple into the padded operand (strided slices)."""
-    w, s, wd = p["window_dimensions"], p["window_strides"], p["window_dilation"]
-    for offs in np.ndindex(*w):
-        yield offs, tuple(slice(o * d, o * d + (m - 1) * st + 1, st)
-                          for o, d, m, st in zip(offs, wd, out, s))
+    for offs in np.ndindex(*p["window_dimensions"]):
+        yield _tap_index(offs, p["window_dilation"], out, p["window_strides"])
 
 
 _UFUNC = {"sum": np.add, "max": np.maximum, "min": np.minimum}
@@ -837,7 +808,7 @@ def _rw_impl(which):
             res = ufunc.reduce(win, axis=tuple(range(len(out), 2 * len(out))))
             return res if res.dtype == x.dtype else res.astype(x.dtype)
         acc = None
-        for _, sl in _tap_slices(out, p):
+        for sl in _tap_slices(out, p):
             if acc is None:
                 acc = np.array(xp[sl], copy=True)
             else:
@@ -856,13 +827,10 @@ reduce_window_min_p = Primitive("reduce_window_min", shape_rule=_rw_shape(
 
 # --- the selected element of each window: max/min pooling's derivative -----------------------
 
-def _select_shape(name):
-    def rule(t, x, *, which, **p):
-        if which not in ("max", "min"):
-            raise ShapeError(f"{name}: which must be 'max' or 'min', got {which!r}")
-        check_kind(name, x, "biuf")
-        return t, x, p
-    return rule
+def _check_select(name, x, which):
+    if which not in ("max", "min"):
+        raise ShapeError(f"{name}: which must be 'max' or 'min', got {which!r}")
+    check_kind(name, x, "biuf")
 
 
 def _selection(x, out, which, p):
@@ -871,7 +839,7 @@ def _selection(x, out, which, p):
     select nothing (zero derivative). Returns the taps' slices and masks."""
     xp = _rw_padded(x, _identity(x.dtype, which), p)
     ext = np.maximum if which == "max" else np.minimum
-    taps = [sl for _, sl in _tap_slices(out, p)]
+    taps = list(_tap_slices(out, p))
     best = np.array(xp[taps[0]], copy=True)
     for sl in taps[1:]:
         ext(best, xp[sl], out=best)
@@ -917,7 +885,7 @@ def _scatter_impl(ct, x, *, which, **p):
 
 def _gather_shape(t, x, *, which, **p):
     name = "select_and_gather_add"
-    _select_shape(name)(t, x, which=which)
+    _check_select(name, x, which)
     if t.shape != x.shape or t.dtype != x.dtype:
         raise ShapeError(f"{name}: tangent and operand must have one shape and dtype, got "
                          f"{describe(t, x)}")
@@ -927,7 +895,7 @@ def _gather_shape(t, x, *, which, **p):
 
 def _scatter_shape(ct, x, *, which, **p):
     name = "select_and_scatter_add"
-    _select_shape(name)(ct, x, which=which)
+    _check_select(name, x, which)
     out = _rw_geometry(name, x.shape, *(p[k] for k in _RW_PARAMS), f" ({describe(x)})")
     if ct.shape != out or ct.dtype != x.dtype:
         raise ShapeError(f"{name}: the cotangent must have the pooled shape {out} and the "
@@ -1086,7 +1054,7 @@ def reduce_window(operand, init_value, computation, window_dimensions, window_st
     out = prim.bind(x, **p)
     init = _concrete_scalar(init_value)
     ident = _identity(x.dtype, which)
-    if init is not None and (init == ident or (which == "sum" and init == 0)):
+    if init is not None and init == ident:
         return out
     init_arr = L._scalar_operand(init_value, x.dtype) if init is not None else \
         L.convert_element_type(to_array(init_value), x.dtype)

@@ -119,10 +119,14 @@ def _eye(shape, dtype):
     return L.convert_element_type(_eye_mask(shape), dtype)
 
 
+def _diag_part(x):
+    """x with everything off the diagonal set to 0."""
+    return L.select(_eye_mask(x.shape), x, L.full(x.shape, 0, x.dtype))
+
+
 def _diag(x):
     """The diagonal of square (..., n, n) matrices, as (..., n)."""
-    return L.reduce_sum(L.select(_eye_mask(x.shape), x, L.full(x.shape, 0, x.dtype)),
-                        (x.ndim - 1,))
+    return L.reduce_sum(_diag_part(x), (x.ndim - 1,))
 
 
 def _diag_matrix(v, n_cols=None):
@@ -152,7 +156,7 @@ def _hermitian_from(x, lower):
     """The Hermitian matrix whose ``lower`` (else upper) triangle is x's: what the
     factorizations that read one triangle (cholesky, eigh) see."""
     t = _tril(x, -1) if lower else _triu(x, 1)
-    d = L.select(_eye_mask(x.shape), x, L.full(x.shape, 0, x.dtype))
+    d = _diag_part(x)
     if _is_complex(x):
         d = L.convert_element_type(L.real(d), x.dtype)
     return L.add(L.add(t, _H(t)), d)
@@ -204,8 +208,7 @@ def _cholesky_jvp(primals, tangents):
     tmp = triangular_solve(chol, da, left_side=True, lower=True)
     phi = triangular_solve(chol, tmp, left_side=False, lower=True, transpose_a=True,
                            conjugate_a=True)                       # L^-1 dA L^-H
-    phi = L.add(_tril(phi, -1), L.mul(L.select(_eye_mask(phi.shape), phi,
-                                               L.full(phi.shape, 0, phi.dtype)), 0.5))
+    phi = L.add(_tril(phi, -1), L.mul(_diag_part(phi), 0.5))
     return chol, _mm(chol, phi)
 
 
@@ -374,10 +377,8 @@ def _lu_impl(x):
             mag = np.abs(col.real) + np.abs(col.imag) if a.dtype.kind == "c" else np.abs(col)
             p = k + np.argmax(mag, axis=1)
             pivots[:, k] = p
-            rk, rp = a[rows, k].copy(), a[rows, p].copy()
-            a[rows, k], a[rows, p] = rp, rk
-            pk, pp = perm[rows, k].copy(), perm[rows, p].copy()
-            perm[rows, k], perm[rows, p] = pp, pk
+            a[rows, k], a[rows, p] = a[rows, p], a[rows, k]   # advanced indexing copies
+            perm[rows, k], perm[rows, p] = perm[rows, p], perm[rows, k]
             piv = a[:, k, k]
             piv = np.where(piv == 0, np.ones((), a.dtype), piv)
             a[:, k + 1:, k] /= piv[:, None]
@@ -450,7 +451,7 @@ def _qr_tall_jvp(q, r, dx):
     low = _tril(qt, -1)
     omega = L.sub(low, _H(low))                                            # skew-Hermitian
     if _is_complex(qt):     # keep diag(R) real (LAPACK's convention): imaginary diagonal
-        d = L.select(_eye_mask(qt.shape), qt, L.full(qt.shape, 0, qt.dtype))
+        d = _diag_part(qt)
         omega = L.add(omega, L.sub(d, L.convert_element_type(L.real(d), qt.dtype)))
     dq = L.add(_mm(q, L.sub(omega, qt)), dx_rinv)
     dr = _mm(L.sub(qt, omega), r)
@@ -585,7 +586,10 @@ def _svd_jvp(primals, tangents, *, full_matrices, compute_uv):
             f"svd: the derivative of a full_matrices SVD of non-square matrices "
             f"({describe(x)}) is not unique (the extra singular vectors are arbitrary); "
             "use full_matrices=False")
-    u, s, vh = svd_p.bind(x, full_matrices=False, compute_uv=True)
+    if compute_uv:   # full_matrices here only with m == n: the reduced SVD already
+        u, s, vh = outs
+    else:
+        u, s, vh = svd_p.bind(x, full_matrices=False, compute_uv=True)
     v = _H(vh)
     ds_mat = _mm(_H(u), _mm(dx, v))                    # U^H dA V, (..., k, k)
     ds = _diag(ds_mat)
@@ -600,23 +604,22 @@ def _svd_jvp(primals, tangents, *, full_matrices, compute_uv):
     dss = L.mul(ds_mat, _col(sc, k))                   # dS diag(s)
     sds = L.mul(_row(sc, k), ds_mat)                   # diag(s) dS
     zero = L.eq(s, 0.0)
-    s_inv = L.select(zero, L.full(s.shape, 0, s.dtype),
-                     L.div(1.0, L.add(s, L.convert_element_type(zero, s.dtype))))
+    s_inv = L.convert_element_type(
+        L.select(zero, L.full(s.shape, 0, s.dtype),
+                 L.div(1.0, L.add(s, L.convert_element_type(zero, s.dtype)))), dt)
     du_core = L.mul(f, L.add(dss, _H(dss)))
     if _is_complex(ds_mat):  # the imaginary diagonal of U^H dA V goes to dU (gauge: dV's is 0)
-        d = L.select(_eye_mask(ds_mat.shape), ds_mat, L.full(ds_mat.shape, 0, dt))
+        d = _diag_part(ds_mat)
         imag = L.sub(d, L.convert_element_type(L.real(d), dt))
-        du_core = L.add(du_core, L.mul(imag, _col(L.convert_element_type(s_inv, dt), k)))
+        du_core = L.add(du_core, L.mul(imag, _col(s_inv, k)))
     du = _mm(u, du_core)
     dv = _mm(v, L.mul(f, L.add(sds, _H(sds))))
     if m > k:        # the part of dA V outside span(U)
         dav = _mm(dx, v)
-        du = L.add(du, L.mul(L.sub(dav, _mm(u, _mm(_H(u), dav))), _col(
-            L.convert_element_type(s_inv, dt), m)))
+        du = L.add(du, L.mul(L.sub(dav, _mm(u, _mm(_H(u), dav))), _col(s_inv, m)))
     if n > k:
         dahu = _mm(_H(dx), u)
-        dv = L.add(dv, L.mul(L.sub(dahu, _mm(v, _mm(vh, dahu))), _col(
-            L.convert_element_type(s_inv, dt), n)))
+        dv = L.add(dv, L.mul(L.sub(dahu, _mm(v, _mm(vh, dahu))), _col(s_inv, n)))
     return outs, [du, ds, _H(dv)]
 
 

@@ -175,8 +175,6 @@ class SVDResult(NamedTuple):
     Vh: object
 
 
-
-
 def _inexact_matrix(name, x, square=False):
     """``x`` as a float/complex stack of matrices (ints and bools: the default float)."""
     (x,) = promote(name, x, to_inexact=True)
@@ -184,19 +182,19 @@ def _inexact_matrix(name, x, square=False):
     return x
 
 
-def _real_dtype(dtype):
-    return np.dtype(np.float32) if dtype in (np.complex64, np.float32) else \
-        np.dtype(np.float64)
+_real_dtype = _la._real_dtype
+_mH = _la._H   # conjugate transpose of the matrices in the last two axes
 
 
 def _eps(dtype):
     return float(np.finfo(_real_dtype(dtype)).eps)
 
 
-def _mH(x):
-    from ..elementwise import conj
-    from ..manipulation import matrix_transpose as mt
-    return conj(mt(x)) if x.dtype.kind == "c" else mt(x)
+def _identity_like(a):
+    """Identity matrices of ``a``'s shape and dtype."""
+    from ..creation import eye
+    from .._util import broadcast_to_shape
+    return broadcast_to_shape(eye(a.shape[-1], dtype=a.dtype), a.shape)
 
 
 def _broadcast_batch(name, a, b):
@@ -241,12 +239,9 @@ def solve(x1, x2, /):
 
 def inv(x, /):
     """The inverses of the square matrices in the last two axes."""
-    from ..creation import eye
-    from .._util import broadcast_to_shape
     a = _inexact_matrix("inv", x, square=True)
-    i = broadcast_to_shape(eye(a.shape[-1], dtype=a.dtype), a.shape)
     lu_, _, perm = _la.lu(a)
-    return _lu_solve(lu_, perm, i)
+    return _lu_solve(lu_, perm, _identity_like(a))
 
 
 def _lu_parts(name, x):
@@ -345,7 +340,7 @@ def _sv_norm(x, axes, keepdims, ord):
     from ..manipulation import expand_dims, moveaxis
     from ..reductions import max as max_, min as min_, sum as sum_
     x = _inexact_matrix("matrix_norm", x)
-    s = svdvals(moveaxis(x, axes, (-2, -1)))
+    s = _la.svd(moveaxis(x, axes, (-2, -1)), compute_uv=False)
     out = {2: max_, -2: min_, "nuc": sum_}[ord](s, axis=-1)
     return expand_dims(out, tuple(sorted(axes))) if keepdims else out
 
@@ -425,7 +420,7 @@ def matrix_rank(x, /, *, rtol=None, tol=None, hermitian=False):
     if x.ndim < 2:
         return lax.convert_element_type(any_(ew.not_equal(x, 0)), np.int32)
     a = _inexact_matrix("matrix_rank", x)
-    s = svdvals(a)
+    s = _la.svd(a, compute_uv=False)
     if tol is not None:
         t = to_array(tol)
         t = t[..., None] if t.ndim else t
@@ -440,8 +435,6 @@ def matrix_rank(x, /, *, rtol=None, tol=None, hermitian=False):
 def matrix_power(x, n, /):
     """``x`` multiplied by itself ``n`` times (an int; 0: identity, negative: powers of
     the inverse), by repeated squaring."""
-    from ..creation import eye
-    from .._util import broadcast_to_shape
     if not isinstance(n, (int, np.integer)) or isinstance(n, bool):
         raise TypeError(f"matrix_power: n must be a Python int, got {type(n).__name__}")
     (a,) = promote("matrix_power", x)
@@ -449,7 +442,7 @@ def matrix_power(x, n, /):
         raise ShapeError(f"matrix_power: needs square matrices in the last two axes, got "
                          f"shape {a.shape}")
     if n == 0:
-        return broadcast_to_shape(eye(a.shape[-1], dtype=a.dtype), a.shape)
+        return _identity_like(a)
     if n < 0:
         a, n = inv(a), -n
     out = None
