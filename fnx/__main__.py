@@ -82,6 +82,8 @@ def main(argv=None):
     p.add_argument("--quick", action="store_true", help="1 epoch, no accuracy bar")
     p.add_argument("--no-tour", action="store_true", help="skip the tracing/jit tour")
     args = p.parse_args(argv)
+    if args.epochs < 1:
+        p.error(f"--epochs must be at least 1, got {args.epochs}")
     epochs = 1 if args.quick else args.epochs
     if not args.no_tour:
         tour()
@@ -112,11 +114,11 @@ def main(argv=None):
             if i % 5 == 0:
                 bar.set_postfix(loss=f"{float(metrics['loss']):.3f}")
         epoch_times.append(time.perf_counter() - t0)
-        acc = float(np.mean(predict(model, x_test).argmax(1) == y_test))
+        logits = predict(model, x_test)
+        acc = float(np.mean(logits.argmax(1) == y_test))
         tqdm.write(f"epoch {epoch + 1}: loss {float(metrics['loss']):.4f}, "
                    f"test accuracy {acc:.2%}, {epoch_times[-1]:.2f} s")
-    logits = predict(model, x_test)
-    test_acc = float(np.mean(logits.argmax(1) == y_test))
+    test_acc = acc
 
     # checkpoint round trip: save, load into a freshly initialized model, compare
     with tempfile.TemporaryDirectory() as tmp:

@@ -53,6 +53,18 @@ def _tuple(v, n):
     return tuple(int(a) for a in v) if isinstance(v, (tuple, list)) else (int(v),) * n
 
 
+def _padding(padding):
+    """A conv ``padding`` argument in hashable form (str, int, or a tuple of ints/pairs)."""
+    return padding if isinstance(padding, (str, int)) else tuple(
+        p if isinstance(p, int) else tuple(p) for p in padding)
+
+
+def _dropout(key, p, x):
+    """``x`` with elements zeroed with probability ``p``, the rest scaled by 1/(1-p)."""
+    keep = random.bernoulli(key, 1 - p, x.shape)
+    return fnp.where(keep, x / (1 - p), fnp.zeros_like(x))
+
+
 def _eager(layer, key, aval):
     if key is not None:
         layer.__dict__.update(layer._create(key, aval))
@@ -139,8 +151,7 @@ class _ConvNd(Module):
         self.out_channels = int(self.out_channels)
         self.kernel_size = _tuple(k, n)
         self.stride, self.dilation = _tuple(stride, n), _tuple(dilation, n)
-        self.padding = padding if isinstance(padding, (str, int)) else tuple(
-            p if isinstance(p, int) else tuple(p) for p in padding)
+        self.padding = _padding(padding)
         self.groups = int(groups)
         self.use_bias = bool(use_bias if bias is None else bias)
         self.padding_mode = padding_mode
@@ -198,8 +209,7 @@ class SeparableConv2d(Module):
         self.out_channels = int(out_channels)
         self.kernel_size = _tuple(kernel_size, 2)
         self.stride, self.dilation = _tuple(stride, 2), _tuple(dilation, 2)
-        self.padding = padding if isinstance(padding, (str, int)) else tuple(
-            p if isinstance(p, int) else tuple(p) for p in padding)
+        self.padding = _padding(padding)
         self.depth_multiplier = int(depth_multiplier)
         self.use_bias = bool(use_bias)
         self.kernel_init, self.bias_init = kernel_init, bias_init
@@ -426,8 +436,7 @@ class Dropout(Module):
             raise ValueError("Dropout in train mode needs a key: call it with key=... or run "
                              "the model with fnx.nn.apply(model, x, key=...), or use "
                              "model.eval()")
-        keep = random.bernoulli(key, 1 - self.p, x.shape)
-        return fnp.where(keep, x / (1 - self.p), fnp.zeros_like(x))
+        return _dropout(key, self.p, x)
 
 
 class MaxPool2d(Module):
@@ -580,8 +589,7 @@ class MultiHeadAttention(Module):
             if k_ is None:
                 raise ValueError("MultiHeadAttention dropout in train mode needs "
                                  "fnx.nn.apply(..., key=...)")
-            keep = random.bernoulli(k_, 1 - self.dropout, attn.shape)
-            attn = fnp.where(keep, attn / (1 - self.dropout), fnp.zeros_like(attn))
+            attn = _dropout(k_, self.dropout, attn)
         out = fnp.matmul(attn, v).transpose((0, 2, 1, 3)).reshape((n, lq, e))
         out = fnp.matmul(out, m.out_proj_weight.T)
         if self.use_bias:

@@ -350,8 +350,9 @@ def _count(d):
 def summary(module) -> str:
     """A table of every param and state: dotted name, kind, shape, dtype and size, with
     totals.  Returns the text (print it)."""
-    rows = [(n, "param", v) for n, v in module.params().items()]
-    rows += [(n, "state", v) for n, v in module.states().items()]
+    params, states = module.params(), module.states()
+    rows = [(n, "param", v) for n, v in params.items()]
+    rows += [(n, "state", v) for n, v in states.items()]
     w = max([len(r[0]) for r in rows] + [4])
     out = [f"{'name':<{w}}  kind   {'shape':<18} {'dtype':<8} {'count':>10}"]
     out.append("-" * len(out[0]))
@@ -359,7 +360,7 @@ def summary(module) -> str:
         out.append(f"{n:<{w}}  {k:<5}  {str(tuple(v.shape)):<18} {np.dtype(v.dtype).name:<8} "
                    f"{math.prod(v.shape):>10,}")
     out.append("-" * len(out[0]))
-    np_, ns = _count(module.params()), _count(module.states())
+    np_, ns = _count(params), _count(states)
     out.append(f"Total params: {np_:,}   Total states: {ns:,}   "
                f"({type(module).__name__}, {len(module.modules())} modules)")
     return "\n".join(out)

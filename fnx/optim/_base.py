@@ -84,7 +84,7 @@ def cast_like(s, x):
     if isinstance(s, (int, float)) and not isinstance(s, bool):
         return s
     s = _as_array(s)
-    x_dtype = _as_array(x).dtype if not isinstance(x, Array) else x.dtype
+    x_dtype = _as_array(x).dtype
     return s if s.dtype == x_dtype else s.astype(x_dtype)
 
 
@@ -97,7 +97,7 @@ def count_as_float(count):
 # --- trees ----------------------------------------------------------------------------------
 
 def _paths(tree) -> dict:
-    return {tree_util.keystr(p) or "<root>": leaf
+    return {tree_util._path_str(p): leaf
             for p, leaf in tree_util.tree_leaves_with_path(tree)}
 
 
@@ -133,7 +133,7 @@ def check_same_tree(where: str, name_a: str, a, name_b: str, b, *, shapes: bool 
               f"{name_a}.")
     if shapes:
         la, lb = tree_util.tree_leaves_with_path(a), tree_util.tree_leaves(b)
-        bad = [(tree_util.keystr(p) or "<root>", _shape(x), _shape(y))
+        bad = [(tree_util._path_str(p), _shape(x), _shape(y))
                for (p, x), y in zip(la, lb) if _shape(x) != _shape(y)]
         if bad:
             desc = ", ".join(f"{k}: {sa} vs {sb}" for k, sa, sb in bad[:5])

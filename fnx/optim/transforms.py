@@ -127,8 +127,7 @@ def trace(decay: float, nesterov: bool = False) -> GradientTransformation:
         if nesterov:
             out = _tmap(lambda g, t: g + decay * t, updates, new)
         else:
-            out = _tmap(lambda g, t: t if t.dtype == _as_array(g).dtype else t.astype(g.dtype),
-                        updates, new)
+            out = _tmap(lambda g, t: _keep(t, _as_array(g)), updates, new)
         return out, TraceState(new)
 
     return GradientTransformation(init, update)
@@ -136,15 +135,16 @@ def trace(decay: float, nesterov: bool = False) -> GradientTransformation:
 
 def _mask_tree(mask, params, where):
     m = mask(params) if callable(mask) else mask
+    treedef = tree_util.tree_structure(params)
     try:
-        leaves = tree_util.tree_structure(params).flatten_up_to(m)
+        leaves = treedef.flatten_up_to(m)
     except ValueError as e:
         raise ValueError(f"{where}: the mask must have the structure of the params: "
                          f"{str(e).replace('flatten_up_to: ', '')}") from None
     for x in leaves:
         if not isinstance(x, bool):
             raise TypeError(f"{where}: mask leaves must be Python bools, got {x!r}")
-    return tree_util.tree_unflatten(tree_util.tree_structure(params), leaves)
+    return tree_util.tree_unflatten(treedef, leaves)
 
 
 def add_decayed_weights(weight_decay: float = 0.0, mask=None) -> GradientTransformation:
@@ -211,7 +211,6 @@ def scale_by_rms(decay: float = 0.9, eps: float = 1e-8, centered: bool = False,
     decay = beta("decay", decay, where)
     eps = hyper("eps", eps, lo=0.0, where=where)
     initial_scale = hyper("initial_scale", initial_scale, lo=0.0, where=where)
-    fnp = _fnp
 
     def init(params):
         nu = _tmap(lambda p: full_like_param(p, initial_scale), params)
@@ -221,13 +220,14 @@ def scale_by_rms(decay: float = 0.9, eps: float = 1e-8, centered: bool = False,
 
     def update(updates, state, params=None):
         _check(where + ".update", updates, state.nu)
+        fnp = _fnp()
         nu = _tmap(lambda g, v: _keep(decay * v + (1 - decay) * g * g, v), updates, state.nu)
         if centered:
             mu = _tmap(lambda g, m: _keep(decay * m + (1 - decay) * g, m), updates, state.mu)
-            out = _tmap(lambda g, m, v: g / (fnp().sqrt(fnp().maximum(v - m * m, 0.0)) + eps),
+            out = _tmap(lambda g, m, v: g / (fnp.sqrt(fnp.maximum(v - m * m, 0.0)) + eps),
                         updates, mu, nu)
             return out, ScaleByRStdDevState(mu, nu)
-        out = _tmap(lambda g, v: g / (fnp().sqrt(v) + eps), updates, nu)
+        out = _tmap(lambda g, v: g / (fnp.sqrt(v) + eps), updates, nu)
         return out, ScaleByRmsState(nu)
 
     return GradientTransformation(init, update)

@@ -38,6 +38,7 @@ from .. import lax
 from .. import numpy as fnp
 from ..core import dtypes
 from ..core.array import Array, to_array
+from ..lax._rules import describe
 from ._gamma import random_gamma_p
 from ._threefry import threefry2x32_p
 
@@ -112,7 +113,7 @@ def PRNGKey(seed):
     s = to_array(seed, "PRNGKey")
     if s.ndim or s.dtype.kind not in "iu":
         raise TypeError(f"PRNGKey: seed must be a scalar integer, got "
-                        f"{dtypes.short_name(s.dtype)}[{','.join(map(str, s.shape))}]; "
+                        f"{describe(s)}; "
                         "for many keys, vmap PRNGKey over the seeds or split one key")
     if s.dtype.itemsize == 8:
         u = lax.convert_element_type(s, np.uint64)
@@ -137,7 +138,7 @@ def wrap_key_data(key_bits_array, *, impl=None):
     k = to_array(key_bits_array)
     if k.dtype != _U32 or not k.ndim or k.shape[-1] != 2:
         raise TypeError(f"wrap_key_data: expects uint32 data of shape (..., 2), got "
-                        f"{dtypes.short_name(k.dtype)}[{','.join(map(str, k.shape))}]")
+                        f"{describe(k)}")
     if impl not in (None, "threefry2x32"):
         raise ValueError(f"wrap_key_data: fnx has the threefry2x32 generator only, got {impl!r}")
     return k
@@ -176,7 +177,7 @@ def fold_in(key, data):
         d = to_array(data, "fold_in")
         if d.ndim or d.dtype.kind not in "iu":
             raise TypeError(f"fold_in: data must be a scalar integer, got "
-                            f"{dtypes.short_name(d.dtype)}[{','.join(map(str, d.shape))}];"
+                            f"{describe(d)};"
                             " use fnx.vmap to fold in many values")
         d = lax.convert_element_type(d, _U32)
     k1, k2 = _words(key)

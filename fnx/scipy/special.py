@@ -12,6 +12,8 @@ import numpy as np
 
 from .. import lax
 from .. import numpy as fnp
+from ..nn.functions import _const
+from ..nn.functions import log_sigmoid as _log_sigmoid
 from ..nn.functions import log_softmax as _log_softmax
 from ..nn.functions import logsumexp
 from ..nn.functions import softmax as _softmax
@@ -25,10 +27,6 @@ __all__ = ["logsumexp", "erf", "erfc", "erfinv", "gammaln", "digamma", "polygamm
 
 def _float(name, *xs):
     return promote(name, *xs, to_inexact=True)
-
-
-def _const(v, like):
-    return lax.broadcast_in_dim(np.array(v, like.dtype), tuple(like.shape), ())
 
 
 def _broadcast(*xs):
@@ -77,7 +75,7 @@ def expit(x):
 def log_expit(x):
     """``log(expit(x)) = -log(1 + exp(-x))`` without overflow."""
     (x,) = _float("log_expit", x)
-    return -lax.logaddexp(-x, _const(0, x))
+    return _log_sigmoid(x)
 
 
 def logit(x):

@@ -18,7 +18,7 @@ from ..core import dtypes as _dtypes
 from ..core.array import Array
 from ..core.primitive import ShapeDtypeStruct
 from . import _codec
-from ._codec import CheckpointError
+from ._codec import CheckpointError, _path_name
 
 MAGIC = b"\x89FNX\r\n\x1a\n"
 FORMAT_VERSION = 1
@@ -233,10 +233,6 @@ def _lookup(state, path):
     return True, node
 
 
-def _name(path) -> str:
-    return ".".join(path) if path else "<root>"
-
-
 def _report(source, what, missing, unexpected, mismatched, strict):
     lines = [f"{source}: the checkpoint does not match the {what}:"]
     if missing:
@@ -263,15 +259,15 @@ def restore_into(target, state, source: str, what: str = "target"):
         path = tuple(tree_util.dotted_name((k,)) for k in kp)
         found, stored = _lookup(state, path)
         if not found:
-            missing.append(_name(path))
+            missing.append(_path_name(path))
             leaves.append(leaf)
             continue
         consumed.add(path)
         value, why = restore_leaf(leaf, stored, what=what)
         if why is not None:
-            mismatched.append((_name(path), why))
+            mismatched.append((_path_name(path), why))
         leaves.append(value)
-    unexpected = [_name(p) for p, _ in _state_leaves(state)
+    unexpected = [_path_name(p) for p, _ in _state_leaves(state)
                   if not any(p[:i] in consumed for i in range(len(p) + 1))]
     if missing or unexpected or mismatched:
         raise CheckpointError(_report(source, what, missing, unexpected, mismatched, True))
