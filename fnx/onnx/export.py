@@ -475,8 +475,9 @@ def run(model, *args) -> list[np.ndarray]:
     """
     onnx = _onnx()
     ort = _onnxruntime()
+    data = _model_bytes(model)
     if isinstance(model, (bytes, bytearray)):
-        model = onnx.load_from_string(bytes(model))
+        model = onnx.load_from_string(data)
     leaves = tree_util.tree_leaves(args)
     graph_inputs = list(model.graph.input)
     if len(leaves) != len(graph_inputs):
@@ -495,5 +496,5 @@ def run(model, *args) -> list[np.ndarray]:
                 raise TypeError(f"run: input {vi.name!r} must be {want.name}, got "
                                 f"{arr.dtype.name}")
         feed[vi.name] = arr
-    session = ort.InferenceSession(_model_bytes(model), providers=["CPUExecutionProvider"])
+    session = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
     return [np.asarray(o) for o in session.run(None, feed)]

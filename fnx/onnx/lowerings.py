@@ -851,6 +851,25 @@ def _tree_reduce(ctx, x, shape, axes, combine):
     return _op(ctx, "Squeeze", x, _ints(ctx, [last]))
 
 
+def _reduction(name, body, identity):
+    """The lowering of a reduce_* primitive from ``body(ctx, x, a, axes)`` (``a`` the
+    input's aval, ``axes`` normalised and sorted): a reduction over no axes is ``x``
+    itself, and one over an empty axis is ``identity(dtype)`` filled in, unless that
+    is None (then ``body`` handles it)."""
+    def lower(ctx, x, *, axes):
+        a, out = ctx.in_avals[0], ctx.out_avals[0]
+        axes = _reduce_axes(axes, a.ndim)
+        if not axes:
+            return x
+        if any(a.shape[d] == 0 for d in axes):
+            value = identity(a.dtype)
+            if value is not None:
+                return _full(ctx, value, a.dtype, out.shape)
+        return body(ctx, x, a, axes)
+    lower.__name__ = name
+    return lower
+
+
 def _reduce_arith(op_type):
     """reduce_sum / reduce_prod. Floats use ReduceSum/ReduceProd; integers a tree of
     Add/Mul, which wraps exactly like NumPy (onnxruntime's integer ReduceSum and
@@ -858,42 +877,32 @@ def _reduce_arith(op_type):
     combine_op = {"ReduceSum": "Add", "ReduceProd": "Mul"}[op_type]
     identity = {"ReduceSum": 0, "ReduceProd": 1}[op_type]
 
-    def lower(ctx, x, *, axes):
-        a, out = ctx.in_avals[0], ctx.out_avals[0]
-        axes = _reduce_axes(axes, a.ndim)
-        if not axes:
-            return x
+    def body(ctx, x, a, axes):
         if _is_int(a.dtype):
-            if any(a.shape[d] == 0 for d in axes):
-                return _full(ctx, identity, a.dtype, out.shape)
             return _tree_reduce(ctx, x, a.shape, axes,
                                 lambda u, v: _op(ctx, combine_op, u, v))
         xs, back = _arithmetic(ctx, x, a.dtype, _REDUCE_ARITH)
         return back(_op(ctx, op_type, xs, _ints(ctx, axes), keepdims=0))
-    lower.__name__ = f"lower_{op_type}"
-    return lower
+    return _reduction(f"lower_{op_type}", body,
+                      lambda dt: identity if _is_int(dt) else None)
 
 
 def _reduce_extreme(which):
     op_type = "ReduceMax" if which == "max" else "ReduceMin"
 
-    def lower(ctx, x, *, axes):
-        from ..lax.reduction import _identity
-        a, out = ctx.in_avals[0], ctx.out_avals[0]
+    def body(ctx, x, a, axes):
         dt = a.dtype
-        axes = _reduce_axes(axes, a.ndim)
-        if not axes:
-            return x
-        if any(a.shape[d] == 0 for d in axes):     # an empty reduction: the identity
-            return _full(ctx, _identity(dt, which), dt, out.shape)
         xs, _, back = _exact(ctx, x, dt, _REDUCE_ORDER, ordered=True)
         r = back(_op(ctx, op_type, xs, _ints(ctx, axes), keepdims=0))
         if _is_float(dt):                         # ReduceMax/Min skip NaNs: put them back
             has_nan = _any(ctx, _op(ctx, "IsNaN", x), axes)
             r = _where(ctx, has_nan, _k(ctx, np.nan, dt), r, dt)
         return r
-    lower.__name__ = f"lower_reduce_{which}"
-    return lower
+
+    def identity(dt):   # an empty reduction: the identity
+        from ..lax.reduction import _identity
+        return _identity(dt, which)
+    return _reduction(f"lower_reduce_{which}", body, identity)
 
 
 def _any(ctx, mask, axes, keepdims=0):
@@ -905,23 +914,17 @@ def _any(ctx, mask, axes, keepdims=0):
 def _reduce_bitwise(which):
     """reduce_and / reduce_or: bool via ReduceMin/ReduceMax; integers by a log-depth tree
     of BitwiseAnd/BitwiseOr over the reduced elements (ONNX has no bitwise reduce)."""
-    def lower(ctx, x, *, axes):
-        a, out = ctx.in_avals[0], ctx.out_avals[0]
-        dt = a.dtype
-        axes = _reduce_axes(axes, a.ndim)
-        if not axes:
-            return x
-        if dt == BOOL:
+    def body(ctx, x, a, axes):
+        if a.dtype == BOOL:
             op_type = "ReduceMin" if which == "and" else "ReduceMax"
             r = _op(ctx, op_type, _cast(ctx, x, BOOL, U8), _ints(ctx, axes), keepdims=0)
             return _cast(ctx, r, U8, BOOL)
-        if any(a.shape[d] == 0 for d in axes):
-            identity = np.array(-1 if which == "and" else 0).astype(dt)   # all bits / none
-            return _full(ctx, identity, dt, out.shape)
         op_type = "BitwiseAnd" if which == "and" else "BitwiseOr"
         return _tree_reduce(ctx, x, a.shape, axes, lambda u, v: _op(ctx, op_type, u, v))
-    lower.__name__ = f"lower_reduce_{which}"
-    return lower
+
+    def identity(dt):   # integers: all bits / none (bool is handled by the body)
+        return None if dt == BOOL else np.array(-1 if which == "and" else 0).astype(dt)
+    return _reduction(f"lower_reduce_{which}", body, identity)
 
 
 def _arg_extreme(which):
