@@ -152,20 +152,24 @@ def numpy_step(p, x, y):
 
 # --- the step in each library -------------------------------------------------------------
 
+def _logits(np_, lax, p, x):
+    """The CNN's logits, with ``np_`` / ``lax`` either fnx's or JAX's."""
+    import numpy as np
+    dn = ("NCHW", "OIHW", "NCHW")
+    h = x
+    for w, b in (("w1", "b1"), ("w2", "b2")):
+        h = lax.conv_general_dilated(h, p[w], (1, 1), "VALID", dimension_numbers=dn)
+        h = np_.maximum(h + p[b][None, :, None, None], 0.0)
+        h = lax.reduce_window(h, -np.inf, lax.max, (1, 1, 2, 2), (1, 1, 2, 2), "VALID")
+    return h.reshape(h.shape[0], -1) @ p["w3"] + p["b3"]
+
+
 def make_fnx_step():
     fnx, fnp = H.import_fnx()
     from fnx import lax
-    import numpy as np
 
     def loss(p, x, y):
-        dn = ("NCHW", "OIHW", "NCHW")
-        h = lax.conv_general_dilated(x, p["w1"], (1, 1), "VALID", dimension_numbers=dn)
-        h = fnp.maximum(h + p["b1"][None, :, None, None], 0.0)
-        h = lax.reduce_window(h, -np.inf, lax.max, (1, 1, 2, 2), (1, 1, 2, 2), "VALID")
-        h = lax.conv_general_dilated(h, p["w2"], (1, 1), "VALID", dimension_numbers=dn)
-        h = fnp.maximum(h + p["b2"][None, :, None, None], 0.0)
-        h = lax.reduce_window(h, -np.inf, lax.max, (1, 1, 2, 2), (1, 1, 2, 2), "VALID")
-        logits = h.reshape(h.shape[0], -1) @ p["w3"] + p["b3"]
+        logits = _logits(fnp, lax, p, x)
         m = lax.stop_gradient(fnp.max(logits, axis=1, keepdims=True))
         lse = fnp.log(fnp.sum(fnp.exp(logits - m), axis=1)) + m[:, 0]
         picked = fnp.take_along_axis(logits, y[:, None], axis=1)[:, 0]
@@ -179,18 +183,8 @@ def make_fnx_step():
 
 
 def make_jax_step(jax, jnp):
-    from jax import lax
-    import numpy as np
-
     def loss(p, x, y):
-        dn = ("NCHW", "OIHW", "NCHW")
-        h = lax.conv_general_dilated(x, p["w1"], (1, 1), "VALID", dimension_numbers=dn)
-        h = jnp.maximum(h + p["b1"][None, :, None, None], 0.0)
-        h = lax.reduce_window(h, -np.inf, lax.max, (1, 1, 2, 2), (1, 1, 2, 2), "VALID")
-        h = lax.conv_general_dilated(h, p["w2"], (1, 1), "VALID", dimension_numbers=dn)
-        h = jnp.maximum(h + p["b2"][None, :, None, None], 0.0)
-        h = lax.reduce_window(h, -np.inf, lax.max, (1, 1, 2, 2), (1, 1, 2, 2), "VALID")
-        logits = h.reshape(h.shape[0], -1) @ p["w3"] + p["b3"]
+        logits = _logits(jnp, jax.lax, p, x)
         lse = jax.nn.logsumexp(logits, axis=1)
         picked = jnp.take_along_axis(logits, y[:, None], axis=1)[:, 0]
         return jnp.mean(lse - picked)

@@ -97,28 +97,25 @@ def _loss(np_, p, x, y, stop=lambda v: v):
     return np_.mean(lse - picked)
 
 
-def make_fnx_step():
-    fnx, fnp = H.import_fnx()
-
+def _jit_step(lib, np_):
+    """``lib.jit`` of the value_and_grad + SGD step (``lib``: fnx or jax)."""
     def loss(p, x, y):
-        return _loss(fnp, p, x, y, fnx.lax.stop_gradient)
+        return _loss(np_, p, x, y, lib.lax.stop_gradient)
 
-    @fnx.jit
+    @lib.jit
     def step(p, x, y):
-        val, g = fnx.value_and_grad(loss)(p, x, y)
+        val, g = lib.value_and_grad(loss)(p, x, y)
         return {k: p[k] - LR * g[k] for k in NAMES}, val
     return step
+
+
+def make_fnx_step():
+    fnx, fnp = H.import_fnx()
+    return _jit_step(fnx, fnp)
 
 
 def make_jax_step(jax, jnp):
-    def loss(p, x, y):
-        return _loss(jnp, p, x, y, jax.lax.stop_gradient)
-
-    @jax.jit
-    def step(p, x, y):
-        val, g = jax.value_and_grad(loss)(p, x, y)
-        return {k: p[k] - LR * g[k] for k in NAMES}, val
-    return step
+    return _jit_step(jax, jnp)
 
 
 def make_torch_step(torch):

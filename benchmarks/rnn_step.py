@@ -45,20 +45,23 @@ def _data():
             "h0": np.zeros((B, N_HID), f32)}
 
 
-def build():
-    d = _data()
-    fnx, fnp = H.import_fnx()
-    from fnx import lax
-
+def scan_loss(np_, scan):
+    """The loss ``mean(h_t ** 2)`` of the Elman RNN run by ``scan`` (fnx's or JAX's)."""
     def loss(p, xs, h0):
         wx, wh, b = p
 
         def cell(h, x):
-            h = fnp.tanh(x @ wx + h @ wh + b)
+            h = np_.tanh(x @ wx + h @ wh + b)
             return h, h
-        _, hs = lax.scan(cell, h0, xs)
+        _, hs = scan(cell, h0, xs)
         return (hs ** 2).mean()
+    return loss
 
+
+def build():
+    d = _data()
+    fnx, fnp = H.import_fnx()
+    loss = scan_loss(fnp, fnx.lax.scan)
     p = tuple(fnp.asarray(d[k]) for k in ("wx", "wh", "b"))
     xs, h0 = fnp.asarray(d["xs"]), fnp.asarray(d["h0"])
     step = fnx.jit(fnx.grad(loss))
@@ -67,16 +70,7 @@ def build():
     jax = H.optional_import("jax", "JAX rows")
     if jax is not None:
         jnp = jax.numpy
-
-        def jloss(p, xs, h0):
-            wx, wh, b = p
-
-            def cell(h, x):
-                h = jnp.tanh(x @ wx + h @ wh + b)
-                return h, h
-            _, hs = jax.lax.scan(cell, h0, xs)
-            return (hs ** 2).mean()
-        jstep = jax.jit(jax.grad(jloss))
+        jstep = jax.jit(jax.grad(scan_loss(jnp, jax.lax.scan)))
         jp = tuple(jnp.asarray(d[k]) for k in ("wx", "wh", "b"))
         jxs, jh0 = jnp.asarray(d["xs"]), jnp.asarray(d["h0"])
         libs["jax jit(grad) scan"] = lambda: jax.block_until_ready(jstep(jp, jxs, jh0))

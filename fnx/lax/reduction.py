@@ -256,8 +256,7 @@ def _cumlogsumexp_jvp(primals, tangents, *, axis, reverse=False):
     n = x.shape[axis]
     if n == 0:
         return y, t
-    ninf = L.broadcast_in_dim(np.array(-np.inf, x.dtype), tuple(x.shape), ())
-    zero = L.broadcast_in_dim(np.array(0, x.dtype), tuple(x.shape), ())
+    ninf, zero = L.full_like(x, -np.inf), L.full_like(x, 0)
     live = L.gt(y, ninf)                   # the running value is not -inf
     safe_y = L.select(live, y, zero)
     b = L.select(live, L.exp(L.sub(L.select(live, x, zero), safe_y)), zero)

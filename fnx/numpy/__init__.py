@@ -96,15 +96,13 @@ class _ArrayNamespaceInfo:
 
     def default_dtypes(self, *, device=None):
         self._device("default_dtypes", device)
-        ns = _namespace()
-        return {"real floating": ns.float32, "complex floating": ns.complex64,
-                "integral": ns.int32, "indexing": ns.int32}
+        return {"real floating": float32, "complex floating": complex64,
+                "integral": int32, "indexing": int32}
 
     def dtypes(self, *, device=None, kind=None):
         """The Array API dtypes fnx supports (all of them), those of ``kind`` if given."""
         self._device("dtypes", device)
-        ns = _namespace()
-        out = {name: getattr(ns, name) for name in self._API_DTYPES}
+        out = {name: globals()[name] for name in self._API_DTYPES}
         if kind is None:
             return out
         return {name: d for name, d in out.items() if isdtype(d, kind)}
@@ -117,10 +115,6 @@ def __array_namespace_info__():
     """Array API inspection: ``capabilities()``, ``default_device()``, ``devices()``,
     ``default_dtypes()``, ``dtypes(kind=...)``."""
     return _ArrayNamespaceInfo()
-
-
-def _namespace():
-    return _array_module.fnp
 
 
 class _ScalarType:

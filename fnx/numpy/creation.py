@@ -120,12 +120,13 @@ def _python_values(x):
 def full(shape, fill_value, dtype=None, *, device=None):
     check_device("full", device)
     shape = _shape(shape)
+    dtype = None if dtype is None else dtypes.canonicalize(dtype)
     if dtype is not None and _python_values(fill_value):
-        fill = Array._wrap(np.array(fill_value, dtypes.canonicalize(dtype)))
+        fill = Array._wrap(np.array(fill_value, dtype))
     else:
         fill = to_array(fill_value)
-    if dtype is not None and (fill.dtype != dtypes.canonicalize(dtype) or fill.weak_type):
-        fill = lax.convert_element_type(fill, dtypes.canonicalize(dtype))
+    if dtype is not None and (fill.dtype != dtype or fill.weak_type):
+        fill = lax.convert_element_type(fill, dtype)
     elif dtypes.python_scalar_dtype(fill_value) is not None:
         fill = lax.convert_element_type(fill, fill.dtype)  # weak scalar -> strong default
     return lax.broadcast_in_dim(fill, shape, tuple(range(len(shape) - fill.ndim, len(shape))))
