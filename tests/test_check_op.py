@@ -138,7 +138,7 @@ def test_shape_rule_off_by_one_is_the_shape_rule():
 
 def test_a_wrong_jit_lowering_is_jit():
     p = unary_elementwise(fresh("double"), lambda x: x * x.dtype.type(2), "float")
-    p.numpy_codegen = lambda ins, params, bind: f"({ins[0]} * 2 + 1)"
+    p.numpy_codegen = lambda ins, params, bind, *avals: f"({ins[0]} * 2 + 1)"
     msg = expect_failure("jit", p, floats(), reference=lambda x: 2 * x,
                          skip=("jvp", "vjp", "vmap"))
     assert "jit against eager" in msg

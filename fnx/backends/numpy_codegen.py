@@ -6,8 +6,9 @@ function), literals and constants bound once, and a ``del`` right after each
 value's last use so intermediate buffers are freed as early as possible.
 Nothing interprets the IR per call.
 
-A primitive may provide ``numpy_codegen(input_exprs, params, bind_global)`` (an
-expression string) or ``numpy_specialize(in_avals, params, permutation)`` (a
+A primitive may provide ``numpy_codegen(input_exprs, params, bind_global, in_avals,
+out_avals)`` (an expression string, e.g. ``x.reshape((3, 1))`` for a view, or None to
+call the impl) or ``numpy_specialize(in_avals, params, permutation)`` (a
 function of the input arrays for those avals; eager impls must pick the same
 computation so jit stays bitwise equal to eager). With ``numpy_specialize``, a
 ``transpose`` that is the only use of the result is fused in: the function is
@@ -24,6 +25,7 @@ import numpy as np
 
 from ..core.ir import IR, Literal, sub_irs
 from ..lax import _rules
+from . import buffers
 
 _counter = itertools.count()
 
@@ -104,14 +106,37 @@ def _numpy_broadcastable(e):
     return x, tuple(expanded)
 
 
-def _tie_weight(a, b, *, dtype):
+def _tie_weight(a, b, *, dtype, out=None):
     """``convert(a > b) + 0.5 * convert(a == b)`` (the derivative of ``max(a, b)`` with
-    respect to ``a``: 1, 1/2 at ties, 0) in about two passes instead of six."""
-    w = np.greater(a, b).astype(dtype)
+    respect to ``a``: 1, 1/2 at ties, 0) in about two passes instead of six; into
+    ``out`` when given."""
+    gt = np.greater(a, b)
+    if out is None:
+        out = gt.astype(dtype)
+    else:
+        np.copyto(out, gt)
     tie = np.equal(a, b)
     if tie.any():
-        w = np.where(tie, dtype.type(0.5), w)
-    return w
+        np.copyto(out, dtype.type(0.5), where=tie)
+    return out
+
+
+def _scale_by_tie_weight(ct, a, b, *, dtype, out=None):
+    """``ct * _tie_weight(a, b)``, bitwise, in about three passes: ``ct`` times the
+    boolean ``a > b`` (NumPy multiplies by its 1.0 or 0.0) when there are no ties.
+    ``out`` may be ``ct``."""
+    tie = np.equal(a, b)
+    if tie.any():
+        return np.multiply(ct, _tie_weight(a, b, dtype=dtype), out=out)
+    return np.multiply(ct, np.greater(a, b), out=out)
+
+
+def _helper(fn, dtype):
+    """``fn`` bound to ``dtype``, marked as taking ``out=`` (its first operand may be
+    passed as ``out``)."""
+    fn = functools.partial(fn, dtype=dtype)
+    fn.takes_out = True
+    return fn
 
 
 # Fused elementwise-then-reduce: the elementwise result is computed this many elements at
@@ -172,6 +197,14 @@ def _match_fused_reduce(ir, j, producer, uses, keep):
     return i, fn, list(e.inputs)
 
 
+# Helpers (``special`` eqns) that may write their result into their first operand.
+_IN_PLACE_HELPERS = frozenset(["scale_by_tie_weight"])
+# Primitives whose impl always returns a new buffer (a ufunc's reduce returns a copy even
+# over no axes).
+_NEVER_ALIAS = frozenset(["dot_general", "reduce_sum", "reduce_prod", "reduce_max",
+                          "reduce_min"])
+
+
 def _same_atom(u, v):
     if type(u) is Literal or type(v) is Literal:
         return (type(u) is Literal and type(v) is Literal and u.aval == v.aval
@@ -217,7 +250,55 @@ def _match_tie_weight(ir, i, producer, uses, keep):
     return None
 
 
-def emit_eqns(ir: IR, glb, names, fresh, *, in_loop=False, out_into=None):
+class _PoolPlan:
+    """Compile-time plan of a ``BufferPool``: which results get a scratch slot (by
+    liveness: a dead slot is reused by the next result of its shape and dtype) and
+    which outputs get a ring."""
+
+    def __init__(self):
+        self.scratch, self.outs = [], []  # [(shape, dtype)] of the slots / rings
+        self.free = {}       # (shape, dtype) -> dead scratch slots
+        self.slot_of = {}    # var -> its scratch slot (while alive)
+        self.ring_of = {}    # output var -> its ring
+        self.nbytes = 0
+
+    def scratch_slot(self, v):
+        key = (tuple(v.aval.shape), v.aval.dtype)
+        free = self.free.get(key)
+        if free:
+            slot = free.pop()
+        else:
+            size = _nbytes(v)
+            if self.nbytes + size > buffers.ARENA_MAX_BYTES:
+                return None
+            self.nbytes += size
+            slot = len(self.scratch)
+            self.scratch.append(key)
+        self.slot_of[v] = slot
+        return slot
+
+    def ring(self, v):
+        if v not in self.ring_of:
+            self.ring_of[v] = len(self.outs)
+            self.outs.append((tuple(v.aval.shape), v.aval.dtype))
+        return self.ring_of[v]
+
+    def release(self, v):
+        slot = self.slot_of.pop(v, None)
+        if slot is not None:
+            self.free.setdefault(self.scratch[slot], []).append(slot)
+
+
+def _nbytes(v):
+    return v.aval.dtype.itemsize * math.prod(v.aval.shape)
+
+
+def _takes_out(fn):
+    """Whether ``fn`` (a ufunc or a function bound for an equation) takes ``out=``."""
+    return isinstance(fn, np.ufunc) or getattr(fn, "takes_out", False)
+
+
+def emit_eqns(ir: IR, glb, names, fresh, *, in_loop=False, out_into=None, pool=None):
     """The lines computing ``ir``'s equations, given ``names`` for its inputs (and
     constants): ``(lines, quiet, ref, written)``; ``ref(v)`` names a value (or literal)
     after them; ``written``: the vars computed into their ``out_into`` buffer.
@@ -238,7 +319,12 @@ def emit_eqns(ir: IR, glb, names, fresh, *, in_loop=False, out_into=None):
       the operand must be a fresh buffer (a ufunc's, a ``dot_general``'s or a dtype
       conversion's result), not an input, constant or output, read only by ops that
       never return a view of it, with the result's shape and dtype. Jit inputs are
-      never written."""
+      never written.
+
+    ``pool``: a ``_PoolPlan`` to fill (top level only): a large result of a function
+    taking ``out=`` that is not written into a dying operand goes into a scratch slot
+    (``_ms[slot]``) when it never escapes, or into its output ring (``_mo[ring]``)
+    when it is an output (see ``fnx.backends.buffers``)."""
     bind_global = _binder(glb)
 
     def ref(v):
@@ -273,16 +359,33 @@ def emit_eqns(ir: IR, glb, names, fresh, *, in_loop=False, out_into=None):
                 fused_into[j] = e
                 skip.add(i)
 
-    # max/min derivative weights: one helper call instead of six ufunc calls.
+    # max/min derivative weights: one helper call instead of six ufunc calls; when the
+    # weights only scale a cotangent, the helper scales it (no float weights stored).
     special = {}  # eqn index -> (function, inputs)
+    readers0 = {}
+    for j, e in enumerate(ir.eqns):
+        for v in e.inputs:
+            if type(v) is not Literal:
+                readers0.setdefault(v, []).append(j)
     for i, e in enumerate(ir.eqns):
         if i in skip:
             continue
         m = _match_tie_weight(ir, i, producer, uses0, keep)
-        if m is not None and not skip.intersection(m[0]):
-            skip.update(m[0])
-            special[i] = (functools.partial(_tie_weight, dtype=e.outputs[0].aval.dtype),
-                          list(m[1]), "tie_weight")
+        if m is None or skip.intersection(m[0]):
+            continue
+        skip.update(m[0])
+        w, dtype = e.outputs[0], e.outputs[0].aval.dtype
+        j = readers0[w][0] if uses0.get(w) == 1 and w not in keep else None
+        c = ir.eqns[j] if j is not None else None
+        if (c is not None and c.prim.name == "mul" and j not in skip
+                and c.outputs[0].aval == w.aval
+                and all(type(v) is not Literal and v.aval == w.aval for v in c.inputs)):
+            ct = c.inputs[1] if c.inputs[0] is w else c.inputs[0]
+            skip.add(i)
+            special[j] = (_helper(_scale_by_tie_weight, dtype), [ct] + list(m[1]),
+                          "scale_by_tie_weight")
+        else:
+            special[i] = (_helper(_tie_weight, dtype), list(m[1]), "tie_weight")
 
     # An elementwise result only reduced (over trailing axes): computed and reduced a few
     # rows at a time, never materialized in full.
@@ -345,14 +448,56 @@ def emit_eqns(ir: IR, glb, names, fresh, *, in_loop=False, out_into=None):
     def never_aliases(i, v):
         """Eqn ``i`` reading ``v`` never returns (a view of) ``v``'s buffer."""
         e = ir.eqns[i]
-        if i in special or _is_ufunc_eqn(e) or e.prim.name == "dot_general":
+        if i in special or _is_ufunc_eqn(e) or e.prim.name in _NEVER_ALIAS:
             return True
         return e.prim.name == "convert_element_type" and v.aval.dtype != e.outputs[0].aval.dtype
 
-    body, quiet = [], False
     out_into = out_into or {}
+
+    def foldable(i, e, constant):
+        """Eqn ``i`` may be computed at compile time (its inputs are literals or
+        ``constant``)."""
+        o = e.outputs[0]
+        return (not in_loop and not e.prim.multiple_results and i not in fused_into
+                and o not in keep and o not in out_into
+                and all(type(v) is Literal or v in constant for v in inputs_of(i, e))
+                and not any(sub_irs(e.params)) and _nbytes(o) <= _FOLD_MAX_BYTES)
+
+    # ``in_place[i]``: the dying operand eqn ``i`` writes its result into (see above;
+    # never a value computed at compile time).
+    in_place, owned, maybe_folded = {}, set(), set()
+    for i, e in enumerate(ir.eqns):
+        if i in skip:
+            continue
+        if foldable(i, e, maybe_folded):
+            maybe_folded.add(e.outputs[0])
+            continue
+        o = e.outputs[0] if i not in fused_into else fused_into[i].outputs[0]
+        elementwise = (_is_ufunc_eqn(e) and i not in special) \
+            or (i in special and special[i][2] in _IN_PLACE_HELPERS)
+        if not in_loop and elementwise and len(e.outputs) == 1 and o not in out_into:
+            operands = inputs_of(i, e)
+            for v in operands if i not in special else operands[:1]:
+                if (type(v) is not Literal and v in owned and last_use.get(v) == i
+                        and v not in keep and v.aval.shape == o.aval.shape
+                        and v.aval.dtype == o.aval.dtype
+                        and all(never_aliases(r, v) for r in readers[v])):
+                    in_place[i] = v
+                    break
+        if _fresh_result(e) or (i in fused_into and o.aval.shape) or i in special:
+            owned.add(o)
+    # A buffer written in place is passed along a chain of vars; where the chain ends
+    # decides whether its first result may go into scratch or must go into a ring.
+    passed_to = {v: ir.eqns[i].outputs[0] for i, v in in_place.items()}
+
+    def chain_end(v):
+        while v in passed_to:
+            v = passed_to[v]
+        return v
+
+    body, quiet = [], False
     written = set()
-    owned, folded = set(), set()
+    folded = set()
     for i, e in enumerate(ir.eqns):
         if i in skip:
             continue
@@ -368,10 +513,13 @@ def emit_eqns(ir: IR, glb, names, fresh, *, in_loop=False, out_into=None):
         ufunc = _eqn_ufunc(e)
         specialize = getattr(prim, "numpy_specialize", None)
         outputs = e.outputs
+        fn_obj = None  # the function called, when it may take ``out=``
         if i in special:
-            fn, ufunc = bind_global(special[i][2], special[i][0]), None
+            fn_obj, ufunc = special[i][0], None
+            fn = bind_global(special[i][2], fn_obj)
             quiet = True
         elif ufunc is not None:
+            fn_obj = ufunc
             fn = bind_global(ufunc.__name__, ufunc)
             # a stand-in ufunc (``div``'s ``true_divide``) runs quiet, as the impl does
             quiet |= hasattr(prim.impl, "raw") or ufunc is not getattr(prim, "ufunc", None)
@@ -382,11 +530,14 @@ def emit_eqns(ir: IR, glb, names, fresh, *, in_loop=False, out_into=None):
             perm = None if consumer is None else tuple(consumer.params["permutation"])
             if consumer is not None:
                 outputs = consumer.outputs
-            fn = bind_global(prim.name, specialize([v.aval for v in e.inputs], e.params, perm))
+            fn_obj = specialize([v.aval for v in e.inputs], e.params, perm)
+            fn = bind_global(prim.name, fn_obj)
             quiet |= hasattr(prim.impl, "raw")
-        elif prim.numpy_codegen is not None:
+        elif (prim.numpy_codegen is not None and (expr := prim.numpy_codegen(
+                [ref(v) for v in e.inputs], e.params, bind_global,
+                [v.aval for v in e.inputs], [v.aval for v in e.outputs])) is not None):
             fn = None
-            expr = prim.numpy_codegen([ref(v) for v in e.inputs], e.params, bind_global)
+            quiet |= hasattr(prim.impl, "raw")
         else:
             impl = prim.impl
             if hasattr(impl, "raw"):  # the whole function runs in the quiet state
@@ -394,12 +545,7 @@ def emit_eqns(ir: IR, glb, names, fresh, *, in_loop=False, out_into=None):
             impl = functools.partial(impl, **e.params) if e.params else impl
             fn = bind_global(prim.name, impl)
         call = f"{fn}({ins})" if fn is not None else expr
-        if (not in_loop and not prim.multiple_results and i not in fused_into
-                and outputs[0] not in keep and outputs[0] not in out_into
-                and all(type(v) is Literal or v in folded for v in ins_vars)
-                and not any(sub_irs(e.params))
-                and outputs[0].aval.dtype.itemsize * math.prod(outputs[0].aval.shape)
-                <= _FOLD_MAX_BYTES):
+        if foldable(i, e, folded):
             value = _fold(call, glb)
             if value is not None:
                 names[outputs[0]] = bind_global("k", value)
@@ -412,31 +558,37 @@ def emit_eqns(ir: IR, glb, names, fresh, *, in_loop=False, out_into=None):
             outs = outs + ("," if len(outputs) == 1 else "")
         target = out_into.get(outputs[0]) if (ufunc is not None
                                                and len(outputs) == 1) else None
-        if target is None and ufunc is not None and not in_loop \
-                and len(outputs) == 1 and outputs[0] not in out_into:
-            o = outputs[0].aval
-            for v in ins_vars:
-                if (type(v) is not Literal and v in owned and last_use.get(v) == i
-                        and v not in keep and v.aval.shape == o.shape
-                        and v.aval.dtype == o.dtype
-                        and all(never_aliases(r, v) for r in readers[v])):
-                    target = names[v]
-                    break
-        if target is not None and outputs[0] not in written:
+        if target is not None:
             written.add(outputs[0])
+        elif i in in_place:
+            v = in_place[i]
+            target = names[v]
+            if pool is not None and v in pool.slot_of:
+                pool.slot_of[outputs[0]] = pool.slot_of.pop(v)
+        elif (pool is not None and len(outputs) == 1 and fn_obj is not None
+                and _takes_out(fn_obj) and outputs[0] not in out_into
+                and _nbytes(outputs[0]) >= buffers.MIN_BYTES):
+            end = chain_end(outputs[0])
+            if end in keep:  # the buffer (after the ops writing it in place) is returned
+                target = f"_mo[{pool.ring(end)}]"
+            elif all(never_aliases(r, end) for r in readers.get(end, ())):
+                slot = pool.scratch_slot(outputs[0])
+                target = None if slot is None else f"_ms[{slot}]"
+        if target is not None:
             body.append(f"{outs} = {fn}({ins}, out={target})")
         else:
             body.append(f"{outs} = {call}")
-        if _fresh_result(e) or (i in fused_into and outputs[0].aval.shape) or i in special:
-            owned.add(outputs[0])
         if in_loop:
             continue
-        dead = [names[v] for v in dict.fromkeys(ins_vars)
-                if type(v) is not Literal and v not in folded and last_use.get(v) == i
-                and v not in keep]
-        dead += [names[v] for v in outputs if v not in last_use and v not in keep]
-        if dead:
-            body.append(f"del {', '.join(dead)}")
+        dead_vars = [v for v in dict.fromkeys(ins_vars)
+                     if type(v) is not Literal and v not in folded and last_use.get(v) == i
+                     and v not in keep]
+        dead_vars += [v for v in outputs if v not in last_use and v not in keep]
+        if pool is not None:
+            for v in dead_vars:
+                pool.release(v)
+        if dead_vars:
+            body.append(f"del {', '.join(names[v] for v in dead_vars)}")
     return body, quiet, ref, written
 
 
@@ -474,11 +626,16 @@ def compile_ir(ir: IR, name="f") -> Compiled:
     for v in ir.invars:
         names[v] = next(fresh)
         args.append(names[v])
-    body, quiet, ref, _ = emit_eqns(ir, glb, names, fresh)
+    pool = _PoolPlan()
+    body, quiet, ref, _ = emit_eqns(ir, glb, names, fresh, pool=pool)
     outs = ", ".join(ref(v) for v in ir.outvars)
     body.append(f"return ({outs}{',' if len(ir.outvars) == 1 else ''})")
     fname = f"_fnx_{''.join(c if c.isalnum() else '_' for c in name)}_{next(_counter)}"
     body = quiet_lines(body, glb) if quiet else body
+    if pool.scratch or pool.outs:
+        glb["_pool"] = buffers.BufferPool(pool.scratch, pool.outs)
+        body = (["_ms, _mo = _pool.enter()", "try:"] + ["    " + line for line in body]
+                + ["finally:", "    _pool.exit(_ms)"])
     source = f"def {fname}({', '.join(args)}):\n" + "\n".join("    " + ln for ln in body) + "\n"
     exec(compile(source, f"<fnx jit {name}>", "exec"), glb)
     return Compiled(glb[fname], source, ir)

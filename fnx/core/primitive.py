@@ -90,7 +90,9 @@ class Primitive:
         self.batch = None        # (args, batch_dims, **params) -> (out, out_batch_dims)
         self.onnx = None         # ONNX lowering
         self.kernel = None       # GPU kernel codegen hook
-        self.numpy_codegen = None  # (input expressions, params) -> expression string, for jit
+        # jit: (input expressions, params, bind_global, in_avals, out_avals) -> an
+        # expression string, or None to call the impl
+        self.numpy_codegen = None
         # Applied to tangents by a jvp rule (deflinear/deflinear_in set it, and so does
         # giving it a transpose), so reverse mode needs its transpose.
         self.linear = False

@@ -98,6 +98,7 @@ imag_p = unop("imag", np.imag, "any", out_dtype=_real_dtype)
 conj_p = unop("conj", lambda x: np.conjugate(x) if x.dtype.kind == "c" else x,
                "any")  # np.conjugate turns bool into int8
 stop_gradient_p = unop("stop_gradient", lambda x: x, "any")  # identity whose derivative is 0
+stop_gradient_p.numpy_codegen = lambda ins, params, bind_global, *avals: ins[0]
 
 
 def _round_impl(x, *, rounding_method=0):

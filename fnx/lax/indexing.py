@@ -18,6 +18,8 @@ repeated indices.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from ..core.primitive import Primitive, ShapeDtypeStruct
@@ -88,8 +90,20 @@ def _check_indices(name, x, spec, indices):
     return indexed_shape(x.shape, spec, [i.shape for i in indices])
 
 
+@functools.lru_cache(maxsize=None)
+def _int_range(dtype):
+    info = np.iinfo(dtype)
+    return int(info.min), int(info.max)
+
+
 def _key(x_shape, spec, indices, oob):
-    """The NumPy index tuple, with dynamic indices wrapped and clamped or marked."""
+    """The NumPy index tuple, and the dims where ``oob="drop"`` found out-of-bounds
+    indices (``oob="clip"``: clamped into bounds).
+
+    An index ``i`` of a dim of size ``n`` means ``i + n`` when negative (JAX's rule, and
+    NumPy's own for ``-n <= i < 0``), so clamping to ``[-n, n - 1]`` and letting NumPy
+    wrap is the whole "clip" rule: one ``maximum`` and one ``minimum``. "drop" marks an
+    index outside ``[-n, n - 1]`` to point into a padding slot (index ``n``)."""
     key, dim, bad = [], 0, []
     for it in spec:
         if it is None:
@@ -102,14 +116,14 @@ def _key(x_shape, spec, indices, oob):
             key.append(slice(*it[1:]))
         else:
             i = np.asarray(indices[it[1]])
-            i = np.where(i < 0, i + n, i) if i.dtype.kind == "i" else i
+            low, high = _int_range(i.dtype)
+            lo, hi = max(-n, low), min(max(n - 1, 0), high)
             if oob == "clip":
-                i = np.clip(i, 0, max(n - 1, 0))
-            else:
-                out = (i < 0) | (i >= n)
-                if out.any():
-                    bad.append(dim)
-                    i = np.where(out, n, i)  # points into a padding slot, cut off later
+                i = np.minimum(i, hi) if low == 0 else np.minimum(np.maximum(i, lo), hi)
+            elif i.size and (i.min() < -n or i.max() >= n):
+                bad.append(dim)
+                i = i.astype(np.int64)
+                i = np.where((i < -n) | (i >= n), n, np.where(i < 0, i + n, i))
             key.append(i)
         dim += 1
     return tuple(key), bad
@@ -275,7 +289,8 @@ def _in_range_indices(shape, spec, indices, oob):
     """Index operands rewritten so that no element is out of range, and their spec.
 
     Dynamic indices wrap once (negative ones), then ``oob="clip"`` clamps them as
-    ``gather`` does, and ``oob="drop"`` sends the out-of-range ones to index ``n``:
+    ``gather`` does (into ``[-n, n - 1]``: gather and scatter wrap the negative ones
+    themselves), and ``oob="drop"`` sends the out-of-range ones to index ``n``:
     a padding slot the caller appends to those dimensions (third result). The
     transposes use these, because gather clamps where scatter drops: the
     transpose of a clamping gather must add at the clamped element, and that of
@@ -294,11 +309,12 @@ def _in_range_indices(shape, spec, indices, oob):
             n = shape[dim]
             i = indices[it[1]]
             i = L.convert_element_type(i, np.int64 if n >= 2 ** 31 - 1 else np.int32)
-            if indices[it[1]].dtype.kind == "i":
-                i = L.select(L.lt(i, 0), L.add(i, n), i)
-            if oob == "clip":
-                i = L.clamp(0, i, max(n - 1, 0))
+            signed = indices[it[1]].dtype.kind == "i"
+            if oob == "clip":  # negative indices in [-n, -1] wrap in gather and scatter
+                i = L.clamp(-n if signed else 0, i, max(n - 1, 0))
             else:
+                if signed:
+                    i = L.select(L.lt(i, 0), L.add(i, n), i)
                 bad = L.bitwise_or(L.lt(i, 0), L.ge(i, n))
                 i = L.select(bad, L.broadcast_in_dim(L.convert_element_type(n, i.dtype),
                                                      tuple(i.shape), ()), i)

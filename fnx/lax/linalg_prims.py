@@ -169,13 +169,15 @@ def _plan(lshape, rshape, dn, pet, perm):
                       spread(rshape, rb, rf, rc, len(lb) + len(lf)), product, pet)
 
     m, n = math.prod(mshape), math.prod(nshape)
-    mm = _apply(_view(lshape, tuple(lb) + tuple(lf) + tuple(lc), bshape + (m, k)),
-                _view(rshape, tuple(rb) + tuple(rc) + tuple(rf), bshape + (k, n)),
-                _matmul, pet)
+    views = (_view(lshape, tuple(lb) + tuple(lf) + tuple(lc), bshape + (m, k)),
+             _view(rshape, tuple(rb) + tuple(rc) + tuple(rf), bshape + (k, n)))
+    mm = _apply(*views, _matmul, pet)
     back = None if bshape + (m, n) == out_shape else out_shape
     if perm == tuple(range(nout)):
         perm = None
     if back is None and perm is None:
+        if pet is None:  # one matmul of these views (``_matmul`` itself: no views)
+            mm.matmul_views = views
         return mm
     if perm is None:
         return lambda lhs, rhs: mm(lhs, rhs).reshape(back)
@@ -190,12 +192,30 @@ dot_general_p = Primitive("dot_general", shape_rule=_dot_general_rule,
 
 def _numpy_specialize(in_avals, params, permutation=None):
     """For the jit backend: the plan for these avals (run inside jit's floating-point
-    "ignore" state); ``permutation``: a ``transpose`` of the result fused in."""
+    "ignore" state); ``permutation``: a ``transpose`` of the result fused in. A plan
+    that is one float ``matmul`` in NumPy's own dtypes takes ``out=`` (``np.matmul``
+    itself, or a function with ``takes_out``), so the lowering can hand it a buffer."""
     lhs, rhs = in_avals
     fn = plan(lhs.shape, rhs.shape, params["dimension_numbers"],
               params.get("preferred_element_type"), permutation)
-    if fn is _matmul and lhs.dtype.kind in "fc" and lhs.dtype.type.__module__ == "numpy":
-        return np.matmul  # NumPy's own float types: matmul keeps the dtype, no wrapper needed
+    views = getattr(fn, "matmul_views", None)
+    if views is not None and lhs.dtype.kind in "fc" and lhs.dtype.type.__module__ == "numpy":
+        return _matmul_with_out(*views)  # matmul keeps these dtypes: no wrapper needed
+    return fn
+
+
+def _matmul_with_out(f, g):
+    """``(lhs, rhs, out=None) -> np.matmul(f(lhs), g(rhs), out=out)`` (None: as is)."""
+    mm = np.matmul
+    if f is None and g is None:
+        return mm
+    if f is None:
+        fn = lambda lhs, rhs, out=None: mm(lhs, g(rhs), out=out)  # noqa: E731
+    elif g is None:
+        fn = lambda lhs, rhs, out=None: mm(f(lhs), rhs, out=out)  # noqa: E731
+    else:
+        fn = lambda lhs, rhs, out=None: mm(f(lhs), g(rhs), out=out)  # noqa: E731
+    fn.takes_out = True
     return fn
 
 

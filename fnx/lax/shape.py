@@ -108,6 +108,21 @@ expand_dims_p = Primitive("expand_dims", shape_rule=_expand_dims_rule,
                           impl=lambda x, *, dimensions: np.expand_dims(x, tuple(dimensions)))
 
 
+def _reshaped(ins, params, bind_global, in_avals, out_avals):
+    """jit: a view-reshape as one method call (``x.reshape(shape)``, what the impls'
+    ``np.reshape``/``np.expand_dims``/``np.squeeze`` come to)."""
+    x = ins[0]
+    if "new_sizes" in params and params["dimensions"] is not None:  # reshape's permutation
+        x = f"{x}.transpose({tuple(params['dimensions'])!r})"
+    return f"{x}.reshape({tuple(out_avals[0].shape)!r})"
+
+
+for _p in (reshape_p, squeeze_p, expand_dims_p):
+    _p.numpy_codegen = _reshaped
+transpose_p.numpy_codegen = (lambda ins, params, bind_global, in_avals, out_avals:
+                             f"{ins[0]}.transpose({tuple(params['permutation'])!r})")
+
+
 def _rev_rule(x, *, dimensions):
     normalize_axes("rev", dimensions, x.ndim)
     return _aval(x, x.shape)
