@@ -10,9 +10,10 @@ harness
 2. picks a batch size N per callable so that one batch of N calls takes about
    ``target_ms`` (default 3 ms, i.e. within the 2-5 ms band),
 3. runs ``repeats`` rounds; in each round every library times one batch of N
-   calls with ``time.perf_counter_ns`` (libraries interleaved round-robin, the
-   starting library rotating from round to round, so drift of the machine
-   affects all of them alike),
+   calls with ``time.perf_counter_ns``, the libraries in a fresh (seeded)
+   random order each round, so drift of the machine affects all of them alike
+   and no library always runs right after the same other one (whose memory
+   traffic leaves the caches colder for some successors than for others),
 4. reports the median per-call time (batch time / N) over the rounds and its
    ratio to the baseline library (``"fnx"``) of the same workload.
 
@@ -42,6 +43,7 @@ import itertools
 import json
 import os
 import platform
+import random
 import statistics
 import sys
 import time
@@ -172,10 +174,9 @@ def bench(workloads: dict, *, baseline: str = "fnx", repeats: int = 51, warmup_m
             gc.disable()
             ns = {name: _calibrate(libs[name], target_ns) for name in names}
             samples = {name: [] for name in names}
-            k = len(names)
+            order = random.Random(len(names) * 7919 + repeats)
             for r in range(repeats):
-                for j in range(k):  # round-robin, rotating the start
-                    name = names[(r + j) % k]
+                for name in order.sample(names, len(names)):
                     n = ns[name]
                     samples[name].append(_time_batch(libs[name], n) / n - overhead_sub)
             base = baseline if baseline in libs else names[0]

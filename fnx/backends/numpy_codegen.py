@@ -242,7 +242,8 @@ def _match_tie_weight(ir, i, producer, uses, keep):
         if jg is None or je is None:
             continue
         (a, b), (c, d) = ir.eqns[jg].inputs, ir.eqns[je].inputs
-        if not (_same_atom(a, c) and _same_atom(b, d)) or a.aval.shape != out.shape:
+        if (not (_same_atom(a, c) and _same_atom(b, d) or _same_atom(a, d) and _same_atom(b, c))
+                or np.broadcast_shapes(a.aval.shape, b.aval.shape) != out.shape):  # eq: symmetric
             continue
         if any(ir.eqns[j].outputs[0].aval.dtype != out.dtype for j in (j1, j2)):
             continue

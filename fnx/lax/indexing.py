@@ -181,6 +181,75 @@ def _scatter_impl(x, updates, *indices, spec, mode):
 scatter_p = Primitive("scatter", shape_rule=_scatter_rule, impl=quiet(_scatter_impl))
 
 
+def _key_template(x_shape, spec, index_avals):
+    """For jit: the index tuple of ``spec`` as a list with the static entries filled in,
+    and ``(position, operand, n, lo, hi)`` for each index operand (``[lo, hi]``: the
+    clamp range of ``_key``, in the operand's dtype)."""
+    template, adv, dim = [], [], 0
+    for it in spec:
+        if it is None:
+            template.append(None)
+            continue
+        n = x_shape[dim]
+        if type(it) is int:
+            template.append(it)
+        elif it[0] == "s":
+            template.append(slice(*it[1:]))
+        else:
+            low, high = _int_range(index_avals[it[1]].dtype)
+            adv.append((len(template), it[1], n, max(-n, low), min(max(n - 1, 0), high)))
+            template.append(None)
+        dim += 1
+    return template, adv
+
+
+def _gather_specialize(in_avals, params, permutation=None):
+    """jit: ``_gather_impl`` with the index tuple's static part and clamp ranges worked
+    out once."""
+    template, adv = _key_template(in_avals[0].shape, params["spec"], in_avals[1:])
+    lower, upper = np.maximum, np.minimum
+
+    def gather(x, *indices):
+        key = template.copy()
+        for pos, k, _, lo, hi in adv:
+            key[pos] = upper(lower(indices[k], lo), hi)
+        out = x[tuple(key)]
+        return out if permutation is None else out.transpose(permutation)
+    return gather
+
+
+def _scatter_specialize(in_avals, params, permutation=None):
+    """jit: ``_scatter_impl`` with the index tuple's static part worked out once (indices
+    out of range go to ``_scatter_impl``'s padding path)."""
+    spec, mode = params["spec"], params["mode"]
+    template, adv = _key_template(in_avals[0].shape, spec, in_avals[2:])
+    ufunc = _UFUNCS.get(mode)
+
+    def scatter(x, updates, *indices):
+        key = template.copy()
+        for pos, k, n, _, _ in adv:
+            i = indices[k]
+            if i.size and (i.min() < -n or i.max() >= n):
+                out = _scatter_impl(x, updates, *indices, spec=spec, mode=mode)
+                break
+            key[pos] = i
+        else:
+            key = tuple(key)
+            out = np.array(x, copy=True)
+            if mode == "set":
+                out[key] = updates
+            elif adv:
+                ufunc.at(out, key, updates)
+            else:
+                out[key] = ufunc(out[key], updates)
+        return out if permutation is None else out.transpose(permutation)
+    return scatter
+
+
+gather_p.numpy_specialize = _gather_specialize
+scatter_p.numpy_specialize = _scatter_specialize
+
+
 # --- jvp rules -------------------------------------------------------------------------------
 from ..transforms.jvp import deflinear_in, instantiate  # noqa: E402
 
