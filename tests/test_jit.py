@@ -390,18 +390,52 @@ def test_a_dropped_output_buffer_is_reused_but_not_one_held_through_a_view():
     _bits(again, _mlp_like(*_mlp_args(2))[0])
 
 
-def test_training_loop_cycles_through_ring_buffers_with_donation():
-    step = fnx.jit(lambda w, x: (w - 0.1 * (x.T @ fnp.tanh(x @ w)), (x @ w).sum()),
-                   donate_argnums=0)
+def _sgd_step(w, x):
+    return w - 0.1 * (x.T @ fnp.tanh(x @ w)), (x @ w).sum()
+
+
+def _sgd_reference(w, x):
+    return w - np.float32(0.1) * (x.T @ np.tanh(x @ w))
+
+
+@pytest.mark.parametrize("donate", [False, True])
+def test_training_loop_reuses_buffers_donated_or_dropped(donate):
+    step = fnx.jit(_sgd_step, donate_argnums=0 if donate else ())
     w, x = _mlp_args(3)
+    assert ("_dn" in step.lower(w, x).source) == donate
     ref_w = np.asarray(w).copy()
     seen = set()
     for _ in range(6):
         w, _ = step(w, x)
         seen.add(_address(w))
-        ref_w = ref_w - np.float32(0.1) * (np.asarray(x).T @ np.tanh(np.asarray(x) @ ref_w))
+        ref_w = _sgd_reference(ref_w, np.asarray(x))
     np.testing.assert_allclose(np.asarray(w), ref_w, rtol=1e-5, atol=1e-5)
-    assert len(seen) <= 3
+    # donated: the update is written into the old parameters' buffer every step
+    assert len(seen) == (1 if donate else 2)
+
+
+def test_a_donated_buffer_still_referenced_elsewhere_is_not_overwritten():
+    step = fnx.jit(_sgd_step, donate_argnums=0)
+    w, x = _mlp_args(6)
+    held = np.asarray(w)                 # the caller keeps the NumPy array
+    before = held.copy()
+    new, _ = step(w, x)
+    _bits(held, before)
+    assert _address(new) != _address(held)
+    np.testing.assert_allclose(np.asarray(new), _sgd_reference(before, np.asarray(x)),
+                               rtol=1e-5, atol=1e-5)
+    with pytest.raises(DeletedArrayError):
+        w + 1
+
+
+def test_a_donated_input_returned_through_a_view_is_not_overwritten():
+    step = fnx.jit(lambda w, x: (w - 0.1 * (x @ w), w.T), donate_argnums=0)
+    w, x = _mlp_args(7)
+    before = np.asarray(w).copy()
+    new, w_t = step(w, x)
+    _bits(w_t, before.T)
+    np.testing.assert_allclose(np.asarray(new), before - np.float32(0.1) * (np.asarray(x) @ before),
+                               rtol=1e-5, atol=1e-5)
 
 
 def test_concurrent_calls_from_threads_get_their_own_buffers():

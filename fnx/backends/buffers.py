@@ -15,6 +15,10 @@ matmul goes (``out=``):
   it: views hold a reference to the buffer), otherwise a new one. So a training loop
   (``params = step(params, batch)``) cycles through two buffers per output instead of
   allocating one per call.
+* **donated inputs** (``jit(..., donate_argnums=...)``): an output may be planned into
+  a donated input's buffer, written once nothing reads that input (or a view of it)
+  any more. The caller passes the donated buffers that nothing else references
+  (``_dn``); for the others the output falls back to its ring.
 
 A call that finds the pool in use (another thread, or a re-entrant call) allocates
 everything afresh, as if there were no pool.
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 import sys
 import threading
+import weakref
 
 import numpy as np
 
@@ -35,6 +40,10 @@ ARENA_MAX_BYTES = 1 << 28
 RING_SIZE = 3
 
 _getrefcount = sys.getrefcount
+
+# Every buffer some ring holds (by id): a donated buffer held by a ring has that one
+# reference more than the caller's own.
+RING_HELD: "weakref.WeakValueDictionary[int, np.ndarray]" = weakref.WeakValueDictionary()
 
 
 def _refcounts(ring):
@@ -54,23 +63,30 @@ class BufferPool:
     """The scratch arena and output rings of one compiled function:
     ``scratch, outs = pool.enter()`` at the start of a call (lists of buffers, or of
     None when the pool is in use), ``pool.exit(scratch)`` when it ends."""
-    __slots__ = ("scratch_specs", "out_specs", "arena", "rings", "lock", "unpooled")
+    __slots__ = ("scratch_specs", "out_specs", "donors", "arena", "rings", "lock",
+                 "unpooled")
 
-    def __init__(self, scratch_specs, out_specs):
+    def __init__(self, scratch_specs, out_specs, donors=None):
         self.scratch_specs = list(scratch_specs)  # [(shape, dtype)]
         self.out_specs = list(out_specs)
+        self.donors = list(donors or [None] * len(self.out_specs))  # per ring: _dn index
         self.arena = None
         self.rings = [[] for _ in self.out_specs]
         self.lock = threading.Lock()
         self.unpooled = ([None] * len(self.scratch_specs), [None] * len(self.out_specs))
 
-    def enter(self):
+    def enter(self, donated=None):
+        """``(scratch, outs)`` for one call; ``donated``: per donated input, its buffer
+        when the call may overwrite it, else None."""
         if not self.lock.acquire(blocking=False):
-            return self.unpooled
+            if donated is None:
+                return self.unpooled
+            return self.unpooled[0], [None if j is None else donated[j] for j in self.donors]
         if self.arena is None:
             self.arena = [np.empty(s, d) for s, d in self.scratch_specs]
-        return self.arena, [self._take(ring, s, d)
-                            for ring, (s, d) in zip(self.rings, self.out_specs)]
+        return self.arena, [donated[j] if donated is not None and j is not None
+                            and donated[j] is not None else self._take(ring, s, d)
+                            for ring, (s, d), j in zip(self.rings, self.out_specs, self.donors)]
 
     def exit(self, scratch):
         if scratch is not self.unpooled[0]:
@@ -84,6 +100,7 @@ class BufferPool:
         b = np.empty(shape, dtype)
         if len(ring) < RING_SIZE:
             ring.append(b)
+            RING_HELD[id(b)] = b
         return b
 
     @property

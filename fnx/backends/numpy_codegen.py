@@ -256,12 +256,15 @@ class _PoolPlan:
     liveness: a dead slot is reused by the next result of its shape and dtype) and
     which outputs get a ring."""
 
-    def __init__(self):
-        self.scratch, self.outs = [], []  # [(shape, dtype)] of the slots / rings
+    def __init__(self, donors=None):
+        self.scratch, self.outs = [], []  # [(shape, dtype)] of the slots, rings
+        self.donor_of_ring = []  # per ring: the donated input that backs it, or None
         self.free = {}       # (shape, dtype) -> dead scratch slots
         self.slot_of = {}    # var -> its scratch slot (while alive)
         self.ring_of = {}    # output var -> its ring
         self.nbytes = 0
+        self.donors = donors or {}  # donated input var -> its position in ``_dn``
+        self.claimed = set()        # donated inputs already backing a ring
 
     def scratch_slot(self, v):
         key = (tuple(v.aval.shape), v.aval.dtype)
@@ -278,11 +281,22 @@ class _PoolPlan:
         self.slot_of[v] = slot
         return slot
 
-    def ring(self, v):
+    def ring(self, v, donor=None):
         if v not in self.ring_of:
             self.ring_of[v] = len(self.outs)
             self.outs.append((tuple(v.aval.shape), v.aval.dtype))
+            self.donor_of_ring.append(None if donor is None else self.donors[donor])
+            if donor is not None:
+                self.claimed.add(donor)
         return self.ring_of[v]
+
+    def dead_donor(self, v, before, free_after):
+        """An unclaimed donated input with ``v``'s aval whose buffer nothing reads from
+        eqn ``before`` on, else None."""
+        for d in self.donors:
+            if d not in self.claimed and d.aval == v.aval and free_after.get(d, before) < before:
+                return d
+        return None
 
     def release(self, v):
         slot = self.slot_of.pop(v, None)
@@ -464,9 +478,25 @@ def emit_eqns(ir: IR, glb, names, fresh, *, in_loop=False, out_into=None, pool=N
                 and all(type(v) is Literal or v in constant for v in inputs_of(i, e))
                 and not any(sub_irs(e.params)) and _nbytes(o) <= _FOLD_MAX_BYTES)
 
+    # Donated inputs (``pool.donors``): the last eqn reading each one's buffer, through
+    # the input or any view of it; None when a view of it is an output (it escapes).
+    free_after = {}
+    if pool is not None and pool.donors:
+        sharing = {d: {d} for d in pool.donors}
+        for i, e in enumerate(ir.eqns):
+            if i in skip or _fresh_result(e) or i in special or e.prim.name in _NEVER_ALIAS:
+                continue
+            for vs in sharing.values():
+                if any(v in vs for v in inputs_of(i, e) if type(v) is not Literal):
+                    vs.update(e.outputs)
+        for d, vs in sharing.items():
+            if not vs & keep:
+                free_after[d] = max(last_use.get(v, -1) for v in vs)
+
     # ``in_place[i]``: the dying operand eqn ``i`` writes its result into (see above;
-    # never a value computed at compile time).
-    in_place, owned, maybe_folded = {}, set(), set()
+    # never a value computed at compile time). ``into_donor[i]``: the donated operand
+    # whose buffer output ``i`` takes over (its last reader: eqn ``i`` itself).
+    in_place, into_donor, owned, maybe_folded = {}, {}, set(), set()
     for i, e in enumerate(ir.eqns):
         if i in skip:
             continue
@@ -478,7 +508,13 @@ def emit_eqns(ir: IR, glb, names, fresh, *, in_loop=False, out_into=None, pool=N
             or (i in special and special[i][2] in _IN_PLACE_HELPERS)
         if not in_loop and elementwise and len(e.outputs) == 1 and o not in out_into:
             operands = inputs_of(i, e)
-            for v in operands if i not in special else operands[:1]:
+            if o in keep and free_after:
+                for v in operands if i not in special else operands[:1]:
+                    if (type(v) is not Literal and free_after.get(v) == i
+                            and v.aval == o.aval and v not in into_donor.values()):
+                        into_donor[i] = v
+                        break
+            for v in operands if i not in special and i not in into_donor else ():
                 if (type(v) is not Literal and v in owned and last_use.get(v) == i
                         and v not in keep and v.aval.shape == o.aval.shape
                         and v.aval.dtype == o.aval.dtype
@@ -561,6 +597,8 @@ def emit_eqns(ir: IR, glb, names, fresh, *, in_loop=False, out_into=None, pool=N
                                                and len(outputs) == 1) else None
         if target is not None:
             written.add(outputs[0])
+        elif i in into_donor:
+            target = f"_mo[{pool.ring(outputs[0], donor=into_donor[i])}]"
         elif i in in_place:
             v = in_place[i]
             target = names[v]
@@ -571,7 +609,7 @@ def emit_eqns(ir: IR, glb, names, fresh, *, in_loop=False, out_into=None, pool=N
                 and _nbytes(outputs[0]) >= buffers.MIN_BYTES):
             end = chain_end(outputs[0])
             if end in keep:  # the buffer (after the ops writing it in place) is returned
-                target = f"_mo[{pool.ring(end)}]"
+                target = f"_mo[{pool.ring(end, pool.dead_donor(end, i, free_after))}]"
             elif all(never_aliases(r, end) for r in readers.get(end, ())):
                 slot = pool.scratch_slot(outputs[0])
                 target = None if slot is None else f"_ms[{slot}]"
@@ -616,8 +654,13 @@ def quiet_lines(body, glb):
     return ["with _errstate(all='ignore'):"] + ["    " + line for line in body]
 
 
-def compile_ir(ir: IR, name="f") -> Compiled:
-    """Generate and compile the NumPy function for ``ir`` (constants bound as globals)."""
+def compile_ir(ir: IR, name="f", donated=()) -> Compiled:
+    """Generate and compile the NumPy function for ``ir`` (constants bound as globals).
+
+    ``donated``: positions of inputs whose buffers the caller gives up. The function
+    then takes ``_dn=[buffer or None per donated input]`` (None: still referenced
+    elsewhere, keep it), and an output may be written into a donated buffer once
+    nothing reads that input (or a view of it) any more."""
     glb = {"np": np}
     names = {}
     fresh = (f"v{i}" for i in itertools.count())
@@ -627,16 +670,19 @@ def compile_ir(ir: IR, name="f") -> Compiled:
     for v in ir.invars:
         names[v] = next(fresh)
         args.append(names[v])
-    pool = _PoolPlan()
+    pool = _PoolPlan({ir.invars[k]: j for j, k in enumerate(donated)})
     body, quiet, ref, _ = emit_eqns(ir, glb, names, fresh, pool=pool)
     outs = ", ".join(ref(v) for v in ir.outvars)
     body.append(f"return ({outs}{',' if len(ir.outvars) == 1 else ''})")
     fname = f"_fnx_{''.join(c if c.isalnum() else '_' for c in name)}_{next(_counter)}"
     body = quiet_lines(body, glb) if quiet else body
     if pool.scratch or pool.outs:
-        glb["_pool"] = buffers.BufferPool(pool.scratch, pool.outs)
-        body = (["_ms, _mo = _pool.enter()", "try:"] + ["    " + line for line in body]
+        glb["_pool"] = buffers.BufferPool(pool.scratch, pool.outs, pool.donor_of_ring)
+        enter = "_ms, _mo = _pool.enter(_dn)" if donated else "_ms, _mo = _pool.enter()"
+        body = ([enter, "try:"] + ["    " + line for line in body]
                 + ["finally:", "    _pool.exit(_ms)"])
+    if donated:
+        args.append("_dn=None")
     source = f"def {fname}({', '.join(args)}):\n" + "\n".join("    " + ln for ln in body) + "\n"
     exec(compile(source, f"<fnx jit {name}>", "exec"), glb)
     return Compiled(glb[fname], source, ir)

@@ -10,9 +10,13 @@ a primitive that carries the IR, so outer transformations see one call.
 from __future__ import annotations
 
 import functools
+import sys
 import weakref
 
+import numpy as np
+
 from .. import tree_util
+from ..backends.buffers import RING_HELD
 from ..backends.numpy_codegen import compile_ir
 from ..core import dtypes
 from ..core.array import Array, Tracer, _Deleted, to_array
@@ -104,15 +108,16 @@ class Lowered:
 class _Entry:
     """One cached signature: IR, out tree, generated code."""
     __slots__ = ("ir", "out_tree", "compiled", "fn", "out_weak", "in_tree", "in_avals", "name",
-                 "single_array", "hoisted")
+                 "single_array", "hoisted", "donated")
 
-    def __init__(self, ir, out_tree, in_tree, name):
+    def __init__(self, ir, out_tree, in_tree, name, donated=()):
         self.ir = ir
         self.out_tree = out_tree
         self.in_tree = in_tree
         self.in_avals = ir.in_avals
         self.name = name
-        self.compiled = _compiled(ir)
+        self.donated = tuple(donated)  # flat positions of donated leaves
+        self.compiled = compile_ir(ir, name, self.donated) if donated else _compiled(ir)
         self.fn = self.compiled.fn
         self.out_weak = [a.weak_type for a in ir.out_avals]
         self.single_array = out_tree == _SINGLE_LEAF
@@ -195,7 +200,7 @@ class JitFunction:
         self.trace_count += 1
         return ir, out_tree[0]
 
-    def _entry(self, key, static, leaves, in_tree):
+    def _entry(self, key, static, leaves, in_tree, args=()):
         entry = self._cache.get(key)
         if entry is None:
             ir, out_tree = self._trace(static, leaves, in_tree)
@@ -203,34 +208,67 @@ class JitFunction:
                 return None, ir, out_tree  # closes over an outer trace: not cacheable
             check_ir(ir)
             ir.name = self.name
-            entry = self._cache[key] = _Entry(ir, out_tree, in_tree, self.name)
+            entry = self._cache[key] = _Entry(ir, out_tree, in_tree, self.name,
+                                              self._donated_positions(args))
         return entry, entry.ir, entry.out_tree
+
+    def _donated_positions(self, args):
+        """The flat leaf positions of the donated arguments (leaves of the dynamic
+        arguments in order; static ones are not leaves)."""
+        if not self.donate_argnums:
+            return ()
+        positions, start = [], 0
+        for i, a in enumerate(args):
+            if i in self.static_argnums:
+                continue
+            n = len(tree_util.tree_leaves(a))
+            if i in self.donate_argnums:
+                positions.extend(range(start, start + n))
+            start += n
+        return positions
+
+    def _run_donating(self, entry, raw, leaves, args):
+        """Call ``entry`` with the donated leaves' buffers offered for reuse (those that
+        nothing but their Array references: no other Array, view or export), after
+        invalidating the donated Arrays."""
+        offered = []
+        for k in entry.donated:
+            x = leaves[k]
+            offered.append(raw[k] if type(x) is Array and _sole_buffer(raw, k) else None)
+        self._donate(args)
+        return entry.fn(*raw, _dn=offered)
 
     def __call__(self, *args, **kwargs):
         if not kwargs and get_trace() is EVAL:
             fast = self._fast.get(tuple(map(_fast_key, args)))
             if fast is not None:  # concrete Arrays, known signature
-                outs = fast.fn(*[a._value for a in args])
-                if self.donate_argnums:
-                    self._donate(args)
+                raw = [a._value for a in args]
+                if fast.donated:
+                    outs = self._run_donating(fast, raw, args, args)
+                else:
+                    outs = fast.fn(*raw)
                 if fast.single_array:
                     return Array._wrap(outs[0], fast.out_weak[0])
                 return tree_util.tree_unflatten(fast.out_tree, [
                     Array._wrap(o, w) for o, w in zip(outs, fast.out_weak)])
         key, static, leaves, in_tree = self._signature(args, kwargs)
         if get_trace() is EVAL and not any(isinstance(x, Tracer) for x in leaves):
-            entry, ir, out_tree = self._entry(key, static, leaves, in_tree)
+            entry, ir, out_tree = self._entry(key, static, leaves, in_tree, args)
             raw = []
             for x in leaves:
                 v = x._value if type(x) is Array else to_array(x)._value
                 if type(v) is _Deleted:
                     v.dtype  # raises DeletedArrayError
                 raw.append(v)
-            outs = entry.run(raw)
             if (not kwargs and not self.static_argnums and all(type(a) is Array for a in args)
                     and in_tree == tree_util.tree_structure((args, {}))):
                 self._fast[tuple(map(_fast_key, args))] = entry
-            if self.donate_argnums:
+            if entry.donated:
+                outs = [Array._wrap(o, w) for o, w in
+                        zip(self._run_donating(entry, raw, leaves, args), entry.out_weak)]
+            else:
+                outs = entry.run(raw)
+            if self.donate_argnums and not entry.donated:
                 self._donate(args)
             return tree_util.tree_unflatten(out_tree, outs)
         # Under a transformation: bind the call primitive on the current trace.
@@ -257,7 +295,7 @@ class JitFunction:
     def lower(self, *args, **kwargs):
         """The IR (and generated code) for these arguments, without running it."""
         key, static, leaves, in_tree = self._signature(args, kwargs)
-        entry, ir, out_tree = self._entry(key, static, leaves, in_tree)
+        entry, ir, out_tree = self._entry(key, static, leaves, in_tree, args)
         if entry is None:
             raise TypeError(f"jit({self.name}).lower: arguments include tracers of an "
                             "enclosing transformation; call lower outside it")
@@ -271,6 +309,34 @@ class JitFunction:
         if obj is None:
             return self
         return functools.partial(self, obj)
+
+
+def _buffer_refs(raw, k):
+    return sys.getrefcount(raw[k])
+
+
+def _sole_buffer(raw, k):
+    """Whether ``raw[k]`` is a writeable, C-contiguous ndarray owning its memory that
+    nothing references but ``raw``, the one Array holding it and (for an earlier
+    output) the ring it came from."""
+    refs = _buffer_refs(raw, k)
+    if refs != _SOLE_REFS and not (refs == _SOLE_REFS + 1
+                                   and RING_HELD.get(id(raw[k])) is raw[k]):
+        return False
+    v = raw[k]
+    return (type(v) is np.ndarray and v.base is None and v.flags.writeable
+            and v.flags.c_contiguous)
+
+
+def _sole_refs():
+    """``_buffer_refs`` of a buffer held by a list and one Array only (it depends on the
+    interpreter, so it is measured)."""
+    a = Array._wrap(np.empty(1))
+    raw = [a._value]
+    return _buffer_refs(raw, 0)
+
+
+_SOLE_REFS = _sole_refs()
 
 
 def _fast_key(a):
