@@ -505,3 +505,19 @@ def test_cotangent_scaled_by_max_weights_without_storing_them(dtype):
         _bits(jg(A, C), g(A, C))
         no_ties = fnp.asarray(np.where(a == 0, 1.0, a).astype(dtype))
         _bits(jg(no_ties, C), g(no_ties, C))
+
+
+def test_pytree_arguments_take_the_fast_path_and_still_check_everything():
+    f = fnx.jit(lambda p, x: {k: v * x for k, v in p.items()}, donate_argnums=0)
+    p = {"a": fnp.ones(3), "b": fnp.arange(3.0)}
+    out = f(p, fnp.asarray(2.0))
+    np.testing.assert_array_equal(out["b"], [0.0, 2.0, 4.0])
+    out = f(out, fnp.asarray(0.5))                       # same structure: no retrace
+    np.testing.assert_array_equal(out["b"], [0.0, 1.0, 2.0])
+    assert f.trace_count == 1 and f._fast_trees
+    with pytest.raises(DeletedArrayError):                # donated above
+        f(p, fnp.asarray(1.0))
+    f({"a": fnp.ones(3), "c": fnp.ones(3)}, fnp.asarray(1.0))  # new keys: retrace
+    f({"a": fnp.ones(3), "b": fnp.ones(4)}, fnp.asarray(1.0))  # new shape: retrace
+    f({"a": fnp.ones(3), "b": fnp.ones(3, dtype="float64")}, fnp.asarray(1.0))
+    assert f.trace_count == 4

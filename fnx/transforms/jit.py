@@ -172,7 +172,8 @@ class JitFunction:
             raise ValueError(f"jit({self.name}): argnums {sorted(overlap)} are both static "
                              "and donated; a static argument has no buffer to donate")
         self._cache = {}
-        self._fast = {}
+        self._fast = {}        # (per-argument keys) -> entry: arguments all Arrays
+        self._fast_trees = {}  # (pytree structure, per-leaf keys) -> entry: Array leaves
         self.trace_count = 0
         functools.update_wrapper(self, fun)
 
@@ -242,9 +243,14 @@ class JitFunction:
         if not kwargs and get_trace() is EVAL:
             fast = self._fast.get(tuple(map(_fast_key, args)))
             if fast is not None:  # concrete Arrays, known signature
-                raw = [a._value for a in args]
+                leaves = args
+            elif self._fast_trees:  # pytrees of concrete Arrays, known signature
+                leaves, tree = tree_util.tree_flatten(args)
+                fast = self._fast_trees.get((tree, tuple(map(_fast_key, leaves))))
+            if fast is not None:
+                raw = [a._value for a in leaves]
                 if fast.donated:
-                    outs = self._run_donating(fast, raw, args, args)
+                    outs = self._run_donating(fast, raw, leaves, args)
                 else:
                     outs = fast.fn(*raw)
                 if fast.single_array:
@@ -260,9 +266,12 @@ class JitFunction:
                 if type(v) is _Deleted:
                     v.dtype  # raises DeletedArrayError
                 raw.append(v)
-            if (not kwargs and not self.static_argnums and all(type(a) is Array for a in args)
-                    and in_tree == tree_util.tree_structure((args, {}))):
-                self._fast[tuple(map(_fast_key, args))] = entry
+            if not kwargs and not self.static_argnums and all(type(x) is Array for x in leaves):
+                if all(type(a) is Array for a in args):
+                    self._fast[tuple(map(_fast_key, args))] = entry
+                else:
+                    self._fast_trees[(tree_util.tree_structure(args),
+                                      tuple(map(_fast_key, leaves)))] = entry
             if entry.donated:
                 outs = [Array._wrap(o, w) for o, w in
                         zip(self._run_donating(entry, raw, leaves, args), entry.out_weak)]
