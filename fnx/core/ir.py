@@ -7,7 +7,8 @@ equation is one primitive applied to variables and literals, with static
 params and the user source line that made it. ``print(ir)`` reads like a
 jaxpr; ``eval_ir`` binds each equation on the current trace, so evaluating an
 IR under a transformation transforms it; ``check_ir`` re-runs every shape
-rule; ``dce`` drops equations no output needs.
+rule; ``dce`` drops equations no output needs, and ``optimize`` runs the
+simplification passes (``simplify``, ``cse``, ``dce``) on every traced IR.
 """
 from __future__ import annotations
 
@@ -233,46 +234,222 @@ def dce(ir: IR) -> IR:
 
 # --- algebraic simplification --------------------------------------------------------
 
-def _is_one(v, ones):
-    """A literal one, or a var known to hold only ones (not complex: (a+bi)(1+0i) turns
-    an infinite b into NaN)."""
-    if type(v) is Literal:
-        return v.aval.dtype.kind != "c" and bool(v.value == 1)
-    return v in ones
+def _scalar_of(v, lits):
+    """The value of a literal, or of a var known to be a broadcast of one; else None."""
+    lit = v if type(v) is Literal else lits.get(v)
+    return None if lit is None else np.asarray(lit.value)
+
+
+def _is_one(v, lits):
+    """A (broadcast) literal one (not complex: (a+bi)(1+0i) turns an infinite b into NaN,
+    and a complex quotient is not computed part by part either)."""
+    c = _scalar_of(v, lits)
+    return c is not None and v.aval.dtype.kind != "c" and bool(c == 1)
+
+
+def _is_zero(v, lits, negative):
+    """A (broadcast) literal zero whose sign bit is set (``negative``) or clear."""
+    c = _scalar_of(v, lits)
+    return (c is not None and v.aval.dtype.kind in "iuf" and bool(c == 0)
+            and bool(np.signbit(c)) == negative)
+
+
+def _is_identity(perm):
+    return tuple(perm) == tuple(range(len(perm)))
+
+
+def _rewrite(e, ins, lits, producer):
+    """``simplify``'s rules for one equation (inputs already substituted): the var or
+    literal its single output equals, a cheaper equation computing the same outputs, or
+    None."""
+    name, out = e.prim.name, e.outputs[0]
+    if len(ins) == 2 and name in ("mul", "add", "sub", "div"):
+        a, b = ins
+        kind = out.aval.dtype.kind
+        if name == "mul":
+            if _is_one(b, lits):
+                return a
+            if _is_one(a, lits):
+                return b
+        elif name == "div":
+            if _is_one(b, lits):
+                return a
+        elif name == "sub":
+            if _is_zero(b, lits, negative=False):
+                return a
+        elif kind in "iu":  # add: x + 0 == x for integers
+            if _is_zero(b, lits, negative=False):
+                return a
+            if _is_zero(a, lits, negative=False):
+                return b
+        elif kind == "f":   # add: only -0.0 is the float identity (+0.0 + -0.0 is +0.0)
+            if _is_zero(b, lits, negative=True):
+                return a
+            if _is_zero(a, lits, negative=True):
+                return b
+        return None
+    if len(ins) != 1 or type(ins[0]) is Literal:
+        return None
+    x, p = ins[0], e.params
+    inner = producer.get(x)
+    inner_name = inner.prim.name if inner is not None else None
+    if name == "integer_pow" and p["y"] == 1:
+        return x  # x ** 1 (the jvp of x ** 2 asks for it)
+    if name == "neg" and inner_name == "neg":
+        return inner.inputs[0]
+    if name == "transpose":
+        perm = tuple(p["permutation"])
+        if inner_name == "transpose":
+            first = tuple(inner.params["permutation"])
+            x, perm = inner.inputs[0], tuple(first[i] for i in perm)
+            if not _is_identity(perm):
+                return Eqn(e.prim, [x], e.outputs, {**p, "permutation": perm}, e.source)
+        return x if _is_identity(perm) else None
+    if name == "reshape" and p.get("dimensions") is None:
+        if inner_name == "reshape" and inner.params.get("dimensions") is None:
+            x = inner.inputs[0]
+            if tuple(x.aval.shape) != tuple(p["new_sizes"]):
+                return Eqn(e.prim, [x], e.outputs, p, e.source)
+        return x if tuple(x.aval.shape) == tuple(p["new_sizes"]) else None
+    if name == "convert_element_type":
+        return x  # the caller keeps it only when the types match: the impl returns x then
+    if name == "broadcast_in_dim":
+        same = (tuple(p["shape"]) == x.aval.shape
+                and tuple(p["broadcast_dimensions"]) == tuple(range(x.aval.ndim)))
+        return x if same else None
+    if name in ("squeeze", "expand_dims") and not p["dimensions"]:
+        return x
+    return None
 
 
 def simplify(ir: IR) -> IR:
-    """Drop the identities transformations leave behind: ``x * 1`` and ``1 * x`` are
-    ``x`` when the product has ``x``'s exact type (the ones may be a literal or a
-    broadcast of one, e.g. the seed cotangent of a sum), exact for every dtype, NaN and
-    signed zeros included; and scalars computed from literals only become literals
-    (computed once by the primitive's own impl, so bitwise what the call would give).
-    Run ``dce`` afterwards to drop the unused broadcasts."""
-    ones, subst, eqns = set(), {}, []
+    """Rewrite away the identities that tracing and transformations leave behind. Each
+    rewrite is exact: the result is bitwise what the original equation gives for every
+    input (NaN, infinities and signed zeros included), and a value replaces an
+    equation's output only when it has that output's exact type (shape, dtype and weak
+    type). "A one" or "a zero" is a literal or a ``broadcast_in_dim`` of one (e.g. the
+    seed cotangent of a sum). The rules:
+
+    - ``x * 1``, ``1 * x`` and ``x / 1`` are ``x``: IEEE multiplication and division by
+      one are exact, NaN and signed zeros included (not for complex: (a+bi)(1+0i) turns
+      an infinite b into NaN);
+    - ``x - 0`` is ``x`` for a +0 (floats and integers): ``-0.0 - +0.0`` is ``-0.0``;
+    - ``x + (-0.0)`` and ``(-0.0) + x`` are ``x`` for floats, and ``x + 0``, ``0 + x`` for
+      integers; a float ``x + 0.0`` stays, as ``-0.0 + 0.0`` is ``+0.0``;
+    - ``x ** 1`` (``integer_pow``) and ``neg(neg(x))`` are ``x`` (negation flips the sign
+      bit, or wraps for integers, so twice is the identity);
+    - ``transpose(transpose(x, p), q)`` is one transpose by ``p[q[i]]``, and a transpose
+      by the identity permutation is ``x``; ``reshape(reshape(x))`` (no ``dimensions``
+      permutation) is one reshape, and a reshape to ``x``'s own shape is ``x``: these
+      only move or relabel elements;
+    - ``convert_element_type`` to ``x``'s own dtype and weak type, ``broadcast_in_dim``
+      to ``x``'s own shape along its own axes, and ``squeeze``/``expand_dims`` of no
+      axes are ``x`` (each returns ``x``'s values unchanged, in ``x``'s layout);
+    - scalars computed from literals only become literals (computed once by the
+      primitive's own impl, so bitwise what the call would give).
+
+    Run ``dce`` afterwards to drop the equations this leaves unused (``optimize`` does).
+    """
+    lits, producer, subst, eqns, changed = {}, {}, {}, [], False
     for e in ir.eqns:
         ins = [subst.get(v, v) if type(v) is Var else v for v in e.inputs]
-        name = e.prim.name
         if (ins and not e.prim.multiple_results and not e.outputs[0].aval.shape
                 and all(type(v) is Literal for v in ins) and not any(sub_irs(e.params))):
             # a scalar computed from literals only (e.g. a converted pad value): fold it
             value = np.asarray(e.prim.impl(*[np.asarray(v.value) for v in ins], **e.params))
             subst[e.outputs[0]] = Literal(value[()], e.outputs[0].aval)
             continue
-        if name == "mul":
-            (a, b), out = ins, e.outputs[0]
-            if _is_one(b, ones) and a.aval == out.aval:
-                subst[out] = a
+        new = None
+        if not e.prim.multiple_results and not any(sub_irs(e.params)):
+            new = _rewrite(e, ins, lits, producer)
+        if new is not None and type(new) is not Eqn:
+            if new.aval == e.outputs[0].aval:
+                subst[e.outputs[0]] = new
                 continue
-            if _is_one(a, ones) and b.aval == out.aval:
-                subst[out] = b
-                continue
-        elif name == "integer_pow" and e.params["y"] == 1 and ins[0].aval == e.outputs[0].aval:
-            subst[e.outputs[0]] = ins[0]  # x ** 1 (the jvp of x ** 2 asks for it)
+            new = None
+        if new is None and ins != e.inputs:
+            new = Eqn(e.prim, ins, e.outputs, e.params, e.source)
+        if new is not None:
+            e, changed = new, True
+        if e.prim.name == "broadcast_in_dim" and _scalar_of(e.inputs[0], lits) is not None:
+            src = e.inputs[0]
+            lits[e.outputs[0]] = src if type(src) is Literal else lits[src]
+        if not e.prim.multiple_results:
+            producer[e.outputs[0]] = e
+        eqns.append(e)
+    if not subst and not changed:
+        return ir
+    outvars = [subst.get(v, v) if type(v) is Var else v for v in ir.outvars]
+    return IR(ir.invars, outvars, eqns, ir.constvars, ir.consts)
+
+
+# --- common subexpression elimination ---------------------------------------------------
+
+class _Unkeyable(Exception):
+    pass
+
+
+def _param_key(p):
+    """A hashable key equal only for params that are certainly the same (floats by their
+    bits, so 0.0 and -0.0 differ); raises ``_Unkeyable`` for anything else (arrays,
+    functions, sub-IRs, unknown objects)."""
+    t = type(p)
+    if p is None or t in (bool, int, str):
+        return (t.__name__, p)
+    if t in (float, complex):
+        return (t.__name__, np.asarray(p).tobytes())
+    if isinstance(p, np.generic):
+        return ("np", p.dtype.str, p.tobytes())
+    if isinstance(p, np.dtype):
+        return ("dtype", p.str, p.name)
+    if isinstance(p, ShapeDtypeStruct):
+        return ("aval", p.shape, p.dtype.str, p.weak_type)
+    if isinstance(p, (tuple, list)):
+        return (t.__name__,) + tuple(_param_key(q) for q in p)
+    if t is dict:
+        return ("dict",) + tuple((k, _param_key(v)) for k, v in sorted(p.items()))
+    raise _Unkeyable
+
+
+def _atom_key(v):
+    if type(v) is Var:
+        return v
+    value = np.asarray(v.value)
+    return ("lit", v.aval.dtype.str, v.aval.weak_type, value.dtype.str, value.tobytes())
+
+
+def cse(ir: IR) -> IR:
+    """Common subexpression elimination: an equation with the same primitive, equal
+    params and the same inputs (variables by identity, literals by dtype, weak type and
+    bits) as an earlier one computes the same outputs (primitives are pure; random bits
+    come from explicit keys), so uses of its outputs are redirected to the earlier
+    equation's and it is dropped. Equations holding sub-IRs, functions, arrays or other
+    params not safely comparable are left alone. Run ``dce`` afterwards."""
+    seen, subst, eqns = {}, {}, []
+    for e in ir.eqns:
+        ins = [subst.get(v, v) if type(v) is Var else v for v in e.inputs]
+        if ins != e.inputs:
+            e = Eqn(e.prim, ins, e.outputs, e.params, e.source)
+        try:
+            key = (e.prim, _param_key(e.params), tuple(_atom_key(v) for v in ins))
+        except _Unkeyable:
+            key = None
+        first = seen.get(key) if key is not None else None
+        if first is not None and len(first.outputs) == len(e.outputs) and all(
+                a.aval == b.aval for a, b in zip(first.outputs, e.outputs)):
+            subst.update(zip(e.outputs, first.outputs))
             continue
-        elif name == "broadcast_in_dim" and type(ins[0]) is Literal and _is_one(ins[0], ones):
-            ones.add(e.outputs[0])
-        eqns.append(e if ins == e.inputs else Eqn(e.prim, ins, e.outputs, e.params, e.source))
+        if key is not None:
+            seen[key] = e
+        eqns.append(e)
     if not subst:
         return ir
     outvars = [subst.get(v, v) if type(v) is Var else v for v in ir.outvars]
     return IR(ir.invars, outvars, eqns, ir.constvars, ir.consts)
+
+
+def optimize(ir: IR) -> IR:
+    """The simplification passes run on every traced IR before it is lowered or
+    evaluated: ``simplify`` (exact algebraic identities, constant scalars folded), then
+    ``cse``, then ``dce``."""
+    return dce(cse(simplify(ir)))

@@ -13,7 +13,7 @@ import numpy as np
 
 from .. import tree_util
 from .array import Array, Tracer, to_array
-from .ir import IR, Eqn, Literal, Var, dce, simplify
+from .ir import IR, Eqn, Literal, Var, optimize
 from .primitive import ShapeDtypeStruct, aval_of
 from .trace import Trace, trace_context, user_frame_info
 
@@ -96,7 +96,7 @@ def trace_flat(fun, in_avals, name="jit", parent=None):
         args = [trace.new_arg(a) for a in in_avals]
         outs = fun(*args)
         outvars = [trace.to_atom(o, f"output {i} of {name}") for i, o in enumerate(outs)]
-    return dce(simplify(IR(trace.invars, outvars, trace.eqns, trace.constvars, trace.consts)))
+    return optimize(IR(trace.invars, outvars, trace.eqns, trace.constvars, trace.consts))
 
 
 def _check_output_leaf(x, path, name):

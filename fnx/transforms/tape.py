@@ -27,7 +27,7 @@ import numpy as np
 from ..backends.numpy_codegen import compile_ir
 from ..core import dtypes
 from ..core.array import Array, Tracer, to_array
-from ..core.ir import IR, dce, eval_ir, simplify
+from ..core.ir import IR, eval_ir, optimize
 from ..core.primitive import ShapeDtypeStruct
 from ..core.trace import EVAL, Trace, _current, get_trace, parent_context, trace_context
 from ..core.tracing import IRTrace
@@ -253,7 +253,7 @@ def _compile_backward(entries, cts, want):
         outs = [None if n is None else out.get(n) for n in want]
         present = [o is not None for o in outs]
         outvars = [trace.to_atom(o) for o in outs if o is not None]
-    ir = dce(simplify(IR(trace.invars, outvars, trace.eqns, trace.constvars, trace.consts)))
+    ir = optimize(IR(trace.invars, outvars, trace.eqns, trace.constvars, trace.consts))
     return compile_ir(ir, "tape_backward").fn, present
 
 
@@ -318,8 +318,8 @@ def _compile_rule(prim, params, avals, mask):
                                    [a for a, m in zip(args, mask) if m], zero)
         residuals = list(lin.consts)
         fwd_out = [fwd_trace.to_atom(x) for x in outs + residuals]
-    fwd_ir = dce(simplify(IR(fwd_trace.invars, fwd_out, fwd_trace.eqns,
-                             fwd_trace.constvars, fwd_trace.consts)))
+    fwd_ir = optimize(IR(fwd_trace.invars, fwd_out, fwd_trace.eqns,
+                         fwd_trace.constvars, fwd_trace.consts))
 
     bwd_trace = IRTrace(EVAL, name + "_T")
     with trace_context(bwd_trace):
@@ -328,8 +328,8 @@ def _compile_rule(prim, params, avals, mask):
         cts = backward_pass(lin.replace(consts=res_args), ct_args)
         present = [c is not None for c in cts]
         bwd_out = [bwd_trace.to_atom(c) for c in cts if c is not None]
-    bwd_ir = dce(simplify(IR(bwd_trace.invars, bwd_out, bwd_trace.eqns,
-                             bwd_trace.constvars, bwd_trace.consts)))
+    bwd_ir = optimize(IR(bwd_trace.invars, bwd_out, bwd_trace.eqns,
+                         bwd_trace.constvars, bwd_trace.consts))
     fwd = compile_ir(fwd_ir, name).fn
     bwd_fn = compile_ir(bwd_ir, name + "_T").fn
     if not all(present):
