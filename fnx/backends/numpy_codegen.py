@@ -140,8 +140,10 @@ def _helper(fn, dtype):
 
 
 # Fused elementwise-then-reduce: the elementwise result is computed this many elements at
-# a time (a few rows) into one small scratch buffer and reduced from there.
-_FUSED_REDUCE_ELEMS = 1 << 16
+# a time (a few rows) into one scratch buffer that stays in the L2 cache (1 MB of
+# float32) and reduced from there. (Smaller blocks pay more per-call overhead than they
+# save: 64K-element blocks made a (4096, 1024) sum of squares 1.3x slower.)
+_FUSED_REDUCE_ELEMS = 1 << 18
 _REDUCERS = {"reduce_sum": np.add, "reduce_max": np.maximum, "reduce_min": np.minimum}
 
 
