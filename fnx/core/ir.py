@@ -13,6 +13,7 @@ simplification passes (``simplify``, ``cse``, ``dce``) on every traced IR.
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 
@@ -396,16 +397,18 @@ def _param_key(p):
     t = type(p)
     if p is None or t in (bool, int, str):
         return (t.__name__, p)
-    if t in (float, complex):
-        return (t.__name__, np.asarray(p).tobytes())
+    if t is float:  # equal floats with equal signs (NaN is never equal: never merged)
+        return ("float", p, math.copysign(1.0, p))
+    if t is complex:
+        return ("complex", np.asarray(p).tobytes())
     if isinstance(p, np.generic):
         return ("np", p.dtype.str, p.tobytes())
     if isinstance(p, np.dtype):
         return ("dtype", p.str, p.name)
     if isinstance(p, ShapeDtypeStruct):
         return ("aval", p.shape, p.dtype.str, p.weak_type)
-    if isinstance(p, (tuple, list)):
-        return (t.__name__,) + tuple(_param_key(q) for q in p)
+    if t is tuple or t is list:
+        return (t.__name__, *[_param_key(q) for q in p])
     if t is dict:
         return ("dict",) + tuple((k, _param_key(v)) for k, v in sorted(p.items()))
     raise _Unkeyable
@@ -414,7 +417,7 @@ def _param_key(p):
 def _atom_key(v):
     if type(v) is Var:
         return v
-    value = np.asarray(v.value)
+    value = v.value if isinstance(v.value, np.generic) else np.asarray(v.value)
     return ("lit", v.aval.dtype.str, v.aval.weak_type, value.dtype.str, value.tobytes())
 
 
