@@ -104,29 +104,42 @@ def _key(x_shape, spec, indices, oob):
     NumPy's own for ``-n <= i < 0``), so clamping to ``[-n, n - 1]`` and letting NumPy
     wrap is the whole "clip" rule: one ``maximum`` and one ``minimum``. "drop" marks an
     index outside ``[-n, n - 1]`` to point into a padding slot (index ``n``)."""
-    key, dim, bad = [], 0, []
+    indices = [np.asarray(i) for i in indices]
+    key, adv = _key_template(x_shape, spec, indices)
+    bad = []
+    for pos, k, dim, n, lo, hi in adv:
+        i = indices[k]
+        if oob == "clip":
+            i = np.minimum(i, hi) if lo == 0 else np.minimum(np.maximum(i, lo), hi)
+        elif i.size and (i.min() < -n or i.max() >= n):
+            bad.append(dim)
+            i = i.astype(np.int64)
+            i = np.where((i < -n) | (i >= n), n, np.where(i < 0, i + n, i))
+        key[pos] = i
+    return tuple(key), bad
+
+
+def _key_template(x_shape, spec, index_avals):
+    """The index tuple of ``spec`` as a list with the static entries filled in, and
+    ``(position, operand, dim, n, lo, hi)`` for each index operand (``[lo, hi]``: the
+    clamp range of ``_key``, in the operand's dtype). Eager calls build it per call, jit
+    once per equation."""
+    template, adv, dim = [], [], 0
     for it in spec:
         if it is None:
-            key.append(None)
+            template.append(None)
             continue
         n = x_shape[dim]
         if type(it) is int:
-            key.append(it)
+            template.append(it)
         elif it[0] == "s":
-            key.append(slice(*it[1:]))
+            template.append(slice(*it[1:]))
         else:
-            i = np.asarray(indices[it[1]])
-            low, high = _int_range(i.dtype)
-            lo, hi = max(-n, low), min(max(n - 1, 0), high)
-            if oob == "clip":
-                i = np.minimum(i, hi) if low == 0 else np.minimum(np.maximum(i, lo), hi)
-            elif i.size and (i.min() < -n or i.max() >= n):
-                bad.append(dim)
-                i = i.astype(np.int64)
-                i = np.where((i < -n) | (i >= n), n, np.where(i < 0, i + n, i))
-            key.append(i)
+            low, high = _int_range(index_avals[it[1]].dtype)
+            adv.append((len(template), it[1], dim, n, max(-n, low), min(max(n - 1, 0), high)))
+            template.append(None)
         dim += 1
-    return tuple(key), bad
+    return template, adv
 
 
 def _gather_rule(x, *indices, spec):
@@ -181,28 +194,6 @@ def _scatter_impl(x, updates, *indices, spec, mode):
 scatter_p = Primitive("scatter", shape_rule=_scatter_rule, impl=quiet(_scatter_impl))
 
 
-def _key_template(x_shape, spec, index_avals):
-    """For jit: the index tuple of ``spec`` as a list with the static entries filled in,
-    and ``(position, operand, n, lo, hi)`` for each index operand (``[lo, hi]``: the
-    clamp range of ``_key``, in the operand's dtype)."""
-    template, adv, dim = [], [], 0
-    for it in spec:
-        if it is None:
-            template.append(None)
-            continue
-        n = x_shape[dim]
-        if type(it) is int:
-            template.append(it)
-        elif it[0] == "s":
-            template.append(slice(*it[1:]))
-        else:
-            low, high = _int_range(index_avals[it[1]].dtype)
-            adv.append((len(template), it[1], n, max(-n, low), min(max(n - 1, 0), high)))
-            template.append(None)
-        dim += 1
-    return template, adv
-
-
 def _gather_specialize(in_avals, params, permutation=None):
     """jit: ``_gather_impl`` with the index tuple's static part and clamp ranges worked
     out once."""
@@ -211,7 +202,7 @@ def _gather_specialize(in_avals, params, permutation=None):
 
     def gather(x, *indices):
         key = template.copy()
-        for pos, k, _, lo, hi in adv:
+        for pos, k, _, _, lo, hi in adv:
             key[pos] = upper(lower(indices[k], lo), hi)
         out = x[tuple(key)]
         return out if permutation is None else out.transpose(permutation)
@@ -227,7 +218,7 @@ def _scatter_specialize(in_avals, params, permutation=None):
 
     def scatter(x, updates, *indices):
         key = template.copy()
-        for pos, k, n, _, _ in adv:
+        for pos, k, _, n, _, _ in adv:
             i = indices[k]
             if i.size and (i.min() < -n or i.max() >= n):
                 out = _scatter_impl(x, updates, *indices, spec=spec, mode=mode)

@@ -97,16 +97,7 @@ def _cumulative(name, numpy_fn, kinds):
         out = numpy_fn(x, axis=axis)
         out = out if out.dtype == x.dtype else out.astype(x.dtype)
         return np.flip(out, axis) if reverse else out
-    prim = Primitive(name, shape_rule=shape_rule, impl=quiet(impl))
-    if numpy_fn.__name__ == "reduce":  # a ufunc's own reduce: jit calls it directly
-
-        def codegen(ins, params, bind_global, in_avals, out_avals):
-            x = in_avals[0]
-            if x.dtype.kind not in "fc" or 0 in x.shape:
-                return None  # the impl's empty-input fill or dtype cast
-            return f"{bind_global(name, numpy_fn)}({ins[0]}, axis={tuple(params['axes'])!r})"
-        prim.numpy_codegen = codegen
-    return prim
+    return Primitive(name, shape_rule=shape_rule, impl=quiet(impl))
 
 
 cumsum_p = _cumulative("cumsum", np.cumsum, "num")
