@@ -199,8 +199,106 @@ def _match_fused_reduce(ir, j, producer, uses, keep):
     return i, fn, list(e.inputs)
 
 
+# Elementwise chains over arrays this big (bytes of the result) run as one blocked loop,
+# a block of about this many elements at a time (1 MB of float32 per temporary: on a
+# (4096, 1024) GELU + layer norm, 2^18 ran 11.6 ms, 2^16 12.6 ms, 2^20 11.9 ms).
+_FUSE_MIN_BYTES = 1 << 22
+_FUSE_BLOCK_ELEMS = 1 << 18
+
+
+def _elementwise_groups(ir, skip, special, fused_into, uses, keep, producer):
+    """Trees of elementwise (ufunc) equations over one large shape whose inner values
+    are read once, inside the tree: ``[(root, members)]``, members in order, root last
+    (the only value read outside). Computed a block of rows at a time, the inner values
+    never leave the cache; each element still goes through the same ufuncs in the same
+    order, so the values are bitwise those of the unfused code."""
+    group_of, groups = {}, {}
+    for i, e in enumerate(ir.eqns):
+        if i in skip or i in special or i in fused_into or len(e.outputs) != 1:
+            continue
+        u = _eqn_ufunc(e)
+        o = e.outputs[0]
+        if (u is None or u.nout != 1 or not o.aval.shape or o.aval.shape[0] < 2
+                or _nbytes(o) < _FUSE_MIN_BYTES
+                or any(type(v) is not Literal and v.aval.shape != o.aval.shape
+                       for v in e.inputs)):
+            continue
+        members = [i]
+        for v in dict.fromkeys(e.inputs):
+            if type(v) is Literal or v in keep or uses.get(v) != 1:
+                continue
+            g = group_of.get(producer.get(v))
+            if g is not None and g in groups:
+                members.extend(groups.pop(g))
+        for m in members:
+            group_of[m] = i
+        groups[i] = members
+    return [(root, sorted(ms)) for root, ms in groups.items() if len(ms) > 1]
+
+
+def _fused_elementwise(ir, members, glb):
+    """A function ``(*inputs, out=None) -> result`` running the ufuncs of ``members``
+    (root last) a block of rows at a time, and its inputs (vars)."""
+    root = ir.eqns[members[-1]].outputs[0].aval
+    shape, rest = tuple(root.shape), tuple(root.shape[1:])
+    rows = max(1, _FUSE_BLOCK_ELEMS // max(1, math.prod(rest)))
+    bind_global = _binder(glb)
+    inputs, name_of = [], {}
+    last_read = {}
+    for k, m in enumerate(members):
+        for v in ir.eqns[m].inputs:
+            last_read[v] = k
+    free, slots, lines = {}, [], []
+    for k, m in enumerate(members):
+        e = ir.eqns[m]
+        args = []
+        for v in e.inputs:
+            if type(v) is Literal:
+                args.append(bind_global("lit", np.asarray(v.value)))
+            elif v in name_of:
+                args.append(name_of[v])
+            else:
+                name_of[v] = f"x{len(inputs)}"
+                inputs.append(v)
+                args.append(name_of[v])
+        for v in dict.fromkeys(e.inputs):  # temporaries read for the last time: reusable
+            if type(v) is not Literal and last_read[v] == k and v.aval.shape == shape \
+                    and name_of[v].startswith("t"):
+                free.setdefault(v.aval.dtype, []).append(int(name_of[v][1:]))
+        o = e.outputs[0]
+        if k == len(members) - 1:
+            target = "out[s:e]"
+        else:
+            pool = free.get(o.aval.dtype)
+            slot = pool.pop() if pool else len(slots)
+            if slot == len(slots):
+                slots.append(o.aval.dtype)
+            name_of[o] = f"t{slot}"
+            target = f"b{slot}[:n]"
+        u = bind_global(_eqn_ufunc(e).__name__, _eqn_ufunc(e))
+        lines.append(f"{name_of.get(o, '_')} = {u}({', '.join(args)}, out={target})")
+    glb["_empty"] = np.empty
+    dtype = bind_global("dtype", root.dtype)
+    head = [f"def fused({', '.join(f'i{k}' for k in range(len(inputs)))}, out=None):",
+            "    if out is None:", f"        out = _empty({shape!r}, {dtype})"]
+    head += [f"    b{j} = _empty({(rows,) + rest!r}, {bind_global('dtype', d)})"
+             for j, d in enumerate(slots)]
+    head += [f"    for s in range(0, {shape[0]}, {rows}):", f"        e = s + {rows}",
+             f"        n = min(e, {shape[0]}) - s"]
+    head += [f"        x{k} = i{k}[s:e]" for k in range(len(inputs))]
+    source = "\n".join(head + ["        " + line for line in lines] + ["    return out", ""])
+    exec(compile(source, "<fnx fused elementwise>", "exec"), glb)
+    fn = glb.pop("fused")
+    fn.takes_out = True
+    fn.source = source
+    return fn, inputs
+
+
 # Helpers (``special`` eqns) that may write their result into their first operand.
-_IN_PLACE_HELPERS = frozenset(["scale_by_tie_weight"])
+_IN_PLACE_HELPERS = frozenset(["scale_by_tie_weight", "fused_elementwise"])
+# ... and those that may write into any operand of the result's shape and dtype (a block
+# of rows is read before it is written).
+_ANY_OPERAND = frozenset(["fused_elementwise"])
 # Primitives whose impl always returns a new buffer (a ufunc's reduce returns a copy even
 # over no axes).
 _NEVER_ALIAS = frozenset(["dot_general", "reduce_sum", "reduce_prod", "reduce_max",
@@ -414,6 +512,14 @@ def emit_eqns(ir: IR, glb, names, fresh, *, in_loop=False, out_into=None, pool=N
             skip.add(m[0])
             special[j] = (m[1], m[2], "fused_" + e.prim.name)
 
+    # Chains of elementwise ops over arrays larger than the cache: one blocked loop.
+    if not in_loop:
+        for root, members in _elementwise_groups(ir, skip, special, fused_into, uses0, keep,
+                                                 producer):
+            fn, fused_inputs = _fused_elementwise(ir, members, {"np": np})
+            skip.update(members[:-1])
+            special[root] = (fn, fused_inputs, "fused_elementwise")
+
     # Ufunc operands that are broadcasts: read the broadcast's operand instead.
     unbroadcast = {}  # (eqn index, input position) -> (operand, reshape or None)
     for i, e in enumerate(ir.eqns):
@@ -511,12 +617,15 @@ def emit_eqns(ir: IR, glb, names, fresh, *, in_loop=False, out_into=None, pool=N
         if not in_loop and elementwise and len(e.outputs) == 1 and o not in out_into:
             operands = inputs_of(i, e)
             if o in keep and free_after:
-                for v in operands if i not in special else operands[:1]:
+                for v in operands if i not in special or special[i][2] in _ANY_OPERAND \
+                        else operands[:1]:
                     if (type(v) is not Literal and free_after.get(v) == i
                             and v.aval == o.aval and v not in into_donor.values()):
                         into_donor[i] = v
                         break
-            for v in operands if i not in special and i not in into_donor else ():
+            candidates = operands if i not in special or special[i][2] in _ANY_OPERAND \
+                else operands[:1]
+            for v in candidates if i not in into_donor else ():
                 if (type(v) is not Literal and v in owned and last_use.get(v) == i
                         and v not in keep and v.aval.shape == o.aval.shape
                         and v.aval.dtype == o.aval.dtype
