@@ -434,7 +434,11 @@ def emit_eqns(ir: IR, glb, names, fresh, *, in_loop=False, out_into=None, pool=N
       the operand must be a fresh buffer (a ufunc's, a ``dot_general``'s or a dtype
       conversion's result), not an input, constant or output, read only by ops that
       never return a view of it, with the result's shape and dtype. Jit inputs are
-      never written.
+      never written (donated ones are, through ``pool``);
+    * runs a tree of elementwise ops over an array of 4 MB or more as one loop over
+      cache-sized blocks of rows (``_elementwise_groups``), an elementwise result only
+      reduced over trailing axes likewise (``_fused_reduce``), and the max/min
+      derivative weights as one helper (scaling the cotangent when that is their use).
 
     ``pool``: a ``_PoolPlan`` to fill (top level only): a large result of a function
     taking ``out=`` that is not written into a dying operand goes into a scratch slot
