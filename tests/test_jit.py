@@ -567,3 +567,20 @@ def test_blocked_chain_may_write_into_a_dying_operand_and_small_chains_are_not_b
     small = fnp.asarray(a[:16])
     assert "_fused_elementwise" not in fnx.jit(f).lower(small).source
     _bits(fnx.jit(f)(small), f(small))
+
+
+def test_blocked_chain_never_writes_a_donated_buffer_it_reads_through_a_view():
+    rng = np.random.default_rng(9)
+    a = rng.standard_normal((1024, 1024)).astype(np.float32)
+    b = rng.standard_normal((1024, 1024)).astype(np.float32)
+    step = fnx.jit(lambda w, g: (w - 0.1 * g) * 2.0 + w.T, donate_argnums=0)
+    want = (a - np.float32(0.1) * b) * np.float32(2.0) + a.T
+    src = step.lower(fnp.asarray(a), fnp.asarray(b)).source
+    assert "_fused_elementwise" in src
+    _bits(step(fnp.asarray(a.copy()), fnp.asarray(b)), want)
+    plain = fnx.jit(lambda w, g: (w - 0.1 * g) * 2.0, donate_argnums=0)  # no view: in place
+    w = fnp.asarray(a.copy())
+    address = _address(w)
+    out = plain(w, fnp.asarray(b))
+    assert _address(out) == address
+    _bits(out, (a - np.float32(0.1) * b) * np.float32(2.0))

@@ -592,7 +592,7 @@ def emit_eqns(ir: IR, glb, names, fresh, *, in_loop=False, out_into=None, pool=N
 
     # Donated inputs (``pool.donors``): the last eqn reading each one's buffer, through
     # the input or any view of it; None when a view of it is an output (it escapes).
-    free_after = {}
+    free_after, sharing = {}, {}
     if pool is not None and pool.donors:
         sharing = {d: {d} for d in pool.donors}
         for i, e in enumerate(ir.eqns):
@@ -623,8 +623,10 @@ def emit_eqns(ir: IR, glb, names, fresh, *, in_loop=False, out_into=None, pool=N
             if o in keep and free_after:
                 for v in operands if i not in special or special[i][2] in _ANY_OPERAND \
                         else operands[:1]:
+                    # (a blocked loop writing into ``v`` must not read it through a view)
                     if (type(v) is not Literal and free_after.get(v) == i
-                            and v.aval == o.aval and v not in into_donor.values()):
+                            and v.aval == o.aval and v not in into_donor.values()
+                            and not any(u is not v and u in sharing[v] for u in operands)):
                         into_donor[i] = v
                         break
             candidates = operands if i not in special or special[i][2] in _ANY_OPERAND \

@@ -325,16 +325,18 @@ def _buffer_refs(raw, k):
 
 
 def _sole_buffer(raw, k):
-    """Whether ``raw[k]`` is a writeable, C-contiguous ndarray owning its memory that
-    nothing references but ``raw``, the one Array holding it and (for an earlier
-    output) the ring it came from."""
+    """Whether ``raw[k]`` is a C-contiguous ndarray owning its memory that nothing
+    references but ``raw``, the one Array holding it and (for an earlier output) the
+    ring it came from; if so it is made writeable."""
     refs = _buffer_refs(raw, k)
     if refs != _SOLE_REFS and not (refs == _SOLE_REFS + 1
                                    and RING_HELD.get(id(raw[k])) is raw[k]):
         return False
     v = raw[k]
-    return (type(v) is np.ndarray and v.base is None and v.flags.writeable
-            and v.flags.c_contiguous)
+    if type(v) is not np.ndarray or v.base is not None or not v.flags.c_contiguous:
+        return False
+    v.flags.writeable = True  # read-only only to keep others from writing: none are left
+    return True
 
 
 def _sole_refs():
