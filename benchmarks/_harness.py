@@ -51,7 +51,8 @@ from dataclasses import asdict, dataclass, field
 
 __all__ = ["Result", "optional_import", "optional_torch", "notes", "bench", "format_table",
            "machine_info", "dump_json", "arg_parser", "limit_threads", "pin_cpus", "to_numpy",
-           "check_results", "train_step_rows", "median_of", "status", "format_report", "run_main"]
+           "check_results", "train_step_rows", "jit_train_step", "check_train_step",
+           "median_of", "status", "format_report", "run_main"]
 
 _perf_ns = time.perf_counter_ns
 _NOTES: list[str] = []
@@ -364,10 +365,10 @@ def check_results(workloads, references, *, rtol, atol, against="the reference")
 
 # --- training-step workloads -------------------------------------------------------------
 
-def train_step_rows(p, x, y, *, numpy_row, numpy_step, make_fnx_step, make_jax_step,
-                    make_torch_step, make_autograd_step, libs=None, reference=True):
-    """The rows of a training step ``step(params dict, x, y) -> (new params, loss)`` on
-    float32 NumPy data, and the reference: ``numpy_step`` in float64.
+def train_step_rows(step_module, numpy_row, libs=None, reference=True):
+    """``({STEP: rows}, {STEP: reference})`` of a training-step benchmark module: a
+    step ``step(params dict, x, y) -> (new params, loss)`` on the module's float32 NumPy
+    data (``make_data()``), and the reference: its ``numpy_step`` in float64.
 
     Rows: ``fnx`` (``make_fnx_step()`` on fnx arrays), ``numpy_row`` (``numpy_step``),
     and when installed ``jax jit`` (``make_jax_step(jax, jax.numpy)``, blocked on),
@@ -376,6 +377,9 @@ def train_step_rows(p, x, y, *, numpy_row, numpy_step, make_fnx_step, make_jax_s
     ``libs``: build only the rows named there (``None``: every row), so that a
     process can hold one library's step alone (``benchmarks/run.py``'s memory
     measurement); ``reference=False``: the reference is None (not computed)."""
+    m = step_module
+    p, x, y = m.make_data()
+    numpy_step = m.numpy_step
     import numpy as np
 
     def want(name):
@@ -385,7 +389,7 @@ def train_step_rows(p, x, y, *, numpy_row, numpy_step, make_fnx_step, make_jax_s
         fnx, fnp = import_fnx()
         pf = {k: fnp.asarray(v) for k, v in p.items()}
         xf, yf = fnp.asarray(x), fnp.asarray(y)
-        step_fnx = make_fnx_step()
+        step_fnx = m.make_fnx_step()
         w["fnx"] = lambda: step_fnx(pf, xf, yf)
     if want(numpy_row):
         w[numpy_row] = lambda: numpy_step(p, x, y)
@@ -394,22 +398,48 @@ def train_step_rows(p, x, y, *, numpy_row, numpy_step, make_fnx_step, make_jax_s
         jnp = optional_import("jax.numpy")
         pj = {k: jnp.asarray(v) for k, v in p.items()}
         xj, yj = jnp.asarray(x), jnp.asarray(y)
-        step_jax = make_jax_step(jax, jnp)
+        step_jax = m.make_jax_step(jax, jnp)
         w["jax jit"] = lambda: jax.block_until_ready(step_jax(pj, xj, yj))
     torch = optional_torch("PyTorch row") if want("torch (eager)") else None
     if torch is not None:
         pt = {k: torch.from_numpy(v.copy()) for k, v in p.items()}
         xt, yt = torch.from_numpy(x.copy()), torch.from_numpy(y.astype(np.int64))
-        step_torch = make_torch_step(torch)
+        step_torch = m.make_torch_step(torch)
         w["torch (eager)"] = lambda: step_torch(pt, xt, yt)
     ag = optional_import("autograd", "HIPS autograd row") if want("autograd") else None
     if ag is not None:
-        step_ag = make_autograd_step(ag, optional_import("autograd.numpy"))
+        step_ag = m.make_autograd_step(ag, optional_import("autograd.numpy"))
         w["autograd"] = lambda: step_ag(p, x, y)
     if not reference:
-        return w, None
+        return {m.STEP: w}, {m.STEP: None}
     p64 = {k: v.astype(np.float64) for k, v in p.items()}
-    return w, numpy_step(p64, x.astype(np.float64), y)
+    return {m.STEP: w}, {m.STEP: numpy_step(p64, x.astype(np.float64), y)}
+
+
+def jit_train_step(lib, np_, logits, names, lr):
+    """``lib.jit`` (``lib``: fnx or jax, ``np_`` its numpy) of a training step: softmax
+    cross-entropy of ``logits(np_, lib.lax, params, x)`` against integer labels (the
+    log-sum-exp written out, its max under ``stop_gradient``), ``lib.value_and_grad``
+    and the SGD update ``p - lr * g`` of the params ``names``; returns the new params
+    and the loss."""
+    def loss(p, x, y):
+        z = logits(np_, lib.lax, p, x)
+        m = lib.lax.stop_gradient(np_.max(z, axis=1, keepdims=True))
+        lse = np_.log(np_.sum(np_.exp(z - m), axis=1)) + m[:, 0]
+        picked = np_.take_along_axis(z, y[:, None], axis=1)[:, 0]
+        return np_.mean(lse - picked)
+
+    @lib.jit
+    def step(p, x, y):
+        val, g = lib.value_and_grad(loss)(p, x, y)
+        return {k: p[k] - lr * g[k] for k in names}, val
+    return step
+
+
+def check_train_step(workloads, references):
+    """Every row of a training step computes the reference (new parameters and loss)."""
+    check_results(workloads, references, rtol=2e-4, atol=2e-5,
+                  against="the hand-written NumPy step")
 
 
 # --- goals and the report -----------------------------------------------------------------

@@ -166,34 +166,11 @@ def _logits(np_, lax, p, x):
 
 def make_fnx_step():
     fnx, fnp = H.import_fnx()
-    from fnx import lax
-
-    def loss(p, x, y):
-        logits = _logits(fnp, lax, p, x)
-        m = lax.stop_gradient(fnp.max(logits, axis=1, keepdims=True))
-        lse = fnp.log(fnp.sum(fnp.exp(logits - m), axis=1)) + m[:, 0]
-        picked = fnp.take_along_axis(logits, y[:, None], axis=1)[:, 0]
-        return fnp.mean(lse - picked)
-
-    @fnx.jit
-    def step(p, x, y):
-        val, g = fnx.value_and_grad(loss)(p, x, y)
-        return {k: p[k] - LR * g[k] for k in NAMES}, val
-    return step
+    return H.jit_train_step(fnx, fnp, _logits, NAMES, LR)
 
 
 def make_jax_step(jax, jnp):
-    def loss(p, x, y):
-        logits = _logits(jnp, jax.lax, p, x)
-        lse = jax.nn.logsumexp(logits, axis=1)
-        picked = jnp.take_along_axis(logits, y[:, None], axis=1)[:, 0]
-        return jnp.mean(lse - picked)
-
-    @jax.jit
-    def step(p, x, y):
-        val, g = jax.value_and_grad(loss)(p, x, y)
-        return {k: p[k] - LR * g[k] for k in NAMES}, val
-    return step
+    return H.jit_train_step(jax, jnp, _logits, NAMES, LR)
 
 
 def make_torch_step(torch):
@@ -260,19 +237,10 @@ def make_data():
 def build_workloads(libs=None, reference=True):
     """``{STEP: rows}`` and ``{STEP: reference}``; ``libs``: only these rows;
     ``reference=False``: no reference (None)."""
-    p, x, y = make_data()
-    w, ref = H.train_step_rows(p, x, y, libs=libs, reference=reference,
-                               numpy_row="numpy im2col (by hand)", numpy_step=numpy_step,
-                               make_fnx_step=make_fnx_step, make_jax_step=make_jax_step,
-                               make_torch_step=make_torch_step,
-                               make_autograd_step=make_autograd_step)
-    return {STEP: w}, {STEP: ref}
+    return H.train_step_rows(sys.modules[__name__], 'numpy im2col (by hand)', libs, reference)
 
 
-def check(workloads, references):
-    """Every row computes the reference step (new parameters and loss)."""
-    H.check_results(workloads, references, rtol=2e-4, atol=2e-5,
-                    against="the hand-written NumPy step")
+check = H.check_train_step  # every row computes the reference step (new params, loss)
 
 
 def goals(results):

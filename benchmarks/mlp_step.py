@@ -87,35 +87,20 @@ def numpy_step(p, x, y):
 
 # --- the step in each library -------------------------------------------------------------
 
-def _loss(np_, p, x, y, stop=lambda v: v):
+def _logits(np_, lax, p, x):
+    """The MLP's logits, with ``np_`` either fnx's or JAX's numpy."""
     h = np_.maximum(x @ p["w1"] + p["b1"], 0.0)
     h = np_.maximum(h @ p["w2"] + p["b2"], 0.0)
-    logits = h @ p["w3"] + p["b3"]
-    m = stop(np_.max(logits, axis=1, keepdims=True))
-    lse = np_.log(np_.sum(np_.exp(logits - m), axis=1)) + m[:, 0]
-    picked = np_.take_along_axis(logits, y[:, None], axis=1)[:, 0]
-    return np_.mean(lse - picked)
-
-
-def _jit_step(lib, np_):
-    """``lib.jit`` of the value_and_grad + SGD step (``lib``: fnx or jax)."""
-    def loss(p, x, y):
-        return _loss(np_, p, x, y, lib.lax.stop_gradient)
-
-    @lib.jit
-    def step(p, x, y):
-        val, g = lib.value_and_grad(loss)(p, x, y)
-        return {k: p[k] - LR * g[k] for k in NAMES}, val
-    return step
+    return h @ p["w3"] + p["b3"]
 
 
 def make_fnx_step():
     fnx, fnp = H.import_fnx()
-    return _jit_step(fnx, fnp)
+    return H.jit_train_step(fnx, fnp, _logits, NAMES, LR)
 
 
 def make_jax_step(jax, jnp):
-    return _jit_step(jax, jnp)
+    return H.jit_train_step(jax, jnp, _logits, NAMES, LR)
 
 
 def make_torch_step(torch):
@@ -164,19 +149,10 @@ def make_data():
 def build_workloads(libs=None, reference=True):
     """``{STEP: rows}`` and ``{STEP: reference}``; ``libs``: only these rows;
     ``reference=False``: no reference (None)."""
-    p, x, y = make_data()
-    w, ref = H.train_step_rows(p, x, y, libs=libs, reference=reference,
-                               numpy_row="numpy (by hand)", numpy_step=numpy_step,
-                               make_fnx_step=make_fnx_step, make_jax_step=make_jax_step,
-                               make_torch_step=make_torch_step,
-                               make_autograd_step=make_autograd_step)
-    return {STEP: w}, {STEP: ref}
+    return H.train_step_rows(sys.modules[__name__], 'numpy (by hand)', libs, reference)
 
 
-def check(workloads, references):
-    """Every row computes the reference step (new parameters and loss)."""
-    H.check_results(workloads, references, rtol=2e-4, atol=2e-5,
-                    against="the hand-written NumPy step")
+check = H.check_train_step  # every row computes the reference step (new params, loss)
 
 
 def goals(results):
