@@ -102,9 +102,3 @@ class BufferPool:
             ring.append(b)
             RING_HELD[id(b)] = b
         return b
-
-    @property
-    def nbytes(self):
-        """Bytes held now: the arena and every ring buffer."""
-        held = sum(b.nbytes for b in self.arena or ())
-        return held + sum(b.nbytes for ring in self.rings for b in ring)

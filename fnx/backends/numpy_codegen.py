@@ -290,7 +290,6 @@ def _fused_elementwise(ir, members, glb):
     exec(compile(source, "<fnx fused elementwise>", "exec"), glb)
     fn = glb.pop("fused")
     fn.takes_out = True
-    fn.source = source
     return fn, inputs
 
 
@@ -460,11 +459,12 @@ def emit_eqns(ir: IR, glb, names, fresh, *, in_loop=False, out_into=None, pool=N
     # A ``transpose`` that is the only use of a specializable primitive's result is
     # computed by that primitive (``numpy_specialize(..., permutation)``): same values,
     # laid out for the consumer, no intermediate.
-    uses0 = {}
-    for e in ir.eqns:
+    uses0, readers0 = {}, {}
+    for j, e in enumerate(ir.eqns):
         for v in e.inputs:
             if type(v) is not Literal:
                 uses0[v] = uses0.get(v, 0) + 1
+                readers0.setdefault(v, []).append(j)
     for v in ir.outvars:
         if type(v) is not Literal:
             uses0[v] = uses0.get(v, 0) + 1
@@ -481,11 +481,6 @@ def emit_eqns(ir: IR, glb, names, fresh, *, in_loop=False, out_into=None, pool=N
     # max/min derivative weights: one helper call instead of six ufunc calls; when the
     # weights only scale a cotangent, the helper scales it (no float weights stored).
     special = {}  # eqn index -> (function, inputs)
-    readers0 = {}
-    for j, e in enumerate(ir.eqns):
-        for v in e.inputs:
-            if type(v) is not Literal:
-                readers0.setdefault(v, []).append(j)
     for i, e in enumerate(ir.eqns):
         if i in skip:
             continue
@@ -620,17 +615,16 @@ def emit_eqns(ir: IR, glb, names, fresh, *, in_loop=False, out_into=None, pool=N
             or (i in special and special[i][2] in _IN_PLACE_HELPERS)
         if not in_loop and elementwise and len(e.outputs) == 1 and o not in out_into:
             operands = inputs_of(i, e)
-            if o in keep and free_after:
-                for v in operands if i not in special or special[i][2] in _ANY_OPERAND \
-                        else operands[:1]:
-                    # (a blocked loop writing into ``v`` must not read it through a view)
-                    if (type(v) is not Literal and free_after.get(v) == i
-                            and v.aval == o.aval and v not in into_donor.values()
-                            and not any(u is not v and u in sharing[v] for u in operands)):
-                        into_donor[i] = v
-                        break
             candidates = operands if i not in special or special[i][2] in _ANY_OPERAND \
                 else operands[:1]
+            for v in candidates if o in keep else ():
+                # (a blocked loop writing into ``v`` must not read it through a view)
+                if (type(v) is not Literal and free_after.get(v) == i
+                        and v.aval == o.aval and v not in pool.claimed
+                        and not any(u is not v and u in sharing[v] for u in operands)):
+                    into_donor[i] = v
+                    pool.claimed.add(v)
+                    break
             for v in candidates if i not in into_donor else ():
                 if (type(v) is not Literal and v in owned and last_use.get(v) == i
                         and v not in keep and v.aval.shape == o.aval.shape

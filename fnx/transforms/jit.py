@@ -123,8 +123,9 @@ class _Entry:
         self.single_array = out_tree == _SINGLE_LEAF
         self.hoisted = None
 
-    def run(self, raw):
-        outs = self.fn(*raw)
+    def run(self, raw, offered=None):
+        """The outputs as Arrays; ``offered``: the donated buffers the call may reuse."""
+        outs = self.fn(*raw) if offered is None else self.fn(*raw, _dn=offered)
         return [Array._wrap(o, w) for o, w in zip(outs, self.out_weak)]
 
     def __call__(self, *args, **kwargs):
@@ -228,16 +229,14 @@ class JitFunction:
             start += n
         return positions
 
-    def _run_donating(self, entry, raw, leaves, args):
-        """Call ``entry`` with the donated leaves' buffers offered for reuse (those that
-        nothing but their Array references: no other Array, view or export), after
+    def _offer_donated(self, entry, raw, leaves, args):
+        """The donated leaves' buffers the call may reuse (those nothing but their Array
+        references: no other Array, view or export; None for the others), taken after
         invalidating the donated Arrays."""
-        offered = []
-        for k in entry.donated:
-            x = leaves[k]
-            offered.append(raw[k] if type(x) is Array and _sole_buffer(raw, k) else None)
+        offered = [raw[k] if type(leaves[k]) is Array and _sole_buffer(raw, k) else None
+                   for k in entry.donated]
         self._donate(args)
-        return entry.fn(*raw, _dn=offered)
+        return offered
 
     def __call__(self, *args, **kwargs):
         if not kwargs and get_trace() is EVAL:
@@ -250,7 +249,7 @@ class JitFunction:
             if fast is not None:
                 raw = [a._value for a in leaves]
                 if fast.donated:
-                    outs = self._run_donating(fast, raw, leaves, args)
+                    outs = fast.fn(*raw, _dn=self._offer_donated(fast, raw, leaves, args))
                 else:
                     outs = fast.fn(*raw)
                 if fast.single_array:
@@ -272,13 +271,8 @@ class JitFunction:
                 else:
                     self._fast_trees[(tree_util.tree_structure(args),
                                       tuple(map(_fast_key, leaves)))] = entry
-            if entry.donated:
-                outs = [Array._wrap(o, w) for o, w in
-                        zip(self._run_donating(entry, raw, leaves, args), entry.out_weak)]
-            else:
-                outs = entry.run(raw)
-            if self.donate_argnums and not entry.donated:
-                self._donate(args)
+            outs = entry.run(raw, self._offer_donated(entry, raw, leaves, args)
+                             if entry.donated else None)
             return tree_util.tree_unflatten(out_tree, outs)
         # Under a transformation: bind the call primitive on the current trace.
         entry = self._cache.get(key)
