@@ -51,8 +51,8 @@ from dataclasses import asdict, dataclass, field
 
 __all__ = ["Result", "optional_import", "optional_torch", "notes", "bench", "format_table",
            "machine_info", "dump_json", "arg_parser", "limit_threads", "pin_cpus", "to_numpy",
-           "check_results", "train_step_rows", "jit_train_step", "check_train_step",
-           "median_of", "status", "format_report", "run_main"]
+           "check_results", "train_step_rows", "jit_train_step", "autograd_train_step",
+           "check_train_step", "median_of", "status", "format_report", "run_main"]
 
 _perf_ns = time.perf_counter_ns
 _NOTES: list[str] = []
@@ -432,6 +432,23 @@ def jit_train_step(lib, np_, logits, names, lr):
     @lib.jit
     def step(p, x, y):
         val, g = lib.value_and_grad(loss)(p, x, y)
+        return {k: p[k] - lr * g[k] for k in names}, val
+    return step
+
+
+def autograd_train_step(ag, agnp, logits, names, lr):
+    """The same training step with HIPS autograd (no jit): ``logits(agnp, params, x)``,
+    the label logit picked by fancy indexing (``autograd.numpy`` differentiates it)."""
+    def loss(p, x, y):
+        z = logits(agnp, p, x)
+        m = agnp.max(z, axis=1, keepdims=True)
+        lse = agnp.log(agnp.sum(agnp.exp(z - m), axis=1)) + m[:, 0]
+        return agnp.mean(lse - z[agnp.arange(x.shape[0]), y])
+
+    vg = ag.value_and_grad(loss)
+
+    def step(p, x, y):
+        val, g = vg(p, x, y)
         return {k: p[k] - lr * g[k] for k in names}, val
     return step
 

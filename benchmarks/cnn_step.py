@@ -205,20 +205,11 @@ def make_autograd_step(ag, agnp):
         return agnp.max(agnp.max(h[:, :, :2 * hp, :2 * wp].reshape(n, c, hp, 2, wp, 2),
                                  axis=5), axis=3)
 
-    def loss(p, x, y):
+    def logits(agnp, p, x):
         h = pool(agnp.maximum(conv(x, p["w1"], p["b1"]), 0.0))
         h = pool(agnp.maximum(conv(h, p["w2"], p["b2"]), 0.0))
-        logits = agnp.dot(h.reshape(h.shape[0], -1), p["w3"]) + p["b3"]
-        m = agnp.max(logits, axis=1, keepdims=True)
-        lse = agnp.log(agnp.sum(agnp.exp(logits - m), axis=1)) + m[:, 0]
-        return agnp.mean(lse - logits[agnp.arange(x.shape[0]), y])
-
-    vg = ag.value_and_grad(loss)
-
-    def step(p, x, y):
-        val, g = vg(p, x, y)
-        return {k: p[k] - LR * g[k] for k in NAMES}, val
-    return step
+        return agnp.dot(h.reshape(h.shape[0], -1), p["w3"]) + p["b3"]
+    return H.autograd_train_step(ag, agnp, logits, NAMES, LR)
 
 
 # --- workloads, check, goals ------------------------------------------------------------------

@@ -118,20 +118,11 @@ def make_torch_step(torch):
 
 
 def make_autograd_step(ag, agnp):
-    def loss(p, x, y):
+    def logits(agnp, p, x):
         h = agnp.maximum(agnp.dot(x, p["w1"]) + p["b1"], 0.0)
         h = agnp.maximum(agnp.dot(h, p["w2"]) + p["b2"], 0.0)
-        logits = agnp.dot(h, p["w3"]) + p["b3"]
-        m = agnp.max(logits, axis=1, keepdims=True)
-        lse = agnp.log(agnp.sum(agnp.exp(logits - m), axis=1)) + m[:, 0]
-        return agnp.mean(lse - logits[agnp.arange(x.shape[0]), y])
-
-    vg = ag.value_and_grad(loss)
-
-    def step(p, x, y):
-        val, g = vg(p, x, y)
-        return {k: p[k] - LR * g[k] for k in NAMES}, val
-    return step
+        return agnp.dot(h, p["w3"]) + p["b3"]
+    return H.autograd_train_step(ag, agnp, logits, NAMES, LR)
 
 
 # --- workloads, check, goals ------------------------------------------------------------------
