@@ -1,5 +1,6 @@
 """jit: caching per signature, static and donated arguments, pytrees, the
 generated code, buffer freeing, and errors."""
+import re
 import tracemalloc
 
 import numpy as np
@@ -272,6 +273,32 @@ def test_max_min_weights_fused_keep_half_at_ties_and_relu_zero(dtype):
     relu = fnx.jit(fnx.grad(lambda a: fnx.nn.relu(a).sum()))
     np.testing.assert_array_equal(relu(fnp.asarray(np.array([-1.0, 0.0, 3.0], dtype))),
                                   np.array([0.0, 0.0, 1.0], dtype))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int32, np.float64])
+def test_max_min_with_a_scalar_read_a_full_constant_and_keep_the_bits(dtype):
+    """``maximum``/``minimum`` of a mid-sized float32/int32 array and a scalar read the
+    scalar as a shared full-size constant (NumPy's SIMD loop), with the same bits as the
+    scalar loop: NaN payloads, signed zeros, infinities; float64 gains nothing, keeps
+    the scalar."""
+    rng = np.random.default_rng(3)
+    raw = rng.integers(0, 256, size=(64, 200, np.dtype(dtype).itemsize), dtype=np.uint8)
+    x = fnp.asarray(raw.view(dtype).reshape(64, 200))
+    if np.dtype(dtype).kind == "f":
+        x = x.at[0, :4].set(np.array([-0.0, 0.0, np.inf, -np.inf], dtype))
+
+    def f(x):
+        return (fnp.maximum(x, dtype(0)), fnp.minimum(dtype(-0.0), x),
+                fnp.maximum(x * dtype(3), dtype(0)))
+    jf = fnx.jit(f)
+    constants = set(re.findall(r"_full\d+", jf.lower(x).source))
+    # one per (value bits): both maximums share the zeros; int32's -0 is 0
+    assert len(constants) == {np.float32: 2, np.int32: 1, np.float64: 0}[dtype]
+    for got, want in zip(jf(x), f(x)):
+        _bits(got, want)
+    xn = np.asarray(x)
+    _bits(jf(x)[0], np.maximum(xn, dtype(0)))
+    _bits(jf(x)[1], np.minimum(dtype(-0.0), xn))
 
 
 def test_weight_gradient_comes_out_in_the_weights_layout():

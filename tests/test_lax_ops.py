@@ -1834,6 +1834,56 @@ def test_round_both_methods_on_halves():
     assert np.signbit(_np(lax.round(np.array([-0.0, -0.25], F32)))).all()
 
 
+def _random_bits(rng, dtype, shape):
+    """Values of ``dtype`` from random bits: NaNs with payloads, signed zeros, infinities
+    and subnormals among them (bools: 0 or 1)."""
+    dtype = np.dtype(dtype)
+    if dtype == np.bool_:
+        return rng.random(shape) < 0.5
+    raw = rng.integers(0, 256, size=tuple(shape) + (dtype.itemsize,), dtype=np.uint8)
+    return raw.view(dtype).reshape(shape)
+
+
+_SELECT_DTYPES = [np.bool_, np.int8, np.uint16, np.float16, np.float32, np.int32, np.float64,
+                  np.complex64] + ([fnx.numpy.bfloat16] if hasattr(fnx.numpy, "bfloat16") else [])
+
+
+@pytest.mark.parametrize("dtype", _SELECT_DTYPES, ids=lambda d: np.dtype(d).name)
+def test_select_n_large_masks_copy_bits_like_np_where(dtype):
+    """Large bool selections take a branch-free bit blend (1-, 2-, 4-byte elements): the
+    same bits as ``np.where`` for every value, layout and broadcast operand."""
+    rng = np.random.default_rng(0)
+    n_blend = 1 << 13
+    for shape in ((n_blend - 1,), (n_blend,), (96, 130)):
+        a, b = _random_bits(rng, dtype, shape), _random_bits(rng, dtype, shape)
+        which = rng.random(shape) < 0.5
+        variants = [(which, a, b), (which, np.zeros((), dtype), a), (which, a, np.ones((), dtype))]
+        if len(shape) == 2:  # transposed and strided operands
+            at, bt = _random_bits(rng, dtype, shape[::-1]), _random_bits(rng, dtype, shape)
+            variants.append((which, at.T, bt))
+            wide = _random_bits(rng, dtype, (shape[0], 2 * shape[1]))
+            variants.append((np.asfortranarray(which), wide[:, ::2], b))
+        for w, x, y in variants:
+            got = fnx.lax.select_n(w, np.broadcast_to(y, shape), np.broadcast_to(x, shape))
+            want = np.where(w, x, y)
+            got = _np(got)
+            assert got.dtype == want.dtype and got.shape == want.shape
+            u = f"u{want.dtype.itemsize}" if want.dtype.itemsize <= 8 else "u1"
+            assert np.array_equal(got.view(u), want.view(u))
+
+
+def test_jit_select_n_reads_broadcast_cases_unexpanded():
+    """Under jit, a select between an array and a broadcast scalar (``relu``'s
+    ``where(x <= 0, 0, x)``) reads the scalar as is: no full-size broadcast per call,
+    and the same bits as eager."""
+    rng = np.random.default_rng(1)
+    x = _random_bits(rng, F32, (64, 200))
+    f = fnx.jit(fnx.nn.relu)
+    assert "broadcast_in_dim" not in f.lower(x).source
+    assert np.array_equal(_np(f(x)).view("u4"), _np(fnx.nn.relu(x)).view("u4"))
+    assert np.array_equal(_np(f(x)).view("u4"), np.where(x <= 0, F32.type(0), x).view("u4"))
+
+
 @pytest.mark.parametrize("dtype", K(INT))
 def test_shifts_past_the_bit_width(dtype):
     n = bits(dtype)
