@@ -451,9 +451,12 @@ def emit_eqns(ir: IR, glb, names, fresh, *, in_loop=False, out_into=None, pool=N
 
     Besides one call per equation, the lowering
 
-    * hands a ufunc a ``broadcast_in_dim`` operand unbroadcast (NumPy broadcasts it the
-      same way, through the same stride-0 loop) when another operand has the full
-      shape, and drops the broadcast when nothing else reads it;
+    * hands a ufunc (or ``select_n``, whose impl broadcasts alike) a ``broadcast_in_dim``
+      operand unbroadcast (NumPy broadcasts it the same way, through the same stride-0
+      loop) when another operand has the full shape, and drops the broadcast when
+      nothing else reads it;
+    * passes the scalar of a mid-sized ``maximum``/``minimum`` as a shared full-size
+      constant (``_FULL_OPERAND_UFUNCS``: NumPy's SIMD loop needs two arrays);
     * computes an equation of literals only (``iota``, index arithmetic, a small
       broadcast of a literal) once, at compile time, with the same function;
     * lets a ufunc write its result into an operand whose buffer dies there (``out=``):
