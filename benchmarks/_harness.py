@@ -370,10 +370,12 @@ def train_step_rows(step_module, numpy_row, libs=None, reference=True):
     step ``step(params dict, x, y) -> (new params, loss)`` on the module's float32 NumPy
     data (``make_data()``), and the reference: its ``numpy_step`` in float64.
 
-    Rows: ``fnx`` (``make_fnx_step()`` on fnx arrays), ``numpy_row`` (``numpy_step``),
-    and when installed ``jax jit`` (``make_jax_step(jax, jax.numpy)``, blocked on),
-    ``torch (eager)`` (``make_torch_step(torch)``, int64 labels) and ``autograd``
-    (``make_autograd_step(autograd, autograd.numpy)`` on the NumPy arrays).
+    The module gives its logits per library, ``LOGITS = {"jit": f(np_, lax, p, x),
+    "torch": f(torch, p, x), "autograd": f(autograd.numpy, p, x)}``, its parameter
+    ``NAMES`` and learning rate ``LR``. Rows: ``fnx`` (``jit_train_step`` on fnx arrays),
+    ``numpy_row`` (``numpy_step``), and when installed ``jax jit`` (``jit_train_step``,
+    blocked on), ``torch (eager)`` (``torch_train_step``, int64 labels) and ``autograd``
+    (``autograd_train_step`` on the NumPy arrays).
     ``libs``: build only the rows named there (``None``: every row), so that a
     process can hold one library's step alone (``benchmarks/run.py``'s memory
     measurement); ``reference=False``: the reference is None (not computed)."""
@@ -389,7 +391,7 @@ def train_step_rows(step_module, numpy_row, libs=None, reference=True):
         fnx, fnp = import_fnx()
         pf = {k: fnp.asarray(v) for k, v in p.items()}
         xf, yf = fnp.asarray(x), fnp.asarray(y)
-        step_fnx = m.make_fnx_step()
+        step_fnx = jit_train_step(fnx, fnp, m.LOGITS["jit"], m.NAMES, m.LR)
         w["fnx"] = lambda: step_fnx(pf, xf, yf)
     if want(numpy_row):
         w[numpy_row] = lambda: numpy_step(p, x, y)
@@ -398,17 +400,18 @@ def train_step_rows(step_module, numpy_row, libs=None, reference=True):
         jnp = optional_import("jax.numpy")
         pj = {k: jnp.asarray(v) for k, v in p.items()}
         xj, yj = jnp.asarray(x), jnp.asarray(y)
-        step_jax = m.make_jax_step(jax, jnp)
+        step_jax = jit_train_step(jax, jnp, m.LOGITS["jit"], m.NAMES, m.LR)
         w["jax jit"] = lambda: jax.block_until_ready(step_jax(pj, xj, yj))
     torch = optional_torch("PyTorch row") if want("torch (eager)") else None
     if torch is not None:
         pt = {k: torch.from_numpy(v.copy()) for k, v in p.items()}
         xt, yt = torch.from_numpy(x.copy()), torch.from_numpy(y.astype(np.int64))
-        step_torch = m.make_torch_step(torch)
+        step_torch = torch_train_step(torch, m.LOGITS["torch"], m.NAMES, m.LR)
         w["torch (eager)"] = lambda: step_torch(pt, xt, yt)
     ag = optional_import("autograd", "HIPS autograd row") if want("autograd") else None
     if ag is not None:
-        step_ag = m.make_autograd_step(ag, optional_import("autograd.numpy"))
+        step_ag = autograd_train_step(ag, optional_import("autograd.numpy"),
+                                      m.LOGITS["autograd"], m.NAMES, m.LR)
         w["autograd"] = lambda: step_ag(p, x, y)
     if not reference:
         return {m.STEP: w}, {m.STEP: None}
@@ -433,6 +436,20 @@ def jit_train_step(lib, np_, logits, names, lr):
     def step(p, x, y):
         val, g = lib.value_and_grad(loss)(p, x, y)
         return {k: p[k] - lr * g[k] for k in names}, val
+    return step
+
+
+def torch_train_step(torch, logits, names, lr):
+    """The same training step in PyTorch eager: ``F.cross_entropy`` of
+    ``logits(torch, params, x)``, ``backward()`` and the update under ``no_grad``."""
+    cross_entropy = torch.nn.functional.cross_entropy
+
+    def step(p, x, y):
+        q = {k: v.detach().requires_grad_(True) for k, v in p.items()}
+        loss = cross_entropy(logits(torch, q, x), y)
+        loss.backward()
+        with torch.no_grad():
+            return {k: q[k] - lr * q[k].grad for k in names}, loss.detach()
     return step
 
 

@@ -164,52 +164,40 @@ def _logits(np_, lax, p, x):
     return h.reshape(h.shape[0], -1) @ p["w3"] + p["b3"]
 
 
-def make_fnx_step():
-    fnx, fnp = H.import_fnx()
-    return H.jit_train_step(fnx, fnp, _logits, NAMES, LR)
-
-
-def make_jax_step(jax, jnp):
-    return H.jit_train_step(jax, jnp, _logits, NAMES, LR)
-
-
-def make_torch_step(torch):
+def _torch_logits(torch, p, x):
     F = torch.nn.functional
-
-    def step(p, x, y):
-        leaves = {k: v.detach().requires_grad_(True) for k, v in p.items()}
-        h = F.max_pool2d(F.relu(F.conv2d(x, leaves["w1"], leaves["b1"])), 2)
-        h = F.max_pool2d(F.relu(F.conv2d(h, leaves["w2"], leaves["b2"])), 2)
-        logits = h.reshape(h.shape[0], -1) @ leaves["w3"] + leaves["b3"]
-        loss = F.cross_entropy(logits, y)
-        loss.backward()
-        with torch.no_grad():
-            return {k: leaves[k] - LR * leaves[k].grad for k in NAMES}, loss.detach()
-    return step
+    h = F.max_pool2d(F.relu(F.conv2d(x, p["w1"], p["b1"])), 2)
+    h = F.max_pool2d(F.relu(F.conv2d(h, p["w2"], p["b2"])), 2)
+    return h.reshape(h.shape[0], -1) @ p["w3"] + p["b3"]
 
 
-def make_autograd_step(ag, agnp):
-    def conv(x, w, b):
-        k = w.shape[2]
-        ho, wo = x.shape[2] - k + 1, x.shape[3] - k + 1
-        out = 0.0
-        for i in range(k):
-            for j in range(k):
-                out = out + agnp.einsum("nchw,oc->nohw", x[:, :, i:i + ho, j:j + wo],
-                                        w[:, :, i, j])
-        return out + b[None, :, None, None]
+def _autograd_conv(agnp, x, w, b):
+    """A VALID convolution as a sum over the kernel taps (autograd has no conv)."""
+    k = w.shape[2]
+    ho, wo = x.shape[2] - k + 1, x.shape[3] - k + 1
+    out = 0.0
+    for i in range(k):
+        for j in range(k):
+            out = out + agnp.einsum("nchw,oc->nohw", x[:, :, i:i + ho, j:j + wo],
+                                    w[:, :, i, j])
+    return out + b[None, :, None, None]
 
-    def pool(h):
-        n, c, hh, ww = h.shape
-        hp, wp = hh // 2, ww // 2
-        return agnp.max(agnp.max(h[:, :, :2 * hp, :2 * wp].reshape(n, c, hp, 2, wp, 2),
-                                 axis=5), axis=3)
 
-    def logits(agnp, p, x):
-        h = pool(agnp.maximum(conv(x, p["w1"], p["b1"]), 0.0))
-        h = pool(agnp.maximum(conv(h, p["w2"], p["b2"]), 0.0))
-        return agnp.dot(h.reshape(h.shape[0], -1), p["w3"]) + p["b3"]
-    return H.autograd_train_step(ag, agnp, logits, NAMES, LR)
+def _autograd_pool(agnp, h):
+    """2x2 max pool, stride 2."""
+    n, c, hh, ww = h.shape
+    hp, wp = hh // 2, ww // 2
+    return agnp.max(agnp.max(h[:, :, :2 * hp, :2 * wp].reshape(n, c, hp, 2, wp, 2), axis=5),
+                    axis=3)
+
+
+def _autograd_logits(agnp, p, x):
+    h = _autograd_pool(agnp, agnp.maximum(_autograd_conv(agnp, x, p["w1"], p["b1"]), 0.0))
+    h = _autograd_pool(agnp, agnp.maximum(_autograd_conv(agnp, h, p["w2"], p["b2"]), 0.0))
+    return agnp.dot(h.reshape(h.shape[0], -1), p["w3"]) + p["b3"]
+
+
+LOGITS = {"jit": _logits, "torch": _torch_logits, "autograd": _autograd_logits}
 
 
 # --- workloads, check, goals ------------------------------------------------------------------

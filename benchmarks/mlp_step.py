@@ -94,35 +94,20 @@ def _logits(np_, lax, p, x):
     return h @ p["w3"] + p["b3"]
 
 
-def make_fnx_step():
-    fnx, fnp = H.import_fnx()
-    return H.jit_train_step(fnx, fnp, _logits, NAMES, LR)
-
-
-def make_jax_step(jax, jnp):
-    return H.jit_train_step(jax, jnp, _logits, NAMES, LR)
-
-
-def make_torch_step(torch):
+def _torch_logits(torch, p, x):
     F = torch.nn.functional
-
-    def step(p, x, y):
-        q = {k: v.detach().requires_grad_(True) for k, v in p.items()}
-        h = F.relu(torch.addmm(q["b1"], x, q["w1"]))
-        h = F.relu(torch.addmm(q["b2"], h, q["w2"]))
-        loss = F.cross_entropy(torch.addmm(q["b3"], h, q["w3"]), y)
-        loss.backward()
-        with torch.no_grad():
-            return {k: q[k] - LR * q[k].grad for k in NAMES}, loss.detach()
-    return step
+    h = F.relu(torch.addmm(p["b1"], x, p["w1"]))
+    h = F.relu(torch.addmm(p["b2"], h, p["w2"]))
+    return torch.addmm(p["b3"], h, p["w3"])
 
 
-def make_autograd_step(ag, agnp):
-    def logits(agnp, p, x):
-        h = agnp.maximum(agnp.dot(x, p["w1"]) + p["b1"], 0.0)
-        h = agnp.maximum(agnp.dot(h, p["w2"]) + p["b2"], 0.0)
-        return agnp.dot(h, p["w3"]) + p["b3"]
-    return H.autograd_train_step(ag, agnp, logits, NAMES, LR)
+def _autograd_logits(agnp, p, x):
+    h = agnp.maximum(agnp.dot(x, p["w1"]) + p["b1"], 0.0)
+    h = agnp.maximum(agnp.dot(h, p["w2"]) + p["b2"], 0.0)
+    return agnp.dot(h, p["w3"]) + p["b3"]
+
+
+LOGITS = {"jit": _logits, "torch": _torch_logits, "autograd": _autograd_logits}
 
 
 # --- workloads, check, goals ------------------------------------------------------------------
