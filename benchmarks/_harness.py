@@ -266,7 +266,44 @@ def arg_parser(description: str) -> argparse.ArgumentParser:
                    help="timed rounds per library (default 51, 9 with --quick)")
     p.add_argument("--raw", action="store_true",
                    help="do not subtract the timing loop + empty-lambda call overhead")
+    p.add_argument("--openblas-kernels", default="fastest", metavar="NAME",
+                   help="the kernel set NumPy's OpenBLAS runs (NumPy's matmuls, so fnx's "
+                        "and the NumPy rows'): 'fastest' (default: timed on float32 GEMMs "
+                        "under the run's threads, see fnx.backends.blas), 'picked' (the one "
+                        "OpenBLAS picked when it loaded) or a name such as Haswell")
     return p
+
+
+# --- NumPy's BLAS kernels ----------------------------------------------------------------
+
+def choose_openblas_kernels(how):
+    """Apply ``--openblas-kernels``: ``(kernels before, a line for the report, a dict
+    for the JSON)``; the kernels before are None when nothing was switched (or NumPy's
+    BLAS cannot be switched: the line says so)."""
+    import_fnx()
+    from fnx.backends import blas
+    now = blas.openblas_kernels()
+    if now is None:
+        name, _config = blas.numpy_blas()
+        return None, f"NumPy's BLAS: {name} (kernels not switchable; --openblas-kernels " \
+                     f"ignored)", {"blas": name}
+    picked = blas.picked_openblas_kernels()
+    info = {"openblas_picked": picked, "openblas_choices": blas.openblas_kernel_choices()}
+    if how == "picked":
+        before = blas.use_openblas_kernels(picked)
+        why = "the set OpenBLAS picked (--openblas-kernels picked)"
+    elif how == "fastest":
+        before = now
+        _best, times = blas.fastest_openblas_kernels()
+        info["openblas_fastest_s"] = times
+        why = ("fastest on float32 GEMMs of a training step (" + ", ".join(
+            f"{k} {v * 1e3:.2f} ms" for k, v in sorted(times.items(), key=lambda kv: kv[1]))
+            + f"); OpenBLAS picked {picked}")
+    else:
+        before = blas.use_openblas_kernels(how)
+        why = f"--openblas-kernels {how}; OpenBLAS picked {picked}"
+    info["openblas_kernels"] = blas.openblas_kernels()
+    return before, f"NumPy's OpenBLAS kernels: {info['openblas_kernels']}, {why}", info
 
 
 # --- threads ---------------------------------------------------------------------------
@@ -502,9 +539,10 @@ def _version(mod):
 
 
 def format_report(title, results, overhead_ns, goal_rows, *, raw=False, threads=None,
-                  pinned=None, fail="FAIL", late=None, sections=()):
+                  pinned=None, fail="FAIL", late=None, sections=(), blas=None):
     """The printed report: machine and library versions, how it measured, the threads
-    (``threads=None``: the script has no ``--threads``), the table, ``sections`` (more
+    (``threads=None``: the script has no ``--threads``), ``blas`` (a line on NumPy's
+    BLAS kernels, from :func:`choose_openblas_kernels`), the table, ``sections`` (more
     text blocks, measured outside :func:`bench`), notes, the goals
     (``{"goal", "measured", "passed"}`` rows; ``passed`` None prints SKIP)."""
     m = machine_info()
@@ -523,6 +561,8 @@ def format_report(title, results, overhead_ns, goal_rows, *, raw=False, threads=
                         else "each library's default (--threads 0)")
                      + (f"; process pinned to CPU {', '.join(map(str, pinned))} (XLA's pool "
                         "follows the affinity mask, not its flags)" if pinned else ""))
+    if blas:
+        lines.append(blas)
     if results:
         lines += ["", format_table(results)]
     for sec in sections:
@@ -572,7 +612,9 @@ def run_main(argv, doc, name, title, build, check, goals, *, target_ms=3.0, extr
     mask = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
     late = limit_threads(n) if n else None
     pinned = pin_cpus(n) if n else None
+    kernels_before = None
     try:
+        kernels_before, blas_line, blas_json = choose_openblas_kernels(args.openblas_kernels)
         repeats = args.repeats or (9 if args.quick else 51)
         workloads, refs = build(args)
         check(workloads, refs)
@@ -582,17 +624,21 @@ def run_main(argv, doc, name, title, build, check, goals, *, target_ms=3.0, extr
         goal_rows = goals(results)
         print(format_report(title, results, overhead, goal_rows, raw=args.raw, threads=n,
                             pinned=pinned, fail=fail, late=late,
-                            sections=more.get("sections", ())))
+                            sections=more.get("sections", ()), blas=blas_line))
         if args.json:
             extra = {} if n is None else {"threads": n, "pinned_cpus": pinned}
             dump_json(args.json, results, benchmark=name, overhead_ns=overhead,
-                      overhead_subtracted=not args.raw, **extra, **more.get("json", {}),
+                      overhead_subtracted=not args.raw, **extra, **blas_json,
+                      **more.get("json", {}),
                       goals=goal_rows, notes=notes() + ([late] if late else []))
         out = {"results": results, "overhead_ns": overhead, "goals": goal_rows}
         if after is not None:
             out["extra"] = more
         return out
     finally:
+        if kernels_before is not None:
+            from fnx.backends import blas
+            blas.use_openblas_kernels(kernels_before)
         if pinned:
             os.sched_setaffinity(0, mask)
         if n:

@@ -2,6 +2,7 @@
 only unless competitors are installed), so they keep running as fnx changes. The
 numbers are not checked here: speed goals live in ``benchmarks/``, never in tests."""
 import importlib
+import json
 import os
 
 import numpy as np
@@ -28,13 +29,16 @@ def test_check_results_catches_a_wrong_row():
             H.check_results({"w": {"bad": wrong}}, ref, rtol=1e-6, atol=0)
 
 
-def test_run_main_restores_threads_and_affinity(tmp_path, capsys):
+def test_run_main_restores_threads_affinity_and_blas_kernels(tmp_path, capsys):
+    from fnx.backends import blas
     env = {k: os.environ.get(k) for k in ("OMP_NUM_THREADS", "XLA_FLAGS")}
     mask = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+    kernels = blas.openblas_kernels()
     seen = {}
 
     def build(args):
         seen["omp"] = os.environ.get("OMP_NUM_THREADS")
+        seen["kernels"] = blas.openblas_kernels()
         return {"w": {"fnx": lambda: 1.0, "numpy": lambda: 1.0}}, {"w": 1.0}
 
     def check(w, r):
@@ -46,11 +50,19 @@ def test_run_main_restores_threads_and_affinity(tmp_path, capsys):
     out = H.run_main(["--quick", "--repeats", "3", "--json", str(tmp_path / "o.json")],
                      "doc", "test", "test", build, check, goals)
     assert seen["omp"] == "1" and out["goals"][0]["passed"] is None
-    assert "[SKIP] g: m" in capsys.readouterr().out
+    text = capsys.readouterr().out
+    assert "[SKIP] g: m" in text
     assert {k: os.environ.get(k) for k in env} == env
     if mask is not None:
         assert os.sched_getaffinity(0) == mask
-    assert (tmp_path / "o.json").exists()
+    assert blas.openblas_kernels() == kernels
+    doc = json.loads((tmp_path / "o.json").read_text())
+    if kernels is not None:  # the run timed the choices and ran the fastest
+        assert doc["openblas_kernels"] == seen["kernels"]
+        assert set(doc["openblas_fastest_s"]) <= set(blas.openblas_kernel_choices())
+        assert f"NumPy's OpenBLAS kernels: {seen['kernels']}, fastest" in text
+    else:
+        assert "kernels not switchable" in text
 
 
 def test_run_all_entry_point(tmp_path, capsys):
