@@ -266,20 +266,25 @@ def arg_parser(description: str) -> argparse.ArgumentParser:
                    help="timed rounds per library (default 51, 9 with --quick)")
     p.add_argument("--raw", action="store_true",
                    help="do not subtract the timing loop + empty-lambda call overhead")
-    p.add_argument("--openblas-kernels", default="fastest", metavar="NAME",
-                   help="the kernel set NumPy's OpenBLAS runs (NumPy's matmuls, so fnx's "
-                        "and the NumPy rows'): 'fastest' (default: timed on float32 GEMMs "
-                        "under the run's threads, see fnx.backends.blas), 'picked' (the one "
-                        "OpenBLAS picked when it loaded) or a name such as Haswell")
     return p
+
+
+def add_openblas_argument(p, default):
+    p.add_argument("--openblas-kernels", default=default, metavar="NAME",
+                   help="the kernel set NumPy's OpenBLAS runs (NumPy's matmuls, so fnx's "
+                        "and the NumPy rows'): 'fastest' (the fnx rows timed under each set "
+                        "the CPU can run, see fnx.backends.blas), 'picked' (the one OpenBLAS "
+                        f"picked when it loaded) or a name such as Haswell; default {default}")
 
 
 # --- NumPy's BLAS kernels ----------------------------------------------------------------
 
-def choose_openblas_kernels(how):
+def choose_openblas_kernels(how, workloads):
     """Apply ``--openblas-kernels``: ``(kernels before, a line for the report, a dict
     for the JSON)``; the kernels before are None when nothing was switched (or NumPy's
-    BLAS cannot be switched: the line says so)."""
+    BLAS cannot be switched: the line says so). ``fastest`` times the ``fnx`` rows of
+    ``workloads`` (one after the other) under each kernel set, as a user tuning for
+    their own step would."""
     import_fnx()
     from fnx.backends import blas
     now = blas.openblas_kernels()
@@ -293,10 +298,15 @@ def choose_openblas_kernels(how):
         before = blas.use_openblas_kernels(picked)
         why = "the set OpenBLAS picked (--openblas-kernels picked)"
     elif how == "fastest":
+        steps = [rows["fnx"] for rows in workloads.values() if "fnx" in rows]
+
+        def run():
+            for step in steps:
+                step()
         before = now
-        _best, times = blas.fastest_openblas_kernels()
+        _best, times = blas.fastest_openblas_kernels(run)
         info["openblas_fastest_s"] = times
-        why = ("fastest on float32 GEMMs of a training step (" + ", ".join(
+        why = ("fastest for the fnx step (" + ", ".join(
             f"{k} {v * 1e3:.2f} ms" for k, v in sorted(times.items(), key=lambda kv: kv[1]))
             + f"); OpenBLAS picked {picked}")
     else:
@@ -579,7 +589,7 @@ def format_report(title, results, overhead_ns, goal_rows, *, raw=False, threads=
 # --- a script's main() ----------------------------------------------------------------------
 
 def run_main(argv, doc, name, title, build, check, goals, *, target_ms=3.0, extra_args=None,
-             threads=True, fail="FAIL", after=None):
+             threads=True, fail="FAIL", after=None, tune_blas=False):
     """A benchmark script's ``main(argv)``; returns ``{"results", "overhead_ns", "goals"}``.
 
     ``doc``: the script's docstring (its first paragraph is the ``--help`` text);
@@ -593,6 +603,12 @@ def run_main(argv, doc, name, title, build, check, goals, *, target_ms=3.0, extr
     measures what the interleaved harness does not and returns ``{"sections": [text
     blocks for the report], "json": {extra JSON keys}}`` (also returned, as "extra").
 
+    ``--openblas-kernels`` picks the kernel set of NumPy's OpenBLAS for the run (and
+    restores it): with ``tune_blas`` (a one-workload training step) the default is
+    ``fastest``, the fnx step timed under each set, as a user tuning for that model
+    would (:func:`fnx.backends.blas.fastest_openblas_kernels`); without, ``picked``
+    (OpenBLAS's own pick: one set for workloads whose best sets differ).
+
     With ``--threads N`` (default 1; 0: each library's own) the thread variables are
     set before the libraries load (:func:`limit_threads`) and the process is pinned
     to N CPUs (:func:`pin_cpus`); both are undone when it returns, so a test process
@@ -604,6 +620,7 @@ def run_main(argv, doc, name, title, build, check, goals, *, target_ms=3.0, extr
                        help="compute threads for every library (BLAS, OpenMP, XLA, PyTorch), "
                             "and the process pinned to N CPUs; default 1 (steady on a small "
                             "shared machine); 0: each library's own default, no pinning")
+    add_openblas_argument(p, "fastest" if tune_blas else "picked")
     if extra_args is not None:
         extra_args(p)
     args = p.parse_args(argv)
@@ -614,10 +631,11 @@ def run_main(argv, doc, name, title, build, check, goals, *, target_ms=3.0, extr
     pinned = pin_cpus(n) if n else None
     kernels_before = None
     try:
-        kernels_before, blas_line, blas_json = choose_openblas_kernels(args.openblas_kernels)
         repeats = args.repeats or (9 if args.quick else 51)
         workloads, refs = build(args)
         check(workloads, refs)
+        kernels_before, blas_line, blas_json = choose_openblas_kernels(args.openblas_kernels,
+                                                                      workloads)
         results, overhead = bench(workloads, repeats=repeats, warmup_ms=2 if args.quick else 20,
                                   target_ms=target_ms, subtract_overhead=not args.raw)
         more = after(args) if after is not None else {}

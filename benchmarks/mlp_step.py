@@ -149,7 +149,7 @@ def goals(results):
 
 def main(argv=None):
     return H.run_main(argv, __doc__, "mlp_step", "MLP step", lambda args: build_workloads(),
-                      check, goals)
+                      check, goals, tune_blas=True)
 
 
 if __name__ == "__main__":

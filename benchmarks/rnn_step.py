@@ -126,7 +126,7 @@ def goals(results):
 
 def main(argv=None):
     return H.run_main(argv, __doc__, "rnn_step", "RNN step", lambda args: build(), check, goals,
-                      target_ms=30.0, fail="MISS")
+                      target_ms=30.0, fail="MISS", tune_blas=True)
 
 
 if __name__ == "__main__":

@@ -14,7 +14,8 @@ the kernels at run time, after NumPy is imported:
 * :func:`picked_openblas_kernels`: the one OpenBLAS picked when it loaded;
 * :func:`openblas_kernel_choices`: the kernel sets this CPU can run;
 * :func:`use_openblas_kernels`: switch to one, returning the previous one;
-* :func:`fastest_openblas_kernels`: time the choices on some GEMMs and keep the fastest.
+* :func:`fastest_openblas_kernels`: time the choices on your step (or on GEMMs) and
+  keep the fastest.
 
 The switch is process-wide: it changes NumPy's own matmuls too (their speed, and the
 rounding of their sums, as any other BLAS would). Switch when no other thread is inside
@@ -26,6 +27,7 @@ from __future__ import annotations
 
 import ctypes
 import glob
+import math
 import os
 import threading
 import time
@@ -41,6 +43,10 @@ _SAME_LEVEL = {"zen": "haswell"}
 # (batch 128 through 784- and 512-wide layers: forward, the input gradient against a
 # transposed weight, the weight gradient against a transposed activation).
 DEFAULT_SHAPES = ((128, 784, 512), (128, 512, 512), (512, 128, 512))
+# Multiply-adds a timed shape stands for (smaller products are repeated up to it).
+_ROUND_WORK = 128 * 784 * 512
+# A timed round calls the workload at least this long.
+_MIN_ROUND_S = 0.01
 
 _lock = threading.Lock()
 _state = {}  # "lib": the CDLL or None, "picked": the kernel set in use when first looked at
@@ -222,50 +228,65 @@ def _switch(lib, name):
             os.environ["OPENBLAS_CORETYPE"] = old
 
 
-def fastest_openblas_kernels(dtype=np.float32, shapes=DEFAULT_SHAPES, *, rounds=5,
-                             candidates=None):
-    """Time the kernel sets on GEMMs and switch to the fastest; returns ``(name,
-    {name: seconds})``, seconds being the best round's time over all GEMMs.
+def fastest_openblas_kernels(run=None, *, dtype=np.float32, shapes=DEFAULT_SHAPES,
+                             rounds=5, candidates=None):
+    """Time the kernel sets and switch to the fastest; returns ``(name, {name:
+    seconds})``, seconds being the best round's time.
 
-    ``shapes``: ``(m, k, n)`` triples, each timed as ``a @ b`` and ``c @ b.T`` (``a``
-    m x k, ``b`` k x n, ``c`` m x n: a forward product and a gradient against a
-    transposed weight) in ``dtype``; ``candidates``: the sets to try (default: those
-    of :func:`openblas_kernel_choices` from Haswell's level up, or only the one in use
-    when OpenBLAS picked an older set). The candidates take turns within each round so
-    that a drifting machine treats them alike."""
+    ``run``: a zero-argument callable to time, best your own training step (called a
+    few times per round; its results are dropped). Which set wins depends on the whole
+    step, not only its largest matmuls: on the Zen 4 above, Haswell's kernels won the
+    MLP step's GEMMs and the MLP step, won an RNN's GEMMs timed alone, and lost that
+    RNN's step by 14%. Without ``run``: GEMMs of ``shapes``, ``(m, k, n)`` triples,
+    each timed as ``a @ b`` and ``c @ b.T`` (``a`` m x k, ``b`` k x n, ``c`` m x n) in
+    ``dtype``, a small product repeated to weigh as much as a 128x784x512 one.
+    ``candidates``: the sets to try (default: those of :func:`openblas_kernel_choices`
+    from Haswell's level up, or only the one in use when OpenBLAS picked an older set).
+    The candidates take turns within each round so that a drifting machine treats
+    them alike; round 0 only warms up."""
     lib = _require()
     if candidates is None:
         choices = openblas_kernel_choices()
         floor = _level("Haswell")
         candidates = [c for c in choices if (_level(c) or 0) >= floor] or [_corename(lib)]
     candidates = list(dict.fromkeys(candidates))
-    rng = np.random.default_rng(0)
-    mats = []
-    for m, k, n in shapes:
-        a = rng.standard_normal((m, k)).astype(dtype)
-        b = rng.standard_normal((k, n)).astype(dtype)
-        c = rng.standard_normal((m, n)).astype(dtype)
-        mats.append((a, b, c))
-
-    def one_round():
-        t0 = time.perf_counter()
-        for a, b, c in mats:
-            np.matmul(a, b)
-            np.matmul(c, b.T)
-        return time.perf_counter() - t0
-
+    if run is None:
+        run = _gemm_workload(dtype, shapes)
+    calls = 1
     best = {c: float("inf") for c in candidates}
     start = openblas_kernels()
     try:
         for r in range(rounds + 1):
             for cand in candidates:
                 use_openblas_kernels(cand)
-                t = one_round()
-                if r:  # round 0 warms caches and OpenBLAS's buffers up
-                    best[cand] = min(best[cand], t)
+                t0 = time.perf_counter()
+                for _ in range(calls):
+                    run()
+                t = time.perf_counter() - t0
+                if r:
+                    best[cand] = min(best[cand], t / calls)
+                elif t < _MIN_ROUND_S:  # round 0 also sizes the rounds
+                    calls = max(calls, math.ceil(_MIN_ROUND_S / max(t, 1e-6)))
     except BaseException:
         use_openblas_kernels(start)
         raise
     winner = min(candidates, key=best.__getitem__)
     use_openblas_kernels(winner)
     return winner, best
+
+
+def _gemm_workload(dtype, shapes):
+    rng = np.random.default_rng(0)
+    mats = []
+    for m, k, n in shapes:
+        a = rng.standard_normal((m, k)).astype(dtype)
+        b = rng.standard_normal((k, n)).astype(dtype)
+        c = rng.standard_normal((m, n)).astype(dtype)
+        mats.append((a, b, c, max(1, round(_ROUND_WORK / max(m * k * n, 1)))))
+
+    def run():
+        for a, b, c, reps in mats:
+            for _ in range(reps):
+                np.matmul(a, b)
+                np.matmul(c, b.T)
+    return run
