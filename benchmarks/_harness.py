@@ -269,20 +269,12 @@ def arg_parser(description: str) -> argparse.ArgumentParser:
     return p
 
 
-def add_openblas_argument(p, default):
-    p.add_argument("--openblas-kernels", default=default, metavar="NAME",
-                   help="the kernel set NumPy's OpenBLAS runs (NumPy's matmuls, so fnx's "
-                        "and the NumPy rows'): 'fastest' (the fnx rows timed under each set "
-                        "the CPU can run, see fnx.backends.blas), 'picked' (the one OpenBLAS "
-                        f"picked when it loaded) or a name such as Haswell; default {default}")
-
-
 # --- NumPy's BLAS kernels ----------------------------------------------------------------
 
 def choose_openblas_kernels(how, workloads):
     """Apply ``--openblas-kernels``: ``(kernels before, a line for the report, a dict
-    for the JSON)``; the kernels before are None when nothing was switched (or NumPy's
-    BLAS cannot be switched: the line says so). ``fastest`` times the ``fnx`` rows of
+    for the JSON)``; the kernels before (to restore afterwards) are None when NumPy's
+    BLAS cannot be switched (the line says so). ``fastest`` times the ``fnx`` rows of
     ``workloads`` (one after the other) under each kernel set, as a user tuning for
     their own step would."""
     import_fnx()
@@ -295,7 +287,7 @@ def choose_openblas_kernels(how, workloads):
     picked = blas.picked_openblas_kernels()
     info = {"openblas_picked": picked, "openblas_choices": blas.openblas_kernel_choices()}
     if how == "picked":
-        before = blas.use_openblas_kernels(picked)
+        blas.use_openblas_kernels(picked)
         why = "the set OpenBLAS picked (--openblas-kernels picked)"
     elif how == "fastest":
         steps = [rows["fnx"] for rows in workloads.values() if "fnx" in rows]
@@ -303,17 +295,16 @@ def choose_openblas_kernels(how, workloads):
         def run():
             for step in steps:
                 step()
-        before = now
         _best, times = blas.fastest_openblas_kernels(run)
         info["openblas_fastest_s"] = times
         why = ("fastest for the fnx step (" + ", ".join(
             f"{k} {v * 1e3:.2f} ms" for k, v in sorted(times.items(), key=lambda kv: kv[1]))
             + f"); OpenBLAS picked {picked}")
     else:
-        before = blas.use_openblas_kernels(how)
+        blas.use_openblas_kernels(how)
         why = f"--openblas-kernels {how}; OpenBLAS picked {picked}"
     info["openblas_kernels"] = blas.openblas_kernels()
-    return before, f"NumPy's OpenBLAS kernels: {info['openblas_kernels']}, {why}", info
+    return now, f"NumPy's OpenBLAS kernels: {info['openblas_kernels']}, {why}", info
 
 
 # --- threads ---------------------------------------------------------------------------
@@ -620,7 +611,12 @@ def run_main(argv, doc, name, title, build, check, goals, *, target_ms=3.0, extr
                        help="compute threads for every library (BLAS, OpenMP, XLA, PyTorch), "
                             "and the process pinned to N CPUs; default 1 (steady on a small "
                             "shared machine); 0: each library's own default, no pinning")
-    add_openblas_argument(p, "fastest" if tune_blas else "picked")
+    default = "fastest" if tune_blas else "picked"
+    p.add_argument("--openblas-kernels", default=default, metavar="NAME",
+                   help="the kernel set NumPy's OpenBLAS runs (NumPy's matmuls, so fnx's "
+                        "and the NumPy rows'): 'fastest' (the fnx rows timed under each set "
+                        "the CPU can run, see fnx.backends.blas), 'picked' (the one OpenBLAS "
+                        f"picked when it loaded) or a name such as Haswell; default {default}")
     if extra_args is not None:
         extra_args(p)
     args = p.parse_args(argv)

@@ -44,7 +44,7 @@ _SAME_LEVEL = {"zen": "haswell"}
 # transposed weight, the weight gradient against a transposed activation).
 DEFAULT_SHAPES = ((128, 784, 512), (128, 512, 512), (512, 128, 512))
 # Multiply-adds a timed shape stands for (smaller products are repeated up to it).
-_ROUND_WORK = 128 * 784 * 512
+_ROUND_WORK = math.prod(DEFAULT_SHAPES[0])
 # A timed round calls the workload at least this long.
 _MIN_ROUND_S = 0.01
 
@@ -254,7 +254,7 @@ def fastest_openblas_kernels(run=None, *, dtype=np.float32, shapes=DEFAULT_SHAPE
         run = _gemm_workload(dtype, shapes)
     calls = 1
     best = {c: float("inf") for c in candidates}
-    start = openblas_kernels()
+    start = _corename(lib)
     try:
         for r in range(rounds + 1):
             for cand in candidates:
