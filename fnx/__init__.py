@@ -10,7 +10,9 @@
     print(fnx.make_ir(f)(fnp.ones(3)))
 """
 from . import errors, tree_util
-from ._config import config
+from ._config import (config, debug_infs, debug_nans, default_matmul_precision,  # noqa: F401
+                      disable_jit, enable_checks, log_compiles, numpy_dtype_promotion,
+                      numpy_rank_promotion)
 from .core.array import Array
 from .core.ir import IR, check_ir, eval_ir
 from .core.primitive import Primitive, ShapeDtypeStruct
@@ -27,6 +29,7 @@ from . import testing  # noqa: E402  (after the transforms it checks)
 from . import nn, optim, random, scipy  # noqa: E402  (user-level libraries over numpy/lax)
 from . import datasets, serialization  # noqa: E402  (digits; flax-format checkpoints)
 from . import extend, kernels, onnx  # noqa: E402  (kernels/onnx attach the primitives' hooks)
+from . import debug, example_libraries, test_util, tree  # noqa: E402,F401  (JAX's names)
 from .core import primitive as _primitive  # noqa: E402
 
 _primitive.BUILTIN = frozenset(_primitive.REGISTRY)  # fnx's own primitives (not users')

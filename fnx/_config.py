@@ -1,32 +1,243 @@
-"""``fnx.config``: accepts the JAX flags that ported code sets.
+"""``fnx.config``: JAX's configuration flags, with JAX's names and meanings.
 
-fnx has no global precision switch: 64-bit arrays stay 64-bit and defaults
-are 32-bit, whatever ``jax_enable_x64`` says. The flag is accepted (and
-readable) so code written for JAX runs unchanged.
+Ported code sets flags the way it does under JAX::
+
+    fnx.config.update("jax_enable_x64", True)      # or JAX_ENABLE_X64=1 in the environment
+    fnx.config.jax_enable_x64                       # reads the current value
+    with fnx.disable_jit(): ...                     # a flag as a context manager
+
+Every flag fnx knows is listed in ``FLAGS`` with what fnx does with it. A flag
+fnx implements changes behaviour as in JAX; a flag that cannot change a result
+here (log and cache settings, the traceback filter) is accepted and recorded;
+a value fnx cannot honour (a GPU platform, the old non-partitionable threefry)
+raises ``ValueError`` saying so. An unknown flag raises ``AttributeError``, so a
+misspelt flag is never silently ignored.
+
+Flags are read at their point of use (``config.values[name]`` is a plain dict
+lookup, cheap enough for the hot paths). Components that cache something that
+depends on a flag register ``on_change(name, fn)``; ``trace_context()`` is the
+tuple of the values that change what a traced function means, and is part of
+``jit``'s cache key, as in JAX.
+
+Context managers (``fnx.disable_jit()``, ``fnx.debug_nans(True)``, ...) set a
+flag for the ``with`` block and restore the previous value afterwards. Unlike
+JAX's, they are process-wide rather than per thread.
 """
+from __future__ import annotations
+
+import contextlib
+import os
+
+
+def _bool(name, value):
+    if isinstance(value, str):
+        low = value.strip().lower()
+        if low in ("1", "true", "t", "yes", "y", "on"):
+            return True
+        if low in ("0", "false", "f", "no", "n", "off", ""):
+            return False
+        raise ValueError(f"fnx.config: {name} takes a boolean, got {value!r}")
+    if value is None or isinstance(value, (bool, int)):
+        return bool(value)
+    raise ValueError(f"fnx.config: {name} takes a boolean, got {value!r}")
+
+
+def _choice(*allowed, refused=()):
+    def check(name, value):
+        if value in refused:
+            raise ValueError(f"fnx.config: {name}={value!r} is not supported by fnx "
+                             f"({refused[value]}); use one of {list(allowed)}")
+        if value not in allowed:
+            raise ValueError(f"fnx.config: {name} takes one of {list(allowed)}, got {value!r}")
+        return value
+    return check
+
+
+def _anything(name, value):
+    return value
+
+
+def _platform(name, value):
+    if value is None:
+        return value
+    for part in str(value).split(","):
+        if part.strip().lower() not in ("cpu", ""):
+            raise ValueError(f"fnx.config: {name}={value!r}: fnx runs on the CPU only in this "
+                             "version (the GPU backend is not built yet); use 'cpu' or None")
+    return value
+
+
+def _precision(name, value):
+    allowed = (None, "default", "high", "highest", "bfloat16", "tensorfloat32", "float32",
+               "bfloat16_3x", "fastest", "ANY_F8_ANY_F8_F32", "F32_F32_F32", "BF16_BF16_F32")
+    if value not in allowed:
+        raise ValueError(f"fnx.config: {name} takes one of {list(allowed)}, got {value!r}")
+    return value
+
+
+def _true_only(reason):
+    def check(name, value):
+        value = _bool(name, value)
+        if not value:
+            raise ValueError(f"fnx.config: {name}=False is not supported by fnx ({reason})")
+        return value
+    return check
+
+
+# name: (default, validator, what fnx does with it)
+FLAGS = {
+    "jax_enable_x64": (False, _bool, "64-bit defaults and inputs (else narrowed to 32 bits)"),
+    "jax_debug_nans": (False, _bool, "raise FloatingPointError at the primitive making a NaN"),
+    "jax_debug_infs": (False, _bool, "raise FloatingPointError at the primitive making an inf"),
+    "jax_disable_jit": (False, _bool, "jit runs the function eagerly"),
+    "jax_numpy_rank_promotion": ("allow", _choice("allow", "warn", "raise"),
+                                 "implicit rank promotion in fnx.numpy broadcasting"),
+    "jax_numpy_dtype_promotion": ("standard", _choice("standard", "strict"),
+                                  "'strict' refuses implicit promotion between dtypes"),
+    "jax_default_matmul_precision": (None, _precision,
+                                     "recorded; NumPy's CPU matmuls run at full precision"),
+    "jax_platform_name": (None, _platform, "only the CPU exists"),
+    "jax_platforms": (None, _platform, "only the CPU exists"),
+    "jax_default_prng_impl": ("threefry2x32", _choice("threefry2x32"),
+                              "fnx.random is threefry-2x32"),
+    "jax_threefry_partitionable": (True, _true_only("fnx derives keys the partitionable way, "
+                                                    "JAX's default since 0.5"),
+                                   "always on"),
+    "jax_enable_checks": (False, _bool, "check the IR after every pass"),
+    "jax_log_compiles": (False, _bool, "log each jit compilation"),
+    "jax_explain_cache_misses": (False, _bool, "log why a jit cache lookup missed"),
+    "jax_check_tracer_leaks": (False, _bool, "recorded; fnx always detects leaked tracers"),
+    "jax_traceback_filtering": ("auto", _choice("auto", "off", "tracebackhide",
+                                                "remove_frames", "quiet_remove_frames"),
+                                "recorded; fnx does not filter tracebacks"),
+    "jax_compilation_cache_dir": (None, _anything, "recorded; compiles are in memory"),
+    "jax_persistent_cache_min_compile_time_secs": (1.0, _anything, "recorded"),
+    "jax_persistent_cache_min_entry_size_bytes": (0, _anything, "recorded"),
+    "jax_transfer_guard": (None, _anything, "recorded; one device, no transfers"),
+    "jax_default_device": (None, _anything, "recorded; one device"),
+    "jax_dynamic_shapes": (False, _choice(False), "shapes are static"),
+    "jax_spmd_mode": ("allow_all", _anything, "recorded"),
+    "jax_use_shardy_partitioner": (False, _anything, "recorded; no partitioner"),
+    "jax_cpu_enable_async_dispatch": (True, _anything, "recorded; dispatch is synchronous"),
+    "jax_pprint_use_color": (True, _anything, "recorded"),
+}
+
+# Flags whose value changes what a traced function computes: part of jit's cache key.
+TRACE_FLAGS = ("jax_enable_x64", "jax_numpy_rank_promotion", "jax_numpy_dtype_promotion",
+               "jax_default_matmul_precision", "jax_debug_nans", "jax_debug_infs")
 
 
 class Config:
-    _KNOWN = {"jax_enable_x64": False, "jax_platform_name": "cpu", "jax_debug_nans": False,
-              "jax_disable_jit": False, "jax_default_matmul_precision": None}
+    """The flag values; ``update`` sets one, attribute access reads one."""
 
     def __init__(self):
-        self._values = dict(self._KNOWN)
+        object.__setattr__(self, "values", {n: d for n, (d, _, _) in FLAGS.items()})
+        object.__setattr__(self, "_listeners", {})
+        for name, (_, check, _) in FLAGS.items():
+            for prefix in ("FNX_", ""):
+                env = os.environ.get(prefix + name.upper())
+                if env is not None:
+                    self.values[name] = check(name, env)
+                    break
 
     def update(self, name, value):
-        if name not in self._KNOWN:
-            raise AttributeError(f"fnx.config: unknown option {name!r}; known options are "
-                                 f"{sorted(self._KNOWN)}")
-        self._values[name] = value
+        """Set flag ``name`` (JAX's name, e.g. ``"jax_enable_x64"``) to ``value``."""
+        if name not in FLAGS:
+            raise AttributeError(f"fnx.config: unknown flag {name!r}; fnx knows "
+                                 f"{', '.join(sorted(FLAGS))}")
+        value = FLAGS[name][1](name, value)
+        old = self.values[name]
+        self.values[name] = value
+        if old != value:
+            for fn in self._listeners.get(name, ()):
+                fn(value)
 
     def read(self, name):
-        return self._values[name]
+        if name not in FLAGS:
+            raise AttributeError(f"fnx.config: unknown flag {name!r}")
+        return self.values[name]
+
+    def on_change(self, name, fn):
+        """Call ``fn(new_value)`` whenever flag ``name`` changes value."""
+        self._listeners.setdefault(name, []).append(fn)
+
+    def trace_context(self):
+        v = self.values
+        return tuple(v[n] for n in TRACE_FLAGS)
+
+    @property
+    def x64_enabled(self):
+        return self.values["jax_enable_x64"]
+
+    def config_with_absl(self):
+        """JAX reads its flags from absl here; fnx has no absl flags, so nothing to do."""
+
+    def parse_flags_with_absl(self):
+        """JAX parses ``--jax_*`` command-line flags here; fnx reads them from ``sys.argv``."""
+        import sys
+        for arg in sys.argv[1:]:
+            if arg.startswith("--jax_") and "=" in arg:
+                name, value = arg[2:].split("=", 1)
+                if name in FLAGS:
+                    self.update(name, value)
+
+    @contextlib.contextmanager
+    def _override(self, name, value):
+        old = self.values[name]
+        self.update(name, value)
+        try:
+            yield
+        finally:
+            self.update(name, old)
 
     def __getattr__(self, name):
-        try:
-            return self._values[name]
-        except KeyError:
-            raise AttributeError(name) from None
+        values = object.__getattribute__(self, "values")
+        if name in values:
+            return values[name]
+        raise AttributeError(f"fnx.config has no flag {name!r}")
+
+    def __setattr__(self, name, value):
+        raise AttributeError(f"set flags with fnx.config.update({name!r}, value)")
+
+    def __repr__(self):
+        return "fnx.config(" + ", ".join(f"{n}={v!r}" for n, v in self.values.items()) + ")"
 
 
 config = Config()
+
+
+def disable_jit(disable: bool = True):
+    """``with fnx.disable_jit():`` runs jitted functions eagerly inside the block."""
+    return config._override("jax_disable_jit", disable)
+
+
+def debug_nans(value: bool = True):
+    return config._override("jax_debug_nans", value)
+
+
+def debug_infs(value: bool = True):
+    return config._override("jax_debug_infs", value)
+
+
+def enable_x64(value: bool = True):
+    return config._override("jax_enable_x64", value)
+
+
+def numpy_rank_promotion(value):
+    return config._override("jax_numpy_rank_promotion", value)
+
+
+def numpy_dtype_promotion(value):
+    return config._override("jax_numpy_dtype_promotion", value)
+
+
+def default_matmul_precision(value):
+    return config._override("jax_default_matmul_precision", value)
+
+
+def enable_checks(value: bool = True):
+    return config._override("jax_enable_checks", value)
+
+
+def log_compiles(value: bool = True):
+    return config._override("jax_log_compiles", value)

@@ -25,7 +25,7 @@ from .sorting import *  # noqa: F401,F403
 from .setops import *  # noqa: F401,F403
 from .statistics import *  # noqa: F401,F403
 from .einsum import einsum  # noqa: F401
-from . import linalg  # noqa: F401
+from . import fft, linalg  # noqa: F401
 
 __array_api_version__ = "2023.12"
 

@@ -1,2 +1,2 @@
-"""``fnx.scipy``: SciPy's names over fnx arrays."""
-from . import special  # noqa: F401
+"""``fnx.scipy``: SciPy's names over fnx arrays, as ``jax.scipy`` has them."""
+from . import linalg, optimize, signal, special, stats  # noqa: F401

@@ -1,0 +1,1 @@
+"""``fnx.example_libraries``: JAX's stax and optimizers (being written)."""

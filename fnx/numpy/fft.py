@@ -1,0 +1,1 @@
+"""``fnx.numpy.fft``: the Array API fft extension (being written)."""

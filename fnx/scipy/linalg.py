@@ -1,0 +1,1 @@
+"""``fnx.scipy.linalg``: JAX's ``jax.scipy.linalg`` (being written)."""

@@ -1,0 +1,1 @@
+"""``fnx.scipy.optimize``: JAX's ``jax.scipy.optimize`` (being written)."""

@@ -1,0 +1,1 @@
+"""``fnx.scipy.signal``: JAX's ``jax.scipy.signal`` (being written)."""

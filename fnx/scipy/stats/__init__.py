@@ -1,0 +1,1 @@
+"""``fnx.scipy.stats``: JAX's ``jax.scipy.stats`` (being written)."""

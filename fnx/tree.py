@@ -1,0 +1,1 @@
+"""``fnx.tree``: JAX's ``jax.tree`` namespace over fnx pytrees (being written)."""
