@@ -237,3 +237,28 @@ if bfloat16 is not None:
 
 def short_name(dtype) -> str:
     return SHORT_NAMES.get(dtype, str(dtype))
+
+
+# --- defaults that follow jax_enable_x64 ---------------------------------------
+# Code that needs a default dtype calls these (never the constants above), so the
+# answer follows ``fnx.config.update("jax_enable_x64", ...)``.
+
+def default_float() -> np.dtype:
+    """float32, or float64 under ``jax_enable_x64``."""
+    return float_
+
+
+def default_int() -> np.dtype:
+    """int32, or int64 under ``jax_enable_x64``."""
+    return int_
+
+
+def default_complex() -> np.dtype:
+    """complex64, or complex128 under ``jax_enable_x64``."""
+    return complex_
+
+
+def canonical(dtype) -> np.dtype:
+    """The dtype fnx makes for a requested ``dtype``: 64-bit types narrow to 32 bits
+    unless ``jax_enable_x64`` is on (as in JAX)."""
+    return canonicalize(dtype)
