@@ -41,6 +41,9 @@ __all__ = [
     # registration
     "register_pytree_node", "register_pytree_with_keys",
     "register_pytree_node_class", "register_static", "register_dataclass",
+    "register_pytree_with_keys_class", "Partial", "KeyEntry", "KeyPath",
+    "flatten_one_level", "flatten_one_level_with_keys", "is_tree_node",
+    "tree_broadcast", "tree_reduce_associative", "treedef_tuple", "static",
 ]
 
 
@@ -366,7 +369,8 @@ def _tuple_getter(names: tuple) -> Callable:
 
 def register_dataclass(nodetype: type | None = None,
                        data_fields: Iterable[str] | None = None,
-                       meta_fields: Iterable[str] | None = None):
+                       meta_fields: Iterable[str] | None = None,
+                       drop_fields: Iterable[str] = ()):
     """Register a dataclass-like type as a pytree node.
 
     ``data_fields`` are children (leaves or subtrees), keyed by
@@ -376,12 +380,14 @@ def register_dataclass(nodetype: type | None = None,
 
     Works as a bare class decorator on a dataclass: then data fields are its
     ``init`` fields without ``metadata={'static': True}`` and meta fields
-    those with it.  ``register_dataclass(data_fields=..., meta_fields=...)``
+    those with it.  ``drop_fields``: init fields left out of the tree
+    (unflattening leaves them to their defaults).  ``register_dataclass(data_fields=..., meta_fields=...)``
     returns a decorator.
     """
     if nodetype is None:
         return functools.partial(register_dataclass, data_fields=data_fields,
-                                 meta_fields=meta_fields)
+                                 meta_fields=meta_fields, drop_fields=drop_fields)
+    drop = set(drop_fields)
     if data_fields is None and meta_fields is None:
         if not dataclasses.is_dataclass(nodetype):
             raise TypeError(
@@ -389,7 +395,7 @@ def register_dataclass(nodetype: type | None = None,
                 f"data_fields and meta_fields must be given explicitly.")
         data, meta = [], []
         for f in dataclasses.fields(nodetype):
-            if f.init:
+            if f.init and f.name not in drop:
                 (meta if f.metadata.get("static", False) else data).append(
                     f.name)
     else:
@@ -406,7 +412,7 @@ def register_dataclass(nodetype: type | None = None,
                          f"without repeats")
     if dataclasses.is_dataclass(nodetype):
         init = {f.name for f in dataclasses.fields(nodetype) if f.init}
-        missing = init - set(data_t + meta_t)
+        missing = init - set(data_t + meta_t) - drop
         extra = set(data_t + meta_t) - init
         if missing or extra:
             raise ValueError(
@@ -507,8 +513,8 @@ def _flatten_is_leaf(x, leaves, is_leaf):
             tuple([_flatten_is_leaf(c, leaves, is_leaf) for c in children]))
 
 
-def _flatten_with_path(x, path, out, is_leaf):
-    if is_leaf is not None and is_leaf(x):
+def _flatten_with_path(x, path, out, is_leaf, takes_path=False):
+    if is_leaf is not None and (is_leaf(path, x) if takes_path else is_leaf(x)):
         out.append((path, x))
         return None
     h = _handler_for(x)
@@ -516,7 +522,7 @@ def _flatten_with_path(x, path, out, is_leaf):
         out.append((path, x))
         return None
     keyed, aux = h.flatten_with_keys(x)
-    return (h, aux, tuple([_flatten_with_path(c, path + (k,), out, is_leaf)
+    return (h, aux, tuple([_flatten_with_path(c, path + (k,), out, is_leaf, takes_path)
                            for k, c in keyed]))
 
 
@@ -668,6 +674,18 @@ def _node_repr(node) -> str:
     return f"CustomNode({h.type.__name__}[{aux!r}], [{', '.join(parts)}])"
 
 
+def _hash_skeleton(node):
+    """``node`` with each unhashable aux data replaced by its type (for ``__hash__``)."""
+    if node is None:
+        return None
+    h, aux, children = node
+    try:
+        hash(aux)
+    except TypeError:
+        aux = ("<unhashable>", type(aux))
+    return (h, aux, tuple([_hash_skeleton(c) for c in children]))
+
+
 def _compose(outer, inner):
     if outer is None:
         return inner
@@ -751,7 +769,10 @@ class PyTreeDef:
     def __hash__(self):
         h = self._hash
         if h is None:
-            h = hash(self._node)
+            try:
+                h = hash(self._node)
+            except TypeError:  # unhashable aux data (a dict of settings): as JAX, the
+                h = hash(_hash_skeleton(self._node))  # hash skips it; == still compares it
             _set_hash(self, h)
         return h
 
@@ -883,27 +904,29 @@ def tree_map(f: Callable, tree, *rest,
     return _unflatten(node, iter(new))
 
 
-def tree_flatten_with_path(tree,
-                           is_leaf: Callable[[Any], bool] | None = None):
-    """Return ``([(key_path, leaf), ...], treedef)``."""
+def tree_flatten_with_path(tree, is_leaf: Callable[..., bool] | None = None,
+                           is_leaf_takes_path: bool = False):
+    """Return ``([(key_path, leaf), ...], treedef)``. With ``is_leaf_takes_path``,
+    `is_leaf` is called as ``is_leaf(key_path, x)``."""
     out = []
-    node = _flatten_with_path(tree, (), out, is_leaf)
+    node = _flatten_with_path(tree, (), out, is_leaf, is_leaf_takes_path)
     return out, _make_treedef(node, len(out))
 
 
-def tree_leaves_with_path(tree,
-                          is_leaf: Callable[[Any], bool] | None = None):
+def tree_leaves_with_path(tree, is_leaf: Callable[..., bool] | None = None,
+                          is_leaf_takes_path: bool = False):
     """Return ``[(key_path, leaf), ...]``."""
     out = []
-    _flatten_with_path(tree, (), out, is_leaf)
+    _flatten_with_path(tree, (), out, is_leaf, is_leaf_takes_path)
     return out
 
 
 def tree_map_with_path(f: Callable, tree, *rest,
-                       is_leaf: Callable[[Any], bool] | None = None):
+                       is_leaf: Callable[..., bool] | None = None,
+                       is_leaf_takes_path: bool = False):
     """Like `tree_map`, but calls ``f(key_path, x, *xs)``."""
     pairs = []
-    node = _flatten_with_path(tree, (), pairs, is_leaf)
+    node = _flatten_with_path(tree, (), pairs, is_leaf, is_leaf_takes_path)
     others = [_flatten_up_to_checked(node, r, "tree_map_with_path")
               for r in rest]
     new = [f(p, x, *xs) for (p, x), *xs in zip(pairs, *others)]
@@ -959,3 +982,176 @@ def tree_transpose(outer_treedef: PyTreeDef, inner_treedef: PyTreeDef | None,
     subtrees = [tree_unflatten(outer_treedef, leaves[i::n_in])
                 for i in range(n_in)]
     return tree_unflatten(inner_treedef, subtrees)
+
+
+def tree_reduce_associative(operation: Callable, tree, *,
+                            identity: Any = _NO_INITIALIZER,
+                            is_leaf: Callable[[Any], bool] | None = None):
+    """Reduce the leaves with an associative `operation`, as a balanced tree of
+    calls: the leaves are halved (the first half has ``n // 2``), each half
+    reduced, then the two combined.  `identity` is returned for a tree without
+    leaves (a TypeError without it)."""
+    leaves = tree_leaves(tree, is_leaf)
+    if not leaves:
+        if identity is _NO_INITIALIZER:
+            raise TypeError("tree_reduce_associative: the tree has no leaves; pass "
+                            "identity= (the operation's neutral element) to reduce "
+                            "an empty tree")
+        return identity
+
+    def halves(xs):
+        if len(xs) == 1:
+            return xs[0]
+        mid = len(xs) // 2
+        return operation(halves(xs[:mid]), halves(xs[mid:]))
+
+    return halves(leaves)
+
+
+def tree_broadcast(prefix_tree, full_tree,
+                   is_leaf: Callable[[Any], bool] | None = None):
+    """`full_tree`'s structure with each leaf of `prefix_tree` repeated over the
+    leaves of the subtree of `full_tree` at its place (`prefix_tree` must be a
+    prefix of `full_tree`)."""
+    leaves, node = [], None
+    node = (_flatten(prefix_tree, leaves) if is_leaf is None
+            else _flatten_is_leaf(prefix_tree, leaves, is_leaf))
+    subtrees = _flatten_up_to_checked(node, full_tree, "tree_broadcast")
+    out = []
+    for leaf, sub in zip(leaves, subtrees):
+        sub_leaves, sub_def = tree_flatten(sub, is_leaf)
+        out.append(tree_unflatten(sub_def, [leaf] * len(sub_leaves)))
+    return out[0] if node is None else _unflatten(node, iter(out))
+
+
+def treedef_tuple(treedefs: Iterable[PyTreeDef]) -> PyTreeDef:
+    """The treedef of a tuple whose children have the given treedefs."""
+    treedefs = list(treedefs)
+    for t in treedefs:
+        if type(t) is not PyTreeDef:
+            raise TypeError(f"treedef_tuple: expected PyTreeDefs, got "
+                            f"{type(t).__qualname__}")
+    return _make_treedef((_TUPLE_H, None, tuple(t._node for t in treedefs)),
+                         sum(t._num_leaves for t in treedefs))
+
+
+def _node_handler_or_raise(tree, what):
+    h = _handler_for(tree)
+    if h is None:
+        raise ValueError(f"{what}: can't flatten a leaf of type "
+                         f"{type(tree).__qualname__} by one level; it is not a "
+                         f"registered pytree node (register it with "
+                         f"register_pytree_node)")
+    return h
+
+
+def flatten_one_level(tree):
+    """``(children, aux_data)`` of the pytree node `tree` (its direct children,
+    not flattened further).  A leaf raises ValueError."""
+    h = _node_handler_or_raise(tree, "flatten_one_level")
+    children, aux = h.flatten(tree)
+    if h.kind == "namedtuple":  # as JAX: the fields as a list, the type as the aux data
+        return list(children), h.type
+    if h.code == _DICT_CODE:
+        return tuple(children), aux
+    return children, aux
+
+
+def flatten_one_level_with_keys(tree):
+    """``(((key, child), ...), aux_data)`` of the pytree node `tree`."""
+    h = _node_handler_or_raise(tree, "flatten_one_level_with_keys")
+    keyed, aux = h.flatten_with_keys(tree)
+    return tuple(tuple(kc) for kc in keyed), aux
+
+
+def is_tree_node(typ: type) -> bool:
+    """True when instances of `typ` are pytree nodes (built in, registered or a
+    namedtuple), not leaves."""
+    if not isinstance(typ, type):
+        raise TypeError(f"is_tree_node: expected a type, got {typ!r}")
+    h = _dispatch_get(typ, _MISS)
+    if h is _MISS:
+        h = _resolve(typ)
+    return h is not None
+
+
+def register_pytree_with_keys_class(cls: type) -> type:
+    """Class decorator: register `cls` with its ``tree_flatten_with_keys(self)``
+    method (``(((key, child), ...), aux_data)``) and its
+    ``tree_unflatten(cls, aux_data, children)`` classmethod (and
+    ``tree_flatten`` when it has one)."""
+    flat = getattr(cls, "tree_flatten", None)
+    register_pytree_with_keys(
+        cls, operator.methodcaller("tree_flatten_with_keys"), cls.tree_unflatten,
+        operator.methodcaller("tree_flatten") if flat is not None else None)
+    return cls
+
+
+def static(**kwargs):
+    """``dataclasses.field(...)`` marked ``metadata={'static': True}``: a meta field
+    of a dataclass registered with `register_dataclass`."""
+    metadata = dict(kwargs.pop("metadata", None) or {})
+    metadata["static"] = True
+    return dataclasses.field(metadata=metadata, **kwargs)
+
+
+KeyEntry = Any          # one step of a key path (SequenceKey, DictKey, ...)
+KeyPath = tuple         # a tuple of KeyEntry
+
+
+class _CallableShim:
+    """Holds a ``functools.partial`` as the function of a `Partial` without
+    ``functools.partial`` merging its arguments into the new one (the
+    arguments of each level must stay where they are in the tree)."""
+    __slots__ = ("fn",)
+
+    def __init__(self, fn):
+        self.fn = fn
+
+    def __call__(self, *args, **kwargs):
+        return self.fn(*args, **kwargs)
+
+    def __eq__(self, other):
+        return isinstance(other, _CallableShim) and self.fn is other.fn
+
+    def __hash__(self):
+        return id(self.fn)
+
+    def __repr__(self):
+        return repr(self.fn)
+
+
+class Partial(functools.partial):
+    """``functools.partial`` that is a pytree: the bound positional and keyword
+    arguments are its children (arrays there are traced by jit, differentiated,
+    batched), the function is static aux data.  Use it to pass a function with
+    array arguments already bound through a transformation::
+
+        step = Partial(fnp.add, fnp.ones(3))
+        fnx.jit(lambda f, x: f(x))(step, 1.0)
+    """
+
+    def __new__(cls, func, *args, **kw):
+        if isinstance(func, functools.partial):
+            func = _CallableShim(func)
+        return super().__new__(cls, func, *args, **kw)
+
+
+def _partial_flatten(p):
+    return (p.args, p.keywords), p.func
+
+
+def _partial_flatten_with_keys(p):
+    return ([(GetAttrKey("args"), p.args), (GetAttrKey("keywords"), p.keywords)],
+            p.func)
+
+
+def _partial_unflatten(func, children):
+    args, keywords = children
+    if isinstance(func, _CallableShim):
+        func = func.fn
+    return Partial(func, *args, **keywords)
+
+
+register_pytree_with_keys(Partial, _partial_flatten_with_keys, _partial_unflatten,
+                          _partial_flatten)
