@@ -18,7 +18,7 @@ from .core.ir import IR, check_ir, eval_ir
 from .core.primitive import Primitive, ShapeDtypeStruct
 from .core.tracing import eval_shape, make_ir
 from . import numpy, lax  # noqa: E402  (after core: they build on it)
-from .transforms.jit import jit
+from .transforms.jit import clear_caches, jit
 from .lax import stop_gradient
 from .transforms.jvp import jvp
 from .transforms.vmap import vmap

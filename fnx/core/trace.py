@@ -17,6 +17,9 @@ import contextvars
 import os
 import sys
 
+import numpy as np
+
+from .._config import config
 from ..errors import LeakedTracerError
 
 _PKG_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -120,3 +123,112 @@ def parent_context(trace: Trace):
 def bind(prim, args, params):
     """Hand a primitive call to the current trace."""
     return _current.get().process_primitive(prim, args, params)
+
+
+# --- jax_debug_nans / jax_debug_infs ---------------------------------------------------------
+# With either flag on, every primitive evaluated eagerly has its floating-point outputs
+# checked, and a NaN (or inf) raises FloatingPointError naming the primitive and the
+# user's line. The check is installed on ``EVAL`` itself when a flag turns on and removed
+# when both are off, so eager dispatch costs nothing extra otherwise. ``jit`` checks its
+# compiled function's values and re-runs the IR one equation at a time
+# (``check_ir_values``) to find the culprit.
+
+def nonfinite_kind(value):
+    """``"nan"`` or ``"inf"`` when ``value`` (a NumPy array or scalar) holds one that the
+    debug flags ask about, else None."""
+    dt = getattr(value, "dtype", None)
+    if dt is None or dt.kind not in "fc":
+        return None
+    v = config.values
+    if v["jax_debug_nans"] and np.isnan(value).any():
+        return "nan"
+    if v["jax_debug_infs"] and np.isinf(value).any():
+        return "inf"
+    return None
+
+
+def _raise_nonfinite(kind, prim_name, source, where=""):
+    flag = "jax_debug_nans" if kind == "nan" else "jax_debug_infs"
+    raise FloatingPointError(
+        f"invalid value ({kind}) encountered in {prim_name}{where}, at {source}. "
+        f"({flag} is on, so every floating-point result is checked; turn it off with "
+        f"fnx.config.update({flag!r}, False) if this value is intended.)")
+
+
+def _checking_process_primitive(prim, args, params):
+    out = EvalTrace.process_primitive(EVAL, prim, args, params)
+    outs = out if prim.multiple_results else (out,)
+    for o in outs:
+        kind = nonfinite_kind(o._value)
+        if kind is not None:
+            sub = params.get("ir")
+            if sub is not None and hasattr(sub, "eqns"):  # a call (jit): name what inside
+                check_ir_values(sub, list(args), f"jit({params.get('name', prim.name)})")
+            _raise_nonfinite(kind, prim.name, user_frame_info(2))
+    return out
+
+
+def check_ir_values(ir, args, where):
+    """Evaluate ``ir`` on concrete ``args`` one equation at a time, raising
+    FloatingPointError at the first equation whose output holds a NaN/inf the debug
+    flags ask about, with its primitive and the line that traced it. Calls (jit) are
+    entered. Raises FloatingPointError naming ``where`` if no equation produced one
+    (only the compiled code did)."""
+    from .array import Array
+    from .ir import Literal
+    token = _current.set(EVAL)
+    try:
+        env = {}
+        for v, x in zip(ir.constvars, ir.consts):
+            env[v] = x if isinstance(x, Array) else Array._wrap(x)
+        env.update(zip(ir.invars, args))
+
+        def read(v):
+            return Array._wrap(v.value, v.aval.weak_type) if type(v) is Literal else env[v]
+
+        for e in ir.eqns:
+            ins = [read(v) for v in e.inputs]
+            out = EvalTrace.process_primitive(EVAL, e.prim, ins, e.params)
+            outs = out if e.prim.multiple_results else [out]
+            for o in outs:
+                kind = nonfinite_kind(o._value)
+                if kind is None:
+                    continue
+                sub = e.params.get("ir")
+                if sub is not None and hasattr(sub, "eqns"):
+                    check_ir_values(sub, ins, f"jit({e.params.get('name', e.prim.name)})")
+                _raise_nonfinite(kind, e.prim.name, e.source, f" (inside {where})")
+            env.update(zip(e.outputs, outs))
+    finally:
+        _current.reset(token)
+    kind = "nan" if config.values["jax_debug_nans"] else "inf"
+    raise FloatingPointError(
+        f"invalid value ({kind}) encountered in {where}: its compiled code produced it, but "
+        "evaluating its equations one at a time did not (a difference between the compiled "
+        "and the eager code worth reporting)")
+
+
+def _debug_flags_changed(_value=None):
+    """Install or remove the eager check. Eager ``grad`` normally runs each primitive's
+    derivative as compiled code (``cache_eager_vjp``); while checking, it evaluates them
+    primitive by primitive instead, forward and backward, so each one is checked."""
+    from .primitive import REGISTRY
+    v = config.values
+    if v["jax_debug_nans"] or v["jax_debug_infs"]:
+        EVAL.process_primitive = _checking_process_primitive
+        for prim in list(REGISTRY.values()):
+            if prim not in _SAVED_CACHE_VJP:
+                _SAVED_CACHE_VJP[prim] = prim.cache_eager_vjp
+                prim.cache_eager_vjp = False
+    else:
+        EVAL.__dict__.pop("process_primitive", None)
+        for prim, cached in _SAVED_CACHE_VJP.items():
+            prim.cache_eager_vjp = cached
+        _SAVED_CACHE_VJP.clear()
+
+
+_SAVED_CACHE_VJP: dict = {}
+config.on_change("jax_debug_nans", _debug_flags_changed)
+config.on_change("jax_debug_infs", _debug_flags_changed)
+if config.values["jax_debug_nans"] or config.values["jax_debug_infs"]:  # set by environment
+    _debug_flags_changed()

@@ -13,7 +13,9 @@ import numpy as np
 
 from .. import tree_util
 from .array import Array, Tracer, to_array
-from .ir import IR, Eqn, Literal, Var, optimize
+from .._config import config
+from ..errors import IRCheckError
+from .ir import IR, Eqn, Literal, Var, check_ir, cse, dce, optimize, simplify
 from .primitive import ShapeDtypeStruct, aval_of
 from .trace import Trace, trace_context, user_frame_info
 
@@ -96,7 +98,27 @@ def trace_flat(fun, in_avals, name="jit", parent=None):
         args = [trace.new_arg(a) for a in in_avals]
         outs = fun(*args)
         outvars = [trace.to_atom(o, f"output {i} of {name}") for i, o in enumerate(outs)]
-    return optimize(IR(trace.invars, outvars, trace.eqns, trace.constvars, trace.consts))
+    ir = IR(trace.invars, outvars, trace.eqns, trace.constvars, trace.consts)
+    if config.values["jax_enable_checks"]:
+        return checked_optimize(ir, name)
+    return optimize(ir)
+
+
+def checked_optimize(ir, name="jit"):
+    """``optimize`` with the IR checker run on its input and after each pass
+    (``jax_enable_checks``); a failure names the pass that broke the IR."""
+    _check_after(ir, "tracing", name)
+    for pass_ in (simplify, cse, dce):
+        ir = _check_after(pass_(ir), pass_.__name__, name)
+    return ir
+
+
+def _check_after(ir, what, name):
+    try:
+        return check_ir(ir)
+    except IRCheckError as e:
+        raise IRCheckError(f"{name}: the IR is inconsistent after {what} "
+                           f"(jax_enable_checks): {e}") from e
 
 
 def _check_output_leaf(x, path, name):

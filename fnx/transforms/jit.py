@@ -10,19 +10,23 @@ a primitive that carries the IR, so outer transformations see one call.
 from __future__ import annotations
 
 import functools
+import inspect
+import logging
 import sys
+import time
 import weakref
 
 import numpy as np
 
 from .. import tree_util
+from .._config import TRACE_FLAGS, config
 from ..backends.buffers import RING_HELD
 from ..backends.numpy_codegen import compile_ir
 from ..core import dtypes
 from ..core.array import Array, Tracer, _Deleted, to_array
 from ..core.ir import IR, check_ir
 from ..core.primitive import Primitive
-from ..core.trace import EVAL, get_trace
+from ..core.trace import EVAL, check_ir_values, get_trace, nonfinite_kind, user_frame_info
 from ..core.tracing import flatten_static, rebuild_call, trace_flat, _normalize_argnums
 from ..errors import ShapeError
 
@@ -49,6 +53,8 @@ def _jit_rule(*args, ir, name):
 def _jit_impl(*args, ir, name):
     return _compiled(ir)(*args)
 
+
+_LOG = logging.getLogger("fnx")
 
 jit_p = Primitive("jit", shape_rule=_jit_rule, impl=_jit_impl, multiple_results=True)
 
@@ -108,7 +114,7 @@ class Lowered:
 class _Entry:
     """One cached signature: IR, out tree, generated code."""
     __slots__ = ("ir", "out_tree", "compiled", "fn", "out_weak", "in_tree", "in_avals", "name",
-                 "single_array", "hoisted", "donated")
+                 "single_array", "hoisted", "donated", "ctx", "checked")
 
     def __init__(self, ir, out_tree, in_tree, name, donated=()):
         self.ir = ir
@@ -122,6 +128,8 @@ class _Entry:
         self.out_weak = [a.weak_type for a in ir.out_avals]
         self.single_array = out_tree == _SINGLE_LEAF
         self.hoisted = None
+        self.ctx = None      # the trace context it was made under (the fast path checks it)
+        self.checked = None  # the variant returning intermediates too (jax_debug_nans)
 
     def run(self, raw, offered=None):
         """The outputs as Arrays; ``offered``: the donated buffers the call may reuse."""
@@ -158,66 +166,335 @@ def _leaf_key(x):
     return (a.shape, a.dtype, a.weak_type)
 
 
+# --- the cache: the function's, not the wrapper's --------------------------------------------
+# As in JAX, ``jit(f)(x)`` in a loop traces ``f`` once: traces are cached per function
+# (held weakly, compared by identity: a new lambda or ``functools.partial`` object is a new
+# function, and so is a bound method once the previous one is gone) and per jit options,
+# and each signature's key includes ``config.trace_context()`` (x64 and the other flags
+# that change what a traced function means).
+
+class _Cache:
+    """The traces of one (function, jit options): signature key -> _Entry."""
+    __slots__ = ("entries", "fast", "fast_trees", "trace_count", "__weakref__")
+
+    def __init__(self):
+        self.entries = {}
+        self.fast = {}        # (per-argument keys) -> entry: arguments all Arrays
+        self.fast_trees = {}  # (pytree structure, per-leaf keys) -> entry: Array leaves
+        self.trace_count = 0
+
+    def clear(self):
+        self.entries.clear()
+        self.fast.clear()
+        self.fast_trees.clear()
+
+
+_FUN_CACHES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # fun -> {options: _Cache}
+_ALL_CACHES: "weakref.WeakSet[_Cache]" = weakref.WeakSet()
+
+
+def _cache_for(fun, options):
+    try:
+        per_fun = _FUN_CACHES.get(fun)
+        if per_fun is None:
+            per_fun = _FUN_CACHES[fun] = {}
+    except TypeError:  # not weakly referenceable or not hashable: the wrapper's own cache
+        per_fun = {}
+    cache = per_fun.get(options)
+    if cache is None:
+        cache = per_fun[options] = _Cache()
+        _ALL_CACHES.add(cache)
+    return cache
+
+
+def clear_caches():
+    """Drop every jit trace and compiled function (``jax.clear_caches``); the next call
+    of each jitted function traces again."""
+    for cache in list(_ALL_CACHES):
+        cache.clear()
+    _COMPILED.clear()
+    from . import tape
+    for table in ("_SEEN", "_RULES", "_FUSED_SEEN", "_FUSED"):
+        d = getattr(tape, table, None)
+        if isinstance(d, dict):
+            d.clear()
+
+
+# The fast path (a known signature of plain Arrays) checks that the entry was made under
+# the current trace context by identity: ``_CTX[0]`` is the interned context, or a fresh
+# object no entry holds while jit is disabled or NaN/inf checks are on (those take the
+# full path).
+_INTERNED: dict = {}
+_CTX = [None]
+
+
+def _intern_ctx():
+    ctx = config.trace_context()
+    return _INTERNED.setdefault(ctx, ctx)
+
+
+def _refresh_ctx(_value=None):
+    v = config.values
+    if v["jax_disable_jit"] or v["jax_debug_nans"] or v["jax_debug_infs"]:
+        _CTX[0] = object()
+    else:
+        _CTX[0] = _intern_ctx()
+
+
+for _flag in (*TRACE_FLAGS, "jax_disable_jit", "jax_debug_nans", "jax_debug_infs"):
+    config.on_change(_flag, _refresh_ctx)
+_refresh_ctx()
+
+
+# --- static and donated arguments by position and by name ------------------------------------
+
+_POSITIONAL = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+
+
+def _as_names(names):
+    if names is None:
+        return ()
+    return (names,) if isinstance(names, str) else tuple(names)
+
+
+def _as_nums(nums):
+    if nums is None:
+        return ()
+    return (nums,) if isinstance(nums, int) else tuple(nums)
+
+
+def _resolve_args(fun, name, nums, names, what):
+    """JAX's rule: argnums and argnames each imply the other through ``fun``'s signature,
+    so a static (or donated) argument is one however it is passed. Returns (nums, names,
+    signature or None)."""
+    nums, names = _as_nums(nums), _as_names(names)
+    for i in nums:
+        if not isinstance(i, int) or isinstance(i, bool):
+            raise TypeError(f"jit({name}): {what}_argnums must be ints, got {nums!r}")
+    for n in names:
+        if not isinstance(n, str):
+            raise TypeError(f"jit({name}): {what}_argnames must be strings, got {names!r}")
+    try:
+        sig = inspect.signature(fun)
+    except (TypeError, ValueError):  # a builtin or C function: take them as given
+        return tuple(sorted(set(nums))), names, None
+    params = sig.parameters
+    positional = [p for p in params.values() if p.kind in _POSITIONAL]
+    var_pos = any(p.kind is inspect.Parameter.VAR_POSITIONAL for p in params.values())
+    var_kw = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    resolved = []
+    for i in nums:
+        j = i + len(positional) if i < 0 and not var_pos else i
+        if not var_pos and not 0 <= j < len(positional):
+            raise ValueError(f"jit({name}) has {what}_argnums={nums!r}, but {name} only "
+                             f"accepts {len(positional)} positional arguments "
+                             f"({', '.join(p.name for p in positional) or 'none'})")
+        resolved.append(j)
+    by_name = {p.name: p for p in params.values()
+               if p.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD,
+                             inspect.Parameter.KEYWORD_ONLY)}
+    if not var_kw:
+        unknown = [n for n in names if n not in by_name]
+        if unknown:
+            raise ValueError(f"jit({name}) has invalid {what}_argnames {unknown}: {name} "
+                             f"takes no such argument (its arguments: "
+                             f"{', '.join(params) or 'none'})")
+    for i, p in enumerate(positional):
+        if p.name in names and p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD:
+            resolved.append(i)
+    names = list(names)
+    for j in resolved:
+        if 0 <= j < len(positional):
+            p = positional[j]
+            if p.kind is inspect.Parameter.POSITIONAL_OR_KEYWORD and p.name not in names:
+                names.append(p.name)
+    return tuple(sorted(set(resolved))), tuple(names), sig
+
+
 class JitFunction:
     """A jit-compiled function (see ``fnx.jit``)."""
 
-    def __init__(self, fun, static_argnums, static_argnames, donate_argnums):
+    def __init__(self, fun, static_argnums, static_argnames, donate_argnums,
+                 donate_argnames=(), keep_unused=False, inline=False):
+        if not callable(fun):
+            raise TypeError(f"jit: expected a function, got {type(fun).__name__} {fun!r}")
         self.fun = fun
-        self.name = getattr(fun, "__name__", "fun")
-        self.static_argnums = _normalize_argnums(static_argnums)
-        self.static_argnames = (static_argnames,) if isinstance(static_argnames, str) \
-            else tuple(static_argnames or ())
-        self.donate_argnums = _normalize_argnums(donate_argnums)
+        self.name = getattr(fun, "__name__", type(fun).__name__)
+        self.static_argnums, self.static_argnames, sig = _resolve_args(
+            fun, self.name, static_argnums, static_argnames, "static")
+        self.donate_argnums, self.donate_argnames, _ = _resolve_args(
+            fun, self.name, donate_argnums, donate_argnames, "donate")
+        self._param_names = None if sig is None else list(sig.parameters)
         overlap = set(self.static_argnums) & set(self.donate_argnums)
         if overlap:
             raise ValueError(f"jit({self.name}): argnums {sorted(overlap)} are both static "
                              "and donated; a static argument has no buffer to donate")
-        self._cache = {}
-        self._fast = {}        # (per-argument keys) -> entry: arguments all Arrays
-        self._fast_trees = {}  # (pytree structure, per-leaf keys) -> entry: Array leaves
-        self.trace_count = 0
+        overlap = set(self.static_argnames) & set(self.donate_argnames)
+        if overlap:
+            raise ValueError(f"jit({self.name}): arguments {sorted(overlap)} are both "
+                             "static and donated; a static argument has no buffer to donate")
+        self._negative = any(i < 0 for i in self.static_argnums)
+        self.keep_unused, self.inline = bool(keep_unused), bool(inline)
+        self._c = _cache_for(fun, (self.static_argnums, self.static_argnames,
+                                   self.donate_argnums, self.donate_argnames))
+        self._cache = self._c.entries
+        self._fast = self._c.fast
+        self._fast_trees = self._c.fast_trees
         functools.update_wrapper(self, fun)
+
+    @property
+    def trace_count(self):
+        """How many times the function was traced (for this jit's options)."""
+        return self._c.trace_count
 
     def _cache_size(self):
         return len(self._cache)
 
+    def clear_cache(self):
+        """Drop this function's traces (for these jit options)."""
+        self._c.clear()
+
+    def _static_nums(self, args):
+        if not self._negative:
+            return self.static_argnums
+        return tuple(sorted({i + len(args) if i < 0 else i for i in self.static_argnums}))
+
     def _signature(self, args, kwargs):
+        nums = self._static_nums(args)
+        static, leaves, in_tree = flatten_static(args, kwargs, nums, self.static_argnames)
+        key = (_intern_ctx(), static, in_tree, tuple(_leaf_key(x) for x in leaves))
         try:
-            static, leaves, in_tree = flatten_static(args, kwargs, self.static_argnums,
-                                                     self.static_argnames)
-            key = (static, in_tree, tuple(_leaf_key(x) for x in leaves))
             hash(key)
-        except TypeError as e:
-            if "unhashable" in str(e):
-                raise TypeError(f"jit({self.name}): static arguments must be hashable; got "
-                                f"{static}. Pass arrays as regular (traced) arguments.") \
-                    from None
-            raise
+        except TypeError:
+            self._unhashable(static)
         return key, static, leaves, in_tree
 
-    def _trace(self, static, leaves, in_tree):
-        flat_fun, out_tree = rebuild_call(self.fun, static, in_tree, self.static_argnums)
+    def _arg_name(self, where):
+        """``where``: a position or a keyword name."""
+        if isinstance(where, str):
+            return f"argument {where!r}"
+        if self._param_names and where < len(self._param_names):
+            return f"argument {where} ({self._param_names[where]!r})"
+        return f"argument {where}"
+
+    def _unhashable(self, static):
+        static_args, static_kwargs = static
+        for where, value in (*static_args, *static_kwargs):
+            try:
+                hash(value)
+            except TypeError as e:
+                raise NonHashableStaticArgError(
+                    f"jit({self.name}): static {self._arg_name(where)} must be hashable, "
+                    f"but got a {type(value).__name__} ({value!r:.80}): {e}. Static "
+                    "arguments key the compilation cache, so they must be hashable and "
+                    "compare by value: pass a tuple instead of a list, a frozen dataclass "
+                    "instead of a dict, or, for an array, pass it as a regular (traced) "
+                    "argument by removing it from static_argnums/static_argnames."
+                ) from None
+        raise NonHashableStaticArgError(f"jit({self.name}): static arguments must be "
+                                        f"hashable; got {static}")
+
+    def _trace(self, static, leaves, in_tree, nums=None):
+        flat_fun, out_tree = rebuild_call(self.fun, static, in_tree,
+                                          self.static_argnums if nums is None else nums)
         avals = [x.aval if isinstance(x, Array) else to_array(x).aval for x in leaves]
+        log = config.values["jax_log_compiles"]
+        t0 = time.perf_counter()
         ir = trace_flat(flat_fun, avals, self.name)
-        self.trace_count += 1
+        self._c.trace_count += 1
+        if log:
+            _LOG.warning("Finished tracing %s for jit in %.4f sec: %s -> %s", self.name,
+                         time.perf_counter() - t0, _avals_str(avals), _avals_str(ir.out_avals))
         return ir, out_tree[0]
 
-    def _entry(self, key, static, leaves, in_tree, args=()):
+    def _entry(self, key, static, leaves, in_tree, args=(), kwargs=None):
         entry = self._cache.get(key)
         if entry is None:
-            ir, out_tree = self._trace(static, leaves, in_tree)
+            if config.values["jax_explain_cache_misses"]:
+                _LOG.warning("%s", self._explain_miss(key, leaves, in_tree))
+            ir, out_tree = self._trace(static, leaves, in_tree, self._static_nums(args))
             if any(isinstance(c, Tracer) for c in ir.consts):
                 return None, ir, out_tree  # closes over an outer trace: not cacheable
             check_ir(ir)
             ir.name = self.name
-            entry = self._cache[key] = _Entry(ir, out_tree, in_tree, self.name,
-                                              self._donated_positions(args))
+            if config.values["jax_log_compiles"]:
+                _LOG.warning("Compiling %s with arguments %s%s", self.name,
+                             _avals_str(ir.in_avals),
+                             f" and static arguments {_static_str(static)}"
+                             if static != ((), ()) else "")
+            entry = self._cache[key] = _Entry(
+                ir, out_tree, in_tree, self.name,
+                self._donated_positions(args, kwargs or {}))
+            entry.ctx = key[0]
         return entry, entry.ir, entry.out_tree
 
-    def _donated_positions(self, args):
+    def _explain_miss(self, key, leaves, in_tree):
+        """Why ``key`` missed the cache (``jax_explain_cache_misses``): the nearest cached
+        signature and what differs from it."""
+        head = f"TRACING CACHE MISS of jit({self.name}) at {user_frame_info(3)} because:"
+        if not self._cache:
+            return f"{head} never seen function (first call of {self.name} with these jit options)"
+        ctx, static, tree, lkeys = key
+
+        def nearest():
+            best = None
+            for k in self._cache:
+                score = (k[0] == ctx, k[1] == static, k[2] == tree,
+                         sum(a == b for a, b in zip(k[3], lkeys)))
+                if best is None or score > best[0]:
+                    best = (score, k)
+            return best[1]
+        old_ctx, old_static, old_tree, old_keys = nearest()
+        reasons = []
+        if old_ctx != ctx:
+            for name, a, b in zip(TRACE_FLAGS, old_ctx, ctx):
+                if a != b:
+                    reasons.append(f"config {name} changed from {a!r} to {b!r}")
+        if old_static != static:
+            old = dict((*old_static[0], *old_static[1]))
+            for where, v in (*static[0], *static[1]):
+                if where not in old:
+                    reasons.append(f"static {self._arg_name(where)} was not passed this "
+                                   f"way before (now {v!r})")
+                elif old[where] != v:
+                    reasons.append(f"static {self._arg_name(where)} changed from "
+                                   f"{old[where]!r} to {v!r}")
+            if not reasons:
+                reasons.append(f"static arguments changed from {_static_str(old_static)} "
+                               f"to {_static_str(static)}")
+        if old_tree != tree:
+            reasons.append(f"the argument structure changed from {old_tree} to {tree}")
+        elif old_keys != lkeys:
+            paths = [p for p, _ in tree_util.tree_flatten_with_path(
+                tree_util.tree_unflatten(tree, range(len(lkeys))))[0]]
+            for path, a, b in zip(paths, old_keys, lkeys):
+                if a != b:
+                    reasons.append(f"{self._leaf_name(path)} changed from {_key_str(a)} "
+                                   f"to {_key_str(b)}")
+        return head + "".join("\n  " + r for r in reasons)
+
+    def _leaf_name(self, path):
+        """A dynamic leaf's name from its key path in ``(dyn_args, dyn_kwargs)``."""
+        path = list(path)
+        if not path:
+            return "an argument"
+        first = getattr(path[0], "idx", None)
+        rest = tree_util.keystr(path[2:]) if len(path) > 2 else ""
+        if first == 1 and len(path) > 1:  # keyword
+            return f"argument {getattr(path[1], 'key', path[1])!r}{rest}"
+        if len(path) > 1:
+            i = getattr(path[1], "idx", None)
+            if isinstance(i, int):  # position among dynamic args: back to the real one
+                real = [j for j in range(i + len(self.static_argnums) + 1)
+                        if j not in self.static_argnums][i]
+                return self._arg_name(real) + rest
+        return "argument " + tree_util.keystr(path)
+
+    def _donated_positions(self, args, kwargs):
         """The flat leaf positions of the donated arguments (leaves of the dynamic
-        arguments in order; static ones are not leaves)."""
-        if not self.donate_argnums:
+        arguments in order, then of the dynamic keyword arguments in key order; static
+        ones are not leaves)."""
+        if not self.donate_argnums and not self.donate_argnames:
             return ()
         positions, start = [], 0
         for i, a in enumerate(args):
@@ -227,15 +504,21 @@ class JitFunction:
             if i in self.donate_argnums:
                 positions.extend(range(start, start + n))
             start += n
+        dyn_kwargs = {k: v for k, v in kwargs.items() if k not in self.static_argnames}
+        for k in sorted(dyn_kwargs):
+            n = len(tree_util.tree_leaves(dyn_kwargs[k]))
+            if k in self.donate_argnames:
+                positions.extend(range(start, start + n))
+            start += n
         return positions
 
-    def _offer_donated(self, entry, raw, leaves, args):
+    def _offer_donated(self, entry, raw, leaves, args, kwargs=None):
         """The donated leaves' buffers the call may reuse (those nothing but their Array
         references: no other Array, view or export; None for the others), taken after
         invalidating the donated Arrays."""
         offered = [raw[k] if type(leaves[k]) is Array and _sole_buffer(raw, k) else None
                    for k in entry.donated]
-        self._donate(args)
+        self._donate(args, kwargs)
         return offered
 
     def __call__(self, *args, **kwargs):
@@ -246,7 +529,7 @@ class JitFunction:
             elif self._fast_trees:  # pytrees of concrete Arrays, known signature
                 leaves, tree = tree_util.tree_flatten(args)
                 fast = self._fast_trees.get((tree, tuple(map(_fast_key, leaves))))
-            if fast is not None:
+            if fast is not None and fast.ctx is _CTX[0]:
                 raw = [a._value for a in leaves]
                 if fast.donated:
                     outs = fast.fn(*raw, _dn=self._offer_donated(fast, raw, leaves, args))
@@ -256,22 +539,27 @@ class JitFunction:
                     return Array._wrap(outs[0], fast.out_weak[0])
                 return tree_util.tree_unflatten(fast.out_tree, [
                     Array._wrap(o, w) for o, w in zip(outs, fast.out_weak)])
+        values = config.values
+        if values["jax_disable_jit"]:
+            return self.fun(*args, **kwargs)
         key, static, leaves, in_tree = self._signature(args, kwargs)
         if get_trace() is EVAL and not any(isinstance(x, Tracer) for x in leaves):
-            entry, ir, out_tree = self._entry(key, static, leaves, in_tree, args)
+            entry, ir, out_tree = self._entry(key, static, leaves, in_tree, args, kwargs)
             raw = []
             for x in leaves:
                 v = x._value if type(x) is Array else to_array(x)._value
                 if type(v) is _Deleted:
                     v.dtype  # raises DeletedArrayError
                 raw.append(v)
+            if values["jax_debug_nans"] or values["jax_debug_infs"]:
+                return tree_util.tree_unflatten(out_tree, self._run_checked(entry, raw))
             if not kwargs and not self.static_argnums and all(type(x) is Array for x in leaves):
                 if all(type(a) is Array for a in args):
                     self._fast[tuple(map(_fast_key, args))] = entry
                 else:
                     self._fast_trees[(tree_util.tree_structure(args),
                                       tuple(map(_fast_key, leaves)))] = entry
-            outs = entry.run(raw, self._offer_donated(entry, raw, leaves, args)
+            outs = entry.run(raw, self._offer_donated(entry, raw, leaves, args, kwargs)
                              if entry.donated else None)
             return tree_util.tree_unflatten(out_tree, outs)
         # Under a transformation: bind the call primitive on the current trace.
@@ -282,23 +570,44 @@ class JitFunction:
             ir, consts = entry.hoisted
             out_tree = entry.out_tree
         else:
-            ir, out_tree = self._trace(static, leaves, in_tree)
+            ir, out_tree = self._trace(static, leaves, in_tree, self._static_nums(args))
             ir, consts = ir.hoist_consts()
         ir.name = self.name
         outs = jit_p.bind(*consts, *[to_array(x) for x in leaves], ir=ir, name=self.name)
         return tree_util.tree_unflatten(out_tree, outs)
 
-    def _donate(self, args):
+    def _run_checked(self, entry, raw):
+        """``jax_debug_nans`` / ``jax_debug_infs``: run the compiled function with every
+        top-level floating-point intermediate as an extra output (JAX checks only the
+        outputs, so a NaN that does not reach them goes unseen there); on a NaN or inf,
+        re-run the IR one equation at a time to name the primitive and its source line.
+        Donation is skipped: the inputs must survive for the re-run."""
+        checked = entry.checked
+        if checked is None:
+            checked = entry.checked = _checked_variant(entry.ir)
+        outs = checked.fn(*raw)
+        if any(nonfinite_kind(o) for o in outs):
+            check_ir_values(entry.ir, [Array._wrap(v) for v in raw], f"jit({self.name})")
+        n = len(entry.ir.outvars)
+        return [Array._wrap(o, w) for o, w in zip(outs[:n], entry.out_weak)]
+
+    def _donate(self, args, kwargs=None):
         for i in self.donate_argnums:
             if i < len(args):
                 for leaf in tree_util.tree_leaves(args[i]):
                     if type(leaf) is Array:
                         leaf._value = _Deleted(f"jit({self.name})")
+        if kwargs:
+            for k in self.donate_argnames:
+                if k in kwargs:
+                    for leaf in tree_util.tree_leaves(kwargs[k]):
+                        if type(leaf) is Array:
+                            leaf._value = _Deleted(f"jit({self.name})")
 
     def lower(self, *args, **kwargs):
         """The IR (and generated code) for these arguments, without running it."""
         key, static, leaves, in_tree = self._signature(args, kwargs)
-        entry, ir, out_tree = self._entry(key, static, leaves, in_tree, args)
+        entry, ir, out_tree = self._entry(key, static, leaves, in_tree, args, kwargs)
         if entry is None:
             raise TypeError(f"jit({self.name}).lower: arguments include tracers of an "
                             "enclosing transformation; call lower outside it")
@@ -312,6 +621,49 @@ class JitFunction:
         if obj is None:
             return self
         return functools.partial(self, obj)
+
+    def __repr__(self):
+        return f"<fnx.jit of {self.fun!r}>"
+
+
+class NonHashableStaticArgError(ValueError, TypeError):
+    """A static argument of a jitted function is not hashable. Static arguments key the
+    compilation cache, so they must be hashable and compare by value::
+
+        f = fnx.jit(f, static_argnames="sizes")
+        f(x, sizes=[1, 2])   # wrong: a list is not hashable
+        f(x, sizes=(1, 2))   # right
+
+    (A ``ValueError`` as in JAX, and a ``TypeError`` as fnx raised before.)"""
+
+
+def _checked_variant(ir):
+    """``ir`` compiled with every floating-point value it computes at top level also
+    returned, so one call can check them all."""
+    seen = set(map(id, ir.outvars))
+    extra = []
+    for e in ir.eqns:
+        for v in e.outputs:
+            if id(v) not in seen and np.dtype(v.aval.dtype).kind in "fc":
+                seen.add(id(v))
+                extra.append(v)
+    return compile_ir(ir.replace(outvars=list(ir.outvars) + extra),
+                      getattr(ir, "name", "jit") + "_checked")
+
+
+def _avals_str(avals):
+    return "(" + ", ".join(a.str_short() for a in avals) + ")"
+
+
+def _static_str(static):
+    static_args, static_kwargs = static
+    return ", ".join([f"#{i}={v!r}" for i, v in static_args]
+                     + [f"{k}={v!r}" for k, v in static_kwargs])
+
+
+def _key_str(k):
+    shape, dt, weak = k[0], np.dtype(k[1]).name, k[2]
+    return f"{dt}[{','.join(map(str, shape))}]" + (" (weakly typed)" if weak else "")
 
 
 def _buffer_refs(raw, k):
@@ -354,14 +706,45 @@ def _fast_key(a):
 _NO_FAST = object()  # marks a non-Array argument: such calls are never put in the fast table
 
 
-def jit(fun=None, *, static_argnums=(), static_argnames=(), donate_argnums=()):
+def jit(fun=None, in_shardings=None, out_shardings=None, static_argnums=None,
+        static_argnames=None, donate_argnums=None, donate_argnames=None, keep_unused=False,
+        device=None, backend=None, inline=False, **unsupported):
     """Compile ``fun`` for each input signature (shapes, dtypes, pytree structure,
-    static argument values) and run the compiled NumPy code.
+    static argument values, and the flags in ``fnx.config.trace_context()``) and run
+    the compiled NumPy code.
 
     Usable as ``@jit``, ``jit(f, static_argnums=1)`` or
-    ``@partial(jit, static_argnames='n')``.
+    ``@partial(jit, static_argnames='n')``. As in JAX, ``static_argnums`` and
+    ``static_argnames`` each imply the other through ``fun``'s signature (a static
+    argument is static however it is passed; likewise donated ones), and the traces
+    belong to ``fun``: ``jit(f)(x)`` in a loop traces ``f`` once. Sharding and
+    device options exist for porting: fnx has one CPU device, so only their
+    defaults are accepted.
     """
+    if unsupported:
+        raise TypeError(f"jit: unsupported options {sorted(unsupported)} (fnx's jit takes "
+                        "JAX's static_argnums, static_argnames, donate_argnums, "
+                        "donate_argnames, keep_unused, inline)")
+    for opt, value in (("in_shardings", in_shardings), ("out_shardings", out_shardings)):
+        if value is not None:
+            raise ValueError(f"jit: {opt}={value!r} is not supported: fnx runs on one CPU "
+                             "device, so there is nothing to shard; leave it unset")
+    for opt, value in (("device", device), ("backend", backend)):
+        if value is not None and str(getattr(value, "platform", value)).lower() != "cpu":
+            raise ValueError(f"jit: {opt}={value!r} is not supported: fnx runs on the CPU; "
+                             "leave it unset")
     if fun is None:
         return functools.partial(jit, static_argnums=static_argnums,
-                                 static_argnames=static_argnames, donate_argnums=donate_argnums)
-    return JitFunction(fun, static_argnums, static_argnames, donate_argnums)
+                                 static_argnames=static_argnames, donate_argnums=donate_argnums,
+                                 donate_argnames=donate_argnames, keep_unused=keep_unused,
+                                 inline=inline)
+    return JitFunction(fun, static_argnums, static_argnames, donate_argnums, donate_argnames,
+                       keep_unused, inline)
+
+
+# Flags set from the environment before the primitives existed: apply the eager grad
+# part of the NaN/inf checks now that they do.
+from ..core.trace import _debug_flags_changed  # noqa: E402
+
+if config.values["jax_debug_nans"] or config.values["jax_debug_infs"]:
+    _debug_flags_changed()

@@ -1,0 +1,228 @@
+"""jit behaving as JAX's: static arguments by position or name, the cache belonging to
+the function (and keyed on the config's trace context), ``disable_jit``, and the
+compile-logging and checking flags. Traces are counted with a side effect in the
+traced function."""
+import functools
+import logging
+
+import numpy as np
+import pytest
+
+import fnx
+import fnx.numpy as fnp
+from fnx.errors import IRCheckError
+
+
+def _counted():
+    calls = []
+
+    def f(a, x):
+        calls.append(a)
+        return x * a
+    return f, calls
+
+
+# --- static arguments: argnums and argnames imply each other ---------------------------
+
+def test_static_argname_passed_positionally_is_static():
+    f, calls = _counted()
+    g = fnx.jit(f, static_argnames="a")
+    x = fnp.ones(3)
+    np.testing.assert_array_equal(g(2, x), [2, 2, 2])   # a Python int passed by position
+    np.testing.assert_array_equal(g(3, x), [3, 3, 3])   # new static value: retrace
+    g(3, x)
+    assert calls == [2, 3]                              # static: concrete in the trace
+    assert g.static_argnums == (0,) and "a" in g.static_argnames
+
+
+def test_static_argnum_passed_by_keyword_is_static():
+    f, calls = _counted()
+    g = fnx.jit(f, static_argnums=0)
+    x = fnp.ones(3)
+    out = g(a=4, x=x)
+    np.testing.assert_array_equal(out, [4, 4, 4])
+    assert calls == [4]        # concrete: a traced value would be an fnx tracer
+    g(a=4, x=x)
+    assert len(calls) == 1
+    assert g.static_argnames == ("a",)
+
+
+def test_static_argument_used_in_python_control_flow():
+    def f(x, n, mode="add"):
+        for _ in range(n):                  # needs a concrete n
+            x = x + 1 if mode == "add" else x * 2
+        return x
+    g = fnx.jit(f, static_argnames=("n", "mode"))
+    np.testing.assert_array_equal(g(fnp.zeros(2), 3), [3, 3])
+    np.testing.assert_array_equal(g(fnp.ones(2), 2, "mul"), [4, 4])
+    np.testing.assert_array_equal(g(fnp.ones(2), n=2, mode="mul"), [4, 4])
+
+
+def test_negative_static_argnums():
+    f, calls = _counted()
+    g = fnx.jit(f, static_argnums=-2)
+    np.testing.assert_array_equal(g(5, fnp.ones(2)), [5, 5])
+    assert calls == [5] and g.static_argnums == (0,)
+
+
+def test_keyword_only_static_argname():
+    def f(x, *, k):
+        return x * k
+    g = fnx.jit(f, static_argnames="k")
+    np.testing.assert_array_equal(g(fnp.ones(2), k=3), [3, 3])
+
+
+def test_unhashable_static_argument_is_a_value_error_naming_it():
+    f, _ = _counted()
+    g = fnx.jit(f, static_argnames="a")
+    with pytest.raises(ValueError, match=r"static argument 0 \('a'\) must be hashable.*list"
+                       r".*tuple instead of a list"):
+        g([1, 2], fnp.ones(2))
+    with pytest.raises(ValueError, match="'a'.*must be hashable"):
+        g(a=[1], x=fnp.ones(2))
+    with pytest.raises(TypeError):   # also a TypeError, as fnx raised before
+        g({"k": 1}, fnp.ones(2))
+
+
+def test_invalid_static_arguments_are_refused_when_jitting():
+    f, _ = _counted()
+    with pytest.raises(ValueError, match="only accepts 2 positional arguments"):
+        fnx.jit(f, static_argnums=5)
+    with pytest.raises(ValueError, match=r"invalid static_argnames \['zz'\]"):
+        fnx.jit(f, static_argnames="zz")
+    with pytest.raises(ValueError, match="both static and donated"):
+        fnx.jit(f, static_argnums=1, donate_argnames="x")
+
+    def g(*args, **kwargs):   # *args / **kwargs: anything goes
+        return args[0]
+    fnx.jit(g, static_argnums=3, static_argnames="anything")
+
+
+def test_donate_argnums_covers_a_keyword_argument():
+    g = fnx.jit(lambda x, y: x + y, donate_argnums=0)
+    x = fnp.ones(3)
+    np.testing.assert_array_equal(g(x=x, y=fnp.ones(3)), [2, 2, 2])
+    assert x.is_deleted()
+
+
+def test_sharding_and_device_options():
+    f, _ = _counted()
+    fnx.jit(f, static_argnums=0, keep_unused=True, inline=True, device=None)
+    with pytest.raises(ValueError, match="one CPU device"):
+        fnx.jit(f, in_shardings=object())
+    with pytest.raises(ValueError, match="CPU"):
+        fnx.jit(f, backend="gpu")
+
+
+# --- the cache belongs to the function -----------------------------------------------
+
+def test_jit_in_a_loop_traces_once():
+    f, calls = _counted()
+    x = fnp.ones(3)
+    for _ in range(4):
+        fnx.jit(f, static_argnums=0)(2, x)
+    assert len(calls) == 1
+    for _ in range(3):                      # the same options however spelt
+        fnx.jit(f, static_argnames="a")(2, x)
+    assert len(calls) == 1
+    fnx.jit(f)(2.0, x)                      # other options: their own traces
+    assert len(calls) == 2
+
+
+def test_decorated_and_undecorated_share_nothing_unexpected():
+    f, calls = _counted()
+    a, b = fnx.jit(f), fnx.jit(f)
+    a(1.0, fnp.ones(2))
+    b(1.0, fnp.ones(2))
+    assert len(calls) == 1 and a._cache_size() == b._cache_size() == 1
+    b.clear_cache()
+    assert a._cache_size() == 0
+    a(1.0, fnp.ones(2))
+    assert len(calls) == 2
+
+
+def test_new_lambdas_and_partials_are_new_functions():
+    # As in JAX: a partial object or lambda is keyed by identity.
+    f, calls = _counted()
+    x = fnp.ones(2)
+    for _ in range(3):
+        fnx.jit(functools.partial(f, 2.0))(x)
+    assert len(calls) == 3
+    p = functools.partial(f, 2.0)
+    for _ in range(3):
+        fnx.jit(p)(x)
+    assert len(calls) == 4
+
+
+def test_bound_methods_as_in_jax():
+    calls = []
+
+    class M:
+        def apply(self, x):
+            calls.append(1)
+            return x * 2
+    m = M()
+    x = fnp.ones(2)
+    for _ in range(3):
+        fnx.jit(m.apply)(x)   # a new bound method object each time, as in JAX: retraced
+    assert len(calls) == 3
+    g = fnx.jit(m.apply)
+    for _ in range(3):
+        g(x)
+    assert len(calls) == 4
+
+
+def test_cache_is_held_weakly():
+    import gc
+    import weakref
+    from fnx.transforms import jit as jit_mod
+
+    def make():
+        def f(x):
+            return x + 1
+        return f
+    f = make()
+    fnx.jit(f)(fnp.ones(2))
+    ref = weakref.ref(f)
+    assert f in jit_mod._FUN_CACHES
+    del f
+    gc.collect()
+    assert ref() is None
+
+
+def test_trace_context_is_part_of_the_key():
+    f, calls = _counted()
+    g = fnx.jit(f)
+    x = fnp.ones(2)
+    g(1.0, x)
+    with fnx.numpy_rank_promotion("raise"):
+        g(1.0, x)        # a trace-context flag changed: retrace
+        g(1.0, x)
+    g(1.0, x)            # back: the first trace again, through the fast path too
+    assert len(calls) == 2 and g._cache_size() == 2
+
+
+def test_clear_caches():
+    f, calls = _counted()
+    g = fnx.jit(f)
+    g(1.0, fnp.ones(2))
+    fnx.clear_caches()
+    assert g._cache_size() == 0
+    g(1.0, fnp.ones(2))
+    fnx.jit(f)(1.0, fnp.ones(2))
+    assert len(calls) == 2
+
+
+def test_unhashable_callable_gets_its_own_cache():
+    calls = []
+
+    class F:
+        __hash__ = None
+
+        def __call__(self, x):
+            calls.append(1)
+            return x - 1
+    g = fnx.jit(F())
+    g(fnp.ones(2))
+    g(fnp.ones(2))
+    assert len(calls) == 1
