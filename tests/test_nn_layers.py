@@ -334,9 +334,10 @@ def test_activation_modules_and_sequential():
 
 
 @pytest.mark.parametrize("init,std", [
-    (I.he_normal(), np.sqrt(2 / 50)), (I.he_uniform(), np.sqrt(2 / 50)),
+    # JAX's layout: fan_in is shape[-2] = 200 (fnx.nn.initializers follows jax.nn)
+    (I.he_normal(), np.sqrt(2 / 200)), (I.he_uniform(), np.sqrt(2 / 200)),
     (I.glorot_normal(), np.sqrt(2 / 250)), (I.glorot_uniform(), np.sqrt(2 / 250)),
-    (I.lecun_normal(), np.sqrt(1 / 50)), (I.lecun_uniform(), np.sqrt(1 / 50)),
+    (I.lecun_normal(), np.sqrt(1 / 200)), (I.lecun_uniform(), np.sqrt(1 / 200)),
     (I.normal(0.5), 0.5), (I.torch_default(), np.sqrt(1 / 150))])
 def test_initializer_stats(init, std):
     w = A(init(KEY, (200, 50)))
@@ -354,7 +355,7 @@ def test_initializers_misc():
     np.testing.assert_allclose(q.T @ q, np.eye(4), atol=1e-5)
     q = A(I.orthogonal()(KEY, (3, 5)))
     np.testing.assert_allclose(q @ q.T, np.eye(3), atol=1e-5)
-    assert I.compute_fans((8, 4, 3, 3)) == (36, 72)
+    assert I.compute_fans((8, 4, 3, 3), in_axis=1, out_axis=0) == (36, 72)
     m = nn.init(nn.Conv2d(4, 3, kernel_init=I.he_normal(), bias_init=I.zeros), KEY,
                 fnx.ShapeDtypeStruct((1, 2, 5, 5), "float32"))
     np.testing.assert_array_equal(m.bias, np.zeros(4))

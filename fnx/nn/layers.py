@@ -542,7 +542,8 @@ class MultiHeadAttention(Module):
             raise ValueError(f"MultiHeadAttention: embed_dim {e} is not divisible by "
                              f"num_heads {self.num_heads}")
         k1, k2 = random.split(key)
-        out = {"in_proj_weight": I.glorot_uniform()(k1, (3 * e, e), self.dtype),
+        in_proj = I.glorot_uniform(in_axis=1, out_axis=0)  # PyTorch's (out, in) layout
+        out = {"in_proj_weight": in_proj(k1, (3 * e, e), self.dtype),
                "out_proj_weight": _fan_uniform(k2, (e, e), self.dtype, e)}
         if self.use_bias:
             out["in_proj_bias"] = fnp.zeros((3 * e,), self.dtype)
