@@ -79,3 +79,19 @@ class DeletedArrayError(FnxError, RuntimeError):
 
     Fixed by using the returned value (``new``) instead of the donated one.
     """
+
+
+class CustomRuleError(FnxError, TypeError):
+    """A ``custom_jvp``/``custom_vjp`` rule was used in a way it cannot be, or
+    returned values that do not fit the function (a TypeError, as in JAX).
+
+    Forward mode of a ``custom_vjp`` function, which only has a backward pass::
+
+        fnx.jvp(f_with_custom_vjp, (x,), (t,))     # CustomRuleError
+        fnx.grad(f_with_custom_vjp)(x)             # reverse mode works
+
+    A ``bwd`` that returns a bare array instead of one cotangent per argument::
+
+        def f_bwd(res, g): return g * res          # CustomRuleError
+        def f_bwd(res, g): return (g * res,)       # fixed: a tuple
+    """

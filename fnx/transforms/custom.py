@@ -1,23 +1,30 @@
 """``custom_jvp`` and ``custom_vjp``: user-defined derivatives.
 
-Each decorated function is called through a call primitive that carries the
-Python function and its rule. Evaluated (eagerly or in jit-compiled code) it
-runs the function; under ``jvp`` its rule runs instead. A ``custom_vjp``'s jvp
-is the user's ``fwd`` plus a linear primitive, ``custom_lin``, whose
-transpose is the user's ``bwd``: so reverse mode (linearize + transpose) uses
-``bwd`` with the residuals ``fwd`` saved, at any nesting under ``jit``.
+Called with no transformation around it (or with only constants under one) a
+decorated function is plain Python: ``f(x)`` runs ``f`` once, so its side
+effects run once and its Python control flow may branch on values, as in JAX.
+
+Under a transformation each decorated function is called through a call
+primitive that carries the Python function and its rule. Evaluated (in
+jit-compiled code) it runs the function; under ``jvp`` its rule runs instead. A
+``custom_vjp``'s jvp is the user's ``fwd`` plus a linear primitive,
+``custom_lin``, whose transpose is the user's ``bwd``: so reverse mode
+(linearize + transpose) uses ``bwd`` with the residuals ``fwd`` saved, at any
+nesting under ``jit``.
 """
 from __future__ import annotations
 
 import functools
+import inspect
 
 import numpy as np
 
 from .. import tree_util
-from ..core.array import Array, to_array
+from ..core.array import Array, Tracer, to_array
 from ..core.primitive import Primitive, ShapeDtypeStruct
+from ..core.trace import EVAL, get_trace
 from ..core.tracing import trace_flat
-from ..errors import FnxError
+from ..errors import CustomRuleError
 from .jvp import instantiate
 
 
@@ -42,9 +49,7 @@ custom_vjp_call_p = Primitive("custom_vjp_call", shape_rule=_call_rule, impl=_ca
 
 
 def _custom_jvp_jvp(primals, tangents, *, fun, rule, name):
-    tangents = [instantiate(t, p) for p, t in zip(primals, tangents)]
-    outs, out_t = rule(list(primals), tangents)
-    return outs, out_t
+    return rule(list(primals), list(tangents))  # the rule sees symbolic zeros (None)
 
 
 custom_jvp_call_p.jvp = _custom_jvp_jvp
@@ -55,9 +60,10 @@ def _lin_rule(*args, num_res, bwd, out_avals):
 
 
 def _lin_impl(*args, num_res, bwd, out_avals):
-    raise FnxError("a custom_vjp function cannot be differentiated in forward mode "
-                   "(jvp/jacfwd): it only defines a backward pass. Use grad/vjp/jacrev, or "
-                   "give it a custom_jvp instead.")
+    raise CustomRuleError(
+        "a custom_vjp function cannot be differentiated in forward mode (jvp, jacfwd, "
+        "hessian): it only defines a backward pass. Use grad/vjp/jacrev, or define the "
+        "function with fnx.custom_jvp instead (its rule serves both modes).")
 
 
 custom_lin_p = Primitive("custom_lin", shape_rule=_lin_rule, impl=_lin_impl,
@@ -66,9 +72,7 @@ custom_lin_p = Primitive("custom_lin", shape_rule=_lin_rule, impl=_lin_impl,
 
 def _lin_transpose(cts, *args, num_res, bwd, out_avals):
     res = args[:num_res]
-    cts = [Array._wrap(np.zeros(a.shape, a.dtype)) if c is None else c
-           for c, a in zip(cts, out_avals)]
-    return [None] * num_res + list(bwd(list(res), cts))
+    return [None] * num_res + list(bwd(list(res), list(cts), out_avals))
 
 
 custom_lin_p.transpose = _lin_transpose
@@ -78,7 +82,7 @@ custom_lin_p.not_needed = {"jvp": "the linear half of a custom_vjp, which has no
 
 def _custom_vjp_jvp(primals, tangents, *, fun, rule, name):
     fwd, bwd = rule
-    outs, res = fwd(list(primals))
+    outs, res = fwd(list(primals), [t is not None for t in tangents])
     tangents = [instantiate(t, p) for p, t in zip(primals, tangents)]
     out_t = custom_lin_p.bind(*res, *tangents, num_res=len(res), bwd=bwd,
                               out_avals=tuple(o.aval for o in outs))
@@ -88,14 +92,151 @@ def _custom_vjp_jvp(primals, tangents, *, fun, rule, name):
 custom_vjp_call_p.jvp = _custom_vjp_jvp
 
 
+# --- running a decorated function as plain Python --------------------------------------------
+
+_PASS_THROUGH = None
+
+
+def _runs_eagerly(trace, leaves):
+    """True when binding the call would only evaluate it: no argument is a tracer and
+    every enclosing transformation hands constant-only calls to its parent (jvp,
+    linearize, eager grad, vmap) down to eager evaluation. jit-like traces record."""
+    global _PASS_THROUGH
+    if trace is EVAL:
+        return True
+    for x in leaves:
+        if isinstance(x, Tracer):
+            return False
+    if _PASS_THROUGH is None:
+        from .jvp import JVPTrace
+        from .tape import TapeTrace
+        from .vjp import PartialIRTrace
+        from .vmap import BatchTrace
+        _PASS_THROUGH = (JVPTrace, PartialIRTrace, TapeTrace, BatchTrace)
+    while trace is not EVAL:
+        if type(trace) not in _PASS_THROUGH:
+            return False
+        trace = trace.parent
+    return True
+
+
+class SymbolicZero:
+    """A tangent (or cotangent) known to be zero, passed to rules defined with
+    ``symbolic_zeros=True`` instead of an array of zeros. It has the ``shape`` and
+    ``dtype`` of the value it stands for; a rule may return one to say "zero"."""
+    __slots__ = ("aval",)
+
+    def __init__(self, aval):
+        self.aval = aval
+
+    shape = property(lambda self: tuple(self.aval.shape))
+    dtype = property(lambda self: self.aval.dtype)
+    ndim = property(lambda self: len(self.aval.shape))
+    size = property(lambda self: int(np.prod(self.aval.shape, dtype=np.int64)))
+
+    def instantiate(self):
+        """The zeros it stands for, as an array."""
+        from .jvp import zeros_like_tangent
+        return zeros_like_tangent(self)
+
+    @staticmethod
+    def from_primal_value(x):
+        x = to_array(x)
+        return SymbolicZero(ShapeDtypeStruct(tuple(x.shape), x.dtype))
+
+    def __repr__(self):
+        return f"SymbolicZero({self.dtype}{list(self.shape)})"
+
+
+def zero_from_primal(x, symbolic_zeros=False):
+    """A zero tangent for every leaf of ``x``: ``SymbolicZero``s, or arrays of zeros."""
+    from .jvp import zeros_like_tangent
+    return tree_util.tree_map(
+        lambda v: SymbolicZero.from_primal_value(v) if symbolic_zeros
+        else zeros_like_tangent(to_array(v)), x)
+
+
+class CustomVJPPrimal:
+    """An argument of a ``custom_vjp``'s ``fwd`` defined with ``symbolic_zeros=True``:
+    the primal ``value`` and whether it is ``perturbed`` (has a nonzero tangent)."""
+    __slots__ = ("value", "perturbed")
+
+    def __init__(self, value, perturbed):
+        self.value, self.perturbed = value, perturbed
+
+    def __repr__(self):
+        return f"CustomVJPPrimal(value={self.value!r}, perturbed={self.perturbed})"
+
+
+def custom_vjp_primal_tree_values(tree):
+    """``tree`` with each ``CustomVJPPrimal`` leaf replaced by its value."""
+    def value(leaf):
+        if type(leaf) is not CustomVJPPrimal:
+            raise TypeError(f"custom_vjp_primal_tree_values: expected CustomVJPPrimal "
+                            f"leaves, got {type(leaf).__name__}")
+        return leaf.value
+    return tree_util.tree_map(value, tree)
+
+
+def _is_zero_marker(x):
+    return x is None or type(x) is SymbolicZero
+
+
+def _check_like(name, what, got, like, i):
+    """A rule's tangent/cotangent leaf ``got`` (an array) against its primal ``like``."""
+    if tuple(got.shape) != tuple(like.shape):
+        raise CustomRuleError(
+            f"{name}: {what} {i} has shape {tuple(got.shape)}, but its primal has shape "
+            f"{tuple(like.shape)}; a rule must return one value per primal, shaped like it")
+    if got.dtype != like.dtype and like.dtype.kind in "fc":
+        if got.weak_type or got.dtype.kind not in "fc" or like.dtype.kind == "c":
+            from .. import lax
+            return lax.convert_element_type(got, like.dtype)
+        raise CustomRuleError(
+            f"{name}: {what} {i} has dtype {got.dtype}, but its primal has dtype "
+            f"{like.dtype}; convert it with .astype({like.dtype.name!r})")
+    return got
+
+
 class _Custom:
     def __init__(self, fun, nondiff_argnums=()):
         self.fun = fun
-        self.nondiff_argnums = tuple(nondiff_argnums)
+        self.nondiff_argnums = (nondiff_argnums,) if isinstance(nondiff_argnums, int) \
+            else tuple(nondiff_argnums)
         functools.update_wrapper(self, fun)
+        try:
+            self._sig = inspect.signature(fun)
+        except (TypeError, ValueError):
+            self._sig = None
+        params = [] if self._sig is None else list(self._sig.parameters.values())
+        pos = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+        self._n_pos = sum(1 for p in params if p.kind in pos)
+        self._defaults = any(p.default is not p.empty for p in params)
+
+    def _resolve(self, args, kwargs):
+        """Keyword arguments and defaults mapped to positions (JAX's rule), so the rule
+        sees every argument positionally."""
+        if not kwargs and (not self._defaults or len(args) >= self._n_pos):
+            return args
+        if self._sig is None:
+            raise TypeError(f"{self.__name__}: keyword arguments need a function whose "
+                            "signature inspect.signature can read")
+        ba = self._sig.bind(*args, **kwargs)
+        ba.apply_defaults()
+        if ba.kwargs:
+            raise TypeError(f"{self.__name__}: keyword-only arguments "
+                            f"{sorted(ba.kwargs)} cannot be mapped to positions; a "
+                            "custom derivative rule takes its arguments positionally")
+        return ba.args
 
     def _split(self, args):
-        static = {i: args[i] for i in self.nondiff_argnums}
+        n = len(args)
+        static = {}
+        for i in self.nondiff_argnums:
+            if not -n <= i < n:
+                raise TypeError(f"{self.__name__}: nondiff_argnums {self.nondiff_argnums} "
+                                f"out of range for {n} positional arguments")
+            static[i % n] = args[i]
         diff = [a for i, a in enumerate(args) if i not in static]
         leaves, tree = tree_util.tree_flatten(tuple(diff))
         return static, [to_array(x) for x in leaves], tree
@@ -114,6 +255,15 @@ class _Custom:
         fun_flat.__name__ = getattr(self.fun, "__name__", "custom")
         return fun_flat
 
+    def _set_out_tree(self, box, tree, rule):
+        if box[0] is None:
+            box[0] = tree
+        elif box[0] != tree:
+            raise CustomRuleError(
+                f"{self.__name__}: the {rule} returned primal outputs structured as {tree}, "
+                f"but the function returns {box[0]}; the rule must return the function's "
+                "output (e.g. by calling the function)")
+
 
 class custom_jvp(_Custom):
     """A function with a user-defined jvp rule::
@@ -122,32 +272,93 @@ class custom_jvp(_Custom):
         def f(x): ...
         @f.defjvp
         def f_jvp(primals, tangents): return f(*primals), tangent_out
+
+    Outside any transformation ``f`` runs as plain Python. Under ``jvp``/``grad``
+    the rule runs (reverse mode transposes its linear part). ``nondiff_argnums``
+    arguments are passed first to the rule and get no tangents; ``defjvps`` gives one
+    rule per argument; ``defjvp(rule, symbolic_zeros=True)`` passes ``SymbolicZero``
+    for tangents known to be zero.
     """
 
     def __init__(self, fun, nondiff_argnums=()):
         super().__init__(fun, nondiff_argnums)
         self.jvp = None
+        self.symbolic_zeros = False
 
-    def defjvp(self, jvp):
+    def defjvp(self, jvp, symbolic_zeros=False):
         self.jvp = jvp
+        self.symbolic_zeros = bool(symbolic_zeros)
         return jvp
 
-    def __call__(self, *args):
+    def defjvps(self, *jvps):
+        """One rule per positional argument, ``rule(tangent, primal_out, *primals) ->
+        output tangent`` (None: the output does not depend on that argument); the
+        output tangent is their sum."""
+        if self.nondiff_argnums:
+            raise TypeError(f"custom_jvp {self.__name__}: defjvps cannot be used with "
+                            "nondiff_argnums; write a single rule with defjvp")
+
+        def jvp(primals, tangents):
+            if len(jvps) != len(primals):
+                raise CustomRuleError(
+                    f"custom_jvp {self.__name__}: defjvps got {len(jvps)} rules for a call "
+                    f"with {len(primals)} arguments; give one per argument (None for none)")
+            out = self(*primals)
+            total = None
+            for rule, t in zip(jvps, tangents):
+                if rule is None:
+                    continue
+                part = rule(t, out, *primals)
+                total = part if total is None else tree_util.tree_map(
+                    lambda a, b: a + b, total, part)
+            if total is None:
+                total = zero_from_primal(out)
+            return out, total
+
+        self.defjvp(jvp)
+        return jvp
+
+    def __call__(self, *args, **kwargs):
         if self.jvp is None:
             raise AttributeError(f"custom_jvp {self.__name__}: no jvp rule; define one with "
-                                 "@f.defjvp before calling f")
+                                 "@f.defjvp (or f.defjvps) before calling f")
+        args = self._resolve(args, kwargs)
+        trace = get_trace()
+        if trace is EVAL:
+            return self.fun(*args)  # no transformation: plain Python, run once
         static, leaves, tree = self._split(args)
+        if _runs_eagerly(trace, leaves):
+            return self.fun(*args)
         out_tree = [None]
         fun_flat = self._flat_fun(static, tree, out_tree)
         nondiff = [static[i] for i in sorted(static)]
+        name = f"custom_jvp {self.__name__}"
 
-        def rule(primals, tangents):
+        def rule(primals, tangents):  # tangents: None for a symbolic zero
             p = tree_util.tree_unflatten(tree, primals)
-            t = tree_util.tree_unflatten(tree, tangents)
-            out, out_t = self.jvp(*nondiff, tuple(p), tuple(t)) if nondiff else \
-                self.jvp(tuple(p), tuple(t))
-            return ([to_array(o) for o in tree_util.tree_leaves(out)],
-                    [to_array(o) for o in tree_util.tree_leaves(out_t)])
+            if self.symbolic_zeros:
+                ts = [SymbolicZero(ShapeDtypeStruct(tuple(x.shape), x.dtype)) if t is None
+                      else t for x, t in zip(primals, tangents)]
+            else:
+                ts = [instantiate(t, x) for x, t in zip(primals, tangents)]
+            t = tree_util.tree_unflatten(tree, ts)
+            res = self.jvp(*nondiff, tuple(p), tuple(t))
+            if not isinstance(res, (tuple, list)) or len(res) != 2:
+                raise CustomRuleError(f"{name}: the jvp rule must return a pair "
+                                      f"(primal_out, tangent_out), got {type(res).__name__}")
+            out, out_t = res
+            out_leaves, otree = tree_util.tree_flatten(out)
+            self._set_out_tree(out_tree, otree, "jvp rule")
+            t_leaves, ttree = tree_util.tree_flatten(out_t, is_leaf=_is_zero_marker)
+            if ttree != otree:
+                raise CustomRuleError(
+                    f"{name}: the jvp rule's tangent output is structured as {ttree}, but its "
+                    f"primal output as {otree}; return one tangent per output")
+            outs = [to_array(o) for o in out_leaves]
+            out_ts = [None if _is_zero_marker(v) else
+                      _check_like(name, "output tangent", to_array(v), o, i)
+                      for i, (v, o) in enumerate(zip(t_leaves, outs))]
+            return outs, out_ts
 
         outs = custom_jvp_call_p.bind(*leaves, fun=fun_flat, rule=rule, name=self.__name__)
         if out_tree[0] is None:
@@ -164,48 +375,95 @@ class custom_vjp(_Custom):
         def f_bwd(residuals, g): return (cotangent_x,)
         f.defvjp(f_fwd, f_bwd)
 
-    With ``nondiff_argnums`` those arguments are passed first to ``bwd``.
+    Outside any transformation ``f`` runs as plain Python. With ``nondiff_argnums``
+    those arguments are passed first to ``bwd``. ``bwd`` may return None for an
+    argument whose cotangent is zero. With ``defvjp(fwd, bwd, symbolic_zeros=True)``
+    ``fwd`` receives ``CustomVJPPrimal(value, perturbed)`` leaves and ``bwd`` gets
+    ``SymbolicZero`` for output cotangents known to be zero.
     """
 
     def __init__(self, fun, nondiff_argnums=()):
         super().__init__(fun, nondiff_argnums)
         self.fwd = self.bwd = None
+        self.symbolic_zeros = False
 
-    def defvjp(self, fwd, bwd):
+    def defvjp(self, fwd, bwd, symbolic_zeros=False, optimize_remat=False):
         self.fwd, self.bwd = fwd, bwd
+        self.symbolic_zeros = bool(symbolic_zeros)
         return self
 
-    def __call__(self, *args):
+    def __call__(self, *args, **kwargs):
         if self.fwd is None:
             raise AttributeError(f"custom_vjp {self.__name__}: call f.defvjp(fwd, bwd) first")
+        args = self._resolve(args, kwargs)
+        trace = get_trace()
+        if trace is EVAL:
+            return self.fun(*args)  # no transformation: plain Python, run once
         static, leaves, tree = self._split(args)
+        if _runs_eagerly(trace, leaves):
+            return self.fun(*args)
         out_tree = [None]
         fun_flat = self._flat_fun(static, tree, out_tree)
         nondiff = [static[i] for i in sorted(static)]
         res_tree = [None]
+        name = f"custom_vjp {self.__name__}"
 
-        def fwd_flat(primals):
+        def fwd_flat(primals, perturbed):
+            if self.symbolic_zeros:
+                primals = [CustomVJPPrimal(p, d) for p, d in zip(primals, perturbed)]
             full = self._full(static, tree, primals)
-            out, res = self.fwd(*full)
-            res_leaves, res_tree[0] = tree_util.tree_flatten(res)
-            return ([to_array(o) for o in tree_util.tree_leaves(out)],
-                    [to_array(r) for r in res_leaves])
+            res = self.fwd(*full)
+            if not isinstance(res, (tuple, list)) or len(res) != 2:
+                raise CustomRuleError(f"{name}: fwd must return a pair (output, residuals), "
+                                      f"got {type(res).__name__}")
+            out, r = res
+            out_leaves, otree = tree_util.tree_flatten(out)
+            self._set_out_tree(out_tree, otree, "fwd rule")
+            res_leaves, res_tree[0] = tree_util.tree_flatten(r)
+            return [to_array(o) for o in out_leaves], [to_array(x) for x in res_leaves]
 
-        def bwd_flat(res, cts):
+        def bwd_flat(res, cts, out_avals):  # cts: None for a zero cotangent
+            if any(c is None for c in cts):
+                cts = [(SymbolicZero(a) if self.symbolic_zeros else
+                        Array._wrap(np.zeros(a.shape, a.dtype))) if c is None else c
+                       for c, a in zip(cts, out_avals)]
             r = tree_util.tree_unflatten(res_tree[0], res)
             g = tree_util.tree_unflatten(out_tree[0], cts)
             ct = self.bwd(*nondiff, r, g)
-            if not isinstance(ct, tuple):
-                raise TypeError(f"custom_vjp {self.__name__}: bwd must return a tuple with "
-                                f"one cotangent per differentiable argument, got "
-                                f"{type(ct).__name__}")
-            return [to_array(c) for c in tree_util.tree_leaves(ct)]
+            return self._bwd_leaves(name, ct, tree, leaves)
 
         outs = custom_vjp_call_p.bind(*leaves, fun=fun_flat, rule=(fwd_flat, bwd_flat),
                                       name=self.__name__)
         if out_tree[0] is None:
             _out_avals(fun_flat, leaves)
         return tree_util.tree_unflatten(out_tree[0], outs)
+
+    def _bwd_leaves(self, name, ct, tree, primals):
+        """The cotangent leaves ``bwd`` returned, checked against the primal arguments
+        (None or SymbolicZero: zero, for an argument or a part of one)."""
+        n_args = len(tree_util.tree_unflatten(tree, list(primals)))
+        if not isinstance(ct, (tuple, list)):
+            raise CustomRuleError(f"{name}: bwd must return a tuple with one cotangent per "
+                                  f"differentiable argument ({n_args}), got "
+                                  f"{type(ct).__name__}")
+        if len(ct) != n_args:
+            raise CustomRuleError(f"{name}: bwd returned {len(ct)} cotangents, but the "
+                                  f"function has {n_args} differentiable arguments")
+        args = tree_util.tree_unflatten(tree, list(range(len(primals))))
+        out = [None] * len(primals)
+        for k, (arg, c) in enumerate(zip(args, ct)):
+            ids, atree = tree_util.tree_flatten(arg)
+            if _is_zero_marker(c):
+                continue
+            c_leaves, ctree = tree_util.tree_flatten(c, is_leaf=_is_zero_marker)
+            if ctree != atree:
+                raise CustomRuleError(f"{name}: bwd's cotangent for argument {k} is "
+                                      f"structured as {ctree}, but the argument as {atree}")
+            for i, v in zip(ids, c_leaves):
+                if not _is_zero_marker(v) and primals[i].dtype.kind in "fc":
+                    out[i] = _check_like(name, "cotangent of input", to_array(v),
+                                         primals[i], i)
+        return out
 
 
 # --- checkpoint / remat ---------------------------------------------------------------------------
@@ -275,7 +533,10 @@ remat_call_p = Primitive("remat_call", shape_rule=_remat_call_rule, impl=_remat_
 
 
 def _remat_call_jvp(primals, tangents, *, fun, name):
-    outs = remat_call_p.bind(*primals, fun=fun, name=name)
+    if _runs_eagerly(get_trace(), primals):  # eager grad: run it, do not trace it
+        outs = fun(*primals)
+    else:
+        outs = remat_call_p.bind(*primals, fun=fun, name=name)
     ts = [instantiate(t, p) for p, t in zip(primals, tangents)]
     out_t = remat_lin_p.bind(*primals, *ts, num_res=len(primals), fun=fun,
                              out_avals=tuple(o.aval for o in outs))
@@ -285,16 +546,106 @@ def _remat_call_jvp(primals, tangents, *, fun, name):
 remat_call_p.jvp = _remat_call_jvp
 
 
-def checkpoint(fun, *, static_argnums=()):
+def _dot_like(prim):
+    return getattr(prim, "name", prim) in ("dot_general", "dot", "matmul", "conv",
+                                            "conv_general_dilated")
+
+
+class checkpoint_policies:
+    """JAX's rematerialization policies, for ``checkpoint(f, policy=...)``. A policy
+    says which intermediates the backward pass may keep instead of recomputing: it only
+    trades memory for time, never values. ``everything_saveable`` keeps them all (no
+    rematerialization); every other policy here recomputes all of the checkpointed
+    function's intermediates from its inputs (the least memory any policy allows)."""
+
+    @staticmethod
+    def everything_saveable(*_, **__):
+        return True
+
+    @staticmethod
+    def nothing_saveable(*_, **__):
+        return False
+
+    @staticmethod
+    def dots_saveable(prim, *_, **__):
+        return _dot_like(prim)
+
+    checkpoint_dots = dots_saveable
+
+    @staticmethod
+    def dots_with_no_batch_dims_saveable(prim, *_, **__):
+        return _dot_like(prim)
+
+    checkpoint_dots_with_no_batch_dims = dots_with_no_batch_dims_saveable
+
+    @staticmethod
+    def save_anything_except_these_names(*names):
+        return lambda *_, **__: True
+
+    @staticmethod
+    def save_any_names_but_these(*names):
+        return lambda *_, **__: False
+
+    @staticmethod
+    def save_only_these_names(*names):
+        return lambda *_, **__: False
+
+    @staticmethod
+    def save_from_both_policies(policy_1, policy_2):
+        return lambda *a, **k: policy_1(*a, **k) or policy_2(*a, **k)
+
+    @staticmethod
+    def offload_dot_with_no_batch_dims(offload_src="device", offload_dst="pinned_host"):
+        return lambda *_, **__: False
+
+    @staticmethod
+    def save_and_offload_only_these_names(*, names_which_can_be_saved=(),
+                                          names_which_can_be_offloaded=(),
+                                          offload_src="device", offload_dst="pinned_host"):
+        return lambda *_, **__: False
+
+
+def checkpoint_name(x, name):
+    """``x`` unchanged: a name that JAX's name-based policies match. Here every policy but
+    ``everything_saveable`` recomputes, so the name changes nothing."""
+    if not isinstance(name, str):
+        raise TypeError(f"checkpoint_name: name must be a string, got {type(name).__name__}")
+    return x
+
+
+def checkpoint(fun=None, *, prevent_cse=True, policy=None, static_argnums=()):
     """``fun`` whose backward pass recomputes its forward intermediates instead of storing
-    them: reverse mode saves only its inputs (``fnx.remat`` is the same function)."""
+    them: reverse mode saves only its inputs (``fnx.remat`` is the same function).
+
+    As JAX's: ``static_argnums`` arguments are Python values the function may branch
+    on; ``policy`` (from ``fnx.checkpoint_policies``) may allow saving intermediates,
+    which here means all of them for ``everything_saveable`` (then nothing is
+    recomputed) and none otherwise; ``prevent_cse`` is accepted (fnx's CSE never
+    merges a recomputation with the forward pass). Usable as ``@checkpoint`` or
+    ``@partial(checkpoint, policy=...)``.
+    """
+    if fun is None:
+        return functools.partial(checkpoint, prevent_cse=prevent_cse, policy=policy,
+                                 static_argnums=static_argnums)
+    if not callable(fun):
+        raise TypeError(f"checkpoint: expected a function, got {type(fun).__name__}")
+    if policy is not None and not callable(policy):
+        raise TypeError(f"checkpoint: policy must be a function like those in "
+                        f"fnx.checkpoint_policies, got {type(policy).__name__}")
     static_argnums = (static_argnums,) if isinstance(static_argnums, int) else \
         tuple(static_argnums)
     helper = _Custom(fun, static_argnums)
+    save_all = policy is checkpoint_policies.everything_saveable
 
     @functools.wraps(fun)
-    def wrapped(*args):
+    def wrapped(*args, **kwargs):
+        args = helper._resolve(args, kwargs)
+        trace = get_trace()
+        if save_all or trace is EVAL:
+            return fun(*args)
         static, leaves, tree = helper._split(args)
+        if _runs_eagerly(trace, leaves):
+            return fun(*args)
         out_tree = [None]
         fun_flat = helper._flat_fun(static, tree, out_tree)
         outs = remat_call_p.bind(*leaves, fun=fun_flat, name=getattr(fun, "__name__", "f"))
@@ -326,14 +677,19 @@ def _vmapped(fn, axes, size):
 def _custom_jvp_batch(vals, dims, size, *, fun, rule, name):
     from .vmap import vmap
     axes = tuple(dims)
+    fun_b = _vmapped(fun, axes, size)
+    if get_trace() is EVAL:  # vmap alone: only the function runs, as in JAX
+        outs = fun_b(*vals)
+        return outs, [0] * len(outs)
     per_example = vmap(lambda p, t: rule(list(p), list(t)), in_axes=(axes, axes),
                        axis_size=size)
 
     def rule_b(primals, tangents):  # tangents have their primals' shapes, so their axes
+        tangents = [instantiate(t, p) for p, t in zip(primals, tangents)]
         outs, out_t = per_example(tuple(primals), tuple(tangents))
-        return list(outs), list(out_t)
+        return list(outs), [instantiate(t, o) for o, t in zip(outs, out_t)]
 
-    outs = custom_jvp_call_p.bind(*vals, fun=_vmapped(fun, axes, size), rule=rule_b, name=name)
+    outs = custom_jvp_call_p.bind(*vals, fun=fun_b, rule=rule_b, name=name)
     return outs, [0] * len(outs)
 
 
@@ -342,20 +698,27 @@ def _custom_vjp_batch(vals, dims, size, *, fun, rule, name):
     from .vmap import vmap
     fwd, bwd = rule
     axes = tuple(dims)
-    fwd_each = vmap(lambda *p: fwd(list(p)), in_axes=axes, axis_size=size)
-    bwd_each = vmap(lambda r, c: bwd(list(r), list(c)), in_axes=0, axis_size=size)
+    fun_b = _vmapped(fun, axes, size)
+    if get_trace() is EVAL:  # vmap alone: only the function runs, as in JAX
+        outs = fun_b(*vals)
+        return outs, [0] * len(outs)
 
-    def fwd_b(primals):
-        outs, res = fwd_each(*primals)
+    def fwd_b(primals, perturbed):
+        outs, res = vmap(lambda *p: fwd(list(p), perturbed), in_axes=axes,
+                         axis_size=size)(*primals)
         return list(outs), list(res)
 
-    def bwd_b(res, cts):  # outputs and residuals are batched at 0, so are their cotangents
+    bwd_each = vmap(lambda r, c: bwd(list(r), list(c), None), in_axes=0, axis_size=size)
+
+    def bwd_b(res, cts, out_avals):  # outputs and residuals are batched at 0, so are cts
+        cts = [Array._wrap(np.zeros(a.shape, a.dtype)) if c is None else c
+               for c, a in zip(cts, out_avals)]
         in_cts = bwd_each(tuple(res), tuple(cts))
         # an unbatched input was shared by every example: its cotangent is their sum
-        return [c if d == 0 else lax.reduce_sum(c, (0,)) for c, d in zip(in_cts, axes)]
+        return [c if d == 0 or c is None else lax.reduce_sum(c, (0,))
+                for c, d in zip(in_cts, axes)]
 
-    outs = custom_vjp_call_p.bind(*vals, fun=_vmapped(fun, axes, size), rule=(fwd_b, bwd_b),
-                                  name=name)
+    outs = custom_vjp_call_p.bind(*vals, fun=fun_b, rule=(fwd_b, bwd_b), name=name)
     return outs, [0] * len(outs)
 
 
