@@ -220,14 +220,28 @@ def _debug_flags_changed(_value=None):
             if prim not in _SAVED_CACHE_VJP:
                 _SAVED_CACHE_VJP[prim] = prim.cache_eager_vjp
                 prim.cache_eager_vjp = False
+        # The libraries' eager shortcuts (``fnx.numpy``'s binary ops calling the ufunc
+        # when ``get_trace() is EVAL``) skip dispatch: point their ``EVAL`` at an object
+        # no trace is, so every op goes through the checked dispatch.
+        for name, mod in list(sys.modules.items()):
+            if (name.startswith(_LIBRARY_PREFIXES) and mod is not None
+                    and mod.__dict__.get("EVAL") is EVAL):
+                mod.EVAL = _NOT_EVAL
+                _PATCHED_MODULES.append(mod)
     else:
         EVAL.__dict__.pop("process_primitive", None)
         for prim, cached in _SAVED_CACHE_VJP.items():
             prim.cache_eager_vjp = cached
         _SAVED_CACHE_VJP.clear()
+        for mod in _PATCHED_MODULES:
+            mod.EVAL = EVAL
+        _PATCHED_MODULES.clear()
 
 
 _SAVED_CACHE_VJP: dict = {}
+_PATCHED_MODULES: list = []
+_LIBRARY_PREFIXES = ("fnx.numpy", "fnx.lax", "fnx.nn", "fnx.scipy", "fnx.random")
+_NOT_EVAL = object()
 config.on_change("jax_debug_nans", _debug_flags_changed)
 config.on_change("jax_debug_infs", _debug_flags_changed)
 if config.values["jax_debug_nans"] or config.values["jax_debug_infs"]:  # set by environment

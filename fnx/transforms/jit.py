@@ -552,7 +552,10 @@ class JitFunction:
                     v.dtype  # raises DeletedArrayError
                 raw.append(v)
             if values["jax_debug_nans"] or values["jax_debug_infs"]:
-                return tree_util.tree_unflatten(out_tree, self._run_checked(entry, raw))
+                outs = self._run_checked(entry, raw)
+                if entry.donated:
+                    self._donate(args, kwargs)
+                return tree_util.tree_unflatten(out_tree, outs)
             if not kwargs and not self.static_argnums and all(type(x) is Array for x in leaves):
                 if all(type(a) is Array for a in args):
                     self._fast[tuple(map(_fast_key, args))] = entry
@@ -581,7 +584,8 @@ class JitFunction:
         top-level floating-point intermediate as an extra output (JAX checks only the
         outputs, so a NaN that does not reach them goes unseen there); on a NaN or inf,
         re-run the IR one equation at a time to name the primitive and its source line.
-        Donation is skipped: the inputs must survive for the re-run."""
+        The donated inputs are not overwritten (the re-run needs them) but are still
+        invalidated afterwards."""
         checked = entry.checked
         if checked is None:
             checked = entry.checked = _checked_variant(entry.ir)
