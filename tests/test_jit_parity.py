@@ -226,3 +226,90 @@ def test_unhashable_callable_gets_its_own_cache():
     g(fnp.ones(2))
     g(fnp.ones(2))
     assert len(calls) == 1
+
+
+# --- disable_jit ---------------------------------------------------------------------
+
+def test_disable_jit_runs_python_eagerly():
+    seen = []
+
+    @fnx.jit
+    def f(x):
+        seen.append(type(x).__name__)
+        if x.sum() > 0:                 # Python control flow on values
+            return x * 2
+        return x - 1
+    x = fnp.ones(3)
+    with fnx.disable_jit():
+        np.testing.assert_array_equal(f(x), [2, 2, 2])
+        np.testing.assert_array_equal(f(-x), [-2, -2, -2])
+        f(x)
+    assert seen == ["Array"] * 3        # concrete values, every call runs the body
+    with pytest.raises(fnx.errors.ConcretizationError):
+        f(x)                            # jit again: the value is traced
+    fnx.config.update("jax_disable_jit", True)
+    try:
+        np.testing.assert_array_equal(f(x), [2, 2, 2])
+    finally:
+        fnx.config.update("jax_disable_jit", False)
+
+
+def test_disable_jit_inside_grad_and_with_static_args():
+    g = fnx.jit(lambda x, n: (x ** n).sum(), static_argnums=1)
+    with fnx.disable_jit():
+        np.testing.assert_allclose(fnx.grad(g)(fnp.ones(2) * 3, 2), [6.0, 6.0])
+    assert g.trace_count == 0
+
+
+# --- logging and checking flags -------------------------------------------------------
+
+def test_log_compiles(caplog):
+    g = fnx.jit(lambda x, n: x * n, static_argnums=1)
+    with caplog.at_level(logging.DEBUG, logger="fnx"):
+        with fnx.log_compiles():
+            g(fnp.ones(3), 2)
+            g(fnp.ones(3), 2)          # cached: nothing logged
+        g(fnp.ones(4), 2)              # flag off: nothing logged
+    msgs = [r.getMessage() for r in caplog.records if r.name == "fnx"]
+    assert len([m for m in msgs if m.startswith("Compiling")]) == 1
+    assert any("Compiling <lambda> with arguments (f32[3]) and static arguments #1=2" in m
+               for m in msgs)
+    assert any(m.startswith("Finished tracing <lambda>") for m in msgs)
+
+
+def test_explain_cache_misses(caplog):
+    def step(params, x, n):
+        return params["w"] * x * n
+    g = fnx.jit(step, static_argnames="n")
+    p = {"w": fnp.ones(3)}
+    with caplog.at_level(logging.WARNING, logger="fnx"):
+        fnx.config.update("jax_explain_cache_misses", True)
+        try:
+            g(p, fnp.ones(3), 2)
+            g(p, fnp.ones(3), 3)
+            g({"w": fnp.ones(3, dtype="int32")}, fnp.ones(3), 3)
+            with fnx.numpy_rank_promotion("warn"):
+                g({"w": fnp.ones(3, dtype="int32")}, fnp.ones(3), 3)
+        finally:
+            fnx.config.update("jax_explain_cache_misses", False)
+    text = "\n".join(r.getMessage() for r in caplog.records if r.name == "fnx")
+    assert "never seen function" in text
+    assert "static argument 2 ('n') changed from 2 to 3" in text
+    assert "argument 0 ('params')['w'] changed from float32[3] to int32[3]" in text
+    assert "config jax_numpy_rank_promotion changed from 'allow' to 'warn'" in text
+
+
+def test_enable_checks_runs_the_checker_after_each_pass(monkeypatch):
+    from fnx.core import tracing
+
+    def broken_cse(ir):   # a pass that loses an equation the outputs need
+        return ir.replace(eqns=ir.eqns[1:])
+    broken_cse.__name__ = "cse"
+    monkeypatch.setattr(tracing, "cse", broken_cse)
+    g = fnx.jit(lambda x: fnp.sin(x) * 2)
+    with fnx.enable_checks():
+        with pytest.raises(IRCheckError, match="inconsistent after cse"):
+            g(fnp.ones(2))
+    monkeypatch.undo()
+    with fnx.enable_checks():
+        np.testing.assert_allclose(g(fnp.ones(2)), 2 * np.sin(np.ones(2)), rtol=1e-6)
