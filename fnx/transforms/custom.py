@@ -21,6 +21,7 @@ import numpy as np
 
 from .. import tree_util
 from ..core.array import Array, Tracer, to_array
+from ..core.ir import eval_ir
 from ..core.primitive import Primitive, ShapeDtypeStruct
 from ..core.trace import EVAL, get_trace
 from ..core.tracing import trace_flat
@@ -118,6 +119,36 @@ def _runs_eagerly(trace, leaves):
             return False
         trace = trace.parent
     return True
+
+
+def _records(trace):
+    """Whether binding on ``trace`` may record the call into an IR (jit, scan bodies)."""
+    _runs_eagerly(trace, ())  # fills _PASS_THROUGH
+    while trace is not EVAL:
+        if type(trace) not in _PASS_THROUGH:
+            return True
+        trace = trace.parent
+    return False
+
+
+def _closure_convert(fun_flat, leaves, name):
+    """Under a recording trace: ``fun_flat`` traced once, and the tracers it closes over
+    (values of enclosing traces) as a list, or None if it closes over none. A call
+    primitive must take those as operands: its Python function cannot keep them."""
+    ir = trace_flat(fun_flat, [ShapeDtypeStruct(a.shape, a.dtype, a.weak_type)
+                               for a in leaves], name)
+    if not any(isinstance(c, Tracer) for c in ir.consts):
+        return None, None
+    closed, consts = ir.hoist_consts()
+    return _ir_function(closed, name), [to_array(c) for c in consts]
+
+
+def _no_closure_tangents(name, tangents, n):
+    if any(t is not None for t in tangents[:n]):
+        raise CustomRuleError(
+            f"{name} closes over a value that is being differentiated (a variable of an "
+            "enclosing function, not one of its arguments), and its rule cannot give that "
+            "value's derivative. Pass the value to the function as an argument.")
 
 
 class SymbolicZero:
@@ -360,7 +391,20 @@ class custom_jvp(_Custom):
                       for i, (v, o) in enumerate(zip(t_leaves, outs))]
             return outs, out_ts
 
-        outs = custom_jvp_call_p.bind(*leaves, fun=fun_flat, rule=rule, name=self.__name__)
+        fun_c, consts = _closure_convert(fun_flat, leaves, self.__name__) \
+            if _records(trace) else (None, None)
+        if consts:
+            n = len(consts)
+
+            def rule_c(primals, tangents):
+                _no_closure_tangents(name, tangents, n)
+                outs, out_t = rule(primals[n:], tangents[n:])
+                return outs, out_t
+
+            outs = custom_jvp_call_p.bind(*consts, *leaves, fun=fun_c, rule=rule_c,
+                                          name=self.__name__)
+        else:
+            outs = custom_jvp_call_p.bind(*leaves, fun=fun_flat, rule=rule, name=self.__name__)
         if out_tree[0] is None:
             _out_avals(fun_flat, leaves)
         return tree_util.tree_unflatten(out_tree[0], outs)
@@ -432,8 +476,23 @@ class custom_vjp(_Custom):
             ct = self.bwd(*nondiff, r, g)
             return self._bwd_leaves(name, ct, tree, leaves)
 
-        outs = custom_vjp_call_p.bind(*leaves, fun=fun_flat, rule=(fwd_flat, bwd_flat),
-                                      name=self.__name__)
+        fun_c, consts = _closure_convert(fun_flat, leaves, self.__name__) \
+            if _records(trace) else (None, None)
+        if consts:
+            n = len(consts)
+
+            def fwd_c(primals, perturbed):
+                _no_closure_tangents(name, [True if p else None for p in perturbed], n)
+                return fwd_flat(primals[n:], perturbed[n:])
+
+            def bwd_c(res, cts, out_avals):
+                return [None] * n + list(bwd_flat(res, cts, out_avals))
+
+            outs = custom_vjp_call_p.bind(*consts, *leaves, fun=fun_c, rule=(fwd_c, bwd_c),
+                                          name=self.__name__)
+        else:
+            outs = custom_vjp_call_p.bind(*leaves, fun=fun_flat, rule=(fwd_flat, bwd_flat),
+                                          name=self.__name__)
         if out_tree[0] is None:
             _out_avals(fun_flat, leaves)
         return tree_util.tree_unflatten(out_tree[0], outs)
@@ -520,8 +579,18 @@ remat_lin_p.transpose = _remat_lin_transpose
 remat_lin_p.jvp = _remat_lin_jvp
 
 
+def _ir_function(ir, name):
+    """``ir`` as a Python function of its inputs (carried by remat_call)."""
+    def call(*xs):
+        return list(eval_ir(ir, *xs))
+    call.__name__ = name
+    call.ir = ir
+    return call
+
+
 def _remat_call_rule(*args, fun, name):
-    return _out_avals(fun, args)
+    ir = getattr(fun, "ir", None)
+    return list(ir.out_avals) if ir is not None else _out_avals(fun, args)
 
 
 def _remat_call_impl(*vals, fun, name):
@@ -648,9 +717,15 @@ def checkpoint(fun=None, *, prevent_cse=True, policy=None, static_argnums=()):
             return fun(*args)
         out_tree = [None]
         fun_flat = helper._flat_fun(static, tree, out_tree)
-        outs = remat_call_p.bind(*leaves, fun=fun_flat, name=getattr(fun, "__name__", "f"))
-        if out_tree[0] is None:
-            _out_avals(fun_flat, leaves)
+        name = getattr(fun, "__name__", "f")
+        # Closure conversion: traced once, with the values it closes over (tracers of
+        # enclosing transformations, e.g. weights a scan body reads) made explicit
+        # operands, so every transformation of the call sees and differentiates them.
+        ir = trace_flat(fun_flat, [ShapeDtypeStruct(a.shape, a.dtype, a.weak_type)
+                                   for a in leaves], name)
+        closed, consts = ir.hoist_consts()
+        outs = remat_call_p.bind(*[to_array(c) for c in consts], *leaves,
+                                 fun=_ir_function(closed, name), name=name)
         return tree_util.tree_unflatten(out_tree[0], outs)
 
     return wrapped
