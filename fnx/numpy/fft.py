@@ -113,9 +113,9 @@ def _fft_core(name, fft_type, a, s, axes, norm):
         axes = tuple(range(-len(s), 0)) if s is not None else tuple(range(a.ndim))
     else:
         axes = _ints(name, "axes", (axes,) if isinstance(axes, (int, np.integer)) else axes)
-    axes = tuple(normalize_axis(name, ax, a.ndim) for ax in axes)
     if a.ndim == 0 and axes:
         raise ValueError(f"{name}: needs an array of rank >= 1, got a scalar")
+    axes = tuple(normalize_axis(name, ax, a.ndim) for ax in axes)
     if len(set(axes)) != len(axes):
         raise ValueError(f"{name}: repeated axes {axes}: each axis is transformed once")
     if s is not None and len(s) != len(axes):

@@ -63,6 +63,9 @@ Left out (no lowering; exporting a function that uses them raises
   ``conv_general_dilated`` raises ``MissingRuleError`` (ONNX ``Conv`` is float only).
 * the factorizations (``cholesky``, ``triangular_solve``, ``lu``, ``qr``, ``eigh``,
   ``svd``) and the random bits (``threefry2x32``, ``random_gamma``): no ONNX operators.
+* ``fft``: every FFT type has a complex operand or result, and complex values are
+  rejected (ONNX ``DFT`` packs them as a trailing axis of 2 reals; onnxruntime has no
+  complex tensors).
 
 * ``copysign``: ONNX cannot read the sign bit of a NaN (it has no bitcast), and
   NaNs made by arithmetic carry a negative sign on x86, so results would differ.
