@@ -18,11 +18,15 @@ from ..nn.functions import log_softmax as _log_softmax
 from ..nn.functions import logsumexp
 from ..nn.functions import softmax as _softmax
 from ..numpy._util import promote
+from ..extend import Primitive, ShapeDtypeStruct, ShapeError, batch_elementwise, defjvp
 from ..transforms.custom import custom_jvp
+from . import _special_impl as _impl
 
 __all__ = ["logsumexp", "erf", "erfc", "erfinv", "gammaln", "digamma", "polygamma", "xlogy",
            "xlog1py", "logit", "expit", "log_expit", "ndtr", "log_ndtr", "ndtri", "entr",
-           "softmax", "log_softmax"]
+           "softmax", "log_softmax", "erfcx", "i0e", "i1e", "i0", "i1", "zeta", "gammainc",
+           "gammaincc", "betainc", "betaln", "beta", "gamma", "gammasgn", "loggamma",
+           "multigammaln", "factorial", "kl_div", "rel_entr"]
 
 
 def _float(name, *xs):
@@ -233,3 +237,231 @@ def softmax(x, axis=None):
 def log_softmax(x, axis=None):
     """``scipy.special.log_softmax``: over all axes by default."""
     return _log_softmax(x, axis=axis)
+
+
+# --- primitives with NumPy impls (fnx.scipy._special_impl) and their derivatives ----------
+
+def _elementwise_prim(name, impl, nargs):
+    """An elementwise primitive over ``nargs`` float operands of one dtype and shape, where
+    a rank-0 operand stands for a full one (the public functions promote and broadcast
+    first; vmap keeps unbatched scalars rank-0)."""
+    def shape_rule(*xs):
+        x0 = max(xs, key=lambda x: len(x.shape))
+        if any((x.shape and x.shape != x0.shape) or x.dtype != x0.dtype for x in xs) \
+                or x0.dtype.kind != "f":
+            raise ShapeError(f"{name}: operands must be floating with one shape and dtype; got "
+                             + ", ".join(f"{x.dtype}{list(x.shape)}" for x in xs)
+                             + f". Call fnx.scipy.special.{name}, which promotes and "
+                             "broadcasts.")
+        return ShapeDtypeStruct(x0.shape, x0.dtype, all(x.weak_type for x in xs))
+    prim = Primitive(name, shape_rule=shape_rule, impl=impl)
+    batch_elementwise(prim)
+    return prim
+
+
+erfcx_p = _elementwise_prim("erfcx", _impl.erfcx, 1)
+i0e_p = _elementwise_prim("i0e", _impl.i0e, 1)
+i1e_p = _elementwise_prim("i1e", _impl.i1e, 1)
+zeta_p = _elementwise_prim("zeta", _impl.zeta, 2)
+gammainc_p = _elementwise_prim("gammainc", _impl.gammainc, 2)
+gammaincc_p = _elementwise_prim("gammaincc", _impl.gammaincc, 2)
+gammainc_grad_a_p = _elementwise_prim("gammainc_grad_a", _impl.gammainc_grad_a, 2)
+betainc_p = _elementwise_prim("betainc", _impl.betainc, 3)
+
+_INV_SQRT_PI_2 = float(2 / np.sqrt(np.pi))
+
+defjvp(erfcx_p, lambda g, ans, x: g * (2 * x * ans - _INV_SQRT_PI_2))
+defjvp(i0e_p, lambda g, ans, x: g * (i1e_p.bind(x) - fnp.sign(x) * ans))
+
+
+def _i1e_jvp(g, ans, x):
+    zero = x == 0
+    safe = fnp.where(zero, _const(1, x), x)
+    d = i0e_p.bind(x) - ans * (fnp.sign(x) + 1 / safe)
+    return g * fnp.where(zero, _const(0.5, x), d)
+
+
+defjvp(i1e_p, _i1e_jvp)
+
+
+def _zeta_s_jvp(g, ans, s, q):
+    raise ValueError("zeta: the derivative with respect to the exponent x (the first "
+                     "argument) is not implemented; differentiate with respect to q, or "
+                     "wrap x in fnx.lax.stop_gradient")
+
+
+defjvp(zeta_p, _zeta_s_jvp, lambda g, ans, s, q: g * (-s) * zeta_p.bind(s + 1, q))
+
+
+def _log_gamma_density(a, x):
+    """log of x^(a-1) e^-x / Gamma(a), the derivative of P(a, x) in x (0 where x = 0 < a - 1)."""
+    return xlogy(a - 1, x) - x - lax.lgamma(a)
+
+
+defjvp(gammainc_p, lambda g, ans, a, x: g * gammainc_grad_a_p.bind(a, x),
+       lambda g, ans, a, x: g * fnp.exp(_log_gamma_density(a, x)))
+defjvp(gammaincc_p, lambda g, ans, a, x: -(g * gammainc_grad_a_p.bind(a, x)),
+       lambda g, ans, a, x: -(g * fnp.exp(_log_gamma_density(a, x))))
+
+
+def _gammainc_grad_aa(g, ans, a, x):
+    raise ValueError("gammainc: second derivatives with respect to a are not implemented "
+                     "(first derivatives in a, and all derivatives in x, are)")
+
+
+defjvp(gammainc_grad_a_p, _gammainc_grad_aa,
+       lambda g, ans, a, x: g * fnp.exp(_log_gamma_density(a, x))
+       * (fnp.log(x) - lax.digamma(a)))
+
+
+def _betainc_ab_jvp(g, ans, a, b, x):
+    raise ValueError("betainc: derivatives with respect to a and b are not implemented (as "
+                     "in JAX); differentiate with respect to x, or wrap a and b in "
+                     "fnx.lax.stop_gradient")
+
+
+defjvp(betainc_p, _betainc_ab_jvp, _betainc_ab_jvp,
+       lambda g, ans, a, b, x: g * fnp.exp(xlogy(a - 1, x) + xlog1py(b - 1, -x)
+                                           - betaln(a, b)))
+
+
+def erfcx(x):
+    """The scaled complementary error function ``exp(x^2) erfc(x)``, accurate where
+    ``erfc`` underflows (``erfcx(x) ~ 1 / (x sqrt(pi))`` for large ``x``)."""
+    (x,) = _float("erfcx", x)
+    return erfcx_p.bind(x)
+
+
+def i0e(x):
+    """The exponentially scaled modified Bessel function of order 0, ``exp(-|x|) I0(x)``."""
+    (x,) = _float("i0e", x)
+    return i0e_p.bind(x)
+
+
+def i1e(x):
+    """The exponentially scaled modified Bessel function of order 1, ``exp(-|x|) I1(x)``."""
+    (x,) = _float("i1e", x)
+    return i1e_p.bind(x)
+
+
+def i0(x):
+    """The modified Bessel function of order 0, ``I0(x)`` (inf past about 713 in float64)."""
+    (x,) = _float("i0", x)
+    return fnp.exp(fnp.abs(x)) * i0e_p.bind(x)
+
+
+def i1(x):
+    """The modified Bessel function of order 1, ``I1(x)``."""
+    (x,) = _float("i1", x)
+    return fnp.exp(fnp.abs(x)) * i1e_p.bind(x)
+
+
+def zeta(x, q=None):
+    """The Hurwitz zeta function ``sum_k (k + q)^-x`` (``x > 1``; NaN for ``x < 1``, inf at
+    ``x = 1`` and at the poles ``q = 0, -1, ...``). ``q=None`` gives the Riemann zeta
+    function ``zeta(x, 1)`` (JAX raises there). Differentiable in ``q``."""
+    if q is None:
+        q = 1
+    x, q = _broadcast(*_float("zeta", x, q))
+    return zeta_p.bind(x, q)
+
+
+def gammainc(a, x):
+    """The regularized lower incomplete gamma function ``P(a, x)`` (``a >= 0``,
+    ``x >= 0``; NaN elsewhere), differentiable in ``x`` and (once) in ``a``."""
+    a, x = _broadcast(*_float("gammainc", a, x))
+    return gammainc_p.bind(a, x)
+
+
+def gammaincc(a, x):
+    """The regularized upper incomplete gamma function ``Q(a, x) = 1 - P(a, x)``, computed
+    directly (accurate where it is small)."""
+    a, x = _broadcast(*_float("gammaincc", a, x))
+    return gammaincc_p.bind(a, x)
+
+
+def betainc(a, b, x):
+    """The regularized incomplete beta function ``I_x(a, b)`` (``a, b >= 0``,
+    ``0 <= x <= 1``; NaN elsewhere), differentiable in ``x`` (in ``a`` and ``b`` it raises,
+    as in JAX)."""
+    a, b, x = _broadcast(*_float("betainc", a, b, x))
+    return betainc_p.bind(a, b, x)
+
+
+def betaln(a, b):
+    """``log|B(a, b)| = gammaln(a) + gammaln(b) - gammaln(a + b)``."""
+    a, b = _broadcast(*_float("betaln", a, b))
+    return lax.lgamma(a) + lax.lgamma(b) - lax.lgamma(a + b)
+
+
+def gammasgn(x):
+    """The sign of the gamma function: 1 for ``x > 0`` (and ``+0``), ``-1`` for ``-0``,
+    ``(-1)^ceil(-x)`` between the negative poles, NaN at the poles ``-1, -2, ...``, at
+    ``-inf`` and for NaN (JAX's values)."""
+    (x,) = _float("gammasgn", x)
+    pole = (x < 0) & (x == fnp.floor(x))
+    odd = fnp.fmod(fnp.floor(-x), 2) == 0          # floor(-x) even -> negative Gamma
+    neg = fnp.where(odd, _const(-1, x), _const(1, x))
+    sgn = fnp.where(x > 0, _const(1, x), fnp.where(x == 0, fnp.where(fnp.signbit(x),
+                    _const(-1, x), _const(1, x)), neg))
+    return fnp.where(pole | fnp.isnan(x), _const(np.nan, x), sgn)
+
+
+def gamma(x):
+    """The gamma function, ``gammasgn(x) * exp(gammaln(x))``."""
+    (x,) = _float("gamma", x)
+    return gammasgn(x) * fnp.exp(lax.lgamma(x))
+
+
+def loggamma(x):
+    """``log(gamma(x))`` for real ``x``: ``gammaln`` for ``x >= 0``, NaN for ``x < 0``
+    (where gamma may be negative), as ``scipy.special.loggamma`` on reals."""
+    (x,) = _float("loggamma", x)
+    return fnp.where(x < 0, _const(np.nan, x), lax.lgamma(x))
+
+
+def beta(a, b):
+    """The beta function ``B(a, b) = Gamma(a) Gamma(b) / Gamma(a + b)`` with its sign."""
+    a, b = _broadcast(*_float("beta", a, b))
+    return gammasgn(a) * gammasgn(b) * gammasgn(a + b) * fnp.exp(betaln(a, b))
+
+
+def multigammaln(a, d):
+    """The multivariate log-gamma function of dimension ``d`` (a static positive int)."""
+    d = int(d)
+    if d < 1:
+        raise ValueError(f"multigammaln: d must be a positive integer, got {d}")
+    (a,) = _float("multigammaln", a)
+    js = fnp.arange(d, dtype=a.dtype) / 2
+    terms = lax.lgamma(fnp.expand_dims(a, -1) - js)
+    return fnp.sum(terms, axis=-1) + float(d * (d - 1) / 4 * np.log(np.pi))
+
+
+def factorial(n, exact=False):
+    """``n!`` as ``gamma(n + 1)`` (0 for ``n < 0``, as SciPy). ``exact=True`` is not
+    supported (JAX neither): it raises."""
+    if exact:
+        raise NotImplementedError("factorial: exact=True is not supported (as in JAX); use "
+                                  "math.factorial on Python ints")
+    (n,) = _float("factorial", n)
+    return fnp.where(n < 0, _const(0, n), fnp.exp(lax.lgamma(n + 1)))
+
+
+def rel_entr(p, q):
+    """``p log(p / q)`` for ``p, q > 0``, 0 where ``p == 0 <= q``, inf elsewhere."""
+    p, q = _broadcast(*_float("rel_entr", p, q))
+    both = (p > 0) & (q > 0)
+    safe_q = fnp.where(both, q, _const(1, q))
+    safe_p = fnp.where(both, p, _const(1, p))
+    val = safe_p * (fnp.log(safe_p) - fnp.log(safe_q))
+    return fnp.where(both, val, fnp.where((p == 0) & (q >= 0), _const(0, p),
+                                          _const(np.inf, p)))
+
+
+def kl_div(p, q):
+    """``p log(p / q) - p + q`` for ``p, q > 0``; ``q`` where ``p == 0 <= q``; inf
+    elsewhere."""
+    p, q = _broadcast(*_float("kl_div", p, q))
+    both = (p > 0) & (q > 0)
+    return fnp.where(both, rel_entr(p, q) - p + q,
+                     fnp.where((p == 0) & (q >= 0), q, _const(np.inf, p)))

@@ -1,0 +1,291 @@
+"""fnx.scipy.stats: JAX's module layout and names, values against SciPy (float64 under
+jax_enable_x64, float32 by default), JAX's out-of-support values (literals observed with
+jax 0.10.2), dtypes, derivatives, jit and vmap."""
+import numpy as np
+import pytest
+import scipy.stats as ss
+
+import fnx
+import fnx.numpy as fnp
+from fnx.scipy import stats
+from fnx.testing import check_grads
+
+
+@pytest.fixture
+def x64():
+    old = fnx.config.read("jax_enable_x64")
+    fnx.config.update("jax_enable_x64", True)
+    yield
+    fnx.config.update("jax_enable_x64", old)
+
+
+def f32(*a):
+    return np.array(a, np.float32)
+
+
+# the public names of each module in jax.scipy.stats (dir() of jax 0.10.2)
+JAX_NAMES = {
+    "norm": "cdf isf logcdf logpdf logsf pdf ppf sf",
+    "multivariate_normal": "logpdf pdf",
+    "t": "logpdf pdf",
+    "beta": "cdf logcdf logpdf logsf pdf sf",
+    "gamma": "cdf logcdf logpdf logsf pdf sf",
+    "poisson": "cdf entropy logpmf pmf",
+    "bernoulli": "cdf logpmf pmf ppf",
+    "logistic": "cdf isf logpdf pdf ppf sf",
+    "laplace": "cdf logpdf pdf",
+    "cauchy": "cdf isf logcdf logpdf logsf pdf ppf sf",
+    "uniform": "cdf logpdf pdf ppf",
+    "expon": "cdf logcdf logpdf logsf pdf ppf sf",
+    "dirichlet": "logpdf pdf",
+    "binom": "logpmf pmf",
+}
+
+
+@pytest.mark.parametrize("name", sorted(JAX_NAMES))
+def test_module_names_match_jax(name):
+    from importlib import import_module
+    mod = import_module(f"fnx.scipy.stats.{name}")
+    assert mod is getattr(stats, name)
+    public = sorted(n for n in mod.__all__)
+    assert public == JAX_NAMES[name].split()
+    assert all(callable(getattr(mod, n)) for n in public)
+
+
+rng = np.random.default_rng(0)
+X = rng.normal(size=7) * 3
+U = rng.uniform(0.01, 0.99, size=7)
+POS = rng.uniform(0.05, 6, size=7)
+K = np.array([0., 1, 2, 3, 5, 8, 13])
+
+# (fnx function, scipy function, args): params are passed positionally as in both APIs
+CASES = [
+    ("norm.logpdf", ss.norm.logpdf, (X, 0.5, 1.7)),
+    ("norm.pdf", ss.norm.pdf, (X, 0.5, 1.7)),
+    ("norm.cdf", ss.norm.cdf, (X, 0.5, 1.7)),
+    ("norm.logcdf", ss.norm.logcdf, (np.r_[X, -30, 30], 0.5, 1.7)),
+    ("norm.sf", ss.norm.sf, (X, 0.5, 1.7)),
+    ("norm.logsf", ss.norm.logsf, (np.r_[X, -30, 30], 0.5, 1.7)),
+    ("norm.ppf", ss.norm.ppf, (np.r_[U, 1e-10, 1 - 1e-10], 0.5, 1.7)),
+    ("norm.isf", ss.norm.isf, (U, 0.5, 1.7)),
+    ("t.logpdf", ss.t.logpdf, (X, POS, 0.3, 2.0)),
+    ("t.pdf", ss.t.pdf, (X, POS, 0.3, 2.0)),
+    ("beta.logpdf", ss.beta.logpdf, (U, POS, POS[::-1])),
+    ("beta.pdf", ss.beta.pdf, (U, POS, POS[::-1])),
+    ("beta.cdf", ss.beta.cdf, (U, POS, POS[::-1])),
+    ("beta.logcdf", ss.beta.logcdf, (U, POS, POS[::-1])),
+    ("beta.sf", ss.beta.sf, (U, POS, POS[::-1])),
+    ("beta.logsf", ss.beta.logsf, (U, POS, POS[::-1])),
+    ("gamma.logpdf", ss.gamma.logpdf, (POS * 2, POS, 0.1, 1.5)),
+    ("gamma.pdf", ss.gamma.pdf, (POS * 2, POS, 0.1, 1.5)),
+    ("gamma.cdf", ss.gamma.cdf, (POS * 2, POS, 0.1, 1.5)),
+    ("gamma.logcdf", ss.gamma.logcdf, (POS * 2, POS, 0.1, 1.5)),
+    ("gamma.sf", ss.gamma.sf, (POS * 2, POS, 0.1, 1.5)),
+    ("gamma.logsf", ss.gamma.logsf, (POS * 2, POS, 0.1, 1.5)),
+    ("poisson.logpmf", ss.poisson.logpmf, (K, 3.5)),
+    ("poisson.pmf", ss.poisson.pmf, (K, 3.5, 1)),
+    ("poisson.cdf", ss.poisson.cdf, (K + 0.5, 3.5)),
+    ("poisson.entropy", ss.poisson.entropy, (np.array([0.5, 3, 9.9, 10, 50, 99, 100, 400]),)),
+    ("bernoulli.logpmf", ss.bernoulli.logpmf, (np.array([0., 1, 0, 1]), np.array([.2, .2, .9, .9]))),
+    ("bernoulli.pmf", ss.bernoulli.pmf, (np.array([0., 1, 0, 1]), np.array([.2, .2, .9, .9]))),
+    ("bernoulli.cdf", ss.bernoulli.cdf, (np.array([-1, 0., 0.5, 1, 2]), 0.3)),
+    ("bernoulli.ppf", ss.bernoulli.ppf, (np.array([0.5, 0.69, 0.71, 1]), 0.3)),  # ppf(0): JAX 0, SciPy -1
+    ("binom.logpmf", ss.binom.logpmf, (K[:5], 6.0, 0.35)),
+    ("binom.pmf", ss.binom.pmf, (K[:5], 6.0, 0.35)),
+    ("logistic.logpdf", ss.logistic.logpdf, (np.r_[X, 300, -300], 0.2, 1.3)),
+    ("logistic.pdf", ss.logistic.pdf, (X, 0.2, 1.3)),
+    ("logistic.cdf", ss.logistic.cdf, (X, 0.2, 1.3)),
+    ("logistic.sf", ss.logistic.sf, (X, 0.2, 1.3)),
+    ("logistic.ppf", ss.logistic.ppf, (U, 0.2, 1.3)),
+    ("logistic.isf", ss.logistic.isf, (U, 0.2, 1.3)),
+    ("laplace.logpdf", ss.laplace.logpdf, (X, -0.4, 0.8)),
+    ("laplace.pdf", ss.laplace.pdf, (X, -0.4, 0.8)),
+    ("laplace.cdf", ss.laplace.cdf, (X, -0.4, 0.8)),
+    ("cauchy.logpdf", ss.cauchy.logpdf, (X, 0.1, 2.0)),
+    ("cauchy.pdf", ss.cauchy.pdf, (X, 0.1, 2.0)),
+    ("cauchy.cdf", ss.cauchy.cdf, (X, 0.1, 2.0)),
+    ("cauchy.logcdf", ss.cauchy.logcdf, (X, 0.1, 2.0)),
+    ("cauchy.sf", ss.cauchy.sf, (X, 0.1, 2.0)),
+    ("cauchy.logsf", ss.cauchy.logsf, (X, 0.1, 2.0)),
+    ("cauchy.ppf", ss.cauchy.ppf, (np.r_[U, 0, 1], 0.1, 2.0)),
+    ("cauchy.isf", ss.cauchy.isf, (np.r_[U, 0, 1], 0.1, 2.0)),
+    ("uniform.logpdf", ss.uniform.logpdf, (X, -1.0, 3.0)),
+    ("uniform.pdf", ss.uniform.pdf, (X, -1.0, 3.0)),
+    ("uniform.cdf", ss.uniform.cdf, (X, -1.0, 3.0)),
+    ("uniform.ppf", ss.uniform.ppf, (U, -1.0, 3.0)),
+    ("expon.logpdf", ss.expon.logpdf, (X, -1.0, 2.0)),
+    ("expon.pdf", ss.expon.pdf, (X, -1.0, 2.0)),
+    ("expon.cdf", ss.expon.cdf, (X, -1.0, 2.0)),
+    ("expon.logcdf", ss.expon.logcdf, (np.abs(X), -1.0, 2.0)),
+    ("expon.sf", ss.expon.sf, (X, -1.0, 2.0)),
+    ("expon.logsf", ss.expon.logsf, (X, -1.0, 2.0)),
+    ("expon.ppf", ss.expon.ppf, (U, -1.0, 2.0)),
+]
+
+
+def _fn(path):
+    mod, name = path.split(".")
+    return getattr(getattr(stats, mod), name)
+
+
+@pytest.mark.parametrize("path,ref,args", CASES, ids=[c[0] for c in CASES])
+def test_values_against_scipy(path, ref, args, x64):
+    out = _fn(path)(*args)
+    assert out.dtype == np.float64
+    rtol = 1e-8 if path == "poisson.entropy" else 1e-10   # an asymptotic series from 100
+    np.testing.assert_allclose(np.asarray(out), ref(*args), rtol=rtol, atol=1e-300)
+
+
+@pytest.mark.parametrize("path,ref,args", CASES[::3], ids=[c[0] for c in CASES[::3]])
+def test_float32_values_and_dtype(path, ref, args):
+    args32 = tuple(np.asarray(a, np.float32) if isinstance(a, np.ndarray) else a
+                   for a in args)
+    out = _fn(path)(*args32)
+    assert out.dtype == np.float32
+    ref_args = tuple(np.asarray(a, np.float64) if isinstance(a, np.ndarray) else a
+                     for a in args32)
+    np.testing.assert_allclose(np.asarray(out), ref(*ref_args), rtol=2e-5, atol=1e-6)
+
+
+def test_integer_inputs_promote_to_default_float():
+    assert stats.norm.logpdf(1).dtype == np.float32
+    assert stats.poisson.logpmf(np.arange(3, dtype=np.int32), 2).dtype == np.float32
+    assert stats.norm.ppf(np.float16(0.3)).dtype == np.float32   # JAX: asarray(., float)
+
+
+def test_multivariate_normal(x64):
+    cov = np.array([[2.0, 0.5, 0.1], [0.5, 1.0, 0.2], [0.1, 0.2, 1.5]])
+    mean = np.array([0.1, -0.2, 0.3])
+    x = rng.normal(size=(4, 3))
+    np.testing.assert_allclose(np.asarray(stats.multivariate_normal.logpdf(x, mean, cov)),
+                               ss.multivariate_normal.logpdf(x, mean, cov), rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(stats.multivariate_normal.pdf(x, mean, cov)),
+                               ss.multivariate_normal.pdf(x, mean, cov), rtol=1e-12)
+    # batched covariances and a scalar variance
+    covs = np.stack([cov, 2 * cov])
+    out = stats.multivariate_normal.logpdf(x[:2], mean, covs)
+    np.testing.assert_allclose(np.asarray(out), [ss.multivariate_normal.logpdf(x[i], mean, covs[i])
+                                                 for i in range(2)], rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(stats.multivariate_normal.logpdf(x, mean, 2.0)),
+                               ss.multivariate_normal.logpdf(x, mean, 2.0 * np.eye(3)),
+                               rtol=1e-12)
+    np.testing.assert_allclose(float(stats.multivariate_normal.logpdf(1.0, 0.0, 2.0)),
+                               ss.norm.logpdf(1.0, 0.0, np.sqrt(2.0)), rtol=1e-12)
+    with pytest.raises(fnx.errors.ShapeError, match="multivariate_normal.logpdf: cov"):
+        stats.multivariate_normal.logpdf(x, mean, np.eye(2))
+    with pytest.raises(NotImplementedError, match="allow_singular"):
+        stats.multivariate_normal.logpdf(x, mean, cov, allow_singular=True)
+
+
+def test_multivariate_normal_not_positive_definite_is_nan():
+    bad = np.array([[1, 2], [2, 1]], np.float32)
+    assert np.isnan(float(stats.multivariate_normal.logpdf(f32(1, 2), f32(0, 0), bad)))
+
+
+def test_dirichlet(x64):
+    alpha = np.array([1.0, 2.0, 3.0])
+    x = np.array([[0.2, 0.1], [0.3, 0.6], [0.5, 0.3]])
+    np.testing.assert_allclose(np.asarray(stats.dirichlet.logpdf(x, alpha)),
+                               [ss.dirichlet.logpdf(x[:, i], alpha) for i in range(2)],
+                               rtol=1e-12)
+    # K - 1 coordinates: the last is 1 - sum
+    np.testing.assert_allclose(np.asarray(stats.dirichlet.logpdf(x[:2], alpha)),
+                               np.asarray(stats.dirichlet.logpdf(x, alpha)), rtol=1e-12)
+    np.testing.assert_allclose(float(stats.dirichlet.pdf(x[:, 0], alpha)),
+                               ss.dirichlet.pdf(x[:, 0], alpha), rtol=1e-12)
+    with pytest.raises(fnx.errors.ShapeError, match="one-dimensional"):
+        stats.dirichlet.logpdf(x, alpha[None])
+    with pytest.raises(fnx.errors.ShapeError, match="3 or 2 entries"):
+        stats.dirichlet.logpdf(np.ones(5) / 5, alpha)
+
+
+# out-of-support and invalid-parameter values: jax 0.10.2's results (float32)
+def _eq(a, b):
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b, np.float32))
+
+
+def test_out_of_support_values_as_jax():
+    inf, nan = np.inf, np.nan
+    _eq(stats.norm.logpdf(f32(np.inf, np.nan)), [-inf, nan])
+    _eq(stats.norm.ppf(f32(0, 1, 1.5, -0.1)), [-inf, inf, nan, nan])
+    _eq(stats.gamma.logpdf(f32(-1, 0, 1), f32(2, 0.5, -1)), [-inf, inf, -inf])
+    _eq(stats.gamma.cdf(f32(-1, 0, inf), 2.0), [0, 0, 1])
+    _eq(stats.gamma.sf(f32(-1, 0, inf), 2.0), [1, 1, 0])
+    _eq(stats.beta.logpdf(f32(-0.1, 1.1, .5, .5), f32(2, 2, 0, 2), f32(2, 2, 2, -1)),
+        [-inf, -inf, nan, nan])
+    _eq(stats.beta.cdf(f32(-1, 0, 1, 2), 2.0, 3.0), [0, 0, 1, 1])
+    _eq(stats.beta.sf(f32(-1, 0, 1, 2), 2.0, 3.0), [1, 1, 0, 0])
+    _eq(stats.poisson.logpmf(f32(-1, 1.5), 2.0), [-inf, -inf])
+    _eq(stats.poisson.logpmf(f32(0, 1), 0.0), [0, -inf])
+    _eq(stats.poisson.cdf(f32(-1), 2.0), [0])
+    _eq(stats.bernoulli.logpmf(f32(-1, 2), 0.3), [-inf, -inf])
+    _eq(stats.bernoulli.logpmf(f32(0, 1), f32(0, 1)), [0, 0])
+    _eq(stats.bernoulli.cdf(f32(-1, 0, .5, 1, nan), 0.3), [0, 0.7, 0.7, 1, nan])
+    assert np.isnan(float(stats.bernoulli.cdf(0.0, 1.5)))
+    _eq(stats.bernoulli.ppf(f32(0, .7, .71, 1, -1), 0.3), [0, 0, 1, 1, nan])
+    _eq(stats.binom.logpmf(f32(-1, 6), 5.0, 0.3), [-inf, -inf])
+    _eq(stats.binom.logpmf(f32(0, 5, 0), f32(5, 5, 0), f32(0, 1, .5)), [0, 0, 0])
+    _eq(stats.uniform.logpdf(f32(-1, 2)), [-inf, -inf])
+    _eq(stats.uniform.cdf(f32(-1, 2)), [0, 1])
+    _eq(stats.uniform.ppf(f32(-1, 2, nan)), [nan, nan, nan])
+    _eq(stats.expon.logpdf(f32(-1)), [-inf])
+    _eq(stats.expon.cdf(f32(-1)), [0])
+    _eq(stats.expon.logsf(f32(-1)), [0])
+    _eq(stats.expon.logcdf(f32(-1, 0)), [-inf, -inf])
+    _eq(stats.expon.ppf(f32(-1, 1, 2)), [nan, inf, nan])
+    _eq(stats.laplace.cdf(f32(-inf, inf)), [0, 1])
+    _eq(stats.cauchy.cdf(f32(-inf, inf)), [0, 1])
+    _eq(stats.logistic.ppf(f32(0, 1)), [-inf, inf])
+    _eq(stats.logistic.logpdf(f32(-1e4, 1e4)), [-1e4, -1e4])
+    _eq(stats.dirichlet.logpdf(f32(.2, .3, .6), f32(1, 2, 3)), -inf)
+    _eq(stats.dirichlet.logpdf(f32(0, .5, .5), f32(1, 2, 3)), -inf)
+
+
+def test_where_fnx_does_better_than_jax():
+    # JAX: cauchy.ppf(0) = 2.29e7 (tan of a rounded pi/2), t.logpdf(1e20) = -inf (overflow),
+    # uniform.cdf(nan) = 0
+    _eq(stats.cauchy.ppf(f32(0, 1)), [-np.inf, np.inf])
+    _eq(stats.cauchy.isf(f32(0, 1)), [np.inf, -np.inf])
+    np.testing.assert_allclose(float(stats.t.logpdf(np.float32(1e20), 3.0)),
+                               ss.t.logpdf(1e20, 3.0), rtol=1e-6)
+    assert np.isnan(float(stats.uniform.cdf(np.float32(np.nan))))
+
+
+def test_grads(x64):
+    check_grads(lambda x, m, s: stats.norm.logpdf(x, m, s), (X, 0.3, 1.2), order=2)
+    check_grads(lambda x: stats.norm.logcdf(x), (np.r_[X, -25.0],), order=1)
+    check_grads(lambda x, df: stats.t.logpdf(x, df), (X, POS), order=2)
+    check_grads(lambda x, a, b: stats.beta.logpdf(x, a, b), (np.clip(U, 0.1, 0.9), POS, POS[::-1]),
+                order=2)
+    check_grads(lambda x: stats.beta.cdf(x, 2.0, 3.0), (U,), order=2)
+    check_grads(lambda x, a: stats.gamma.cdf(x, a), (POS * 2, POS), order=1)
+    check_grads(lambda mu: stats.poisson.logpmf(K, mu), (3.5,), order=2)
+    check_grads(lambda x, s: stats.logistic.logpdf(x, 0.0, s), (X, 1.3), order=2)
+    cov = np.array([[2.0, 0.5], [0.5, 1.0]])
+    check_grads(lambda x, c: stats.multivariate_normal.logpdf(x, np.zeros(2), c),
+                (rng.normal(size=(3, 2)), cov), order=1)
+    check_grads(lambda a: stats.dirichlet.logpdf(np.array([0.2, 0.3, 0.5]), a),
+                (np.array([1.0, 2.0, 3.0]),), order=2)
+
+
+def test_grad_at_support_edges_is_finite():
+    g = fnx.grad(lambda x: stats.gamma.logpdf(x, 1.0))(f32(0.0)[0])
+    assert np.isfinite(float(g))
+    g = fnx.grad(lambda p: stats.bernoulli.logpmf(0.0, p))(np.float32(0.0))
+    assert float(g) == -1.0
+
+
+def test_jit_matches_eager_and_vmap():
+    fns = [lambda x: stats.norm.logcdf(x, 0.5, 2.0), lambda x: stats.gamma.cdf(x, 2.5),
+           lambda x: stats.beta.logpdf(x, 2.0, 3.0), lambda x: stats.poisson.pmf(x, 2.0),
+           lambda x: stats.t.pdf(x, 4.0)]
+    x = np.abs(X[:5]).astype(np.float32) / 10
+    for f in fns:
+        np.testing.assert_allclose(np.asarray(fnx.jit(f)(x)), np.asarray(f(x)), rtol=1e-6)
+    v = fnx.vmap(lambda x, m: stats.multivariate_normal.logpdf(x, m, np.eye(2, dtype=np.float32)))
+    xs, ms = rng.normal(size=(4, 2)).astype(np.float32), rng.normal(size=(4, 2)).astype(np.float32)
+    np.testing.assert_allclose(np.asarray(v(xs, ms)),
+                               ss.multivariate_normal.logpdf(xs - ms, np.zeros(2), np.eye(2)),
+                               rtol=1e-5)
+    np.testing.assert_allclose(np.asarray(fnx.vmap(stats.poisson.entropy)(f32(0.5, 20, 200))),
+                               ss.poisson.entropy([0.5, 20, 200]), rtol=1e-5)
