@@ -31,16 +31,23 @@ def test_ci_runs_exactly_the_readme_test_command():
     assert tests in ci.splitlines()
 
 
-def test_config_accepts_jax_flags_and_keeps_64_bit():
+def test_config_jax_enable_x64_switches_defaults_and_narrowing():
+    import warnings
+
     import fnx.numpy as fnp
+    assert fnx.config.jax_enable_x64 is False  # JAX's default
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the one-time narrowing warning (test_x64 checks it)
+        assert fnp.ones(2, dtype="float64").dtype == "float32"  # narrowed, as in JAX
     fnx.config.update("jax_enable_x64", True)
     try:
         assert fnx.config.jax_enable_x64 is True
-        assert fnp.ones(2).dtype == "float32"  # defaults stay 32-bit
+        assert fnp.ones(2).dtype == "float64"  # defaults are 64-bit
+        assert fnp.ones(2, dtype="float32").dtype == "float32"
     finally:
         fnx.config.update("jax_enable_x64", False)
-    assert fnp.ones(2, dtype="float64").dtype == "float64"  # given 64-bit stays 64-bit
-    with pytest.raises(AttributeError, match="unknown option"):
+    assert fnp.ones(2).dtype == "float32"
+    with pytest.raises(AttributeError, match="unknown flag"):
         fnx.config.update("jax_enable_x46", True)
 
 

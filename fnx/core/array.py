@@ -42,10 +42,17 @@ class Array:
     __array_priority__ = 100  # NumPy defers binary operators to us
 
     def __init__(self, value, dtype=None, weak_type=False):
-        # Public constructor: copies, so no outside reference can write the buffer.
-        v = np.array(value, dtype=None if dtype is None else dtypes.canonicalize(dtype))
-        if dtype is None and v.dtype not in dtypes._SUPPORTED_SET:
-            v = v.astype(dtypes.canonicalize(v.dtype))
+        # Public constructor: copies, so no outside reference can write the buffer. 64-bit
+        # data narrows to 32 bits unless jax_enable_x64 is on (as JAX's inputs do).
+        v = np.array(value, dtype=None if dtype is None else dtypes.canonical(dtype, "Array"))
+        if dtype is None:
+            if v.dtype not in dtypes._SUPPORTED_SET:
+                v = v.astype(dtypes.canonicalize(v.dtype))
+            if v.dtype in dtypes._NARROW:
+                if isinstance(value, (np.ndarray, np.generic)) or hasattr(value, "__array__"):
+                    v = dtypes.narrow_value(v, "Array")
+                else:  # Python numbers: the defaults, not a narrowing
+                    v = v.astype(dtypes._NARROW[v.dtype])
         v.flags.writeable = False
         self._value = v
         self.weak_type = bool(weak_type)
@@ -93,6 +100,10 @@ class Array:
     @property
     def device(self):
         return CPU_DEVICE
+
+    def devices(self):
+        """The set of devices holding the array (JAX's API): the CPU."""
+        return {CPU_DEVICE}
 
     def to_device(self, device, /, *, stream=None):
         if device is not CPU_DEVICE and device != CPU_DEVICE:
@@ -150,8 +161,9 @@ class Array:
 
     def __dlpack__(self, /, *, stream=None, max_version=None, dl_device=None, copy=None):
         """DLPack export (CPU only). A consumer that understands DLPack >= 1.0 gets the
-        buffer itself, flagged read-only; an older one gets a copy (the legacy protocol
-        cannot say read-only), and ``copy=False`` then raises BufferError."""
+        buffer itself, flagged read-only. A legacy consumer (no ``max_version``) gets a
+        copy by default, since the legacy protocol cannot say read-only; with
+        ``copy=False`` it gets the buffer itself, which it must not write."""
         v = np.asarray(self._concrete("__dlpack__"))
         if stream is not None:
             raise BufferError(f"__dlpack__: fnx arrays are on the CPU, which has no "
@@ -160,13 +172,13 @@ class Array:
             raise BufferError(f"__dlpack__: fnx arrays are on the CPU {(1, 0)}, cannot "
                               f"export to dl_device={tuple(dl_device)!r}")
         versioned = max_version is not None and tuple(max_version) >= (1, 0)
-        if copy or not versioned:
-            if copy is False:
-                raise BufferError("__dlpack__: copy=False needs a DLPack >= 1.0 consumer "
-                                  "(max_version=(1, 0)): the legacy protocol cannot mark "
-                                  "the immutable buffer read-only")
+        if copy:
             c = np.array(v, copy=True)
             return c.__dlpack__(max_version=max_version) if versioned else c.__dlpack__()
+        if not versioned:
+            if copy is None:
+                return np.array(v, copy=True).__dlpack__()
+            return _legacy_alias(v).__dlpack__()  # copy=False: the buffer, unflagged
         if v.flags.writeable:  # nobody may write fnx's buffer through the export
             v = v.view()
             v.flags.writeable = False
@@ -418,16 +430,41 @@ def _index_text(x, default="idx"):
     return default
 
 
+class _BufferOwner:
+    """Holds an Array's buffer alive behind a writeable-flagged alias of it (for the
+    legacy DLPack protocol, which refuses read-only arrays and cannot flag them)."""
+
+    def __init__(self, v):
+        self.keep = v
+        self.__array_interface__ = {
+            "data": (v.__array_interface__["data"][0], False), "shape": v.shape,
+            "typestr": v.dtype.str, "descr": v.dtype.descr, "strides": v.strides,
+            "version": 3}
+
+
+def _legacy_alias(v):
+    """``v``'s memory as an ndarray that NumPy's legacy ``__dlpack__`` exports (no copy)."""
+    if v.flags.writeable:
+        return v
+    return np.asarray(_BufferOwner(v))
+
+
 def _rebuild(value, weak_type):
     return Array(value, weak_type=weak_type)
 
 
 class _Device:
+    """The one device, the host CPU (``fnx.devices()[0]``, ``fnx.Device``); JAX's fields."""
     platform = "cpu"
+    device_kind = "cpu"
     id = 0
+    process_index = host_id = task_id = local_hardware_id = 0
 
     def __repr__(self):
         return "CpuDevice(id=0)"
+
+    def __str__(self):
+        return "cpu:0"
 
 
 CPU_DEVICE = _Device()
@@ -514,11 +551,18 @@ def to_array(x, what="argument"):
     r = dtypes.python_scalar_dtype(x)
     if r is not None:
         dt, weak = r
+        if dt is dtypes.int64 and not dtypes._X64:
+            dtypes.check_python_int(x, dtypes.int32, what)
         return Array._wrap(np.array(x, dtype=dt)[()], weak)
     if isinstance(x, np.generic):
-        return Array._wrap(x if x.dtype in dtypes._SUPPORTED_SET
-                           else x.astype(dtypes.canonicalize(x.dtype)))
+        if x.dtype not in dtypes._SUPPORTED_SET:
+            x = x.astype(dtypes.canonicalize(x.dtype))
+        return Array._wrap(dtypes.narrow_value(x, what) if x.dtype in dtypes._NARROW else x)
     if isinstance(x, np.ndarray):
+        if x.dtype in dtypes._NARROW:
+            v = dtypes.narrow_value(x, what)  # a new buffer nobody else holds
+            v.flags.writeable = False
+            return Array._wrap(v)
         return Array(x)
     if isinstance(x, (list, tuple)):
         return fnp.asarray(x)

@@ -6,16 +6,32 @@ take the dtype of the array they meet: ``x_f32 * 2.0`` stays float32,
 upper bound in the lattice below, which never loses information silently
 between signed and unsigned ints of the same width by jumping to floats.
 
-Where JAX canonicalizes 64-bit types to 32 bits unless a global flag is set,
-fnx keeps what it is given: an array the user passes as float64 stays float64.
-Defaults (Python scalars, creation functions without a dtype) are 32-bit, as in
-JAX.
+64-bit types follow JAX's ``jax_enable_x64`` flag (``fnx.config.update(
+"jax_enable_x64", True)`` or ``JAX_ENABLE_X64=1``). Off (the default), defaults
+are 32-bit and 64-bit inputs and dtype requests narrow to 32 bits (float64 ->
+float32, int64 -> int32, uint64 -> uint32, complex128 -> complex64); the first
+narrowing in a process warns once, naming the flag (JAX warns only for explicit
+dtype requests and narrows array inputs silently). On, defaults are 64-bit.
+The flag can change at run time: code reads defaults through
+``default_float()``, ``default_int()``, ``default_complex()`` and requested
+dtypes through ``canonical(dtype)``; the module attributes ``float_``,
+``int_`` and ``complex_`` also follow the flag.
+
+``jax_numpy_dtype_promotion="strict"`` allows no implicit promotion between
+different dtypes (a weakly typed Python scalar may still join an array of its
+kind or a higher one: ``x_f32 * 2`` and ``x_f32 * 2.0`` work, ``x_i32 * 2.0``
+does not), as in JAX; a refused promotion raises ``TypePromotionError``.
 """
 from __future__ import annotations
 
 import functools
+import os
+import sys
+import warnings
 
 import numpy as np
+
+from .._config import config
 
 try:  # bfloat16 exists only where ml_dtypes is installed (it is optional).
     import ml_dtypes as _ml_dtypes
@@ -30,9 +46,9 @@ uint8, uint16, uint32, uint64 = (np.dtype(t) for t in (np.uint8, np.uint16, np.u
 float16, float32, float64 = (np.dtype(t) for t in (np.float16, np.float32, np.float64))
 complex64, complex128 = np.dtype(np.complex64), np.dtype(np.complex128)
 
-float_ = float32          # default float (Python float, creation functions)
-int_ = int32              # default int
-complex_ = complex64      # default complex
+float_ = float32          # default float (Python float, creation functions); follows x64
+int_ = int32              # default int; follows x64
+complex_ = complex64      # default complex; follows x64
 
 SUPPORTED = [bool_, int8, int16, int32, int64, uint8, uint16, uint32, uint64,
              float16, float32, float64, complex64, complex128]
@@ -59,33 +75,47 @@ if bfloat16 is not None:
     _EDGES[bfloat16] = [float32]
 
 
-def _upper_sets():
+# Without x64, JAX avoids the one promotion that makes a 64-bit type from 32-bit
+# inputs: uint32 with a signed int gives int32, not int64.
+_EDGES_X32 = dict(_EDGES)
+_EDGES_X32[uint32] = [int32, uint64]
+
+
+def _upper_sets(edges):
     ups = {}
 
     def visit(node):
         if node not in ups:
             s = {node}
-            for nxt in _EDGES[node]:
+            for nxt in edges[node]:
                 s |= visit(nxt)
             ups[node] = frozenset(s)
         return ups[node]
 
-    for node in _EDGES:
+    for node in edges:
         visit(node)
     return ups
 
 
-_UPPER = _upper_sets()
+_UPPER = _upper_sets(_EDGES)
+_UPPER_X32 = _upper_sets(_EDGES_X32)
 
 
-@functools.lru_cache(maxsize=None)
-def _join(a, b):
-    """Least upper bound of two lattice nodes."""
-    common = _UPPER[a] & _UPPER[b]
-    for c in common:
-        if _UPPER[c] == common:
-            return c
-    raise AssertionError(f"no unique join for {a}, {b}")  # the lattice guarantees one
+def _make_join(upper):
+    @functools.lru_cache(maxsize=None)
+    def join(a, b):
+        """Least upper bound of two lattice nodes."""
+        common = upper[a] & upper[b]
+        for c in common:
+            if upper[c] == common:
+                return c
+        raise AssertionError(f"no unique join for {a}, {b}")  # the lattice guarantees one
+    return join
+
+
+_join_x64 = _make_join(_UPPER)
+_join_x32 = _make_join(_UPPER_X32)
+_join = _join_x32  # the current lattice's join; follows jax_enable_x64
 
 
 def _materialize(node):
@@ -95,10 +125,28 @@ def _materialize(node):
     return node, False
 
 
+class TypePromotionError(ValueError, TypeError):
+    """Implicit promotion between two dtypes that ``jax_numpy_dtype_promotion="strict"``
+    refuses (JAX's ``TypePromotionError``, a ValueError; also a TypeError here).
+
+    Wrong, under strict promotion::
+
+        x_f32 + y_f16                 # two different dtypes: no implicit promotion
+
+    Fixed, by casting explicitly::
+
+        x_f32 + y_f16.astype("float32")
+    """
+
+
 # --- public helpers ----------------------------------------------------------
 
 def canonicalize(dtype) -> np.dtype:
-    """A NumPy dtype for any dtype-like (``'float32'``, ``np.int8``, ``float``)."""
+    """A NumPy dtype for any dtype-like (``'float32'``, ``np.int8``, ``float``).
+
+    Python's ``float``, ``int`` and ``complex`` name the default dtypes (which follow
+    ``jax_enable_x64``); other 64-bit dtypes are returned as they are (``canonical``
+    narrows them for a user's request)."""
     if dtype is float:
         return float_
     if dtype is int:
@@ -124,22 +172,38 @@ def canonicalize(dtype) -> np.dtype:
     return d
 
 
+_INT32_LO, _INT32_HI = -2**31, 2**31
+
+
 def python_scalar_dtype(x):
     """(dtype, weak) for a Python scalar, or None if ``x`` is not one.
 
     NumPy scalars are *not* Python scalars here, even though ``np.float64`` is
-    a subclass of ``float``: they carry a real dtype and are strongly typed.
+    a subclass of ``float``: they carry a real dtype and are strongly typed. A
+    Python int outside int32 is ``(int64, True)`` whatever the flag: it can still
+    join a float array; made into an integer array without x64 it raises
+    OverflowError (``check_python_int``).
     """
     t = type(x)
-    if t is bool:
-        return bool_, False
-    if t is int:
-        return (int_ if -2**31 <= x < 2**31 else int64), True
     if t is float:
-        return float_, True
+        return _PY_FLOAT
+    if t is int:
+        return _PY_INT if _INT32_LO <= x < _INT32_HI else _PY_BIG_INT
+    if t is bool:
+        return _PY_BOOL
     if t is complex:
-        return complex_, True
+        return _PY_COMPLEX
     return None
+
+
+def check_python_int(x, dtype, where="fnx"):
+    """Raise OverflowError when Python int ``x`` does not fit ``dtype`` (an int dtype)."""
+    info = np.iinfo(dtype)
+    if not info.min <= x <= info.max:
+        hint = (" (jax_enable_x64 is off, so Python ints are int32, as in JAX; "
+                "fnx.config.update(\"jax_enable_x64\", True) makes them int64)"
+                if not _X64 and dtype == int32 else "")
+        raise OverflowError(f"{where}: Python int {x} does not fit in {dtype}{hint}")
 
 
 def _node(dtype, weak):
@@ -151,21 +215,63 @@ def _node(dtype, weak):
     return WEAK_INT if kind in "iu" else WEAK_FLOAT if kind == "f" else WEAK_COMPLEX
 
 
+_WEAK_RANK = {WEAK_INT: 0, WEAK_FLOAT: 1, WEAK_COMPLEX: 2}
+_STRICT_KINDS = {WEAK_INT: "iufc", WEAK_FLOAT: "fc", WEAK_COMPLEX: "c"}
+
+
+def _strict_promote(pairs):
+    """Promotion under ``jax_numpy_dtype_promotion="strict"``: one strong dtype, or none;
+    a weak scalar joins a strong dtype of its kind or a higher one."""
+    strong, weak_nodes = [], []
+    for d, w in pairs:
+        n = _node(d, w)
+        (weak_nodes if isinstance(n, str) else strong).append(n)
+    kinds = set(strong)
+    ok = len(kinds) <= 1
+    if ok and kinds:
+        (s,) = kinds
+        code = "f" if s == bfloat16 else s.kind
+        ok = all(code in _STRICT_KINDS[w] for w in weak_nodes)
+    if not ok:
+        names = tuple(d.name if not w or d == bool_ else _WEAK_NAME[_node(d, w)]
+                      for d, w in pairs)
+        raise TypePromotionError(
+            f"input dtypes {names} have no implicit promotion path when "
+            "jax_numpy_dtype_promotion='strict'; cast the inputs explicitly to the dtype "
+            "you want (x.astype(...)), or set "
+            "fnx.config.update('jax_numpy_dtype_promotion', 'standard')")
+    if kinds:
+        return strong[0], False
+    return _materialize(max(weak_nodes, key=_WEAK_RANK.__getitem__))
+
+
+_WEAK_NAME = {WEAK_INT: "int (Python scalar)", WEAK_FLOAT: "float (Python scalar)",
+              WEAK_COMPLEX: "complex (Python scalar)"}
+
+
 def promote_pairs(pairs):
     """Join ``(dtype, weak)`` pairs; returns ``(dtype, weak)`` of the result."""
+    if _STRICT:
+        return _strict_promote(list(pairs))
     it = iter(pairs)
     d, w = next(it)
     node = _node(d, w)
     big_weak_int = w and d == int64
     strong_int64 = not w and d.kind in "iu" and d.itemsize == 8
+    join = _join
     for d, w in it:
-        node = _join(node, _node(d, w))
+        node = join(node, _node(d, w))
         big_weak_int |= w and d == int64
         strong_int64 |= not w and d.kind in "iu" and d.itemsize == 8
     out, weak = _materialize(node)
     if weak:
         if node == WEAK_INT and big_weak_int:
-            out = int64  # a Python int beyond int32 keeps its value
+            if not _X64:
+                raise OverflowError(
+                    "a Python int outside int32 cannot be made an array while "
+                    "jax_enable_x64 is off (Python ints are int32, as in JAX); use "
+                    "fnx.config.update(\"jax_enable_x64\", True) or a float")
+            out = int64
         elif strong_int64 and node != WEAK_INT:
             out = float64 if node == WEAK_FLOAT else complex128  # 64-bit ints keep 64 bits
     return out, weak
@@ -185,14 +291,17 @@ def dtype_and_weak(x):
 
 
 def result_type(*args) -> np.dtype:
-    """The dtype that ``args`` (arrays, scalars, dtypes) promote to."""
+    """The dtype that ``args`` (arrays, scalars, dtypes) promote to; as in JAX, a 64-bit
+    result is reported as its 32-bit type while ``jax_enable_x64`` is off."""
     if not args:
         raise ValueError("result_type needs at least one argument")
-    return promote_pairs(dtype_and_weak(a) for a in args)[0]
+    d = promote_pairs(dtype_and_weak(a) for a in args)[0]
+    return _NARROW.get(d, d)
 
 
 def promote_types(a, b) -> np.dtype:
-    """Promotion of two dtypes (both strongly typed), as in ``jnp.promote_types``."""
+    """Promotion of two dtypes (both strongly typed), as in ``jnp.promote_types`` (which,
+    like JAX's, does not narrow: ``promote_types(float32, float64)`` is float64)."""
     return promote_pairs([(canonicalize(a), False), (canonicalize(b), False)])[0]
 
 
@@ -201,7 +310,23 @@ def can_cast(from_, to, casting="safe") -> bool:
     src, dst = canonicalize(getattr(from_, "dtype", from_)), canonicalize(to)
     if casting != "safe":
         return bool(np.can_cast(src, dst, casting=casting))
-    return promote_types(src, dst) == dst
+    return _promote_standard(src, dst) == dst
+
+
+def _promote_standard(a, b):
+    return _materialize(_join_x64(a, b))[0]
+
+
+_TO_INEXACT = {bool_: float32, int8: float32, int16: float32, int32: float32,
+               uint8: float32, uint16: float32, uint32: float32,
+               int64: float64, uint64: float64}
+
+
+def to_inexact(dtype) -> np.dtype:
+    """The inexact dtype an integer or bool ``dtype`` computes in (``sqrt``,
+    ``true_divide``, ``mean``): float32 up to 32-bit ints, float64 for 64-bit ones,
+    whatever the x64 flag (as in JAX); inexact dtypes are returned as they are."""
+    return _TO_INEXACT.get(dtype, dtype)
 
 
 def is_inexact(dtype) -> bool:
@@ -212,18 +337,56 @@ def is_integer(dtype) -> bool:
     return np.dtype(dtype).kind in "iu"
 
 
-class finfo(np.finfo):
-    """``np.finfo`` that also accepts bfloat16 (through ml_dtypes) and fnx arrays."""
+class finfo:
+    """Machine limits of a float dtype (also bfloat16, through ml_dtypes, and fnx arrays).
 
-    def __new__(cls, dtype):
+    As the Array API asks, ``bits``, ``eps``, ``max``, ``min``, ``smallest_normal``
+    (``tiny``), ``resolution`` and ``epsneg`` are Python ``int``/``float``; ``dtype``
+    is the dtype, and the other attributes of ``numpy.finfo`` (``nmant``,
+    ``precision``, ``maxexp``, ...) are there too. Python floats hold every float32 and
+    float64 value exactly, so arithmetic with them keeps an array's dtype (weak typing).
+    """
+
+    _FLOATS = ("eps", "epsneg", "max", "min", "smallest_normal", "tiny", "resolution",
+               "smallest_subnormal")
+
+    def __init__(self, dtype):
         dtype = getattr(dtype, "dtype", dtype)
         if bfloat16 is not None and np.dtype(dtype) == bfloat16:
-            return _ml_dtypes.finfo(bfloat16)
-        return np.finfo(canonicalize(dtype))
+            info = _ml_dtypes.finfo(bfloat16)
+        else:
+            d = canonicalize(dtype)
+            if d.kind not in "fc":
+                raise ValueError(f"finfo: {d} is not a floating point dtype; use iinfo "
+                                 "for integer dtypes")
+            info = np.finfo(d)
+        self._info = info
+        self.dtype = np.dtype(info.dtype)
+        self.bits = int(info.bits)
+        for name in self._FLOATS:
+            setattr(self, name, float(getattr(info, name)))
+
+    def __getattr__(self, name):  # nmant, nexp, precision, machep, maxexp, minexp, ...
+        if name == "_info":
+            raise AttributeError(name)
+        return getattr(self._info, name)
+
+    def __eq__(self, other):
+        return isinstance(other, finfo) and self.dtype == other.dtype
+
+    def __hash__(self):
+        return hash(("finfo", self.dtype))
+
+    def __repr__(self):
+        return (f"finfo(resolution={self.resolution}, min={self.min}, max={self.max}, "
+                f"dtype={self.dtype.name})")
+
+    __str__ = __repr__
 
 
 def iinfo(dtype):
-    """``np.iinfo`` accepting fnx arrays and dtype-likes."""
+    """``np.iinfo`` accepting fnx arrays and dtype-likes (its ``min``/``max`` are
+    Python ints)."""
     return np.iinfo(canonicalize(getattr(dtype, "dtype", dtype)))
 
 
@@ -240,8 +403,20 @@ def short_name(dtype) -> str:
 
 
 # --- defaults that follow jax_enable_x64 ---------------------------------------
-# Code that needs a default dtype calls these (never the constants above), so the
-# answer follows ``fnx.config.update("jax_enable_x64", ...)``.
+# Code that needs a default dtype calls these (or reads ``float_``/``int_``/
+# ``complex_`` as module attributes), so the answer follows
+# ``fnx.config.update("jax_enable_x64", ...)``. The flag's state lives in module
+# globals that ``_set_x64`` rebinds, so the hot paths pay a global lookup.
+
+_NARROWING = {float64: float32, int64: int32, uint64: uint32, complex128: complex64}
+_NARROW = dict(_NARROWING)   # what narrows now: empty under x64
+_X64 = False
+_STRICT = False
+_PY_BOOL = (bool_, False)
+_PY_BIG_INT = (int64, True)
+_PY_INT, _PY_FLOAT, _PY_COMPLEX = (int32, True), (float32, True), (complex64, True)
+_warned = False
+
 
 def default_float() -> np.dtype:
     """float32, or float64 under ``jax_enable_x64``."""
@@ -253,12 +428,92 @@ def default_int() -> np.dtype:
     return int_
 
 
+def default_uint() -> np.dtype:
+    """uint32, or uint64 under ``jax_enable_x64``."""
+    return uint64 if _X64 else uint32
+
+
 def default_complex() -> np.dtype:
     """complex64, or complex128 under ``jax_enable_x64``."""
     return complex_
 
 
-def canonical(dtype) -> np.dtype:
+def x64_enabled() -> bool:
+    return _X64
+
+
+def canonical(dtype, where="dtype") -> np.dtype:
     """The dtype fnx makes for a requested ``dtype``: 64-bit types narrow to 32 bits
-    unless ``jax_enable_x64`` is on (as in JAX)."""
-    return canonicalize(dtype)
+    unless ``jax_enable_x64`` is on (as in JAX); the first narrowing warns once.
+    ``where`` names the function asking, for the warning."""
+    d = canonicalize(dtype)
+    n = _NARROW.get(d)
+    if n is None:
+        return d
+    _warn_narrowing(d, n, where)
+    return n
+
+
+def narrow_value(v, where="input"):
+    """A NumPy array or scalar with a 64-bit dtype narrowed to 32 bits when x64 is off
+    (as JAX does with its inputs, silently; fnx warns once); else ``v`` itself."""
+    n = _NARROW.get(v.dtype)
+    if n is None:
+        return v
+    _warn_narrowing(v.dtype, n, where)
+    with np.errstate(over="ignore", invalid="ignore"):
+        return v.astype(n)
+
+
+def _user_frame():
+    """(filename, lineno, module globals) of the innermost caller outside fnx."""
+    pkg = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    f = sys._getframe(1)
+    while f is not None and os.path.abspath(f.f_code.co_filename).startswith(pkg + os.sep):
+        f = f.f_back
+    if f is None:
+        return "<fnx>", 0, {}
+    return f.f_code.co_filename, f.f_lineno, f.f_globals
+
+
+def _warn_narrowing(src, dst, where):
+    global _warned
+    if _warned:
+        return
+    _warned = True
+    filename, lineno, glb = _user_frame()
+    warnings.warn_explicit(
+        f"{where}: {src} narrowed to {dst} because jax_enable_x64 is off (fnx follows "
+        "JAX: without that flag 64-bit dtypes become 32-bit). To keep 64 bits, call "
+        "fnx.config.update(\"jax_enable_x64\", True) at startup or set JAX_ENABLE_X64=1. "
+        "This warning is shown once per process.",
+        UserWarning, filename, lineno, module=glb.get("__name__", "fnx"),
+        registry=glb.setdefault("__warningregistry__", {}) if glb else None)
+
+
+def reset_narrowing_warning():
+    """Let the next narrowing warn again (for tests)."""
+    global _warned
+    _warned = False
+
+
+def _set_x64(on):
+    global _X64, float_, int_, complex_, _NARROW, _PY_INT, _PY_FLOAT, _PY_COMPLEX, _join
+    on = bool(on)
+    _X64 = on
+    float_, int_, complex_ = (float64, int64, complex128) if on else (float32, int32, complex64)
+    _WEAK_DEFAULT.update({WEAK_INT: int_, WEAK_FLOAT: float_, WEAK_COMPLEX: complex_})
+    _NARROW = {} if on else dict(_NARROWING)
+    _PY_INT, _PY_FLOAT, _PY_COMPLEX = (int_, True), (float_, True), (complex_, True)
+    _join = _join_x64 if on else _join_x32
+
+
+def _set_promotion(mode):
+    global _STRICT
+    _STRICT = mode == "strict"
+
+
+config.on_change("jax_enable_x64", _set_x64)
+config.on_change("jax_numpy_dtype_promotion", _set_promotion)
+_set_x64(config.values["jax_enable_x64"])
+_set_promotion(config.values["jax_numpy_dtype_promotion"])

@@ -46,8 +46,13 @@ def _nested(obj, dtype):
 
 
 def array(object, dtype=None, copy=True, order=None, ndmin=0):
-    """An Array from array-likes; nested lists of Arrays (or tracers) are stacked."""
-    dtype = None if dtype is None else dtypes.canonicalize(dtype)
+    """An Array from array-likes; nested lists of Arrays (or tracers) are stacked.
+    64-bit data and dtypes narrow to 32 bits unless ``jax_enable_x64`` is on."""
+    return _array("array", object, dtype, ndmin)
+
+
+def _array(name, object, dtype, ndmin=0):
+    dtype = None if dtype is None else dtypes.canonical(dtype, name)
     if dtype is not None and _python_values(object):
         # Python numbers with an explicit dtype convert once, straight to it (through the
         # default float32 first, 0.1 as float64 would be 0.10000000149011612)
@@ -60,6 +65,8 @@ def array(object, dtype=None, copy=True, order=None, ndmin=0):
         # list, the result is strongly typed.
         leaves = list(_leaves(object))
         dt = dtype or dtypes.promote_pairs(dtypes.dtype_and_weak(v) for v in leaves)[0]
+        if dt in dtypes._NARROW:  # a NumPy float64 (or int64...) among the leaves
+            dt = dtypes.canonical(dt, name)
         if any(isinstance(v, Tracer) for v in leaves):
             out = _nested(object, dt)  # traced values: stacked, recorded under jit
         else:
@@ -68,16 +75,19 @@ def array(object, dtype=None, copy=True, order=None, ndmin=0):
     elif isinstance(object, (list, tuple)) and _python_only(object) and dtype is None:
         v = np.array(object)
         if v.dtype == np.float64:
-            v = v.astype(dtypes.float_)
+            v = v.astype(dtypes.default_float())
         elif v.dtype == np.complex128:
-            v = v.astype(dtypes.complex_)
-        elif v.dtype == np.int64 and (v.size == 0 or (v.min() >= -2**31 and v.max() < 2**31)):
-            v = v.astype(dtypes.int_)
+            v = v.astype(dtypes.default_complex())
+        elif v.dtype == np.int64 and not dtypes.x64_enabled():
+            if v.size and not (v.min() >= -2**31 and v.max() < 2**31):
+                bad = v.max() if v.max() >= 2**31 else v.min()
+                dtypes.check_python_int(int(bad), dtypes.int32, name)
+            v = v.astype(dtypes.int32)
         out = Array._wrap(v)
     elif isinstance(object, (list, tuple)) and not object and dtype is None:
-        out = Array._wrap(np.array(object, dtype=dtypes.float_))
+        out = Array._wrap(np.array(object, dtype=dtypes.default_float()))
     else:
-        out = to_array(object)
+        out = to_array(object, name)
     if dtype is not None and (out.dtype != dtype or out.weak_type):
         out = lax.convert_element_type(out, dtype)  # an explicit dtype is a strong type
     if ndmin > out.ndim:
@@ -89,9 +99,9 @@ def asarray(a, dtype=None, order=None, *, copy=None, device=None):
     """An Array from an array-like. fnx arrays are immutable, so a writable source (a
     NumPy array) is always copied, whatever ``copy`` says."""
     check_device("asarray", device)
-    if type(a) is Array and (dtype is None or dtypes.canonicalize(dtype) == a.dtype):
+    if type(a) is Array and (dtype is None or dtypes.canonical(dtype, "asarray") == a.dtype):
         return a
-    return array(a, dtype=dtype)
+    return _array("asarray", a, dtype)
 
 
 def from_dlpack(x, /, *, device=None, copy=None):
@@ -120,11 +130,11 @@ def _python_values(x):
 def full(shape, fill_value, dtype=None, *, device=None):
     check_device("full", device)
     shape = _shape(shape)
-    dtype = None if dtype is None else dtypes.canonicalize(dtype)
+    dtype = None if dtype is None else dtypes.canonical(dtype, "full")
     if dtype is not None and _python_values(fill_value):
         fill = Array._wrap(np.array(fill_value, dtype))
     else:
-        fill = to_array(fill_value)
+        fill = to_array(fill_value, "full")
     if dtype is not None and (fill.dtype != dtype or fill.weak_type):
         fill = lax.convert_element_type(fill, dtype)
     elif dtypes.python_scalar_dtype(fill_value) is not None:
@@ -132,8 +142,8 @@ def full(shape, fill_value, dtype=None, *, device=None):
     return lax.broadcast_in_dim(fill, shape, tuple(range(len(shape) - fill.ndim, len(shape))))
 
 
-def _const(value, shape, dtype, weak_type=False):
-    dtype = dtypes.float_ if dtype is None else dtypes.canonicalize(dtype)
+def _const(value, shape, dtype, weak_type=False, name="zeros"):
+    dtype = dtypes.default_float() if dtype is None else dtypes.canonical(dtype, name)
     return lax.broadcast_in_dim(Array._wrap(np.array(value, dtype)[()], weak_type),
                                 _shape(shape), ())
 
@@ -145,18 +155,18 @@ def zeros(shape, dtype=None, *, device=None):
 
 def ones(shape, dtype=None, *, device=None):
     check_device("ones", device)
-    return _const(1, shape, dtype)
+    return _const(1, shape, dtype, name="ones")
 
 
 def empty(shape, dtype=None, *, device=None):
     check_device("empty", device)
-    return _const(0, shape, dtype)
+    return _const(0, shape, dtype, name="empty")
 
 
 def _like(a, dtype, shape):
     """(dtype, shape, weak_type) of an ``*_like`` result: a's, unless given."""
     a = to_array(a) if not isinstance(a, Array) else a
-    return (a.dtype if dtype is None else dtypes.canonicalize(dtype),
+    return (a.dtype if dtype is None else dtypes.canonical(dtype, "*_like"),
             a.shape if shape is None else _shape(shape),
             a.weak_type and dtype is None)
 
@@ -186,7 +196,8 @@ def full_like(a, fill_value, dtype=None, shape=None, *, device=None):
 
 def arange(start, stop=None, step=None, dtype=None, *, device=None):
     """``numpy.arange`` with static bounds. The dtype is the promotion of the bounds:
-    Python ints give int32 (int64 if they do not fit), floats float32."""
+    Python ints give the default int, floats the default float (int32/float32, or
+    int64/float64 under ``jax_enable_x64``)."""
     check_device("arange", device)
     for v in (start, stop, step):
         if isinstance(v, Tracer):
@@ -198,8 +209,8 @@ def arange(start, stop=None, step=None, dtype=None, *, device=None):
     if dtype is None:
         dtype = dtypes.result_type(*vals)
         if dtype == dtypes.bool_:
-            dtype = dtypes.int_
-    dtype = dtypes.canonicalize(dtype)
+            dtype = dtypes.default_int()
+    dtype = dtypes.canonical(dtype, "arange")
     start, stop, step = (v.item() if isinstance(v, Array) else v for v in vals)
     if step == 0:
         raise ValueError("arange: step must not be zero")
@@ -215,43 +226,67 @@ def arange(start, stop=None, step=None, dtype=None, *, device=None):
 
 def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0, *,
              device=None):
-    """``num`` evenly spaced values from ``start`` to ``stop``; bounds may be arrays."""
+    """``num`` evenly spaced values from ``start`` to ``stop``; bounds may be arrays.
+
+    The values are NumPy's: computed as NumPy does (``start + i * step``, in float64
+    for Python-number or integer bounds, rounded to the result dtype once), with the
+    last one exactly ``stop`` when ``endpoint``. The result dtype is JAX's (the default
+    float for Python numbers)."""
     check_device("linspace", device)
     from .elementwise import add, multiply, subtract, true_divide, where
     from .manipulation import moveaxis
     num = concrete_int("linspace", num, "num")
     if num < 0:
         raise ValueError(f"linspace: num must be non-negative, got {num}")
-    start, stop = to_array(start), to_array(stop)
-    dt = dtypes.promote_pairs([(start.dtype, start.weak_type), (stop.dtype, stop.weak_type),
-                               (dtypes.float32, True)])[0]
-    start = lax.convert_element_type(start, dt)
-    stop = lax.convert_element_type(stop, dt)
+    bounds = (start, stop)
+    start, stop = to_array(start, "linspace"), to_array(stop, "linspace")
+    pairs = [(start.dtype, start.weak_type), (stop.dtype, stop.weak_type)]
+    joined, weak = dtypes.promote_pairs(pairs)
+    out_dt = dtypes.to_inexact(joined) if dtype is None else dtypes.canonical(dtype, "linspace")
+    # NumPy's computation dtype: Python numbers and integers compute in float64
+    calc = joined if joined.kind in "fc" and not weak else (
+        dtypes.complex128 if joined.kind == "c" else dtypes.float64)
+    if joined == dtypes.bfloat16:
+        calc = dtypes.float32
+    # Python numbers go to ``calc`` directly (0.1 through float32 would not be 0.1)
+    start, stop = (Array._wrap(np.array(b, calc)[()]) if dtypes.python_scalar_dtype(b)
+                   else lax.convert_element_type_exact(a, calc)
+                   for a, b in ((start, bounds[0]), (stop, bounds[1])))
     div = (num - 1) if endpoint else num
     bshape = np.broadcast_shapes(start.shape, stop.shape)
-    step = true_divide(subtract(stop, start), div) if div > 0 else \
-        full(bshape, np.nan, dt)
-    idx = lax.broadcast_in_dim(lax.iota(dt, num), (num,) + bshape, (0,))
-    out = add(start, multiply(idx, step)) if div > 0 else \
-        lax.broadcast_in_dim(lax.broadcast_in_dim(start, bshape, tuple(
-            range(len(bshape) - start.ndim, len(bshape)))), (num,) + bshape,
-            tuple(range(1, 1 + len(bshape))))
+    nd = len(bshape)
+
+    def bcast(v):
+        return lax.broadcast_in_dim(v, (num,) + bshape, tuple(range(1 + nd - v.ndim, 1 + nd)))
+
+    idx = lax.broadcast_in_dim(lax.iota(calc, num), (num,) + bshape, (0,))
+    delta = subtract(stop, start)
+    if div > 0:
+        step = true_divide(delta, div)
+        # denormal steps that round to 0: scale after dividing the index, as NumPy
+        tiny = multiply(true_divide(idx, div), bcast(delta))
+        out = add(where(bcast(step) == 0, tiny, multiply(idx, bcast(step))), bcast(start))
+    else:
+        step = lax.broadcast_in_dim(Array._wrap(np.array(np.nan, calc)), bshape, ())
+        out = add(multiply(idx, bcast(delta)), bcast(start))
     if endpoint and num > 1:
         last = lax.broadcasted_iota(dtypes.int32, out.shape, 0)
-        out = where(last == num - 1, stop, out)
+        out = where(last == num - 1, bcast(stop), out)
     out = moveaxis(out, 0, axis) if axis != 0 else out
-    if dtype is not None:
-        dtype = dtypes.canonicalize(dtype)
-        if dtype.kind in "iu" and dt.kind == "f":
-            out = lax.floor(out)  # NumPy >= 2: integer linspace rounds toward -inf
-        out = lax.convert_element_type(out, dtype)
-    return (out, step) if retstep else out
+    if out_dt.kind in "iu" and calc.kind == "f":
+        out = lax.floor(out)  # NumPy >= 2: integer linspace rounds toward -inf
+    out = lax.convert_element_type_exact(out, out_dt)
+    if retstep:
+        step_dt = out_dt if out_dt.kind in "fc" else dtypes.to_inexact(out_dt)
+        return out, lax.convert_element_type_exact(step, step_dt)
+    return out
 
 
 def logspace(start, stop, num=50, endpoint=True, base=10.0, dtype=None, axis=0):
     from .elementwise import power
     out = power(base, linspace(start, stop, num, endpoint, axis=axis))
-    return out if dtype is None else lax.convert_element_type(out, dtypes.canonicalize(dtype))
+    return out if dtype is None else lax.convert_element_type(out, dtypes.canonical(
+        dtype, "logspace"))
 
 
 def geomspace(start, stop, num=50, endpoint=True, dtype=None, axis=0):
@@ -260,9 +295,9 @@ def geomspace(start, stop, num=50, endpoint=True, dtype=None, axis=0):
     from .elementwise import abs as abs_, exp, log, multiply, sign, where
     from .manipulation import moveaxis
     num = concrete_int("geomspace", num, "num")
-    start, stop = to_array(start), to_array(stop)
-    dt = dtypes.promote_pairs([(start.dtype, start.weak_type), (stop.dtype, stop.weak_type),
-                               (dtypes.float32, True)])[0]
+    start, stop = to_array(start, "geomspace"), to_array(stop, "geomspace")
+    dt = dtypes.to_inexact(dtypes.promote_pairs([(start.dtype, start.weak_type),
+                                                 (stop.dtype, stop.weak_type)])[0])
     start = lax.convert_element_type(start, dt)
     stop = lax.convert_element_type(stop, dt)
     s = sign(start)  # NumPy requires start and stop of one sign; the result takes it
@@ -273,24 +308,45 @@ def geomspace(start, stop, num=50, endpoint=True, dtype=None, axis=0):
         if endpoint and num > 1:
             out = where(pos == num - 1, stop, out)
     out = moveaxis(out, 0, axis) if axis != 0 else out
-    return out if dtype is None else lax.convert_element_type(out, dtypes.canonicalize(dtype))
+    return out if dtype is None else lax.convert_element_type(out, dtypes.canonical(
+        dtype, "geomspace"))
+
+
+def _diag_mask(n, m, k, compare):
+    """``compare(row + k, col)`` over an (n, m) grid; a ``k`` beyond the grid gives the
+    constant answer (no index arithmetic can overflow)."""
+    k = int(k)
+    if not -n < k < m:  # the diagonal misses the grid: row + k is always < or > col
+        below = k <= -n  # row + k < col everywhere
+        value = compare(0, 1) if below else compare(1, 0)
+        return lax.broadcast_in_dim(Array._wrap(np.bool_(value)), (n, m), ())
+    rows = lax.broadcasted_iota(dtypes.int32, (n, m), 0)
+    cols = lax.broadcasted_iota(dtypes.int32, (n, m), 1)
+    return {">=": lax.ge, "==": lax.eq}[compare.__name__](lax.add(rows, k), cols)
+
+
+def _ge(a, b):
+    return a >= b
+
+
+def _eq(a, b):
+    return a == b
+
+
+_ge.__name__, _eq.__name__ = ">=", "=="
 
 
 def _tri_mask(n, m, k):
-    rows = lax.broadcasted_iota(dtypes.int32, (n, m), 0)
-    cols = lax.broadcasted_iota(dtypes.int32, (n, m), 1)
-    return lax.ge(lax.add(rows, int(k)), cols)  # True on and below diagonal k
+    return _diag_mask(n, m, k, _ge)  # True on and below diagonal k
 
 
 def eye(N, M=None, k=0, dtype=None, *, device=None):
     check_device("eye", device)
     N = concrete_int("eye", N, "N")
     M = N if M is None else concrete_int("eye", M, "M")
-    rows = lax.broadcasted_iota(dtypes.int32, (N, M), 0)
-    cols = lax.broadcasted_iota(dtypes.int32, (N, M), 1)
-    diag = lax.eq(lax.add(rows, int(k)), cols)
-    return lax.convert_element_type(diag, dtypes.float_ if dtype is None
-                                    else dtypes.canonicalize(dtype))
+    diag = _diag_mask(N, M, k, _eq)
+    return lax.convert_element_type(diag, dtypes.default_float() if dtype is None
+                                    else dtypes.canonical(dtype, "eye"))
 
 
 def identity(n, dtype=None):
@@ -298,9 +354,12 @@ def identity(n, dtype=None):
 
 
 def tri(N, M=None, k=0, dtype=None):
-    M = N if M is None else M
-    return lax.convert_element_type(_tri_mask(N, M, k), dtypes.float_ if dtype is None
-                                    else dtypes.canonicalize(dtype))
+    """Ones on and below diagonal ``k``. Without ``dtype`` it is float32 even under
+    ``jax_enable_x64``, as in JAX."""
+    N = concrete_int("tri", N, "N")
+    M = N if M is None else concrete_int("tri", M, "M")
+    return lax.convert_element_type(_tri_mask(N, M, k), dtypes.float32 if dtype is None
+                                    else dtypes.canonical(dtype, "tri"))
 
 
 def _tri_select(m, k, lower):
