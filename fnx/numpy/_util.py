@@ -27,10 +27,10 @@ def promote(name, *args, to_inexact=False):
         pairs.append(r)
     dtype, weak = dtypes.promote_pairs(pairs)
     if to_inexact and not dtypes.is_inexact(dtype):
-        # ints and bools become the default float (64-bit ints: float64); the result
-        # is weakly typed only if the inputs were (JAX: ``true_divide(i32, i32)`` is a
-        # strong float32, ``sqrt(2)`` a weak one).
-        dtype = dtypes.promote_pairs([(dtype, weak), (dtypes.float32, True)])[0]
+        # ints and bools become float32 (64-bit ints: float64), whatever the x64 flag, as
+        # in JAX; the result is weakly typed only if the inputs were (JAX:
+        # ``true_divide(i32, i32)`` is a strong float32, ``sqrt(2)`` a weak one).
+        dtype = dtypes.to_inexact(dtype)
     out = []
     for a in args:
         if dtypes.python_scalar_dtype(a) is not None:

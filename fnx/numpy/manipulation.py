@@ -19,7 +19,7 @@ def astype(x, dtype, /, *, copy=True, device=None):
     ``device`` may be None or the CPU device)."""
     check_device("astype", device)
     x = to_array(x)
-    return lax.convert_element_type(x, dtypes.canonicalize(dtype))
+    return lax.convert_element_type(x, dtypes.canonical(dtype, "astype"))
 
 
 def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
@@ -483,8 +483,8 @@ def _pad_linear_ramp(x, ax, lo, hi, ends):
         if not width:
             parts.append(None)
             continue
-        edge = lax.convert_element_type(_edge(x, ax, last), calc)
-        endv = lax.convert_element_type(end, calc)
+        edge = lax.convert_element_type_exact(_edge(x, ax, last), calc)
+        endv = lax.convert_element_type_exact(end, calc)
         step = true_divide(subtract(edge, endv), width)
         shape = [1] * x.ndim
         shape[ax] = width
@@ -519,7 +519,7 @@ def _pad_stat(x, ax, lo, hi, mode, lengths):
             st = rd.min(chunk, axis=ax, keepdims=True)
         else:
             calc = dtypes.float64 if x.dtype.kind in "iub" else x.dtype
-            chunk = lax.convert_element_type(chunk, calc)
+            chunk = lax.convert_element_type_exact(chunk, calc)
             if mode == "mean":
                 st = rd.mean(chunk, axis=ax, keepdims=True)
             else:

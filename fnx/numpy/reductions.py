@@ -1,7 +1,7 @@
 """Reductions and statistics of ``fnx.numpy``.
 
 Accumulation dtypes follow JAX: sums and products of bool and small integers
-accumulate in the default int (int32; unsigned in uint32), 64-bit stays
+accumulate in the default int (int32, int64 under x64; unsigned: uint32/uint64), 64-bit stays
 64-bit; ``mean``/``var``/``std`` of integers are float.
 """
 from __future__ import annotations
@@ -22,11 +22,15 @@ def _keep(x, out, axes, keepdims):
     return lax.expand_dims(out, axes) if keepdims and axes else out
 
 
-def _sum_dtype(dtype):
+def _sum_dtype(dtype, promote_integers=True):
+    """The accumulation dtype of a sum or product (JAX's): bool and ints narrower than the
+    default int accumulate in the default int (unsigned: the default uint), which follows
+    ``jax_enable_x64``; ``promote_integers=False`` (``cumsum``) promotes bool only."""
     if dtype.kind == "b":
-        return dtypes.int32
-    if dtype.kind in "iu" and dtype.itemsize < 4:
-        return dtypes.uint32 if dtype.kind == "u" else dtypes.int32
+        return dtypes.default_int()
+    if promote_integers and dtype.kind in "iu":
+        d = dtypes.default_uint() if dtype.kind == "u" else dtypes.default_int()
+        return d if dtype.itemsize < d.itemsize else dtype
     return dtype
 
 
@@ -57,7 +61,7 @@ def _reduction(name, lax_fn, acc_dtype=None, bool_in=False, numpy_fn=None):
                 and math.prod(d for i, d in enumerate(a.shape) if i not in axes) > 0):
             raise ValueError(f"{name}: zero-size array to reduction operation {name} which "
                              "has no identity; pass initial= (or where=)")
-        target = dtypes.canonicalize(dtype) if dtype is not None else (
+        target = dtypes.canonical(dtype, name) if dtype is not None else (
             acc_dtype(a.dtype) if acc_dtype else a.dtype)
         if target != a.dtype:
             a = lax.convert_element_type(a, target)
@@ -113,8 +117,7 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
     (a,) = promote("mean", a)
     axes = normalize_axes("mean", axis, a.ndim)
     if dtype is None:
-        dtype = dtypes.promote_pairs([(a.dtype, a.weak_type), (dtypes.float32, True)])[0] \
-            if not dtypes.is_inexact(a.dtype) else a.dtype
+        dtype = dtypes.to_inexact(a.dtype)
     from .elementwise import true_divide
     total = sum(a, axis=axes, dtype=dtype, keepdims=keepdims, where=where)
     if where is None:
@@ -170,13 +173,13 @@ def _arg(name, lax_fn, a, axis, keepdims):
         raise ValueError(f"{name}: attempt to get {name} of an empty sequence")
     if axis is None:
         flat = lax.reshape(a, (a.size,))
-        out = lax_fn(flat, 0, dtypes.int32)
+        out = lax_fn(flat, 0, dtypes.default_int())
         return lax.reshape(out, (1,) * a.ndim) if keepdims else out
     ax = normalize_axis(name, axis, a.ndim)
     if a.shape[ax] == 0:
         raise ValueError(f"{name}: attempt to get {name} of an empty sequence (axis {ax} of "
                          f"shape {a.shape})")
-    out = lax_fn(a, ax, dtypes.int32)
+    out = lax_fn(a, ax, dtypes.default_int())
     return lax.expand_dims(out, (ax,)) if keepdims else out
 
 
@@ -197,8 +200,8 @@ def _cumulative(name, lax_fn, acc=True):
             a = lax.reshape(a, (a.size,))
             axis = 0
         ax = normalize_axis(name, axis, a.ndim)
-        target = dtypes.canonicalize(dtype) if dtype is not None else (
-            _sum_dtype(a.dtype) if acc else a.dtype)
+        target = dtypes.canonical(dtype, name) if dtype is not None else (
+            _sum_dtype(a.dtype, False) if acc else a.dtype)
         if target != a.dtype:
             a = lax.convert_element_type(a, target)
         return lax_fn(a, ax)
@@ -223,7 +226,7 @@ def _cumulative_api(name, lax_fn, initial):
                                  "(the Array API flattens nothing)")
             axis = 0
         ax = normalize_axis(name, axis, x.ndim)
-        target = dtypes.canonicalize(dtype) if dtype is not None else _sum_dtype(x.dtype)
+        target = dtypes.canonical(dtype, name) if dtype is not None else _sum_dtype(x.dtype)
         if target != x.dtype:
             x = lax.convert_element_type(x, target)
         res = lax_fn(x, ax)
