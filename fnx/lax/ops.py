@@ -145,6 +145,16 @@ def clamp(min, x, max):
 
 
 def convert_element_type(x, new_dtype, weak_type=False):
+    """``x`` as ``new_dtype``; a 64-bit ``new_dtype`` narrows to 32 bits unless
+    ``jax_enable_x64`` is on (as in JAX)."""
+    return convert_element_type_exact(x, dtypes.canonical(new_dtype, "convert_element_type"),
+                                      weak_type)
+
+
+def convert_element_type_exact(x, new_dtype, weak_type=False):
+    """``convert_element_type`` to exactly ``new_dtype``, 64-bit or not, whatever
+    ``jax_enable_x64`` says: for computations that need a wider type internally (their
+    results are narrowed again)."""
     x = to_array(x)
     new_dtype = dtypes.canonicalize(new_dtype)
     if x.dtype == new_dtype and x.weak_type == weak_type:
@@ -169,7 +179,7 @@ def full(shape, fill_value, dtype=None):
     if dtype is None:
         scalar = dtypes.python_scalar_dtype(fill_value)
         dtype = scalar[0] if scalar else np.asarray(fill_value).dtype
-    dtype = dtypes.canonicalize(dtype)
+    dtype = dtypes.canonical(dtype, "full")
     return broadcast_in_dim(Array._wrap(np.asarray(fill_value, dtype)[()]), tuple(shape), ())
 
 
@@ -338,14 +348,16 @@ reduce_max, reduce_min = _reduce(rd.reduce_max_p), _reduce(rd.reduce_min_p)
 reduce_and, reduce_or = _reduce(rd.reduce_and_p), _reduce(rd.reduce_or_p)
 
 
-def argmax(x, axis, index_dtype=dtypes.int32):
+def argmax(x, axis, index_dtype=None):
+    index_dtype = dtypes.default_int() if index_dtype is None else index_dtype
     return rd.argmax_p.bind(to_array(x), axes=(int(axis),),
-                            index_dtype=dtypes.canonicalize(index_dtype))
+                            index_dtype=dtypes.canonical(index_dtype, "argmax"))
 
 
-def argmin(x, axis, index_dtype=dtypes.int32):
+def argmin(x, axis, index_dtype=None):
+    index_dtype = dtypes.default_int() if index_dtype is None else index_dtype
     return rd.argmin_p.bind(to_array(x), axes=(int(axis),),
-                            index_dtype=dtypes.canonicalize(index_dtype))
+                            index_dtype=dtypes.canonical(index_dtype, "argmin"))
 
 
 def _cumulative(prim):
