@@ -51,10 +51,13 @@ def _run(fn, *args):
     arrays = np.broadcast_arrays(*[np.asarray(a, np.float64) for a in args])
     shape = arrays[0].shape
     with np.errstate(all="ignore"):
-        outs = fn(*[a.reshape(-1) for a in arrays])
-    if isinstance(outs, tuple):
-        return tuple(o.reshape(shape).astype(dtype) for o in outs)
-    return outs.reshape(shape).astype(dtype)
+        out = fn(*[a.reshape(-1) for a in arrays])
+        return out.reshape(shape).astype(dtype)
+
+
+def betaln(a, b):
+    """``log|B(a, b)|`` from float64 log-gammas, rounded once."""
+    return _run(lambda a, b: _lgamma64(a) + _lgamma64(b) - _lgamma64(a + b), a, b)
 
 
 # --- erfcx ------------------------------------------------------------------------------

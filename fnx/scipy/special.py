@@ -17,7 +17,7 @@ from ..nn.functions import log_sigmoid as _log_sigmoid
 from ..nn.functions import log_softmax as _log_softmax
 from ..nn.functions import logsumexp
 from ..nn.functions import softmax as _softmax
-from ..numpy._util import promote
+from ..numpy._util import promote, promote_broadcast
 from ..extend import Primitive, ShapeDtypeStruct, ShapeError, batch_elementwise, defjvp
 from ..transforms.custom import custom_jvp
 from . import _special_impl as _impl
@@ -33,9 +33,10 @@ def _float(name, *xs):
     return promote(name, *xs, to_inexact=True)
 
 
-def _broadcast(*xs):
-    shape = np.broadcast_shapes(*[x.shape for x in xs])
-    return [fnp.broadcast_to(x, shape) for x in xs]
+def _promote_broadcast(name, *xs):
+    """``xs`` promoted to one inexact dtype and broadcast to one shape (a ShapeError
+    naming ``name`` where they do not broadcast)."""
+    return promote_broadcast(name, *xs, to_inexact=True)
 
 
 def erf(x):
@@ -66,7 +67,7 @@ def digamma(x):
 
 def polygamma(n, x):
     """The ``n``-th derivative of digamma at ``x`` (``n``: non-negative integers)."""
-    n, x = _broadcast(*_float("polygamma", n, x))
+    n, x = _promote_broadcast("polygamma", n, x)
     return lax.polygamma(n, x)
 
 
@@ -107,7 +108,7 @@ def xlogy(x, y):
     """``x * log(y)``, 0 where ``x == 0`` (even where ``y == 0``). Derivatives, as JAX:
     ``log(y)`` in ``x``; ``x / y`` in ``y``, which is 0 where ``x == 0``, at ``y == 0`` too
     (JAX: NaN there)."""
-    return _xlogy(*_broadcast(*_float("xlogy", x, y)))
+    return _xlogy(*_promote_broadcast("xlogy", x, y))
 
 
 @custom_jvp
@@ -126,7 +127,7 @@ def _xlog1py_jvp(primals, tangents):
 def xlog1py(x, y):
     """``x * log1p(y)``, 0 where ``x == 0`` (even where ``y == -1``); derivatives as
     ``xlogy``'s."""
-    return _xlog1py(*_broadcast(*_float("xlog1py", x, y)))
+    return _xlog1py(*_promote_broadcast("xlog1py", x, y))
 
 
 @custom_jvp
@@ -267,8 +268,12 @@ gammainc_p = _elementwise_prim("gammainc", _impl.gammainc, 2)
 gammaincc_p = _elementwise_prim("gammaincc", _impl.gammaincc, 2)
 gammainc_grad_a_p = _elementwise_prim("gammainc_grad_a", _impl.gammainc_grad_a, 2)
 betainc_p = _elementwise_prim("betainc", _impl.betainc, 3)
+betaln_p = _elementwise_prim("betaln", _impl.betaln, 2)
 
 _INV_SQRT_PI_2 = float(2 / np.sqrt(np.pi))
+
+defjvp(betaln_p, lambda g, ans, a, b: g * (lax.digamma(a) - lax.digamma(a + b)),
+       lambda g, ans, a, b: g * (lax.digamma(b) - lax.digamma(a + b)))
 
 defjvp(erfcx_p, lambda g, ans, x: g * (2 * x * ans - _INV_SQRT_PI_2))
 defjvp(i0e_p, lambda g, ans, x: g * (i1e_p.bind(x) - fnp.sign(x) * ans))
@@ -362,21 +367,21 @@ def zeta(x, q=None):
     function ``zeta(x, 1)`` (JAX raises there). Differentiable in ``q``."""
     if q is None:
         q = 1
-    x, q = _broadcast(*_float("zeta", x, q))
+    x, q = _promote_broadcast("zeta", x, q)
     return zeta_p.bind(x, q)
 
 
 def gammainc(a, x):
     """The regularized lower incomplete gamma function ``P(a, x)`` (``a >= 0``,
     ``x >= 0``; NaN elsewhere), differentiable in ``x`` and (once) in ``a``."""
-    a, x = _broadcast(*_float("gammainc", a, x))
+    a, x = _promote_broadcast("gammainc", a, x)
     return gammainc_p.bind(a, x)
 
 
 def gammaincc(a, x):
     """The regularized upper incomplete gamma function ``Q(a, x) = 1 - P(a, x)``, computed
     directly (accurate where it is small)."""
-    a, x = _broadcast(*_float("gammaincc", a, x))
+    a, x = _promote_broadcast("gammaincc", a, x)
     return gammaincc_p.bind(a, x)
 
 
@@ -384,14 +389,15 @@ def betainc(a, b, x):
     """The regularized incomplete beta function ``I_x(a, b)`` (``a, b >= 0``,
     ``0 <= x <= 1``; NaN elsewhere), differentiable in ``x`` (in ``a`` and ``b`` it raises,
     as in JAX)."""
-    a, b, x = _broadcast(*_float("betainc", a, b, x))
+    a, b, x = _promote_broadcast("betainc", a, b, x)
     return betainc_p.bind(a, b, x)
 
 
 def betaln(a, b):
-    """``log|B(a, b)| = gammaln(a) + gammaln(b) - gammaln(a + b)``."""
-    a, b = _broadcast(*_float("betaln", a, b))
-    return lax.lgamma(a) + lax.lgamma(b) - lax.lgamma(a + b)
+    """``log|B(a, b)| = gammaln(a) + gammaln(b) - gammaln(a + b)``, the sum formed in
+    float64 and rounded once (float32 keeps full relative accuracy)."""
+    a, b = _promote_broadcast("betaln", a, b)
+    return betaln_p.bind(a, b)
 
 
 def gammasgn(x):
@@ -422,7 +428,7 @@ def loggamma(x):
 
 def beta(a, b):
     """The beta function ``B(a, b) = Gamma(a) Gamma(b) / Gamma(a + b)`` with its sign."""
-    a, b = _broadcast(*_float("beta", a, b))
+    a, b = _promote_broadcast("beta", a, b)
     return gammasgn(a) * gammasgn(b) * gammasgn(a + b) * fnp.exp(betaln(a, b))
 
 
@@ -449,7 +455,7 @@ def factorial(n, exact=False):
 
 def rel_entr(p, q):
     """``p log(p / q)`` for ``p, q > 0``, 0 where ``p == 0 <= q``, inf elsewhere."""
-    p, q = _broadcast(*_float("rel_entr", p, q))
+    p, q = _promote_broadcast("rel_entr", p, q)
     both = (p > 0) & (q > 0)
     safe_q = fnp.where(both, q, _const(1, q))
     safe_p = fnp.where(both, p, _const(1, p))
@@ -461,7 +467,7 @@ def rel_entr(p, q):
 def kl_div(p, q):
     """``p log(p / q) - p + q`` for ``p, q > 0``; ``q`` where ``p == 0 <= q``; inf
     elsewhere."""
-    p, q = _broadcast(*_float("kl_div", p, q))
+    p, q = _promote_broadcast("kl_div", p, q)
     both = (p > 0) & (q > 0)
     return fnp.where(both, rel_entr(p, q) - p + q,
                      fnp.where((p == 0) & (q >= 0), q, _const(np.inf, p)))

@@ -1,0 +1,180 @@
+"""fnx.scipy.special's additions for JAX parity (the incomplete gamma and beta functions,
+erfcx, the scaled Bessel functions, zeta, gamma/beta and friends): values against SciPy,
+edge values as jax 0.10.2 gives them (literals), dtypes, derivatives, jit and vmap."""
+import numpy as np
+import pytest
+import scipy.special as ss
+
+import fnx
+import fnx.numpy as fnp
+from fnx.scipy import special as sp
+from fnx.testing import check_grads
+
+
+@pytest.fixture
+def x64():
+    old = fnx.config.read("jax_enable_x64")
+    fnx.config.update("jax_enable_x64", True)
+    yield
+    fnx.config.update("jax_enable_x64", old)
+
+
+def f32(*a):
+    return np.array(a, np.float32)
+
+
+rng = np.random.default_rng(1)
+XS = np.concatenate([rng.normal(size=40) * 8, np.linspace(-30, 60, 40), [0.0, 1e-300]])
+A = np.exp(rng.uniform(-4, 6, 300))
+XA = A * np.exp(rng.normal(size=300))
+BA, BB, BX = np.exp(rng.uniform(-3, 4, (3, 200)))
+BX = rng.uniform(size=200)
+
+CASES = [
+    ("erfcx", ss.erfcx, (XS,), 1e-14),
+    ("i0e", ss.i0e, (XS,), 1e-14),
+    ("i1e", ss.i1e, (XS,), 1e-14),
+    ("i0", ss.i0, (XS[np.abs(XS) < 700],), 1e-13),
+    ("i1", ss.i1, (XS[np.abs(XS) < 700],), 1e-13),
+    ("zeta", ss.zeta, (rng.uniform(1.01, 30, 100), rng.uniform(0.01, 40, 100)), 1e-13),
+    ("zeta", ss.zeta, (np.array([2.0, 3.0, 4.0]), np.array([-1.5, -2.5, 0.5])), 1e-13),
+    ("gammainc", ss.gammainc, (A, XA), 1e-11),
+    ("gammaincc", ss.gammaincc, (A, XA), 1e-11),
+    ("betainc", ss.betainc, (BA, BB, BX), 1e-11),
+    ("betaln", ss.betaln, (BA, BB), 1e-12),
+    ("gamma", ss.gamma, (np.r_[rng.uniform(-10, 20, 50)],), 1e-12),
+    ("gammasgn", ss.gammasgn, (np.r_[rng.uniform(-10, 20, 50)],), 0),
+    ("beta", ss.beta, (np.r_[-0.5, 1.5, 2.5, -1.5], np.r_[1.2, 2.0, -0.3, -0.2]), 1e-12),
+    ("multigammaln", ss.multigammaln, (np.array([3.0, 7.5]), 3), 1e-13),
+    ("factorial", ss.factorial, (np.array([0.0, 3, 10, 2.5, -1]),), 1e-12),
+    ("kl_div", ss.kl_div, (np.array([1.0, 0, 1, 0, -1, 0.3]), np.array([2.0, 1, 0, 0, 1, 0.4])),
+     1e-14),
+    ("rel_entr", ss.rel_entr, (np.array([1.0, 0, 1, 0, -1, 0.3]), np.array([2.0, 1, 0, 0, 1, 0.4])),
+     1e-14),
+]
+
+
+@pytest.mark.parametrize("name,ref,args,rtol", CASES, ids=[c[0] for c in CASES])
+def test_values_against_scipy(name, ref, args, rtol, x64):
+    out = getattr(sp, name)(*args)
+    assert out.dtype == np.float64
+    np.testing.assert_allclose(np.asarray(out), ref(*args), rtol=rtol, atol=1e-300)
+
+
+@pytest.mark.parametrize("name,ref,args,rtol", CASES[:11], ids=[c[0] for c in CASES[:11]])
+def test_float32(name, ref, args, rtol):
+    a32 = tuple(np.asarray(a, np.float32) for a in args)
+    out = getattr(sp, name)(*a32)
+    assert out.dtype == np.float32
+    with np.errstate(over="ignore"):
+        want = ref(*[np.asarray(a, np.float64) for a in a32]).astype(np.float32)
+    np.testing.assert_allclose(np.asarray(out), want, rtol=3e-6, atol=1e-37)
+
+
+def test_dtypes_as_jax():
+    # ints promote to the default float; Python scalars stay weakly typed
+    assert sp.gammainc(1, 2).dtype == np.float32
+    assert sp.zeta(np.int32(2), 1).dtype == np.float32
+    assert sp.erfcx(np.float16(1)).dtype == np.float16
+    assert sp.betainc(1.0, 2.0, np.float32(0.3)).dtype == np.float32
+    assert sp.gammainc(1.0, 2.0).weak_type
+
+
+def test_edge_values_as_jax():
+    nan, inf = np.nan, np.inf
+    a = f32(0, 0, 1, -1, 1, 1, 1, 2, nan, 1)
+    x = f32(0, 1, 0, 1, inf, -1, nan, 0, 1, 1e-30)
+    np.testing.assert_array_equal(np.asarray(sp.gammainc(a, x)),
+                                  f32(nan, 1, 0, nan, 1, nan, nan, 0, nan, 1e-30))
+    np.testing.assert_array_equal(np.asarray(sp.gammaincc(a, x)),
+                                  f32(nan, 0, 1, nan, 0, nan, nan, 1, nan, 1))
+    a = f32(0, 1, 1, -1, 1, 1, 1, 1)
+    b = f32(1, 0, 1, 1, 1, 1, 1, nan)
+    x = f32(.5, .5, 0, .5, 1, -0.1, 1.1, .5)
+    np.testing.assert_array_equal(np.asarray(sp.betainc(a, b, x)), f32(1, 0, 0, nan, 1, nan, nan, nan))
+    xs = f32(-30, 0, inf, -inf, nan)
+    np.testing.assert_array_equal(np.asarray(sp.erfcx(xs)), f32(inf, 1, 0, inf, nan))
+    np.testing.assert_array_equal(np.asarray(sp.i0e(xs))[1:], f32(1, 0, 0, nan))
+    np.testing.assert_array_equal(np.asarray(sp.i1e(xs))[1:], f32(0, 0, -0.0, nan))
+    np.testing.assert_array_equal(np.asarray(sp.zeta(f32(1, 0.5, 2, 2), f32(1, 1, 0, -1))),
+                                  f32(inf, nan, inf, inf))
+    np.testing.assert_array_equal(np.asarray(sp.gammasgn(f32(-2, -1.5, -0.5, 0, -0.0, -inf, nan))),
+                                  f32(nan, 1, -1, 1, -1, nan, nan))
+    np.testing.assert_array_equal(np.asarray(sp.gamma(f32(0, -0.0, inf))), f32(inf, -inf, inf))
+    np.testing.assert_array_equal(np.asarray(sp.factorial(f32(-1, 0, 3))), f32(0, 1, 6))
+
+
+def test_riemann_zeta_without_q():
+    # JAX raises for q=None; fnx computes zeta(x, 1)
+    np.testing.assert_allclose(float(sp.zeta(2.0)), np.pi ** 2 / 6, rtol=1e-6)
+
+
+def test_factorial_exact_raises():
+    with pytest.raises(NotImplementedError, match="exact"):
+        sp.factorial(3, exact=True)
+
+
+def test_grads(x64):
+    x = np.linspace(-6, 6, 9) + 0.1
+    check_grads(sp.erfcx, (x,), order=2)
+    check_grads(sp.i0e, (x,), order=2)
+    check_grads(sp.i1e, (x,), order=2)
+    check_grads(sp.i0, (x,), order=1)
+    check_grads(lambda q: sp.zeta(3.0, q), (np.array([0.5, 2.0, 7.0]),), order=2)
+    a, xx = np.array([0.5, 1.5, 4.0, 20.0]), np.array([0.3, 2.5, 3.0, 25.0])
+    check_grads(sp.gammainc, (a, xx), order=1)
+    check_grads(sp.gammaincc, (a, xx), order=1)
+    check_grads(lambda x: sp.gammainc(a, x), (xx,), order=2)
+    check_grads(lambda x: sp.betainc(2.0, 3.5, x), (np.array([0.1, 0.5, 0.9]),), order=2)
+    check_grads(sp.betaln, (np.array([0.5, 3.0]), np.array([2.0, 0.7])), order=2)
+    check_grads(sp.gamma, (np.array([-1.5, 0.5, 3.2]),), order=2)
+    check_grads(sp.kl_div, (np.array([0.2, 1.0]), np.array([0.5, 0.3])), order=2)
+
+
+def test_gammainc_grad_a_against_finite_differences(x64):
+    a, x = np.array([0.3, 2.0, 50.0]), np.array([0.1, 5.0, 45.0])
+    h = 1e-6
+    fd = (ss.gammainc(a + h, x) - ss.gammainc(a - h, x)) / (2 * h)
+    g = fnx.vmap(fnx.grad(sp.gammainc))(a, x)
+    np.testing.assert_allclose(np.asarray(g), fd, rtol=1e-6)
+
+
+def test_unsupported_derivatives_raise_clearly():
+    with pytest.raises(ValueError, match="betainc: derivatives with respect to a and b"):
+        fnx.grad(lambda a: sp.betainc(a, 2.0, 0.3))(1.5)
+    with pytest.raises(ValueError, match="zeta: the derivative with respect to the exponent"):
+        fnx.grad(lambda s: sp.zeta(s, 2.0))(3.0)
+    with pytest.raises(ValueError, match="second derivatives with respect to a"):
+        fnx.grad(fnx.grad(lambda a: sp.gammainc(a, 2.0)))(1.5)
+
+
+def test_xlogy_derivative_at_zero():
+    # d/dy xlogy(x, y) at x = y = 0 is 0 (JAX: NaN); in x it is log(y)
+    gx, gy = fnx.grad(sp.xlogy, argnums=(0, 1))(0.0, 0.0)
+    assert float(gy) == 0.0 and float(gx) == -np.inf
+    gx, gy = fnx.grad(sp.xlogy, argnums=(0, 1))(0.0, 2.0)
+    assert float(gy) == 0.0 and np.isclose(float(gx), np.log(2.0))
+
+
+def test_jit_and_vmap():
+    x = f32(0.1, 0.5, 2.0, 7.0)
+    for f in (sp.erfcx, sp.i0e, sp.i1e, lambda x: sp.gammainc(2.5, x),
+              lambda x: sp.betainc(2.0, 3.0, x / 8), lambda x: sp.zeta(2.5, x)):
+        np.testing.assert_array_equal(np.asarray(fnx.jit(f)(x)), np.asarray(f(x)))
+    v = fnx.vmap(sp.betainc, in_axes=(None, 0, 0))(2.0, f32(1, 2, 3), f32(0.2, 0.4, 0.6))
+    np.testing.assert_allclose(np.asarray(v), ss.betainc(2.0, [1, 2, 3], [0.2, 0.4, 0.6]),
+                               rtol=1e-6)
+    v = fnx.vmap(fnx.grad(sp.gammaincc, argnums=1), in_axes=(0, None))(f32(1, 2), 1.5)
+    # d/dx Q(a, x) = -x^(a-1) e^-x / Gamma(a)
+    np.testing.assert_allclose(np.asarray(v), -np.exp(-1.5) * np.array([1, 1.5]), rtol=1e-6)
+
+
+def test_ir_shows_the_primitives():
+    ir = str(fnx.make_ir(lambda a, x: sp.gammainc(a, x) + sp.betainc(a, a, x / 9))(
+        f32(1.0), f32(2.0)))
+    assert "gammainc" in ir and "betainc" in ir
+
+
+def test_shape_errors_name_the_op():
+    with pytest.raises(fnx.errors.ShapeError, match="gammainc"):
+        sp.gammainc(fnp.ones(3), fnp.ones(4))
