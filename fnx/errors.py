@@ -95,3 +95,34 @@ class CustomRuleError(FnxError, TypeError):
         def f_bwd(res, g): return g * res          # CustomRuleError
         def f_bwd(res, g): return (g * res,)       # fixed: a tuple
     """
+
+
+class GradDtypeError(FnxError, TypeError):
+    """``grad`` got inputs or an output of a dtype it cannot differentiate (a
+    TypeError, as in JAX).
+
+    Integer inputs have no gradient, and a complex output needs ``holomorphic``::
+
+        fnx.grad(f)(3)                                  # GradDtypeError
+        fnx.grad(f)(3.0)                                # fixed: a float input
+        fnx.grad(lambda z: z ** 2)(1 + 1j)              # GradDtypeError
+        fnx.grad(lambda z: z ** 2, holomorphic=True)(1 + 1j)   # fixed: 2 + 2j
+    """
+
+
+class GradOutputError(FnxError, TypeError):
+    """``grad`` of a function whose output is not a scalar (a TypeError, as in JAX)::
+
+        fnx.grad(lambda x: x ** 2)(fnx.numpy.ones(3))          # GradOutputError
+        fnx.grad(lambda x: (x ** 2).sum())(fnx.numpy.ones(3))  # fixed: reduce it
+        fnx.vmap(fnx.grad(lambda x: x ** 2))(fnx.numpy.ones(3))  # or: per element
+    """
+
+
+class ArgnumsError(FnxError, ValueError):
+    """``argnums`` names an argument the call does not have (a ValueError, as in
+    JAX)::
+
+        fnx.grad(f, argnums=2)(x, y)       # ArgnumsError: only 2 arguments
+        fnx.grad(f, argnums=1)(x, y)       # fixed
+    """

@@ -723,9 +723,13 @@ def checkpoint(fun=None, *, prevent_cse=True, policy=None, static_argnums=()):
         # operands, so every transformation of the call sees and differentiates them.
         ir = trace_flat(fun_flat, [ShapeDtypeStruct(a.shape, a.dtype, a.weak_type)
                                    for a in leaves], name)
-        closed, consts = ir.hoist_consts()
-        outs = remat_call_p.bind(*[to_array(c) for c in consts], *leaves,
-                                 fun=_ir_function(closed, name), name=name)
+        if any(isinstance(c, Tracer) for c in ir.consts):
+            closed, consts = ir.hoist_consts()
+            outs = remat_call_p.bind(*[to_array(c) for c in consts], *leaves,
+                                     fun=_ir_function(closed, name), name=name)
+        else:  # closes over constants only: recomputed by calling it again
+            fun_flat.ir = ir
+            outs = remat_call_p.bind(*leaves, fun=fun_flat, name=name)
         return tree_util.tree_unflatten(out_tree[0], outs)
 
     return wrapped

@@ -18,7 +18,8 @@ from .. import lax, tree_util
 from ..core import dtypes
 from ..core.array import Array, to_array
 from .jvp import jvp
-from .vjp import vjp
+from ..errors import GradDtypeError
+from .vjp import float0, vjp
 from .vmap import vmap
 
 
@@ -54,10 +55,31 @@ def _argnums_setup(fun, args, argnums):
 
 def _basis(leaves):
     n = sum(math.prod(leaf.shape) for leaf in leaves)
-    dt = dtypes.result_type(*leaves) if leaves else dtypes.float32
+    dt = dtypes.result_type(*leaves) if leaves else dtypes.default_float()
     if not dtypes.is_inexact(dt):
-        raise TypeError(f"jacobian: inputs must be float arrays, got {dt}")
+        raise GradDtypeError(f"jacobian: inputs must be float arrays, got {dt}")
     return Array._wrap(np.eye(n, dtype=dt)), n
+
+
+def _check_dtypes(name, what, leaves, holomorphic):
+    """JAX's rules: with ``holomorphic`` every leaf is complex; without it, jacfwd's
+    inputs and jacrev's outputs are real floats."""
+    for leaf in leaves:
+        dt = to_array(leaf).dtype
+        if holomorphic and dt.kind != "c":
+            raise GradDtypeError(
+                f"{name} with holomorphic=True requires {what} with complex dtype, but got "
+                f"{dt}. Convert with .astype(complex), or drop holomorphic=True.")
+        if not holomorphic and dt.kind != "f":
+            if dt.kind == "c":
+                raise GradDtypeError(
+                    f"{name} requires real-valued {what} (dtype that is a sub-dtype of "
+                    f"np.floating), but got {dt}. For holomorphic differentiation, pass "
+                    "holomorphic=True. For other complex functions differentiate the real "
+                    "and imaginary parts separately, or use fnx.vjp/fnx.jvp directly.")
+            raise GradDtypeError(
+                f"{name} requires real-valued {what} (dtype that is a sub-dtype of "
+                f"np.floating), but got {dt}. Convert with .astype(float).")
 
 
 def _assemble(out_tree, in_tree, blocks_per_out):
@@ -67,15 +89,17 @@ def _assemble(out_tree, in_tree, blocks_per_out):
     return tree_util.tree_unflatten(out_tree, rows)
 
 
-def jacfwd(fun, argnums=0, has_aux=False):
+def jacfwd(fun, argnums=0, has_aux=False, holomorphic=False):
     """The Jacobian of ``fun`` by forward mode (one batched jvp over input directions).
 
     ``has_aux``: ``fun`` returns ``(output, aux)``; the result is ``(jacobian, aux)``.
+    ``holomorphic``: complex inputs, the complex derivative ``df/dz``.
     """
     def jac(*args):
         f, x = _argnums_setup(fun, args, argnums)
         in_leaves, in_tree = tree_util.tree_flatten(x)
         in_leaves = [to_array(v) for v in in_leaves]
+        _check_dtypes("jacfwd", "inputs", in_leaves, holomorphic)
         basis, n = _basis(in_leaves)
 
         def push(t_flat):
@@ -105,20 +129,33 @@ def jacfwd(fun, argnums=0, has_aux=False):
     return jac
 
 
-def jacrev(fun, argnums=0, has_aux=False):
+def jacrev(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
     """The Jacobian of ``fun`` by reverse mode (one batched vjp over output directions).
 
     ``has_aux``: ``fun`` returns ``(output, aux)``; the result is ``(jacobian, aux)``.
+    ``holomorphic``: complex inputs and outputs, the complex derivative ``df/dz``.
+    ``allow_int``: integer inputs allowed (their blocks are float0 zeros).
     """
     def jac(*args):
         f, x = _argnums_setup(fun, args, argnums)
         in_leaves, in_tree = tree_util.tree_flatten(x)
+        for leaf in in_leaves:
+            dt = to_array(leaf).dtype
+            if holomorphic and dt.kind != "c":
+                raise GradDtypeError(f"jacrev with holomorphic=True requires inputs with "
+                                     f"complex dtype, but got {dt}")
+            if not allow_int and dt.kind not in "fc":
+                raise GradDtypeError(
+                    f"jacrev requires real- or complex-valued inputs (input dtype that is a "
+                    f"sub-dtype of np.inexact), but got {dt}. Convert it with .astype(float), "
+                    "or pass allow_int=True")
         if has_aux:
             out, f_vjp, aux = vjp(f, x, has_aux=True)
         else:
             out, f_vjp = vjp(f, x)
         out_leaves, out_tree = tree_util.tree_flatten(out)
         out_leaves = [to_array(o) for o in out_leaves]
+        _check_dtypes("jacrev", "outputs", out_leaves, holomorphic)
         basis, m = _basis(out_leaves)
 
         def pull(ct_flat):
@@ -133,14 +170,23 @@ def jacrev(fun, argnums=0, has_aux=False):
             start = sum(math.prod(p.shape) for p in out_leaves[:block_idx])
             row = []
             for g, leaf in zip(grads, in_leaves):
+                shape = tuple(o.shape) + tuple(to_array(leaf).shape)
+                if to_array(leaf).dtype.kind not in "fc":  # allow_int: no derivative
+                    row.append(np.zeros(shape, float0))
+                    continue
                 b = lax.slice_in_dim(g, start, start + math.prod(o.shape), 1, 0)
-                row.append(lax.reshape(b, tuple(o.shape) + tuple(to_array(leaf).shape)))
+                row.append(lax.reshape(b, shape))
             per_out.append(row)
         jac_ = _assemble(out_tree, in_tree, per_out)
         return (jac_, aux) if has_aux else jac_
     return jac
 
 
-def hessian(fun, argnums=0, has_aux=False):
-    """Second derivatives: ``jacfwd(jacrev(fun))``; ``has_aux`` as for the Jacobians."""
-    return jacfwd(jacrev(fun, argnums, has_aux=has_aux), argnums, has_aux=has_aux)
+def hessian(fun, argnums=0, has_aux=False, holomorphic=False):
+    """Second derivatives: ``jacfwd(jacrev(fun))``; ``has_aux`` and ``holomorphic`` as
+    for the Jacobians."""
+    return jacfwd(jacrev(fun, argnums, has_aux=has_aux, holomorphic=holomorphic), argnums,
+                  has_aux=has_aux, holomorphic=holomorphic)
+
+
+jacobian = jacrev

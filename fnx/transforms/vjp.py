@@ -24,7 +24,7 @@ from ..core.array import Array, to_array
 from ..core.ir import IR, Literal, dce
 from ..core.trace import EVAL, get_trace, parent_context, trace_context
 from ..core.tracing import IRTrace, IRTracer
-from ..errors import MissingRuleError
+from ..errors import ArgnumsError, GradDtypeError, GradOutputError, MissingRuleError
 from .jvp import JVPTrace, JVPTracer, zeros_like_tangent
 
 
@@ -217,8 +217,55 @@ def _own_primal(a):
     return a
 
 
-def value_and_grad(fun, argnums=0, has_aux=False):
-    """``(fun(*args), d fun / d args[argnums])`` for a real scalar ``fun``."""
+float0 = np.dtype([("float0", np.void, 0)])  # JAX's dtype of an integer input's gradient
+
+
+def _check_grad_input(n, a, holomorphic, allow_int, what="grad"):
+    kind = a.dtype.kind
+    if holomorphic:
+        if kind != "c":
+            raise GradDtypeError(
+                f"{what} with holomorphic=True requires inputs with complex dtype, but got "
+                f"{a.dtype} (argument {n}). Convert it with .astype(complex), or drop "
+                "holomorphic=True for a real-input function.")
+    elif kind not in "fc" and not allow_int:
+        raise GradDtypeError(
+            f"{what} requires real- or complex-valued inputs (input dtype that is a sub-dtype "
+            f"of np.inexact), but got {a.dtype} (argument {n}). Convert it with "
+            ".astype(float), leave it out of argnums, or pass allow_int=True (its gradient "
+            "is then a float0 zero).")
+
+
+def _check_grad_output(out, holomorphic):
+    if not isinstance(out, Array) or out.shape != ():
+        raise GradOutputError(
+            f"grad: the function must return a {'complex' if holomorphic else 'real'} "
+            f"scalar (gradient only defined for scalar-output functions), got "
+            f"{_describe(out)}. Reduce it (e.g. .sum() or .mean()), or use fnx.vjp / "
+            "fnx.jacrev for non-scalar outputs.")
+    kind = out.dtype.kind
+    if holomorphic and kind != "c":
+        raise GradDtypeError(
+            f"grad with holomorphic=True requires outputs with complex dtype, but got "
+            f"{out.dtype}. Drop holomorphic=True for a real-valued function.")
+    if not holomorphic and kind != "f":
+        raise GradDtypeError(
+            f"grad requires real-valued outputs (output dtype that is a sub-dtype of "
+            f"np.floating), but got {out.dtype}. For holomorphic differentiation, pass "
+            "holomorphic=True. For other complex outputs use fnx.vjp, or differentiate "
+            "the real and imaginary parts (fnx.numpy.real/imag) separately.")
+
+
+def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False,
+                   reduce_axes=()):
+    """``(fun(*args), d fun / d args[argnums])`` for a real scalar ``fun``.
+
+    ``holomorphic=True``: complex inputs and a complex scalar output; the result is the
+    complex derivative ``df/dz`` (no conjugate), as JAX. ``allow_int=True``: integer
+    arguments may be in ``argnums``; their gradients are float0 zeros."""
+    if reduce_axes:
+        raise NotImplementedError("grad: reduce_axes was removed from JAX; sum the "
+                                  "output over those axes instead")
     single = isinstance(argnums, int)
     nums = (argnums,) if single else tuple(argnums)
 
@@ -226,12 +273,13 @@ def value_and_grad(fun, argnums=0, has_aux=False):
         nargs = len(args)
         if single and -nargs <= argnums < nargs:
             arg = args[argnums]
-            if type(arg) is Array and arg.dtype.kind in "fc":
-                return _value_and_grad_one_array(fun, has_aux, args, kwargs, argnums % nargs)
+            if type(arg) is Array and arg.dtype.kind in ("c" if holomorphic else "fc"):
+                return _value_and_grad_one_array(fun, has_aux, args, kwargs, argnums % nargs,
+                                                 holomorphic)
         for n in nums:
             if not -nargs <= n < nargs:
-                raise ValueError(f"grad: argnums {argnums} out of range for {nargs} "
-                                 "positional arguments")
+                raise ArgnumsError(f"grad: argnums {argnums} out of range for {nargs} "
+                                   "positional arguments")
         nums_ = [n % nargs for n in nums]
         leaves, trees, sizes = [], [], []
         for n in nums_:
@@ -242,11 +290,7 @@ def value_and_grad(fun, argnums=0, has_aux=False):
                 ls, tree = tree_util.tree_flatten(arg)
             for leaf in ls:
                 a = leaf if isinstance(leaf, Array) else to_array(leaf)
-                if a.dtype.kind not in "fc":
-                    raise TypeError(
-                        f"grad: argument {n} has a leaf of dtype {a.dtype}; gradients are "
-                        "only defined for float (or complex) inputs. Convert it with "
-                        ".astype(float), or leave it out of argnums.")
+                _check_grad_input(n, a, holomorphic, allow_int)
                 leaves.append(a)
             trees.append(tree)
             sizes.append(len(ls))
@@ -264,14 +308,12 @@ def value_and_grad(fun, argnums=0, has_aux=False):
             return [out]
 
         (out,), backward = _vjp_flat(flat, leaves)
-        if not isinstance(out, Array) or out.shape != () or out.dtype.kind != "f":
-            raise TypeError(f"grad: the function must return a real scalar, got "
-                            f"{_describe(out)}. Reduce it (e.g. .sum() or .mean()), or use "
-                            "fnx.vjp / fnx.jacrev for non-scalar outputs.")
+        _check_grad_output(out, holomorphic)
         cts = backward([Array._wrap(_one(out.dtype))])
         grads, i = [], 0
         for tree, k in zip(trees, sizes):
-            g = [zeros_like_tangent(p) if c is None else c
+            g = [np.zeros(p.shape, float0) if p.dtype.kind not in "fc" else
+                 zeros_like_tangent(p) if c is None else c
                  for p, c in zip(leaves[i:i + k], cts[i:i + k])]
             grads.append(g[0] if tree is None else tree_util.tree_unflatten(tree, g))
             i += k
@@ -283,7 +325,7 @@ def value_and_grad(fun, argnums=0, has_aux=False):
     return wrapped
 
 
-def _value_and_grad_one_array(fun, has_aux, args, kwargs, n):
+def _value_and_grad_one_array(fun, has_aux, args, kwargs, n, holomorphic=False):
     """``value_and_grad`` for the common case: one bare float array differentiated."""
     aux_box = [None]
 
@@ -297,10 +339,9 @@ def _value_and_grad_one_array(fun, has_aux, args, kwargs, n):
         return [out]
 
     (out,), backward = _vjp_flat(flat, [args[n]])
-    if not isinstance(out, Array) or out.shape != () or out.dtype.kind != "f":
-        raise TypeError(f"grad: the function must return a real scalar, got "
-                        f"{_describe(out)}. Reduce it (e.g. .sum() or .mean()), or use "
-                        "fnx.vjp / fnx.jacrev for non-scalar outputs.")
+    if not (isinstance(out, Array) and out.shape == () and out.dtype.kind == "f") \
+            or holomorphic:
+        _check_grad_output(out, holomorphic)
     (g,) = backward([Array._wrap(_one(out.dtype))])
     if g is None:
         g = zeros_like_tangent(args[n])
@@ -325,9 +366,10 @@ def _describe(x):
     return f"a {type(x).__name__}"
 
 
-def grad(fun, argnums=0, has_aux=False):
-    """The gradient of a real scalar ``fun`` with respect to ``args[argnums]``."""
-    vg = value_and_grad(fun, argnums, has_aux)
+def grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False, reduce_axes=()):
+    """The gradient of a real scalar ``fun`` with respect to ``args[argnums]``
+    (``holomorphic``, ``allow_int``: as ``value_and_grad``)."""
+    vg = value_and_grad(fun, argnums, has_aux, holomorphic, allow_int, reduce_axes)
 
     def g(*args, **kwargs):
         out, grads = vg(*args, **kwargs)
