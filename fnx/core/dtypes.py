@@ -483,7 +483,7 @@ def _warn_narrowing(src, dst, where):
     _warned = True
     filename, lineno, glb = _user_frame()
     warnings.warn_explicit(
-        f"{where}: {src} narrowed to {dst} because jax_enable_x64 is off (fnx follows "
+        f"fnx ({where}): {src} narrowed to {dst} because jax_enable_x64 is off (fnx follows "
         "JAX: without that flag 64-bit dtypes become 32-bit). To keep 64 bits, call "
         "fnx.config.update(\"jax_enable_x64\", True) at startup or set JAX_ENABLE_X64=1. "
         "This warning is shown once per process.",

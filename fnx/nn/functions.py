@@ -255,7 +255,7 @@ def one_hot(x, num_classes, *, dtype=None, axis=-1):
     the class axis at ``axis``. Indices out of range (negative ones too) give all zeros."""
     x = to_array(x)
     num_classes = int(num_classes)
-    dtype = dtypes.canonicalize(dtype if dtype is not None else "float32")
+    dtype = dtypes.default_float() if dtype is None else dtypes.canonical(dtype, "one_hot")
     out_ndim = x.ndim + 1
     axis = normalize_axis("one_hot", axis, out_ndim)
     shape = tuple(x.shape[:axis]) + (num_classes,) + tuple(x.shape[axis:])

@@ -6,7 +6,7 @@ only, and under ``jit`` raise a ConcretizationError that says to pass
 length (with ``fill_value``) and everything works under ``jit``. ``isin``
 has a static output shape and always works under ``jit``.
 
-Indices are int32 (JAX's default int); values keep their (promoted) dtype.
+Indices are JAX's default int (int32; int64 under x64); values keep their (promoted) dtype.
 """
 from __future__ import annotations
 
@@ -51,11 +51,12 @@ def _no_size_error(name):
 
 
 def _int32(v):
-    return Array._wrap(np.int32(v))
+    """An index scalar of the default int (int32, int64 under x64), as JAX's indices."""
+    return Array._wrap(np.array(v, dtypes.default_int())[()])
 
 
 def _iota(n):
-    return lax.iota(dtypes.int32, n)
+    return lax.iota(dtypes.default_int(), n)
 
 
 def _truthy(a):
@@ -78,7 +79,7 @@ def _static_size(name, size):
 
 
 def _compact(name, mask, size):
-    """Positions (int32) of the True entries of the 1-D bool ``mask``, and ``valid``.
+    """Positions (default int) of the True entries of the 1-D bool ``mask``, and ``valid``.
 
     Without ``size`` the mask must be concrete and ``valid`` is None. With ``size``
     the positions are truncated or padded to ``size``: padding repeats the first
@@ -89,10 +90,10 @@ def _compact(name, mask, size):
         if isinstance(mask, Tracer):
             raise _no_size_error(name)
         m = np.asarray(mask._concrete(name))
-        return Array._wrap(np.flatnonzero(m).astype(np.int32)), None
+        return Array._wrap(np.flatnonzero(m).astype(dtypes.default_int())), None
     size = _static_size(name, size)
     n = mask.shape[0]
-    count = sum_(mask, dtype=dtypes.int32)
+    count = sum_(mask, dtype=dtypes.default_int())
     pos = lax.select(mask, lax.sub(cumsum(mask), 1),
                      lax.broadcast_in_dim(_int32(size), (n,), ()))  # size: dropped
     out = lax.broadcast_in_dim(_int32(0), (size,), ())
@@ -117,7 +118,7 @@ def _fill(values, valid, fill_value):
 # --- nonzero -------------------------------------------------------------------------------
 
 def nonzero(a, *, size=None, fill_value=None):
-    """Indices of the non-zero elements, one int32 array per dimension.
+    """Indices of the non-zero elements, one default-int array per dimension (int32; int64 under x64).
 
     With ``size`` (static) the arrays have that length: truncated, or padded
     with ``fill_value`` (default 0; a scalar or one value per dimension). Without
@@ -147,13 +148,13 @@ def nonzero(a, *, size=None, fill_value=None):
 
 
 def flatnonzero(a, *, size=None, fill_value=None):
-    """Indices (int32) of the non-zero elements of ``ravel(a)``."""
+    """Indices (default int) of the non-zero elements of ``ravel(a)``."""
     a = to_array(a, "flatnonzero")
     return nonzero(lax.reshape(a, (a.size,)), size=size, fill_value=fill_value)[0]
 
 
 def argwhere(a, *, size=None, fill_value=None):
-    """Indices of the non-zero elements as an int32 array of shape ``(N, a.ndim)``."""
+    """Indices of the non-zero elements as a default-int array of shape ``(N, a.ndim)``."""
     from .manipulation import stack
     a = to_array(a, "argwhere")
     if a.ndim == 0:
@@ -391,7 +392,7 @@ def setxor1d(ar1, ar2, assume_unique=False, *, size=None, fill_value=None):
     n = vals.shape[0]
     # the first occurrences of each array, sorted, first; then the rest
     _, aux = lax.sort((logical_not(ok), vals), 0, num_keys=2)
-    count = sum_(ok, dtype=dtypes.int32)
+    count = sum_(ok, dtype=dtypes.default_int())
     pos = _iota(n)
     inside = lax.lt(pos, lax.broadcast_in_dim(count, (n,), ()))
     true1 = Array._wrap(np.ones((1,), np.bool_))

@@ -36,7 +36,7 @@ def argsort(a, axis=-1, kind=None, order=None, *, stable=True, descending=False)
     axis = normalize_axis("argsort", axis, a.ndim)
     if descending:
         a = lax.rev(a, (axis,))
-    idx = lax.broadcasted_iota(dtypes.int32, a.shape, axis)
+    idx = lax.broadcasted_iota(dtypes.default_int(), a.shape, axis)
     _, perm = lax.sort((a, idx), axis, num_keys=1)
     if descending:
         n = a.shape[axis]
@@ -100,7 +100,7 @@ def searchsorted(a, v, side="left", sorter=None, *, method="scan"):
 
 
 def lexsort(keys, axis=-1):
-    """Indices sorting by several keys, the last key primary (int32, stable)."""
+    """Indices sorting by several keys, the last key primary (default int, stable)."""
     if isinstance(keys, (Array, np.ndarray)):
         keys = to_array(keys)
         if keys.ndim == 0:
@@ -112,10 +112,10 @@ def lexsort(keys, axis=-1):
         raise TypeError("lexsort: needs at least one key")
     shape = broadcast_shapes("lexsort", *[k.shape for k in keys])
     if not shape:
-        return Array._wrap(np.int32(0))
+        return Array._wrap(np.array(0, dtypes.default_int())[()])
     keys = [broadcast_to_shape(k, shape) for k in keys]
     axis = normalize_axis("lexsort", axis, len(shape))
-    iota = lax.broadcasted_iota(dtypes.int32, shape, axis)
+    iota = lax.broadcasted_iota(dtypes.default_int(), shape, axis)
     return lax.sort(tuple(reversed(keys)) + (iota,), axis, num_keys=len(keys))[-1]
 
 
@@ -143,7 +143,7 @@ def argpartition(a, kth, axis=-1, kind="introselect", order=None):
         a, axis = lax.reshape(a, (a.size,)), 0
     axis = normalize_axis("argpartition", axis, a.ndim)
     _check_kth("argpartition", kth, a.shape[axis])
-    return argsort(a, axis)
+    return lax.convert_element_type(argsort(a, axis), dtypes.int32)  # JAX's: int32 always
 
 
 def sort_complex(a):

@@ -279,7 +279,7 @@ def _valid_count(a, nan, axis, keepdims, where, dtype):
 
 def _mean_dtype(a, dtype):
     if dtype is not None:
-        return dtypes.canonicalize(dtype)
+        return dtypes.canonical(dtype, "nanmean")
     return a.dtype if dtypes.is_inexact(a.dtype) else _inexact("nanmean", a).dtype
 
 
@@ -457,7 +457,7 @@ def bincount(x, weights=None, minlength=0, *, length=None):
         if length < 0:
             raise ValueError(f"bincount: length must be >= 0, got {length}")
     if weights is None:
-        w = _full(x.shape, 1, dtypes.int32)
+        w = _full(x.shape, 1, dtypes.default_int())  # JAX: counts are the default int
     else:
         (w,) = promote("bincount", weights)
         if w.shape != x.shape:

@@ -116,7 +116,7 @@ def PRNGKey(seed):
                         f"{describe(s)}; "
                         "for many keys, vmap PRNGKey over the seeds or split one key")
     if s.dtype.itemsize == 8:
-        u = lax.convert_element_type(s, np.uint64)
+        u = lax.convert_element_type_exact(s, np.uint64)
         hi = lax.convert_element_type(lax.shift_right_logical(u, np.uint64(32)), _U32)
         lo = lax.convert_element_type(lax.bitwise_and(u, np.uint64(0xFFFFFFFF)), _U32)
     else:
@@ -197,9 +197,10 @@ def _random_bits(key, nbits, shape, name="bits"):
 
 
 def bits(key, shape=(), dtype=None):
-    """Uniform random bits as unsigned integers (``dtype`` uint8/16/32/64, default uint32)."""
+    """Uniform random bits as unsigned integers (``dtype`` uint8/16/32/64; default uint32,
+    uint64 under ``jax_enable_x64``, as in JAX)."""
     key = _check_key("bits", key)
-    dtype = _U32 if dtype is None else dtypes.canonicalize(dtype)
+    dtype = dtypes.default_uint() if dtype is None else dtypes.canonical(dtype, "bits")
     if dtype.kind != "u":
         raise ValueError(f"bits: dtype must be an unsigned integer dtype, got {dtype}")
     return _random_bits(key, dtype.itemsize * 8, _shape("bits", shape))
@@ -208,7 +209,7 @@ def bits(key, shape=(), dtype=None):
 # --- continuous ------------------------------------------------------------------------
 
 def _float_dtype(name, dtype):
-    dtype = dtypes.float_ if dtype is None else dtypes.canonicalize(dtype)
+    dtype = dtypes.default_float() if dtype is None else dtypes.canonical(dtype, name)
     if dtype.kind != "f" and dtype != dtypes.bfloat16:
         raise ValueError(f"{name}: dtype must be a float dtype, got {dtype}")
     return dtype
@@ -298,7 +299,7 @@ def _fma(a, b, c):
     multiply-add; Boldo and Melquiond's emulation through rounding to odd)."""
     dt = a.dtype
     if dt.itemsize < 8:        # the product is exact in float64; round to odd, then to dt
-        a64, b64, c64 = (lax.convert_element_type(x, np.float64) for x in (a, b, c))
+        a64, b64, c64 = (lax.convert_element_type_exact(x, np.float64) for x in (a, b, c))
         s, err = _two_sum(c64, a64 * b64)
         return lax.convert_element_type(_round_to_odd(s, err), dt)
     split = 2.0 ** 27 + 1.0
@@ -410,7 +411,7 @@ def multivariate_normal(key, mean, cov, shape=None, dtype=None, method="cholesky
                          f"got {method!r}")
     mean, cov = to_array(mean), to_array(cov)
     if dtype is None:
-        dtype = dtypes.result_type(mean, cov, dtypes.float_)
+        dtype = dtypes.to_inexact(dtypes.result_type(mean, cov))
     dtype = _float_dtype("multivariate_normal", dtype)
     mean, cov = lax.convert_element_type(mean, dtype), lax.convert_element_type(cov, dtype)
     if mean.ndim < 1:
@@ -467,7 +468,7 @@ def _cholesky(a):
 # --- discrete ----------------------------------------------------------------------------
 
 def _int_dtype(name, dtype):
-    dtype = dtypes.int_ if dtype is None else dtypes.canonicalize(dtype)
+    dtype = dtypes.default_int() if dtype is None else dtypes.canonical(dtype, name)
     if dtype.kind not in "iu":
         raise TypeError(f"{name}: dtype must be an integer dtype, got {dtype}")
     return dtype
@@ -480,13 +481,14 @@ def _int_bound(v, dtype, extra=0):
         return min(max(int(v), int(info.min)), int(info.max) + extra)
     a = to_array(v)
     if a.dtype.kind not in "iu":
-        a = lax.convert_element_type(a, dtypes.int_)
+        a = lax.convert_element_type(a, dtypes.default_int())
     return a
 
 
 def randint(key, shape, minval, maxval, dtype=None):
     """Uniform integers in ``[minval, maxval)`` (``minval`` when ``maxval <= minval``);
-    bounds are clipped to ``dtype``, which defaults to int32."""
+    bounds are clipped to ``dtype``, which defaults to the default int (int32; int64 under
+    ``jax_enable_x64``)."""
     key = _check_key("randint", key)
     dtype = _int_dtype("randint", dtype)
     shape = _shape("randint", shape)
@@ -580,7 +582,7 @@ def categorical(key, logits, axis=-1, shape=None, replace=True, mode=None):
     if logits.ndim < 1:
         raise ValueError("categorical: logits must have rank >= 1, got a scalar")
     if logits.dtype.kind != "f":
-        logits = lax.convert_element_type(logits, dtypes.float_)
+        logits = lax.convert_element_type(logits, dtypes.default_float())
     axis = _axis("categorical", axis, logits.ndim)
     batch = logits.shape[:axis] + logits.shape[axis + 1:]
     shape = _sample_shape("categorical", shape, batch)
@@ -597,7 +599,7 @@ def categorical(key, logits, axis=-1, shape=None, replace=True, mode=None):
     g = logits + _gumbel(key, logits.shape, logits.dtype, mode, "categorical")
     order = fnp.argsort(-fnp.moveaxis(g, axis, -1), axis=-1, stable=True)[..., :k]
     order = fnp.moveaxis(order, -1, 0)
-    return fnp.reshape(order, shape).astype(dtypes.int_)
+    return fnp.reshape(order, shape).astype(dtypes.default_int())
 
 
 def _shuffle(key, x, axis):
@@ -618,7 +620,7 @@ def permutation(key, x, axis=0, independent=False):
     if isinstance(x, (int, np.integer)) and not isinstance(x, bool):
         if x < 0:
             raise ValueError(f"permutation: x must be a non-negative int or an array, got {x}")
-        return _shuffle(key, fnp.arange(int(x), dtype=dtypes.int_), 0)
+        return _shuffle(key, fnp.arange(int(x), dtype=dtypes.default_int()), 0)
     x = to_array(x)
     if x.ndim == 0:
         raise TypeError("permutation: x must be an int or an array of rank >= 1, got a "
@@ -626,7 +628,7 @@ def permutation(key, x, axis=0, independent=False):
     axis = _axis("permutation", axis, x.ndim)
     if independent or x.ndim == 1:
         return _shuffle(key, x, axis)
-    ind = _shuffle(key, fnp.arange(x.shape[axis], dtype=dtypes.int_), 0)
+    ind = _shuffle(key, fnp.arange(x.shape[axis], dtype=dtypes.default_int()), 0)
     return fnp.take(x, ind, axis=axis)
 
 
@@ -644,7 +646,7 @@ def choice(key, a, shape=(), replace=True, p=None, axis=0):
         axis = _axis("choice", axis, arr.ndim)
         n = arr.shape[axis]
     draws = math.prod(shape)
-    out_dt = dtypes.int_ if arr is None else arr.dtype
+    out_dt = dtypes.default_int() if arr is None else arr.dtype
     if draws == 0:
         return fnp.zeros(shape if arr is None else
                          arr.shape[:axis] + shape + arr.shape[axis + 1:], out_dt)
@@ -663,17 +665,17 @@ def choice(key, a, shape=(), replace=True, p=None, axis=0):
     else:
         p = to_array(p)
         if p.dtype.kind != "f":
-            p = lax.convert_element_type(p, dtypes.float_)
+            p = lax.convert_element_type(p, dtypes.default_float())
         if p.shape != (n,):
             raise ValueError(f"choice: p must have shape ({n},) (a's size along axis), "
                              f"got {p.shape}")
         if replace:
             cum = fnp.cumsum(p)
             r = cum[-1] * (1 - _uniform(key, shape, p.dtype, 0.0, 1.0, "choice"))
-            ind = fnp.searchsorted(cum, r).astype(dtypes.int_)
+            ind = fnp.searchsorted(cum, r).astype(dtypes.default_int())
         else:
             g = _gumbel(key, (n,), p.dtype, None, "choice") + fnp.log(p)
-            ind = fnp.argsort(-g, stable=True)[:draws].astype(dtypes.int_)
+            ind = fnp.argsort(-g, stable=True)[:draws].astype(dtypes.default_int())
         res = ind if arr is None else fnp.take(arr, ind, axis=axis)
     return fnp.reshape(res, shape if arr is None else
                        arr.shape[:axis] + shape + arr.shape[axis + 1:])
