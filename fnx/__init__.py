@@ -11,8 +11,8 @@
 """
 from . import errors, tree_util
 from ._config import (config, debug_infs, debug_nans, default_matmul_precision,  # noqa: F401
-                      disable_jit, enable_checks, log_compiles, numpy_dtype_promotion,
-                      numpy_rank_promotion)
+                      disable_jit, enable_checks, enable_x64, log_compiles,
+                      numpy_dtype_promotion, numpy_rank_promotion)
 from .core.array import Array
 from .core.ir import IR, check_ir, eval_ir
 from .core.primitive import Primitive, ShapeDtypeStruct

@@ -96,8 +96,9 @@ class _ArrayNamespaceInfo:
 
     def default_dtypes(self, *, device=None):
         self._device("default_dtypes", device)
-        return {"real floating": float32, "complex floating": complex64,
-                "integral": int32, "indexing": int32}
+        f, c, i = (globals()[d.name] for d in (_dtypes.default_float(),
+                                              _dtypes.default_complex(), _dtypes.default_int()))
+        return {"real floating": f, "complex floating": c, "integral": i, "indexing": i}
 
     def dtypes(self, *, device=None, kind=None):
         """The Array API dtypes fnx supports (all of them), those of ``kind`` if given."""
