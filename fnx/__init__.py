@@ -31,16 +31,16 @@ from . import nn, optim, random, scipy  # noqa: E402  (user-level libraries over
 from . import datasets, serialization  # noqa: E402  (digits; flax-format checkpoints)
 from . import extend, kernels, onnx  # noqa: E402  (kernels/onnx attach the primitives' hooks)
 from . import debug, example_libraries, test_util, tree  # noqa: E402,F401  (JAX's names)
+from ._api import (ClosedJaxpr, Device, default_backend, device_count,  # noqa: E402,F401
+                   device_get, devices, effects_barrier, ensure_compile_time_eval, jacobian,
+                   local_device_count, local_devices, make_jaxpr, named_call, named_scope,
+                   process_count, process_index, process_indices, typeof)
+from .lax.callback import pure_callback  # noqa: E402,F401
 from .core import primitive as _primitive  # noqa: E402
 
 _primitive.BUILTIN = frozenset(_primitive.REGISTRY)  # fnx's own primitives (not users')
 
 __version__ = "0.1.0"
-
-
-def devices():
-    from .core.array import CPU_DEVICE
-    return [CPU_DEVICE]
 
 
 def device_put(x, device=None):

@@ -56,6 +56,8 @@ NOT_IN_TABLE = {
     "remat_lin": "the linear half of a checkpoint (tests/test_custom_rules.py)",
     **{p: "holds sub-IRs of user functions (tests/test_control_flow.py)"
        for p in ("cond", "while", "scan")},
+    **{p: "calls a user's Python function at run time (tests/test_debug_callback.py)"
+       for p in ("debug_callback", "pure_callback", "io_callback")},
     **{p: "values against loop definitions and hand-written backprop (tests/test_conv.py)"
        for p in ("conv_general_dilated", "reduce_window_sum", "reduce_window_max",
                  "reduce_window_min", "select_and_gather_add", "select_and_scatter_add")},

@@ -42,7 +42,9 @@ LEFT_OUT = {"copysign", "nextafter", "erfc", "erf_inv", "lgamma", "digamma", "po
             # not lowered: the pooling derivatives (export the primal function), the
             # factorizations (no ONNX operators) and the random bits
             "select_and_gather_add", "select_and_scatter_add", "cholesky", "triangular_solve",
-            "lu", "qr", "eigh", "svd", "threefry2x32", "random_gamma"}
+            "lu", "qr", "eigh", "svd", "threefry2x32", "random_gamma",
+            # Python callbacks: an ONNX graph cannot call back into Python
+            "debug_callback", "pure_callback", "io_callback"}
 # Call primitives: inlined by the exporter, tested through export below.
 CALLS = {"jit", "custom_jvp_call", "custom_vjp_call", "remat_call"}
 

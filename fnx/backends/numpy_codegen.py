@@ -23,7 +23,7 @@ import math
 
 import numpy as np
 
-from ..core.ir import IR, Literal, sub_irs
+from ..core.ir import IR, Literal, has_effects, sub_irs
 from ..lax import _rules
 from . import buffers
 
@@ -206,26 +206,68 @@ _FUSE_MIN_BYTES = 1 << 22
 _FUSE_BLOCK_ELEMS = 1 << 18
 
 
-def _elementwise_groups(ir, skip, special, fused_into, uses, keep, producer):
-    """Trees of elementwise (ufunc) equations over one large shape whose inner values
-    are read once, inside the tree: ``[(root, members)]``, members in order, root last
-    (the only value read outside). Computed a block of rows at a time, the inner values
-    never leave the cache; each element still goes through the same ufuncs in the same
-    order, so the values are bitwise those of the unfused code."""
+def _select_blend_uint(e):
+    """For a ``select_n`` eqn with a bool selector and two cases of 1, 2, 4 or 8-byte
+    elements: the unsigned dtype its blend works in, else None."""
+    if (e.prim.name != "select_n" or len(e.inputs) != 3 or len(e.outputs) != 1
+            or e.inputs[0].aval.dtype != np.bool_ or not e.outputs[0].aval.shape):
+        return None
+    return _BLEND_UINT.get(e.outputs[0].aval.dtype.itemsize)
+
+
+_BLEND_UINT = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32),
+               8: np.dtype(np.uint64)}
+
+
+def _scalar_broadcasts(ir, keep):
+    """``{var: literal}`` for the ``broadcast_in_dim`` of a scalar literal (a blocked loop
+    reads the literal instead of the full-size array)."""
+    out = {}
+    for e in ir.eqns:
+        if (e.prim.name == "broadcast_in_dim" and type(e.inputs[0]) is Literal
+                and e.outputs[0] not in keep):
+            out[e.outputs[0]] = e.inputs[0]
+    return out
+
+
+def _elementwise_groups(ir, skip, special, fused_into, uses, keep, producer, readers=None):
+    """Groups of elementwise equations (ufuncs, and ``select_n`` with a bool selector)
+    over one large shape whose inner values are read only inside the group:
+    ``[(root, members, scalars)]``, members in order, root last (the only value read
+    outside); ``scalars``: the broadcast scalar literals they read (as literals).
+    Computed a block of rows at a time, the inner values never leave the cache; each
+    element still goes through the same ufuncs in the same order (a select picks the
+    same bits), so the values are bitwise those of the unfused code. Trees are grown
+    first (inner values read once); then a value read several times, all of them
+    inside one group (a ``select_n``'s mask), joins it with its producer's tree."""
+    scalars = _scalar_broadcasts(ir, keep)
     group_of, groups = {}, {}
-    for i, e in enumerate(ir.eqns):
+
+    def fusable(i, e):
         if i in skip or i in special or i in fused_into or len(e.outputs) != 1:
-            continue
-        u = _eqn_ufunc(e)
+            return False
         o = e.outputs[0]
-        if (u is None or u.nout != 1 or not o.aval.shape or o.aval.shape[0] < 2
-                or _nbytes(o) < _FUSE_MIN_BYTES
-                or any(type(v) is not Literal and v.aval.shape != o.aval.shape
-                       for v in e.inputs)):
+        if not o.aval.shape or o.aval.shape[0] < 2:
+            return False
+        if _select_blend_uint(e) is None:
+            u = _eqn_ufunc(e)
+            if u is None or u.nout != 1:
+                return False
+        elif e.inputs[0] in scalars or type(e.inputs[0]) is Literal:
+            return False  # a scalar selector: one case or the other, nothing to blend
+        width = max([o.aval.dtype.itemsize] + [v.aval.dtype.itemsize for v in e.inputs])
+        return (width * math.prod(o.aval.shape) >= _FUSE_MIN_BYTES
+                and all(type(v) is Literal or v in scalars or v.aval.shape == o.aval.shape
+                        for v in e.inputs))
+
+    ok = {}
+    for i, e in enumerate(ir.eqns):
+        if not fusable(i, e):
             continue
+        ok[i] = True
         members = [i]
         for v in dict.fromkeys(e.inputs):
-            if type(v) is Literal or v in keep or uses.get(v) != 1:
+            if type(v) is Literal or v in scalars or v in keep or uses.get(v) != 1:
                 continue
             g = group_of.get(producer.get(v))
             if g is not None and g in groups:
@@ -233,12 +275,43 @@ def _elementwise_groups(ir, skip, special, fused_into, uses, keep, producer):
         for m in members:
             group_of[m] = i
         groups[i] = members
-    return [(root, sorted(ms)) for root, ms in groups.items() if len(ms) > 1]
+    if readers is not None:  # values read several times, only inside one group
+        for root in sorted(groups, reverse=True):
+            if root not in groups:
+                continue
+            grown = True
+            while grown:
+                grown = False
+                inside = set(groups[root])
+                for m in list(groups[root]):
+                    for v in ir.eqns[m].inputs:
+                        if type(v) is Literal or v in scalars or v in keep:
+                            continue
+                        p = producer.get(v)
+                        if (p is None or p in inside or not ok.get(p)
+                                or not all(r in inside for r in readers.get(v, ()))):
+                            continue
+                        g = group_of.get(p)
+                        if g is None or g not in groups or ir.eqns[g].outputs[0] is not v:
+                            continue  # ``v`` is not a group's root value
+                        for q in groups.pop(g):
+                            group_of[q] = root
+                            groups[root].append(q)
+                            inside.add(q)
+                        grown = True
+    result = []
+    for root, ms in groups.items():
+        if len(ms) > 1:
+            used = {v: scalars[v] for m in ms for v in ir.eqns[m].inputs if v in scalars}
+            result.append((root, sorted(ms), used))
+    return result
 
 
-def _fused_elementwise(ir, members, glb):
-    """A function ``(*inputs, out=None) -> result`` running the ufuncs of ``members``
-    (root last) a block of rows at a time, and its inputs (vars)."""
+def _fused_elementwise(ir, members, glb, scalars=None):
+    """A function ``(*inputs, out=None) -> result`` running the ufuncs (and bool selects)
+    of ``members`` (root last) a block of rows at a time, and its inputs (vars).
+    ``scalars``: vars read as the scalar literal they broadcast."""
+    scalars = scalars or {}
     root = ir.eqns[members[-1]].outputs[0].aval
     shape, rest = tuple(root.shape), tuple(root.shape[1:])
     rows = max(1, _FUSE_BLOCK_ELEMS // max(1, math.prod(rest)))
@@ -249,34 +322,96 @@ def _fused_elementwise(ir, members, glb):
         for v in ir.eqns[m].inputs:
             last_read[v] = k
     free, slots, lines = {}, [], []
+    masks = {}     # (selector var, uint dtype, "t" or "f") -> mask buffer slot
+    literal = {}   # name of a bound literal -> its value (0-d array)
+
+    def take_slot(dtype):
+        pool = free.get(dtype)
+        slot = pool.pop() if pool else len(slots)
+        if slot == len(slots):
+            slots.append(dtype)
+        return slot
+
+    def operand(v):
+        if type(v) is Literal or v in scalars:
+            lit = scalars.get(v, v)
+            value = np.asarray(lit.value, v.aval.dtype if v in scalars else None)
+            name = bind_global("lit", value)
+            literal[name] = value
+            return name
+        if v not in name_of:
+            name_of[v] = f"x{len(inputs)}"
+            inputs.append(v)
+        return name_of[v]
+
+    def as_uint(name, u):
+        """``name`` (an operand) viewed as ``u``: a literal's view is bound once."""
+        if name in literal:
+            return bind_global("lit", literal[name].view(u))
+        return f"{name}.view({bind_global('u', u)})"
+
+    def zero_bits(name):
+        return name in literal and not literal[name].tobytes().strip(b"\0")
+
     for k, m in enumerate(members):
         e = ir.eqns[m]
-        args = []
-        for v in e.inputs:
-            if type(v) is Literal:
-                args.append(bind_global("lit", np.asarray(v.value)))
-            elif v in name_of:
-                args.append(name_of[v])
-            else:
-                name_of[v] = f"x{len(inputs)}"
-                inputs.append(v)
-                args.append(name_of[v])
-        for v in dict.fromkeys(e.inputs):  # temporaries read for the last time: reusable
-            if type(v) is not Literal and last_read[v] == k and v.aval.shape == shape \
-                    and name_of[v].startswith("t"):
-                free.setdefault(v.aval.dtype, []).append(int(name_of[v][1:]))
+        args = [operand(v) for v in e.inputs]
+        u = _select_blend_uint(e)
         o = e.outputs[0]
+        dying = [v for v in dict.fromkeys(e.inputs)
+                 if type(v) is not Literal and v not in scalars and last_read[v] == k
+                 and v.aval.shape == shape and name_of[v].startswith("t")]
+        # Temporaries read for the last time are reusable: by this op's result if it is
+        # a ufunc (elementwise in place), only after it for a select (it reads a case
+        # after writing its result).
+        for v in dying if u is None else ():
+            free.setdefault(v.aval.dtype, []).append(int(name_of[v][1:]))
         if k == len(members) - 1:
             target = "out[s:e]"
         else:
-            pool = free.get(o.aval.dtype)
-            slot = pool.pop() if pool else len(slots)
-            if slot == len(slots):
-                slots.append(o.aval.dtype)
+            slot = take_slot(o.aval.dtype)
             name_of[o] = f"t{slot}"
             target = f"b{slot}[:n]"
-        u = bind_global(_eqn_ufunc(e).__name__, _eqn_ufunc(e))
-        lines.append(f"{name_of.get(o, '_')} = {u}({', '.join(args)}, out={target})")
+        for v in dying if u is not None else ():
+            free.setdefault(v.aval.dtype, []).append(int(name_of[v][1:]))
+        if u is None:
+            f = bind_global(_eqn_ufunc(e).__name__, _eqn_ufunc(e))
+            lines.append(f"{name_of.get(o, '_')} = {f}({', '.join(args)}, out={target})")
+            continue
+        # select_n(which, c0, c1): c1 where ``which`` else c0, as bits: with the mask
+        # ``mt`` (all ones where True) ``c0 ^ ((c1 ^ c0) & mt)``, with ``mf`` (all ones
+        # where False) ``c1 ^ ((c1 ^ c0) & mf)``; a case of zero bits needs one ``and``.
+        # A selector's masks are made once per block and shared by its selects.
+        which, c0, c1 = args
+        sel = e.inputs[0]
+
+        def mask(kind):
+            key = (sel, u, kind)
+            if key not in masks:
+                masks[key] = len(slots)
+                slots.append(u)
+                fn = bind_global("negative" if kind == "t" else "subtract",
+                                 np.negative if kind == "t" else np.subtract)
+                extra = "" if kind == "t" else ", 1"
+                lines.append(f"{fn}({which}{extra}, dtype={bind_global('u', u)}, "
+                             f"out=b{masks[key]}[:n])")
+            return f"b{masks[key]}[:n]"
+        dst = f"{target}.view({bind_global('u', u)})"
+        band = bind_global("bitwise_and", np.bitwise_and)
+        bxor = bind_global("bitwise_xor", np.bitwise_xor)
+        if zero_bits(c1):
+            lines.append(f"{band}({as_uint(c0, u)}, {mask('f')}, out={dst})")
+        elif zero_bits(c0):
+            lines.append(f"{band}({as_uint(c1, u)}, {mask('t')}, out={dst})")
+        else:
+            have_f = (sel, u, "f") in masks and (sel, u, "t") not in masks
+            m_name = mask("f" if have_f else "t")
+            base = as_uint(c1 if have_f else c0, u)
+            lines.append(f"{bxor}({as_uint(c1, u)}, {as_uint(c0, u)}, out={dst})")
+            lines.append(f"{band}({dst}, {m_name}, out={dst})")
+            lines.append(f"{bxor}({dst}, {base}, out={dst})")
+        if k != len(members) - 1:
+            lines[-1] = f"{name_of[o]} = {target}; " + lines[-1]
     glb["_empty"] = np.empty
     dtype = bind_global("dtype", root.dtype)
     head = [f"def fused({', '.join(f'i{k}' for k in range(len(inputs)))}, out=None):",
@@ -290,6 +425,7 @@ def _fused_elementwise(ir, members, glb):
     exec(compile(source, "<fnx fused elementwise>", "exec"), glb)
     fn = glb.pop("fused")
     fn.takes_out = True
+    fn.source = source
     return fn, inputs
 
 
@@ -315,8 +451,10 @@ def _match_tie_weight(ir, i, producer, uses, keep):
     """For ``add`` eqn ``i``: the eqns of ``convert(gt(a, b)) + convert(eq(a, b)) * 0.5``
     (each intermediate read only there) and ``(a, b)``, else None."""
     e = ir.eqns[i]
+    if e.prim.name != "add":
+        return None
     out = e.outputs[0].aval
-    if e.prim.name != "add" or out.dtype.kind != "f" or not out.shape:
+    if out.dtype.kind != "f" or not out.shape:
         return None
 
     def single(v, name):
@@ -543,11 +681,18 @@ def emit_eqns(ir: IR, glb, names, fresh, *, in_loop=False, out_into=None, pool=N
 
     # Chains of elementwise ops over arrays larger than the cache: one blocked loop.
     if not in_loop:
-        for root, members in _elementwise_groups(ir, skip, special, fused_into, uses0, keep,
-                                                 producer):
-            fn, fused_inputs = _fused_elementwise(ir, members, {"np": np})
+        for root, members, scalars in _elementwise_groups(ir, skip, special, fused_into,
+                                                          uses0, keep, producer, readers0):
+            fn, fused_inputs = _fused_elementwise(ir, members, {"np": np}, scalars)
             skip.update(members[:-1])
             special[root] = (fn, fused_inputs, "fused_elementwise")
+        # broadcast scalars now read only as literals by blocked loops: not emitted
+        for i, e in enumerate(ir.eqns):
+            if (i not in skip and e.prim.name == "broadcast_in_dim"
+                    and type(e.inputs[0]) is Literal and e.outputs[0] not in keep
+                    and readers0.get(e.outputs[0])
+                    and all(j in skip for j in readers0[e.outputs[0]])):
+                skip.add(i)
 
     # Ufunc operands that are broadcasts (and those of primitives whose impl broadcasts
     # like a ufunc, ``numpy_broadcasts``): read the broadcast's operand instead.
@@ -611,6 +756,8 @@ def emit_eqns(ir: IR, glb, names, fresh, *, in_loop=False, out_into=None, pool=N
     def foldable(i, e, constant):
         """Eqn ``i`` may be computed at compile time (its inputs are literals or
         ``constant``)."""
+        if not e.outputs or has_effects(e):  # a callback runs at every call
+            return False
         o = e.outputs[0]
         return (not in_loop and not e.prim.multiple_results and i not in fused_into
                 and o not in keep and o not in out_into
@@ -637,7 +784,7 @@ def emit_eqns(ir: IR, glb, names, fresh, *, in_loop=False, out_into=None, pool=N
     # whose buffer output ``i`` takes over (its last reader: eqn ``i`` itself).
     in_place, into_donor, owned, maybe_folded = {}, {}, set(), set()
     for i, e in enumerate(ir.eqns):
-        if i in skip:
+        if i in skip or not e.outputs:
             continue
         if foldable(i, e, maybe_folded):
             maybe_folded.add(e.outputs[0])
@@ -768,6 +915,8 @@ def emit_eqns(ir: IR, glb, names, fresh, *, in_loop=False, out_into=None, pool=N
                 target = None if slot is None else f"_ms[{slot}]"
         if target is not None:
             body.append(f"{outs} = {fn}({ins}, out={target})")
+        elif not outputs:  # an effect only (a debug callback)
+            body.append(call)
         else:
             body.append(f"{outs} = {call}")
         if in_loop:

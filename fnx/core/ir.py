@@ -55,6 +55,11 @@ class Eqn:
         self.params = params
         self.source = source
 
+    # JAX's names for the same fields (``jaxpr.eqns[0].primitive.name``)
+    primitive = property(lambda self: self.prim)
+    invars = property(lambda self: self.inputs)
+    outvars = property(lambda self: self.outputs)
+
 
 class IR:
     """A closed, typed function: ``outvars = f(*invars)`` with ``constvars = consts``."""
@@ -98,19 +103,22 @@ def _names():
             yield "".join(t)
 
 
-def _format_param(value, namer, indent):
+def _format_param(value, namer, indent, jaxpr=False):
     if isinstance(value, IR):
-        return "\n" + format_ir(value, indent + 4, namer)
+        return "\n" + format_ir(value, indent + 4, namer, jaxpr=jaxpr)
     if isinstance(value, np.dtype):
         return value.name
     if isinstance(value, (tuple, list)) and any(isinstance(v, IR) for v in value):
-        return "(" + ", ".join(_format_param(v, namer, indent) for v in value) + ")"
+        return "(" + ", ".join(_format_param(v, namer, indent, jaxpr) for v in value) + ")"
     if callable(value) and hasattr(value, "__name__"):
         return value.__name__
     return repr(value)
 
 
-def format_ir(ir: IR, indent: int = 0, namer=None) -> str:
+def format_ir(ir: IR, indent: int = 0, namer=None, *, jaxpr=False) -> str:
+    """The text of ``ir``. ``jaxpr=True``: JAX's jaxpr layout (``{ lambda consts ; args.``
+    with the ``;`` always there, params separated by spaces), as ``fnx.make_jaxpr``
+    prints."""
     names = {}
     namer = namer or _names()
 
@@ -127,16 +135,26 @@ def format_ir(ir: IR, indent: int = 0, namer=None) -> str:
     pad = " " * indent
     consts = " ".join(decl(v) for v in ir.constvars)
     args = " ".join(decl(v) for v in ir.invars)
-    lines = [f"{pad}{{ lambda {consts}{'; ' if consts else ''}{args}. let"]
+    if jaxpr:
+        lines = [f"{pad}{{ lambda {consts}; {args}. let"]
+    else:
+        lines = [f"{pad}{{ lambda {consts}{'; ' if consts else ''}{args}. let"]
     for e in ir.eqns:
         outs = " ".join(decl(v) for v in e.outputs)
-        params = ", ".join(f"{k}={_format_param(p, namer, indent + 4)}"
-                           for k, p in sorted(e.params.items()))
+        params = (" " if jaxpr else ", ").join(
+            f"{k}={_format_param(p, namer, indent + 4, jaxpr)}"
+            for k, p in sorted(e.params.items()))
         ins = " ".join(name(v) for v in e.inputs)
         head = f"{e.prim.name}[{params}]" if params else e.prim.name
-        lines.append(f"{pad}    {outs} = {head} {ins}".rstrip())
+        lines.append(f"{pad}    {outs + ' = ' if outs else ''}{head} {ins}".rstrip())
     outs = ", ".join(name(v) for v in ir.outvars)
     lines.append(f"{pad}  in ({outs}{',' if len(ir.outvars) == 1 else ''}) }}")
+    if jaxpr and not indent and not any("\n" in ln for ln in lines):
+        # JAX writes a jaxpr that fits in 80 columns on one line, equations split by "; "
+        one = (f"{lines[0]} {'; '.join(ln.strip() for ln in lines[1:-1])} "
+               f"{lines[-1].strip()}")
+        if len(one) <= 80:
+            return one
     return "\n".join(lines)
 
 
@@ -206,21 +224,50 @@ def check_ir(ir: IR) -> IR:
     return ir
 
 
+# --- effects -------------------------------------------------------------------------
+#
+# A primitive with ``effectful = True`` (``fnx.debug.callback``/``print``, io callbacks)
+# does something besides computing its outputs, so it runs whether or not its outputs
+# are used: DCE keeps it, CSE never merges it, the lowering never folds it, and loops
+# never hoist it. An equation holding sub-IRs (cond, scan, while, jit) has effects when
+# any equation inside has.
+
+def ir_has_effects(ir: IR) -> bool:
+    """Whether any equation of ``ir`` (or of IRs nested in it) has effects."""
+    eff = getattr(ir, "_has_effects", None)
+    if eff is None:
+        eff = any(has_effects(e) for e in ir.eqns)
+        try:
+            ir._has_effects = eff
+        except AttributeError:  # pragma: no cover - an IR-like object without a dict
+            pass
+    return eff
+
+
+def has_effects(e: Eqn) -> bool:
+    """Whether equation ``e`` has effects (see above)."""
+    if getattr(e.prim, "effectful", False):
+        return True
+    return any(ir_has_effects(sub) for sub in sub_irs(e.params))
+
+
 # --- dead code elimination ----------------------------------------------------------
 
 def dce(ir: IR) -> IR:
     """Drop equations whose outputs no output needs, and unused constants. A primitive
     with a ``dce_rule(eqn, used_outputs) -> (eqn or None, inputs it needs)`` (control
     flow) also drops the outputs nobody uses and the work inside its sub-IRs that only
-    they needed."""
+    they needed. Equations with effects (``has_effects``) are always kept."""
     live = {v for v in ir.outvars if type(v) is Var}
     kept = []
     for e in reversed(ir.eqns):
         used = [v in live for v in e.outputs]
         if not any(used):
-            continue
+            if not has_effects(e):
+                continue
+            used = [True] * len(e.outputs)
         rule = getattr(e.prim, "dce_rule", None)
-        if rule is not None:  # a primitive holding sub-IRs: prune inside them too
+        if rule is not None and used:  # a primitive holding sub-IRs: prune inside them too
             e, inputs = rule(e, used)
             if e is None:
                 continue
@@ -435,6 +482,8 @@ def cse(ir: IR) -> IR:
             e = Eqn(e.prim, ins, e.outputs, e.params, e.source)
         try:
             key = (e.prim, _param_key(e.params), tuple(_atom_key(v) for v in ins))
+            if getattr(e.prim, "effectful", False):
+                key = None  # each effect happens once per equation
         except _Unkeyable:
             key = None
         first = seen.get(key) if key is not None else None

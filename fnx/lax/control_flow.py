@@ -35,7 +35,7 @@ import numpy as np
 from .. import tree_util
 from ..core import dtypes
 from ..core.array import Array, Tracer, to_array
-from ..core.ir import IR, Eqn, Var, Literal, dce, eval_ir, sub_irs
+from ..core.ir import IR, Eqn, Var, Literal, dce, eval_ir, has_effects, sub_irs
 from ..core.primitive import Primitive, ShapeDtypeStruct
 from ..core.trace import get_trace, trace_context
 from ..core.tracing import IRTrace, IRTracer, trace_flat
@@ -1077,7 +1077,7 @@ def _relayout(e, inv, inv_eqns):
 
 
 def _batchable(e):
-    return e.prim.batch is not None and not any(sub_irs(e.params))
+    return e.prim.batch is not None and not any(sub_irs(e.params)) and not has_effects(e)
 
 
 class _ScanPlan:
@@ -1091,7 +1091,7 @@ class _ScanPlan:
         inv_eqns, pre_eqns, loop_eqns = [], [], []
         for e in body.eqns:
             vs = [v for v in e.inputs if type(v) is Var]
-            if all(v in inv for v in vs):
+            if all(v in inv for v in vs) and not has_effects(e):  # a print runs per step
                 inv_eqns.append(e)
                 inv.update(e.outputs)
             elif all(v in inv or v in pre for v in vs) and _batchable(e):

@@ -1,0 +1,229 @@
+"""JAX's top-level names that are not transformations of their own: ``make_jaxpr``, the
+device queries, ``ensure_compile_time_eval``, ``named_call``/``named_scope``, ``typeof``,
+``device_get``, ``effects_barrier``, ``jacobian``.
+
+fnx runs on one device, the host CPU, in one process, so the device queries answer for
+that one device (``CpuDevice(id=0)``, as JAX on a CPU-only machine); asking for another
+backend raises. Names have no effect on fnx's IR, so ``named_call`` and ``named_scope``
+only check their arguments.
+"""
+from __future__ import annotations
+
+import contextlib
+
+from . import tree_util
+from .core.array import CPU_DEVICE, Array, Tracer, _Device
+from .core.ir import format_ir
+from .core.primitive import aval_of
+from .core.trace import EVAL, Trace, _current
+from .core.tracing import make_ir
+
+Device = _Device
+
+
+# --- make_jaxpr ------------------------------------------------------------------------------
+
+class Jaxpr:
+    """The open function of a ``ClosedJaxpr``: ``constvars``, ``invars``, ``outvars``,
+    ``eqns`` (each with JAX's ``primitive``, ``invars``, ``outvars``, ``params``);
+    ``str()`` is JAX's text layout."""
+
+    def __init__(self, ir):
+        self.ir = ir
+
+    constvars = property(lambda self: self.ir.constvars)
+    invars = property(lambda self: self.ir.invars)
+    outvars = property(lambda self: self.ir.outvars)
+    eqns = property(lambda self: self.ir.eqns)
+    in_avals = property(lambda self: self.ir.in_avals)
+    out_avals = property(lambda self: self.ir.out_avals)
+
+    def pretty_print(self, **kwargs):
+        return format_ir(self.ir, jaxpr=True)
+
+    def __str__(self):
+        return format_ir(self.ir, jaxpr=True)
+
+    __repr__ = __str__
+
+
+class ClosedJaxpr:
+    """What ``fnx.make_jaxpr(f)(*args)`` returns: the traced function (``.jaxpr``) with its
+    constants (``.consts``), its input and output types (``.in_avals``, ``.out_avals``:
+    ``ShapeDtypeStruct``s), its equations (``.eqns``) and fnx's own IR (``.ir``, which
+    ``fnx.eval_ir`` runs). ``str()`` prints it in JAX's jaxpr layout."""
+
+    def __init__(self, ir):
+        self.ir = ir
+        self.jaxpr = Jaxpr(ir)
+
+    consts = property(lambda self: list(self.ir.consts))
+    literals = consts
+    in_avals = property(lambda self: self.ir.in_avals)
+    out_avals = property(lambda self: self.ir.out_avals)
+    eqns = property(lambda self: self.ir.eqns)
+
+    def pretty_print(self, **kwargs):
+        return str(self.jaxpr)
+
+    def __str__(self):
+        return str(self.jaxpr)
+
+    __repr__ = __str__
+
+
+def make_jaxpr(fun, static_argnums=(), axis_env=None, return_shape=False,
+               abstracted_axes=None):
+    """``make_jaxpr(f)(*args, **kwargs)``: ``f`` traced for arguments shaped like
+    ``args`` (arrays, scalars or ``ShapeDtypeStruct``s), as a ``ClosedJaxpr``; with
+    ``return_shape=True`` also the output shapes as a pytree of ``ShapeDtypeStruct``.
+    Nothing is computed. The IR shown is fnx's, after its exact simplifications and
+    dead-code removal (what ``jit`` runs); ``fnx.make_ir`` gives it as an ``IR``.
+    ``axis_env`` (named axes for ``pmap``) and ``abstracted_axes`` (dynamic shapes)
+    have no meaning in fnx and must be None."""
+    if axis_env or abstracted_axes is not None:
+        raise NotImplementedError(
+            "make_jaxpr: axis_env and abstracted_axes are for pmap's named axes and "
+            "dynamic shapes, which fnx does not have; leave them out")
+    traced = make_ir(fun, static_argnums, return_shape=True)
+
+    def make(*args, **kwargs):
+        ir, shapes = traced(*args, **kwargs)
+        closed = ClosedJaxpr(ir)
+        return (closed, shapes) if return_shape else closed
+
+    return make
+
+
+# --- names, types ----------------------------------------------------------------------------
+
+def typeof(x):
+    """The abstract value (shape, dtype, weak type) of an array, tracer or scalar."""
+    if isinstance(x, Array):
+        return x.aval
+    from .core.array import to_array
+    return aval_of(to_array(x, "typeof"))
+
+
+def named_call(fun, *, name=None):
+    """``fun`` itself: fnx's IR has no name stack (names are for profilers)."""
+    if name is not None and not isinstance(name, str):
+        raise TypeError(f"named_call: name must be a string, got {type(name).__name__}")
+    return fun
+
+
+@contextlib.contextmanager
+def named_scope(name):
+    """A context manager naming the operations inside (a no-op in fnx: its IR keeps
+    each operation's source line instead)."""
+    if not isinstance(name, str):
+        raise TypeError(f"named_scope: name must be a string, got {type(name).__name__}")
+    yield
+
+
+# --- ensure_compile_time_eval ------------------------------------------------------------------
+
+class _CompileTimeEvalTrace(Trace):
+    """Runs primitive calls whose operands are all concrete eagerly; hands the others to
+    the trace that was current."""
+    name = "ensure_compile_time_eval"
+
+    def __init__(self, parent):
+        self.parent = parent
+
+    def process_primitive(self, prim, args, params):
+        if not any(isinstance(a, Tracer) for a in args):
+            return EVAL.process_primitive(prim, args, params)
+        return self.parent.process_primitive(prim, args, params)
+
+
+class ensure_compile_time_eval:
+    """Inside this context manager, operations on concrete values run at once, even under
+    ``jit`` (where they would otherwise be recorded into the IR), so their results are
+    concrete: usable in Python control flow, ``float()``, shapes. Operations on traced
+    values are traced as usual."""
+
+    def __enter__(self):
+        self._token = _current.set(_CompileTimeEvalTrace(_current.get()))
+        return self
+
+    def __exit__(self, *exc):
+        _current.reset(self._token)
+        return False
+
+
+# --- devices and processes ---------------------------------------------------------------------
+
+def _check_backend(backend, what):
+    if backend is not None and backend != "cpu" and backend is not CPU_DEVICE:
+        raise RuntimeError(f"{what}: unknown backend {backend!r}; fnx runs on one backend, "
+                           "'cpu'")
+
+
+def devices(backend=None):
+    """The devices: fnx has one, the CPU (``[CpuDevice(id=0)]``)."""
+    _check_backend(backend, "devices")
+    return [CPU_DEVICE]
+
+
+def local_devices(process_index=None, backend=None, host_id=None):
+    _check_backend(backend, "local_devices")
+    if (process_index or 0) != 0 or (host_id or 0) != 0:
+        raise ValueError(f"local_devices: there is one process (index 0), got "
+                         f"{process_index if process_index is not None else host_id}")
+    return [CPU_DEVICE]
+
+
+def device_count(backend=None):
+    _check_backend(backend, "device_count")
+    return 1
+
+
+def local_device_count(backend=None):
+    _check_backend(backend, "local_device_count")
+    return 1
+
+
+def default_backend():
+    return "cpu"
+
+
+def process_index(backend=None):
+    _check_backend(backend, "process_index")
+    return 0
+
+
+def process_count(backend=None):
+    _check_backend(backend, "process_count")
+    return 1
+
+
+def process_indices(backend=None):
+    _check_backend(backend, "process_indices")
+    return [0]
+
+
+def device_get(x):
+    """``x`` with every fnx array leaf as a NumPy array (read-only, no copy); other leaves
+    as they are."""
+    def get(leaf):
+        if isinstance(leaf, Tracer):
+            leaf._concrete("device_get")
+        return leaf._value if type(leaf) is Array else leaf
+    return tree_util.tree_map(get, x)
+
+
+def effects_barrier():
+    """Wait until every effect issued so far has run: fnx runs callbacks synchronously, so
+    they all have."""
+
+
+def jacobian(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
+    """``jacrev`` (JAX's ``jacobian`` is reverse mode)."""
+    if holomorphic or allow_int:
+        raise NotImplementedError(
+            "jacobian: holomorphic=True and allow_int=True are not supported by fnx's "
+            "jacrev; differentiate the real and imaginary parts separately, and leave "
+            "integer arguments out of argnums")
+    from .transforms.jacobian import jacrev
+    return jacrev(fun, argnums, has_aux=has_aux)

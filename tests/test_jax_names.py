@@ -1,0 +1,131 @@
+"""JAX's top-level names in fnx: make_jaxpr, device queries, ensure_compile_time_eval,
+named_call/named_scope, typeof, device_get, jacobian, fnx.test_util. Expected texts and
+values are JAX 0.10's for the same programs."""
+import numpy as np
+import pytest
+
+import fnx
+import fnx.numpy as fnp
+from fnx.test_util import check_grads, check_jvp, check_vjp
+
+
+def test_make_jaxpr_prints_in_jax_layout():
+    c = fnp.arange(3.0)
+    j = fnx.make_jaxpr(lambda x: fnp.sin(x) * c)(fnp.ones(3))
+    assert str(j) == ("{ lambda a:f32[3]; b:f32[3]. let c:f32[3] = sin b; "
+                      "d:f32[3] = mul c a in (d,) }")
+    assert j.pretty_print() == str(j) == str(j.jaxpr)
+    assert [e.primitive.name for e in j.eqns] == ["sin", "mul"]
+    assert len(j.jaxpr.invars) == 1 and len(j.jaxpr.constvars) == 1
+    assert j.in_avals[0].shape == (3,) and j.in_avals[0].dtype == np.float32
+    np.testing.assert_array_equal(j.consts[0], [0.0, 1.0, 2.0])
+    assert str(fnx.make_jaxpr(lambda x: x)(1.0)) == "{ lambda ; a:f32[]. let  in (a,) }"
+    assert str(fnx.make_jaxpr(lambda x: fnp.sin(fnp.sin(x)))(fnp.ones(3))) == \
+        "{ lambda ; a:f32[3]. let b:f32[3] = sin a; c:f32[3] = sin b in (c,) }"
+    # longer than 80 columns: one equation per line
+    three = str(fnx.make_jaxpr(lambda x: fnp.sin(fnp.sin(fnp.sin(x))))(fnp.ones(3)))
+    assert three == ("{ lambda ; a:f32[3]. let\n    b:f32[3] = sin a\n    c:f32[3] = sin b\n"
+                     "    d:f32[3] = sin c\n  in (d,) }")
+
+
+def test_make_jaxpr_static_argnums_return_shape_kwargs():
+    j, shape = fnx.make_jaxpr(lambda x, n: x * n, static_argnums=1, return_shape=True)(
+        fnp.ones(3), 2)
+    assert str(j) == "{ lambda ; a:f32[3]. let b:f32[3] = mul a 2.0:f32[] in (b,) }"
+    assert shape.shape == (3,) and shape.dtype == np.float32
+    assert str(fnx.make_jaxpr(lambda x, y=2.0: x * y)(1.0, y=3.0)).startswith(
+        "{ lambda ; a:f32[] b:f32[]. let")
+    with pytest.raises(NotImplementedError, match="axis_env"):
+        fnx.make_jaxpr(lambda x: x, axis_env=[("i", 2)])
+
+
+def test_devices():
+    d = fnx.devices()[0]
+    assert repr(d) == "CpuDevice(id=0)" and str(d) == "cpu:0"
+    assert (d.platform, d.id, d.device_kind, d.process_index) == ("cpu", 0, "cpu", 0)
+    assert isinstance(d, fnx.Device)
+    assert fnx.local_devices() == [d] and fnx.devices("cpu") == [d]
+    assert (fnx.device_count(), fnx.local_device_count(), fnx.default_backend(),
+            fnx.process_index(), fnx.process_count()) == (1, 1, "cpu", 0, 1)
+    x = fnp.ones(3)
+    assert x.device == d and x.devices() == {d}
+    with pytest.raises(RuntimeError, match="gpu"):
+        fnx.devices("gpu")
+
+
+def test_ensure_compile_time_eval_computes_concrete_values_under_jit():
+    seen = []
+
+    def body(x):
+        with fnx.ensure_compile_time_eval():
+            y = fnp.sin(fnp.float32(1.0))
+            seen.append(float(y))            # concrete: float() works under jit
+            n = int(fnp.arange(4).sum())     # usable as a static shape
+            z = x * 2                        # traced values are still traced
+        return z + y + fnp.zeros(n)
+
+    out = fnx.jit(body)(fnp.ones(()))
+    np.testing.assert_allclose(out, np.full(6, 2 + np.sin(np.float32(1.0))), rtol=1e-6)
+    assert seen == [pytest.approx(np.sin(1.0), rel=1e-6)]
+    text = str(fnx.make_ir(body)(fnp.ones(())))
+    assert "sin" not in text and "mul" in text   # sin ran at trace time, x * 2 is traced
+
+
+def test_named_call_scope_typeof_device_get_effects_barrier():
+    with fnx.named_scope("block"):
+        j = fnx.make_jaxpr(fnx.named_call(lambda x: fnp.sin(x), name="foo"))(1.0)
+    assert str(j) == "{ lambda ; a:f32[]. let b:f32[] = sin a in (b,) }"
+    with pytest.raises(TypeError):
+        with fnx.named_scope(3):
+            pass
+    t = fnx.typeof(fnp.ones(3))
+    assert t.shape == (3,) and t.dtype == np.float32 and not t.weak_type
+    assert fnx.typeof(1.0).weak_type
+    g = fnx.device_get({"a": fnp.ones(2), "b": 3})
+    assert type(g["a"]) is np.ndarray and g["b"] == 3
+    assert fnx.effects_barrier() is None
+
+
+def test_jacobian_is_jacrev():
+    jac = fnx.jacobian(lambda x: fnp.sin(x) * 2)(fnp.arange(2.0))
+    np.testing.assert_allclose(jac, np.diag(2 * np.cos(np.arange(2.0))), rtol=1e-6)
+    with pytest.raises(NotImplementedError, match="holomorphic"):
+        fnx.jacobian(lambda x: x, holomorphic=True)
+
+
+def test_test_util_check_grads_jvp_vjp():
+    x = fnp.array([0.3, -1.2, 2.0])
+    check_grads(lambda x: fnp.sin(x) * x, (x,), 2)
+    check_grads(lambda x, y: (x * y).sum(), (x, x + 1), order=1, modes=["rev"])
+    with pytest.raises(AssertionError):   # a wrong custom derivative is caught
+        wrong = fnx.custom_jvp(fnp.sin)
+        wrong.defjvp(lambda p, t: (fnp.sin(p[0]), fnp.sin(p[0]) * t[0]))
+        check_grads(wrong, (x,), 1, modes=["fwd"])
+    check_jvp(fnp.sin, lambda p, t: fnx.jvp(fnp.sin, p, t), (x,))
+    check_vjp(fnp.sin, lambda x: fnx.vjp(fnp.sin, x), (x,))
+    with pytest.raises(AssertionError):
+        check_jvp(fnp.sin, lambda p, t: (fnp.sin(p[0]), fnp.sin(t[0])), (x,))
+    with pytest.raises(AssertionError):
+        check_vjp(fnp.sin, lambda x: (fnp.sin(x), lambda ct: (ct * 2,)), (x,))
+
+
+# JAX 0.10's top-level names that a ported research program uses, all in fnx.
+JAX_NAMES = [
+    "Array", "Device", "ShapeDtypeStruct", "block_until_ready", "checkpoint", "config",
+    "custom_jvp", "custom_vjp", "debug", "default_backend", "device_count", "device_get",
+    "device_put", "devices", "disable_jit", "effects_barrier", "ensure_compile_time_eval",
+    "eval_shape", "grad", "hessian", "jacfwd", "jacobian", "jacrev", "jit", "jvp", "lax",
+    "linearize", "local_device_count", "local_devices", "make_jaxpr", "named_call",
+    "named_scope", "nn", "numpy", "process_count", "process_index", "pure_callback",
+    "random", "remat", "scipy", "test_util", "tree", "tree_util", "typeof",
+    "value_and_grad", "vjp", "vmap",
+]
+
+
+def test_top_level_names():
+    missing = [n for n in JAX_NAMES if not hasattr(fnx, n)]
+    assert not missing, missing
+    for n in ["print", "callback"]:
+        assert callable(getattr(fnx.debug, n))
+    for n in ["check_grads", "check_jvp", "check_vjp"]:
+        assert callable(getattr(fnx.test_util, n))
