@@ -43,7 +43,7 @@ from ._rules import check_kind, describe, kind_of, quiet
 
 __all__ = [
     "ConvDimensionNumbers", "avg_pool", "conv", "conv_dimension_numbers",
-    "conv_general_dilated", "conv_general_permutations", "conv_transpose",
+    "conv_general_dilated", "conv_general_shape_tuple", "conv_general_permutations", "conv_transpose",
     "conv_with_general_padding", "max_pool", "min_pool", "padtype_to_pads", "reduce_window",
     "sum_pool",
 ]
@@ -160,6 +160,27 @@ def conv_dimension_numbers(lhs_shape, rhs_shape, dimension_numbers):
             raise ShapeError(f"conv: dimension_numbers {dimension_numbers!r}: each spec must be "
                              f"a permutation of 0..{nd - 1}")
     return ConvDimensionNumbers(*specs)
+
+
+def conv_general_shape_tuple(lhs_shape, rhs_shape, window_strides, padding,
+                             dimension_numbers):
+    """The output shape of ``conv_general_dilated`` (no dilation) for operands of these
+    shapes: ``dimension_numbers`` a string triple such as ('NHWC', 'HWIO', 'NHWC'), a
+    ConvDimensionNumbers, or None (NCHW / OIHW / NCHW); ``padding`` 'SAME', 'SAME_LOWER',
+    'VALID' or (low, high) pairs."""
+    lhs_shape, rhs_shape = tuple(map(int, lhs_shape)), tuple(map(int, rhs_shape))
+    dn = conv_dimension_numbers(lhs_shape, rhs_shape, dimension_numbers)
+    nsp = len(lhs_shape) - 2
+    strides = _ints("conv_general_shape_tuple", "window_strides", window_strides, nsp)
+    in_sp = [lhs_shape[d] for d in dn.lhs_spec[2:]]
+    k_sp = [rhs_shape[d] for d in dn.rhs_spec[2:]]
+    pads = padtype_to_pads(in_sp, k_sp, strides, padding)
+    out = [0] * len(lhs_shape)
+    out[dn.out_spec[0]] = lhs_shape[dn.lhs_spec[0]]
+    out[dn.out_spec[1]] = rhs_shape[dn.rhs_spec[0]]
+    for i, (n, k, s, (lo, hi)) in enumerate(zip(in_sp, k_sp, strides, pads)):
+        out[dn.out_spec[2 + i]] = _out_size(n + lo + hi, k, s)
+    return tuple(out)
 
 
 # --- the NumPy machinery: padding, windows -------------------------------------------------
@@ -491,8 +512,10 @@ def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None,
     ('NHWC', 'HWIO', 'NHWC'), or ConvDimensionNumbers. ``feature_group_count=C``
     with rhs input-feature size 1 is a depthwise convolution; ``batch_group_count``
     splits the batch into groups that meet separate output features. ``precision``
-    is accepted and ignored (NumPy computes in the operands' precision).
+    is validated and changes nothing (NumPy computes in the operands' precision).
     """
+    from .ops import canonicalize_precision
+    canonicalize_precision(precision, "conv_general_dilated")
     lhs, rhs = to_array(lhs), to_array(rhs)
     op = "conv_general_dilated"
     dn = conv_dimension_numbers(lhs.shape, rhs.shape, dimension_numbers)

@@ -7,6 +7,7 @@ and shape (weak typing), so ``lax.mul(x, 2.0)`` works for any float ``x``.
 from __future__ import annotations
 
 import builtins
+import enum
 import operator
 import numpy as np
 
@@ -377,12 +378,65 @@ cumlogsumexp.__doc__ = ("``log(cumsum(exp(x)))`` along ``axis`` (``reverse``: fr
 
 # --- contraction and sorting ---------------------------------------------------------------
 
+class Precision(enum.Enum):
+    """JAX's matmul precision levels. NumPy's CPU matmuls always compute in the operands'
+    own precision, so every level gives the same result in fnx; ``precision=`` arguments
+    are validated (a typo raises, as in JAX) and otherwise change nothing."""
+    DEFAULT = 0
+    HIGH = 1
+    HIGHEST = 2
+
+    @classmethod
+    def _missing_(cls, value):
+        return _PRECISION_NAMES.get(value) if isinstance(value, str) else None
+
+    def __str__(self):
+        return self.name
+
+    def __repr__(self):
+        return f"Precision.{self.name}"
+
+
+_PRECISION_NAMES = {"default": Precision.DEFAULT, "bfloat16": Precision.DEFAULT,
+                    "fastest": Precision.DEFAULT, "high": Precision.HIGH,
+                    "bfloat16_3x": Precision.HIGH, "tensorfloat32": Precision.HIGH,
+                    "highest": Precision.HIGHEST, "float32": Precision.HIGHEST}
+
+
+def canonicalize_precision(precision, name="dot_general"):
+    """``precision=`` as JAX takes it (None, a Precision, one of its names, or a pair of
+    them, one per operand) as None or a pair of Precision; anything else raises."""
+    if precision is None:
+        return None
+    def one(p):
+        if isinstance(p, Precision):
+            return p
+        if isinstance(p, str) and p.lower() in _PRECISION_NAMES:
+            return _PRECISION_NAMES[p.lower()]
+        raise ValueError
+    try:
+        if isinstance(precision, (tuple, list)):
+            if len(precision) != 2:
+                raise ValueError
+            return one(precision[0]), one(precision[1])
+        p = one(precision)
+        return p, p
+    except ValueError:
+        raise ValueError(
+            f"{name}: precision must be None, a fnx.lax.Precision (DEFAULT, HIGH, HIGHEST), "
+            f"one of the strings {sorted(_PRECISION_NAMES)}, or a pair of these (one per "
+            f"operand); got {precision!r}. (NumPy matmuls compute in the operands' precision "
+            "whatever the level.)") from None
+
+
 def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None):
     """Contract ``lhs`` and ``rhs`` by
     ``(((lhs_contract), (rhs_contract)), ((lhs_batch), (rhs_batch)))``.
 
-    Output dims: batch dims, then lhs free dims, then rhs free dims.
+    Output dims: batch dims, then lhs free dims, then rhs free dims. ``precision`` is
+    validated (see ``Precision``); ``preferred_element_type`` sets the result dtype.
     """
+    canonicalize_precision(precision, "dot_general")
     (lc, rc), (lb, rb) = dimension_numbers
     dn = ((tuple(map(int, lc)), tuple(map(int, rc))), (tuple(map(int, lb)), tuple(map(int, rb))))
     pet = None if preferred_element_type is None else dtypes.canonicalize(preferred_element_type)
@@ -390,9 +444,14 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
                                  preferred_element_type=pet)
 
 
-def dot(lhs, rhs, precision=None, preferred_element_type=None):
-    """Vector/matrix product of rank-1/2 operands."""
+def dot(lhs, rhs, precision=None, preferred_element_type=None, *, dimension_numbers=None):
+    """Vector/matrix product of rank-1/2 operands (with ``dimension_numbers``: any
+    ``dot_general``)."""
+    canonicalize_precision(precision, "dot")
     lhs, rhs = to_array(lhs), to_array(rhs)
+    if dimension_numbers is not None:
+        return dot_general(lhs, rhs, dimension_numbers,
+                           preferred_element_type=preferred_element_type)
     if not (1 <= lhs.ndim <= 2 and 1 <= rhs.ndim <= 2):
         raise ShapeError(f"dot: expects rank-1 or rank-2 operands, got {lhs.shape} and "
                          f"{rhs.shape}; use dot_general")

@@ -135,7 +135,7 @@ class _ScalarType:
     def __eq__(self, other):
         try:
             return self.dtype == _dtypes.canonicalize(other)
-        except TypeError:
+        except (TypeError, ValueError):  # not a dtype (np.dtype raises either)
             return False
 
     def __hash__(self):

@@ -123,9 +123,10 @@ def einsum(subscripts, *operands, out=None, optimize=None, precision=None,
         subscripts, operands = _interleaved((subscripts,) + operands)
     if not operands:
         raise ValueError("einsum: needs at least one operand")
+    lax.canonicalize_precision(precision, "einsum")
     ops = promote("einsum", *operands)
     if preferred_element_type is not None:
-        ops = [lax.convert_element_type(o, dtypes.canonicalize(preferred_element_type))
+        ops = [lax.convert_element_type(o, dtypes.canonical(preferred_element_type))
                for o in ops]
     inputs, output = _parse(subscripts, [o.ndim for o in ops])
     sizes = {}

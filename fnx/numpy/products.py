@@ -2,14 +2,32 @@
 from __future__ import annotations
 
 from .. import lax
+from ..core import dtypes
 from ..core.array import to_array
+from ..lax._rules import kind_of
 from ..errors import ShapeError
 from ._util import broadcast_shapes, broadcast_to_shape, normalize_axis, promote
 
 
-def matmul(x1, x2, /):
+def _dot(name, a, b, dn, precision, preferred_element_type):
+    """``dot_general`` of promoted operands with JAX's ``precision`` (validated; NumPy
+    computes in the operands' precision whatever the level) and ``preferred_element_type``
+    (the result dtype: accumulated in it where dot_general allows, else converted)."""
+    lax.canonicalize_precision(precision, name)
+    if preferred_element_type is None:
+        return lax.dot_general(a, b, dn)
+    pet = dtypes.canonical(preferred_element_type)
+    k_in, k_out = kind_of(a.dtype), kind_of(pet)
+    accumulate = k_out in {"b": "biuf", "i": "iuf", "u": "iuf", "f": "f", "c": "c"}[k_in] and \
+        not (k_in in "iu" and k_out in "iu" and pet.itemsize < a.dtype.itemsize)
+    out = lax.dot_general(a, b, dn, preferred_element_type=pet if accumulate else None)
+    return out if out.dtype == pet else lax.convert_element_type(out, pet)
+
+
+def matmul(x1, x2, /, *, precision=None, preferred_element_type=None):
     """``x1 @ x2`` with NumPy's rules: 1-D operands are promoted and squeezed,
-    leading (batch) dims broadcast."""
+    leading (batch) dims broadcast. ``precision`` (validated, see ``fnx.lax.Precision``)
+    and ``preferred_element_type`` (the result dtype) as in JAX."""
     a, b = promote("matmul", x1, x2)
     if a.ndim == 0 or b.ndim == 0:
         raise ShapeError("matmul: operands must not be scalars; use multiply")
@@ -26,7 +44,8 @@ def matmul(x1, x2, /):
     a = broadcast_to_shape(a, batch + a.shape[-2:])
     b = broadcast_to_shape(b, batch + b.shape[-2:])
     nb = len(batch)
-    out = lax.dot_general(a, b, (((nb + 1,), (nb,)), (tuple(range(nb)), tuple(range(nb)))))
+    out = _dot("matmul", a, b, (((nb + 1,), (nb,)), (tuple(range(nb)), tuple(range(nb)))),
+               precision, preferred_element_type)
     if squeeze_a:
         out = lax.squeeze(out, (out.ndim - 2,))
     if squeeze_b:
@@ -38,27 +57,32 @@ def _shape_of(x):
     return getattr(x, "shape", None) or to_array(x).shape
 
 
-def dot(a, b):
+def dot(a, b, *, precision=None, preferred_element_type=None):
     """``numpy.dot``: scalars multiply; otherwise contract a's last with b's second-to-last."""
     a, b = promote("dot", a, b)
     if a.ndim == 0 or b.ndim == 0:
-        return lax.mul(*[broadcast_to_shape(x, broadcast_shapes("dot", a.shape, b.shape))
-                         for x in (a, b)])
+        lax.canonicalize_precision(precision, "dot")
+        out = lax.mul(*[broadcast_to_shape(x, broadcast_shapes("dot", a.shape, b.shape))
+                        for x in (a, b)])
+        if preferred_element_type is not None:
+            out = lax.convert_element_type(out, dtypes.canonical(preferred_element_type))
+        return out
     bc = 0 if b.ndim == 1 else b.ndim - 2
-    return lax.dot_general(a, b, (((a.ndim - 1,), (bc,)), ((), ())))
+    return _dot("dot", a, b, (((a.ndim - 1,), (bc,)), ((), ())), precision,
+                preferred_element_type)
 
 
-def vdot(a, b):
+def vdot(a, b, *, precision=None, preferred_element_type=None):
     from .elementwise import conj
     a, b = promote("vdot", a, b)
     a = lax.reshape(a, (a.size,))
     b = lax.reshape(b, (b.size,))
     if a.dtype.kind == "c":
         a = conj(a)
-    return lax.dot_general(a, b, (((0,), (0,)), ((), ())))
+    return _dot("vdot", a, b, (((0,), (0,)), ((), ())), precision, preferred_element_type)
 
 
-def tensordot(a, b, axes=2):
+def tensordot(a, b, axes=2, *, precision=None, preferred_element_type=None):
     a, b = promote("tensordot", a, b)
     if isinstance(axes, int):
         if axes > min(a.ndim, b.ndim):
@@ -71,10 +95,10 @@ def tensordot(a, b, axes=2):
         cb = (cb,) if isinstance(cb, int) else tuple(cb)
         ca = tuple(normalize_axis("tensordot", x, a.ndim) for x in ca)
         cb = tuple(normalize_axis("tensordot", x, b.ndim) for x in cb)
-    return lax.dot_general(a, b, ((ca, cb), ((), ())))
+    return _dot("tensordot", a, b, ((ca, cb), ((), ())), precision, preferred_element_type)
 
 
-def vecdot(x1, x2, /, *, axis=-1):
+def vecdot(x1, x2, /, *, axis=-1, precision=None, preferred_element_type=None):
     """Dot product of vectors along ``axis`` (conjugating ``x1``), broadcasting the rest."""
     from .elementwise import conj
     a, b = promote("vecdot", x1, x2)
@@ -84,14 +108,16 @@ def vecdot(x1, x2, /, *, axis=-1):
     if a.dtype.kind == "c":
         a = conj(a)
     batch = tuple(d for d in range(len(shape)) if d != ax)
-    return lax.dot_general(a, b, (((ax,), (ax,)), (batch, batch)))
+    return _dot("vecdot", a, b, (((ax,), (ax,)), (batch, batch)), precision,
+                preferred_element_type)
 
 
-def inner(a, b):
+def inner(a, b, *, precision=None, preferred_element_type=None):
     a, b = promote("inner", a, b)
     if a.ndim == 0 or b.ndim == 0:
-        return dot(a, b)
-    return lax.dot_general(a, b, (((a.ndim - 1,), (b.ndim - 1,)), ((), ())))
+        return dot(a, b, precision=precision, preferred_element_type=preferred_element_type)
+    return _dot("inner", a, b, (((a.ndim - 1,), (b.ndim - 1,)), ((), ())), precision,
+                preferred_element_type)
 
 
 def outer(a, b):
