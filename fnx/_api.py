@@ -1,6 +1,6 @@
 """JAX's top-level names that are not transformations of their own: ``make_jaxpr``, the
 device queries, ``ensure_compile_time_eval``, ``named_call``/``named_scope``, ``typeof``,
-``device_get``, ``effects_barrier``, ``jacobian``.
+``device_get``, ``effects_barrier``, ``print_environment_info``.
 
 fnx runs on one device, the host CPU, in one process, so the device queries answer for
 that one device (``CpuDevice(id=0)``, as JAX on a CPU-only machine); asking for another
@@ -218,12 +218,35 @@ def effects_barrier():
     they all have."""
 
 
-def jacobian(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
-    """``jacrev`` (JAX's ``jacobian`` is reverse mode)."""
-    if holomorphic or allow_int:
-        raise NotImplementedError(
-            "jacobian: holomorphic=True and allow_int=True are not supported by fnx's "
-            "jacrev; differentiate the real and imaginary parts separately, and leave "
-            "integer arguments out of argnums")
-    from .transforms.jacobian import jacrev
-    return jacrev(fun, argnums, has_aux=has_aux)
+
+def host_count(backend=None):
+    """``process_count`` (JAX's older name)."""
+    return process_count(backend)
+
+
+def host_id(backend=None):
+    """``process_index`` (JAX's older name)."""
+    return process_index(backend)
+
+
+def host_ids(backend=None):
+    """``process_indices`` (JAX's older name)."""
+    return process_indices(backend)
+
+
+def print_environment_info(return_string=False):
+    """fnx's, NumPy's and Python's versions, the device and the platform; printed, or
+    returned with ``return_string=True``."""
+    import platform
+    import sys
+
+    import numpy as np
+
+    from . import __version__
+    text = (f"fnx:    {__version__}\nnumpy:  {np.__version__}\n"
+            f"python: {sys.version}\ndevice info: cpu-1, 1 local devices\n"
+            f"process_count: 1\nplatform: {platform.uname()}\n")
+    if return_string:
+        return text
+    print(text, end="")
+    return None

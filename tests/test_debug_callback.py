@@ -165,9 +165,12 @@ def test_pure_callback(capsys):
 
 
 def test_io_callback_runs_even_when_unused(capsys):
-    from fnx.lax.callback import io_callback
+    from fnx.experimental import io_callback
     f = fnx.jit(lambda x: (io_callback(lambda v: print("io", v) or v,
                                        fnx.ShapeDtypeStruct((), np.float32), x), x)[1])
     f(1.0)
     f(2.0)
     assert lines(capsys) == ["io 1.0", "io 2.0"]
+    with pytest.raises(ValueError, match="derivative"):
+        fnx.grad(lambda x: io_callback(lambda v: v, fnx.ShapeDtypeStruct((), np.float32), x))(
+            1.0)

@@ -1,0 +1,10 @@
+"""``fnx.experimental``: JAX's ``jax.experimental`` names that fnx has.
+
+``io_callback(callback, result_shape_dtypes, *args, ordered=False, **kwargs)``: call
+impure Python at run time (every call of a jitted function; once per batch element under
+vmap) and get arrays of the declared shapes back; unlike ``fnx.pure_callback`` it runs
+even when its results are unused (see ``fnx.lax.callback``).
+"""
+from ..lax.callback import io_callback  # noqa: F401
+
+__all__ = ["io_callback"]
