@@ -313,3 +313,89 @@ def test_enable_checks_runs_the_checker_after_each_pass(monkeypatch):
     monkeypatch.undo()
     with fnx.enable_checks():
         np.testing.assert_allclose(g(fnp.ones(2)), 2 * np.sin(np.ones(2)), rtol=1e-6)
+
+
+# --- jit is bitwise eager: activations and selects in blocked loops ---------------------
+
+def _special(shape, dtype, seed=0):
+    a = (np.random.default_rng(seed).standard_normal(shape) * 4).astype(dtype)
+    flat = a.reshape(-1)
+    if dtype.kind in "fc":
+        flat[:8] = [np.nan, np.inf, -np.inf, -0.0, 0.0, 1e-30, -1e30, 90.0]
+    return fnp.asarray(a)
+
+
+def _bitwise(got, want, what):
+    got, want = np.asarray(got), np.asarray(want)
+    assert got.dtype == want.dtype and got.shape == want.shape, what
+    assert got.tobytes() == want.tobytes(), f"{what}: jit differs from eager"
+
+
+@pytest.mark.parametrize("name", ["selu", "elu", "celu", "relu", "relu6", "hard_tanh",
+                                  "leaky_relu", "silu", "gelu", "softplus"])
+@pytest.mark.parametrize("shape", [(1 << 20,), (128, 512), (1030, 1031)])
+def test_activations_jit_bitwise_equal_eager(name, shape):
+    f = getattr(fnx.nn, name)
+    x = _special(shape, np.dtype(np.float32))
+    g = fnx.jit(f)
+    _bitwise(g(x), f(x), f"{name} {shape}")
+    _bitwise(g(x), f(x), f"{name} {shape}, second call")
+
+
+def test_selu_over_a_large_array_is_one_blocked_loop():
+    x = _special((1 << 20,), np.dtype(np.float32))
+    lowered = fnx.jit(fnx.nn.selu).lower(x)
+    src = lowered.source
+    assert "fused_elementwise" in src and "select_n" not in src and "greater" not in src
+    fused = [v for v in lowered.compile().compiled.fn.__globals__.values()
+             if hasattr(v, "source")]
+    # the mask is made once per block and shared by both selects; no np.where
+    assert len(fused) == 1 and fused[0].source.count("dtype=") == 1
+
+
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "int8", "int32", "bool",
+                                   "complex64"])
+def test_selects_in_blocked_loops_bitwise(dtype):
+    dt = np.dtype(dtype)
+    with fnx.enable_x64(dt.itemsize == 8 and dt.kind == "f"):
+        _check_selects(dt)
+
+
+def _check_selects(dt):
+    dtype = dt.name
+    shape = ((1 << 22) // dt.itemsize // 1024, 1024)   # 4 MB: a blocked loop
+    x, y = _special(shape, dt, 1), _special(shape, dt, 2)
+    assert x.dtype == dt
+    m = _special(shape, np.dtype(np.float32), 3) > 0
+    zero = fnp.zeros((), dt)
+
+    def shared_mask(x, y, m):
+        a = fnp.where(m, zero, x)           # a case of zero bits
+        b = fnp.where(m, x, zero)
+        c = fnp.where(m, a, y)              # the general blend
+        d = fnp.where(m, y, b)
+        return fnp.where(m, c, d)
+
+    def mask_escapes(x, y):
+        k = (x != y)
+        return fnp.where(k, x, y), k
+
+    def negzero(x):
+        return fnp.where(x != x, x, fnp.asarray(-0.0).astype(dt) if dt.kind in "fc" else x)
+
+    assert "fused_elementwise" in fnx.jit(shared_mask).lower(x, y, m).source
+    for f, args in [(shared_mask, (x, y, m)), (mask_escapes, (x, y)), (negzero, (x,))]:
+        out, want = fnx.jit(f)(*args), f(*args)
+        for o, w in zip(fnx.tree_util.tree_leaves(out), fnx.tree_util.tree_leaves(want)):
+            _bitwise(o, w, f"{f.__name__} {dtype}")
+
+
+def test_float_chain_with_selects_is_bitwise_eager():
+    # relu and clip-like chains with scalar broadcasts, a NaN-producing op and -0.0
+    def f(x, y):
+        r = fnp.maximum(x, 0.0) * y
+        s = fnp.where(x > y, fnp.log(fnp.abs(x)), -0.0)
+        return fnp.where(r > 1.0, s + r, s * 2.0) - 1.0
+    x = _special((1024, 1024), np.dtype(np.float32), 4)
+    y = _special((1024, 1024), np.dtype(np.float32), 5)
+    _bitwise(fnx.jit(f)(x, y), f(x, y), "chain")
