@@ -410,3 +410,14 @@ def test_namespace_has_the_extension():
     assert sorted(F.__all__) == sorted(list(_SPEC) + ["fft2", "ifft2", "rfft2", "irfft2"])
     _close(x.__array_namespace__().fft.fft(x, n=4, axis=-1, norm="ortho"),
            np.fft.fft(np.ones(4), norm="ortho"))
+
+
+def test_lengths_must_be_static_ints():
+    x = np.ones(4, np.float32)
+    with pytest.raises(fnx.errors.ConcretizationError, match="n must be known when tracing"):
+        fnx.jit(lambda x, n: F.fft(x, n=n))(x, 3)
+    assert fnx.jit(lambda x, n: F.rfft(x, n=n), static_argnums=1)(x, 6).shape == (4,)
+    with pytest.raises(TypeError, match="fft: n must be an int, got 2.5"):
+        F.fft(x, n=2.5)
+    with pytest.raises(TypeError, match="s must be a sequence of ints"):
+        F.fftn(x, s=(2.0,))

@@ -31,9 +31,9 @@ import numpy as np
 
 from .. import lax
 from ..core import dtypes
-from ..core.array import Array, to_array
+from ..core.array import Array, Tracer, to_array
 from ..lax.fft import FftType
-from ._util import check_device, normalize_axis, promote
+from ._util import check_device, concrete_int, normalize_axis, promote
 
 __all__ = ["fft", "ifft", "rfft", "irfft", "hfft", "ihfft", "fftn", "ifftn", "rfftn",
            "irfftn", "fft2", "ifft2", "rfft2", "irfft2", "fftfreq", "rfftfreq", "fftshift",
@@ -81,10 +81,15 @@ def _check_norm(name, norm):
 
 
 def _ints(name, what, values):
+    for v in values:
+        if isinstance(v, Tracer):     # a ConcretizationError that says to make it static
+            concrete_int(name, v, what)
     try:
         return tuple(operator.index(v) for v in values)
     except TypeError:
-        raise TypeError(f"{name}: {what} must be a sequence of ints, got {values!r}") from None
+        got = values[0] if what == "n" else values
+        kind = "an int" if what == "n" else "a sequence of ints"
+        raise TypeError(f"{name}: {what} must be {kind}, got {got!r}") from None
 
 
 # --- the core: pad/cut, move the axes to the end, one primitive, scale, move back ---------
@@ -164,7 +169,8 @@ def _one_axis(name, fft_type, a, n, axis, norm):
     if isinstance(axis, (tuple, list)):
         raise TypeError(f"{name}: axis must be one int, got {axis!r}; use {name}n for several "
                         "axes")
-    return _fft_core(name, fft_type, a, None if n is None else (n,), (axis,), norm)
+    return _fft_core(name, fft_type, a, None if n is None else _ints(name, "n", (n,)),
+                     (axis,), norm)
 
 
 # --- one axis -----------------------------------------------------------------------------
