@@ -1,1 +1,404 @@
-"""``fnx.scipy.linalg``: JAX's ``jax.scipy.linalg`` (being written)."""
+"""``fnx.scipy.linalg``: JAX's ``jax.scipy.linalg`` (SciPy's signatures and conventions).
+
+Everything is built on the primitives of ``fnx.lax.linalg`` (``cholesky``,
+``triangular_solve``, ``lu``, ``qr``, ``eigh``, ``svd``) and ``fnx.numpy``, so it
+differentiates, jits and vmaps, and takes stacks of matrices in the last two axes.
+SciPy's conventions hold where they differ from NumPy's: ``cholesky`` returns the
+*upper* factor by default and reads only the triangle it is asked for; ``lu`` returns
+``(p, l, u)`` with ``a = p @ l @ u``; ``qr`` defaults to ``mode='full'`` and returns
+tuples (``(r,)`` for ``mode='r'``); ``eigh`` returns ``(w, v)``. ``overwrite_*``,
+``check_finite``, ``turbo``, ``lwork`` and ``lapack_driver`` are accepted and ignored,
+as in JAX.
+
+Where JAX raises, fnx does more where it is cheap: ``eigh`` takes ``b`` (the generalized
+problem ``a v = w b v``, type 1, through the Cholesky factor of ``b``). Not provided:
+``qr(pivoting=True)``, ``eigh(eigvals=...)``, rectangular ``lu_factor``, ``sqrtm``,
+``schur``, ``eigh_tridiagonal``.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import lax
+from .. import numpy as fnp
+from ..errors import ShapeError
+from ..lax import linalg as lax_linalg
+from ..numpy._util import promote
+
+__all__ = ["cholesky", "cho_factor", "cho_solve", "solve_triangular", "lu", "lu_factor",
+           "lu_solve", "solve", "inv", "det", "eigh", "qr", "svd", "expm", "block_diag",
+           "toeplitz"]
+
+
+def _matrix(name, a, square=True):
+    (a,) = promote(name, a, to_inexact=True)
+    if a.ndim < 2 or (square and a.shape[-1] != a.shape[-2]):
+        what = "square matrices" if square else "matrices"
+        raise ShapeError(f"{name}: needs a stack of {what} in the last two axes, got shape "
+                         f"{a.shape}")
+    return a
+
+
+def _mH(x):
+    x = fnp.swapaxes(x, -1, -2)
+    return fnp.conj(x) if x.dtype.kind == "c" else x
+
+
+def _rhs(name, a, b):
+    """``b`` as (..., n, k) broadcast with ``a``'s batch dims, and whether it was one
+    vector ((n,), as SciPy; a stack of vectors is ``b[..., None]``)."""
+    a, b = promote(name, a, b, to_inexact=True)
+    n = a.shape[-1]
+    vector = b.ndim == 1
+    if b.ndim == 0 or (b.shape[0] if vector else b.shape[-2]) != n:
+        raise ShapeError(f"{name}: b must have shape ({n},) or (..., {n}, K) to match a of "
+                         f"shape {a.shape}; got b of shape {b.shape}")
+    if vector:
+        b = b[:, None]
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    return (fnp.broadcast_to(a, batch + a.shape[-2:]), fnp.broadcast_to(b, batch + b.shape[-2:]),
+            vector)
+
+
+# --- Cholesky ---------------------------------------------------------------------------
+
+def cholesky(a, lower=False, overwrite_a=False, check_finite=True):
+    """The Cholesky factor of Hermitian positive definite ``a``: upper ``u`` with
+    ``a = u^H u`` (default, as SciPy), or lower ``l`` with ``a = l l^H``. Only that
+    triangle of ``a`` is read; a matrix that is not positive definite gives NaNs."""
+    del overwrite_a, check_finite
+    a = _matrix("cholesky", a)
+    if lower:
+        return lax_linalg.cholesky(a, symmetrize_input=False)
+    return _mH(lax_linalg.cholesky(_mH(a), symmetrize_input=False))
+
+
+def cho_factor(a, lower=False, overwrite_a=False, check_finite=True):
+    """``(c, lower)`` for ``cho_solve``: ``c`` is ``cholesky(a, lower)`` (zeros in the
+    other triangle, as JAX; SciPy leaves it unspecified)."""
+    return cholesky(a, lower=lower), lower
+
+
+def cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
+    """Solve ``a x = b`` given ``cho_factor(a)``."""
+    del overwrite_b, check_finite
+    c, lower = c_and_lower
+    c = _matrix("cho_solve", c)
+    c, b, vector = _rhs("cho_solve", c, b)
+    if lower:    # l l^H x = b
+        y = lax_linalg.triangular_solve(c, b, left_side=True, lower=True)
+        x = lax_linalg.triangular_solve(c, y, left_side=True, lower=True, transpose_a=True,
+                                        conjugate_a=True)
+    else:        # u^H u x = b
+        y = lax_linalg.triangular_solve(c, b, left_side=True, lower=False, transpose_a=True,
+                                        conjugate_a=True)
+        x = lax_linalg.triangular_solve(c, y, left_side=True, lower=False)
+    return x[..., 0] if vector else x
+
+
+# --- triangular solves ------------------------------------------------------------------
+
+_TRANS = {0: (False, False), "N": (False, False), 1: (True, False), "T": (True, False),
+          2: (True, True), "C": (True, True)}
+
+
+def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_b=False,
+                     debug=None, check_finite=True):
+    """Solve ``op(a) x = b`` for triangular ``a``, ``op`` per ``trans``: 0/'N' (``a``),
+    1/'T' (``a^T``), 2/'C' (``a^H``). Only the ``lower`` (default: upper) triangle is
+    read; ``unit_diagonal`` takes the diagonal to be ones. ``b``: (n,) or (..., n, k)."""
+    del overwrite_b, debug, check_finite
+    if trans not in _TRANS:
+        raise ValueError(f"solve_triangular: trans must be 0, 1, 2, 'N', 'T' or 'C', got "
+                         f"{trans!r}")
+    transpose, conjugate = _TRANS[trans]
+    a = _matrix("solve_triangular", a)
+    a, b, vector = _rhs("solve_triangular", a, b)
+    x = lax_linalg.triangular_solve(a, b, left_side=True, lower=lower, transpose_a=transpose,
+                                    conjugate_a=conjugate, unit_diagonal=unit_diagonal)
+    return x[..., 0] if vector else x
+
+
+# --- LU -----------------------------------------------------------------------------------
+
+def _perm_matrix(perm, n, dtype):
+    """``m`` with ``m[..., i, j] = (perm[..., i] == j)``, so ``m @ x = x[perm]``."""
+    return (perm[..., :, None] == fnp.arange(n, dtype=perm.dtype)).astype(dtype)
+
+
+def _lu_any(a):
+    """(lu, perm) with ``a[perm] = L U`` for square or rectangular ``a``: a rectangular
+    matrix is padded to a square one whose LU holds ``a``'s (``[a | 0; I]`` columns for a
+    tall ``a``, ``[a; 0 I]`` rows for a wide one: the pivots of ``a``'s own columns never
+    fall on the padding, which is zero there)."""
+    m, n = a.shape[-2:]
+    batch = a.shape[:-2]
+    if m == n:
+        lu_, _, perm = lax_linalg.lu(a)
+        return lu_, perm
+    if m < n:   # wide: rows [0 I] under a (rows m.. of the n x n identity)
+        pad = fnp.broadcast_to(fnp.eye(n, dtype=a.dtype)[m:], batch + (n - m, n))
+        lu_, _, perm = lax_linalg.lu(fnp.concatenate([a, pad], axis=-2))
+        return lu_[..., :m, :], perm[..., :m]
+    # tall: columns [0; I] right of a (columns n.. of the m x m identity). The padding's
+    # own steps swap rows below n as well; undo those so that the rows of l come in the
+    # order of a's n steps alone (LAPACK's getrf on a)
+    pad = fnp.broadcast_to(fnp.eye(m, dtype=a.dtype)[:, n:], batch + (m, m - n))
+    lu_, piv, perm = lax_linalg.lu(fnp.concatenate([a, pad], axis=-1))
+    perm_n = _pivots_to_perm(piv[..., :n], m)
+    rows = fnp.take_along_axis(fnp.argsort(perm, axis=-1), perm_n, axis=-1)
+    return fnp.take_along_axis(lu_[..., :, :n], rows[..., None], axis=-2), perm_n
+
+
+def lu(a, permute_l=False, overwrite_a=False, check_finite=True):
+    """LU decomposition with partial pivoting of (m, n) matrices: ``(p, l, u)`` with
+    ``a = p @ l @ u``, ``p`` (m, m) a permutation matrix (``a``'s dtype), ``l`` (m, k) unit
+    lower triangular, ``u`` (k, n) upper triangular, ``k = min(m, n)``; or
+    ``(p @ l, u)`` with ``permute_l``."""
+    del overwrite_a, check_finite
+    a = _matrix("lu", a, square=False)
+    m, n = a.shape[-2:]
+    k = min(m, n)
+    lu_, perm = _lu_any(a)
+    l_ = fnp.tril(lu_[..., :, :k], -1) + fnp.eye(m, k, dtype=a.dtype)
+    u = fnp.triu(lu_[..., :k, :])
+    p = _mH(_perm_matrix(perm, m, a.dtype))       # p[perm[i], i] = 1
+    if permute_l:
+        return fnp.matmul(p, l_), u
+    return p, l_, u
+
+
+def lu_factor(a, overwrite_a=False, check_finite=True):
+    """``(lu, piv)`` of square matrices as LAPACK's getrf: ``lu`` holds ``l`` (unit
+    diagonal implied) and ``u``; row ``i`` was swapped with row ``piv[i]`` (int32) at
+    step ``i``."""
+    del overwrite_a, check_finite
+    a = _matrix("lu_factor", a)
+    lu_, piv, _ = lax_linalg.lu(a)
+    return lu_, piv
+
+
+def _pivots_to_perm(piv, size):
+    """The permutation of ``size`` rows that the row swaps ``piv`` make, applied in order
+    (a ``fori_loop`` over the swaps, each one select over the row indices)."""
+    shape = piv.shape[:-1] + (size,)
+    idx = lax.broadcasted_iota(piv.dtype, shape, len(shape) - 1)
+
+    def step(i, perm):
+        at = fnp.full(piv.shape[:-1] + (1,), i, piv.dtype)
+        j = fnp.take_along_axis(piv, at, axis=-1)
+        pi = fnp.take_along_axis(perm, at, axis=-1)
+        pj = fnp.take_along_axis(perm, j, axis=-1)
+        return fnp.where(idx == i, pj, fnp.where(idx == j, pi, perm))
+
+    return lax.fori_loop(0, piv.shape[-1], step, idx)
+
+
+def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
+    """Solve ``op(a) x = b`` given ``lu_factor(a)``; ``trans``: 0 (``a``), 1 (``a^T``),
+    2 (``a^H``)."""
+    del overwrite_b, check_finite
+    lu_, piv = lu_and_piv
+    lu_ = _matrix("lu_solve", lu_)
+    if trans not in (0, 1, 2):
+        raise ValueError(f"lu_solve: trans must be 0, 1 or 2, got {trans!r}")
+    n = lu_.shape[-1]
+    perm = _pivots_to_perm(fnp.asarray(piv).astype(np.int32), n)
+    lu_, b, vector = _rhs("lu_solve", lu_, b)
+    pm = fnp.broadcast_to(_perm_matrix(perm, n, lu_.dtype), lu_.shape)
+    ts = lax_linalg.triangular_solve
+    if trans == 0:     # l u x = b[perm]
+        y = ts(lu_, fnp.matmul(pm, b), left_side=True, lower=True, unit_diagonal=True)
+        x = ts(lu_, y, left_side=True, lower=False)
+    else:              # u^T l^T (P x) = b, P x = x[perm]
+        conj = trans == 2
+        y = ts(lu_, b, left_side=True, lower=False, transpose_a=True, conjugate_a=conj)
+        y = ts(lu_, y, left_side=True, lower=True, transpose_a=True, conjugate_a=conj,
+               unit_diagonal=True)
+        x = fnp.matmul(fnp.swapaxes(pm, -1, -2), y)
+    return x[..., 0] if vector else x
+
+
+# --- solve, inv, det ----------------------------------------------------------------------
+
+def solve(a, b, lower=False, overwrite_a=False, overwrite_b=False, debug=False,
+          check_finite=True, assume_a="gen"):
+    """Solve ``a x = b``. ``assume_a``: 'gen', 'sym' or 'her' (LU with partial pivoting),
+    'pos' (Cholesky, reading the ``lower`` or upper triangle). ``b``: (n,) or
+    (..., n, k), its batch dims broadcasting with ``a``'s."""
+    del overwrite_a, overwrite_b, debug, check_finite
+    if assume_a not in ("gen", "sym", "her", "pos"):
+        raise ValueError(f"solve: assume_a must be 'gen', 'sym', 'her' or 'pos', got "
+                         f"{assume_a!r}")
+    a = _matrix("solve", a)
+    if assume_a == "pos":
+        return cho_solve(cho_factor(a, lower=lower), b)
+    a2, b2, vector = _rhs("solve", a, b)
+    x = fnp.linalg.solve(a2, b2)
+    return x[..., 0] if vector else x
+
+
+def inv(a, overwrite_a=False, check_finite=True):
+    """The inverse of square matrices (through an LU decomposition)."""
+    return fnp.linalg.inv(_matrix("inv", a))
+
+
+def det(a, overwrite_a=False, check_finite=True):
+    """The determinant of square matrices (through an LU decomposition)."""
+    return fnp.linalg.det(_matrix("det", a))
+
+
+# --- eigh, qr, svd --------------------------------------------------------------------------
+
+def eigh(a, b=None, lower=True, eigvals_only=False, overwrite_a=False, overwrite_b=False,
+         turbo=True, eigvals=None, type=1, check_finite=True):
+    """Eigenvalues (ascending) and eigenvectors (columns) of Hermitian ``a``: ``(w, v)``,
+    or ``w`` with ``eigvals_only``. As JAX, ``a`` is symmetrized (``(a + a^H) / 2``), so
+    ``lower`` changes nothing. With ``b`` (Hermitian positive definite), the generalized
+    problem ``a v = w b v`` (``type=1``; JAX raises), with ``v^H b v = I``."""
+    del overwrite_a, overwrite_b, turbo, check_finite
+    if eigvals is not None:
+        raise NotImplementedError("eigh: eigvals (a subset of eigenvalues) is not supported "
+                                  "(as in JAX); slice the full result instead")
+    a = _matrix("eigh", a)
+    if b is None:
+        v, w = lax_linalg.eigh(a, lower=lower)
+        return w if eigvals_only else (w, v)
+    if type != 1:
+        raise NotImplementedError(f"eigh: only type=1 (a v = w b v) is supported, got "
+                                  f"type={type}")
+    a, b = promote("eigh", a, _matrix("eigh", b), to_inexact=True)
+    if b.shape[-2:] != a.shape[-2:]:
+        raise ShapeError(f"eigh: b must have a's matrix shape {a.shape[-2:]}, got {b.shape}")
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    a = fnp.broadcast_to(a, batch + a.shape[-2:])
+    chol = fnp.broadcast_to(lax_linalg.cholesky(b), a.shape)   # b = l l^H
+    ts = lax_linalg.triangular_solve
+    c = ts(chol, a, left_side=True, lower=True)                                  # l^-1 a
+    c = ts(chol, c, left_side=False, lower=True, transpose_a=True, conjugate_a=True)  # .. l^-H
+    y, w = lax_linalg.eigh(c)
+    if eigvals_only:
+        return w
+    v = ts(chol, y, left_side=True, lower=True, transpose_a=True, conjugate_a=True)
+    return w, v
+
+
+def qr(a, overwrite_a=False, lwork=None, mode="full", pivoting=False, check_finite=True):
+    """QR decomposition: ``mode='full'`` (``q`` (m, m)), 'economic' (``q`` (m, k)), 'r'
+    (``(r,)``, a one-element tuple as SciPy); returns ``(q, r)`` otherwise."""
+    del overwrite_a, lwork, check_finite
+    if pivoting:
+        raise NotImplementedError("qr: pivoting=True (column-pivoted QR) is not supported "
+                                  "in fnx")
+    if mode not in ("full", "r", "economic"):
+        raise ValueError(f"qr: mode must be 'full', 'r' or 'economic', got {mode!r}")
+    a = _matrix("qr", a, square=False)
+    q, r = lax_linalg.qr(a, full_matrices=mode != "economic")
+    return (r,) if mode == "r" else (q, r)
+
+
+def svd(a, full_matrices=True, compute_uv=True, overwrite_a=False, check_finite=True,
+        lapack_driver="gesdd"):
+    """``(u, s, vh)`` with ``a = u @ diag(s) @ vh`` (``s`` descending), or ``s``."""
+    del overwrite_a, check_finite
+    if lapack_driver not in ("gesdd", "gesvd"):
+        raise ValueError(f"svd: lapack_driver must be 'gesdd' or 'gesvd', got "
+                         f"{lapack_driver!r}")
+    a = _matrix("svd", a, square=False)
+    return lax_linalg.svd(a, full_matrices=full_matrices, compute_uv=compute_uv)
+
+
+# --- expm ---------------------------------------------------------------------------------
+
+# Pade (13, 13) coefficients and the 1-norm up to which it is accurate to double precision
+# without scaling (Higham, "The scaling and squaring method for the matrix exponential
+# revisited", SIAM J. Matrix Anal. Appl. 26 (2005)). float32 runs the (7, 7) approximant.
+_PADE13 = (64764752532480000., 32382376266240000., 7771770303897600., 1187353796428800.,
+           129060195264000., 10559470521600., 670442572800., 33522128640., 1323241920.,
+           40840800., 960960., 16380., 182., 1.)
+_THETA13 = 5.371920351148152
+_PADE7 = (17297280., 8648640., 1995840., 277200., 25200., 1512., 56., 1.)
+_THETA7 = 3.925724783138660   # float32: 7 reaches single precision up to here
+
+
+def expm(A, *, upper_triangular=False, max_squarings=16):
+    """The matrix exponential by scaling and squaring: ``A`` is scaled by ``2^-s`` so its
+    1-norm is at most theta (``s <= max_squarings``), its Pade approximant taken (degree
+    13 in float64, 7 in float32), and squared ``s`` times (a ``fori_loop`` of
+    ``max_squarings`` steps that squares only while ``i < s``, so it differentiates).
+    ``upper_triangular`` is accepted for JAX compatibility (the result is the same)."""
+    del upper_triangular
+    A = _matrix("expm", A)
+    n = A.shape[-1]
+    wide = np.finfo(A.real.dtype if A.dtype.kind == "c" else A.dtype).bits >= 64
+    coef, theta = (_PADE13, _THETA13) if wide else (_PADE7, _THETA7)
+    norm = fnp.max(fnp.sum(fnp.abs(A), axis=-2), axis=-1)
+    s = fnp.ceil(fnp.log2(fnp.maximum(norm, 1e-30) / theta))
+    s = lax.stop_gradient(fnp.clip(s, 0, max_squarings))
+    scale = fnp.exp2(-s).astype(A.dtype)[..., None, None]
+    X = A * scale
+    eye = fnp.broadcast_to(fnp.eye(n, dtype=A.dtype), A.shape)
+    X2 = fnp.matmul(X, X)
+    if wide:
+        X4 = fnp.matmul(X2, X2)
+        X6 = fnp.matmul(X4, X2)
+        c = coef
+        u = fnp.matmul(X6, c[13] * X6 + c[11] * X4 + c[9] * X2) \
+            + c[7] * X6 + c[5] * X4 + c[3] * X2 + c[1] * eye
+        U = fnp.matmul(X, u)
+        V = fnp.matmul(X6, c[12] * X6 + c[10] * X4 + c[8] * X2) \
+            + c[6] * X6 + c[4] * X4 + c[2] * X2 + c[0] * eye
+    else:
+        X4 = fnp.matmul(X2, X2)
+        X6 = fnp.matmul(X4, X2)
+        c = coef
+        U = fnp.matmul(X, c[7] * X6 + c[5] * X4 + c[3] * X2 + c[1] * eye)
+        V = c[6] * X6 + c[4] * X4 + c[2] * X2 + c[0] * eye
+    R = fnp.linalg.solve(V - U, V + U)
+
+    def square(i, r):
+        keep = (i < s)[..., None, None]
+        return fnp.where(keep, fnp.matmul(r, r), r)
+
+    return lax.fori_loop(0, int(max_squarings), square, R)
+
+
+# --- constructors -------------------------------------------------------------------------
+
+def block_diag(*arrs):
+    """The block diagonal matrix of ``arrs`` (scalars and 1-D arrays are 1-row blocks),
+    in their promoted dtype."""
+    if not arrs:
+        return fnp.zeros((1, 0))
+    arrs = promote("block_diag", *arrs)
+    blocks = []
+    for x in arrs:
+        if x.ndim > 2:
+            raise ShapeError(f"block_diag: arguments must have rank 2 or less, got shape "
+                             f"{x.shape}")
+        blocks.append(fnp.reshape(x, (1, -1)) if x.ndim < 2 else x)
+    cols = sum(b.shape[1] for b in blocks)
+    rows, at = [], 0
+    for b in blocks:
+        rows.append(fnp.pad(b, ((0, 0), (at, cols - at - b.shape[1]))))
+        at += b.shape[1]
+    return fnp.concatenate(rows, axis=0)
+
+
+def toeplitz(c, r=None):
+    """The Toeplitz matrix with first column ``c`` and first row ``r`` (default:
+    ``conj(c)``; ``r[0]`` is ignored, as SciPy). Batched over leading axes of ``c`` and
+    ``r`` (as JAX)."""
+    if r is None:
+        (c,) = promote("toeplitz", c)
+        r = fnp.conj(c) if c.dtype.kind == "c" else c
+    c, r = promote("toeplitz", c, r)
+    c, r = fnp.atleast_1d(c), fnp.atleast_1d(r)
+    m, n = c.shape[-1], r.shape[-1]
+    batch = np.broadcast_shapes(c.shape[:-1], r.shape[:-1])
+    c = fnp.broadcast_to(c, batch + (m,))
+    r = fnp.broadcast_to(r, batch + (n,))
+    # values along the anti-diagonal order: c reversed, then r[1:]
+    vals = fnp.concatenate([fnp.flip(c, -1), r[..., 1:]], axis=-1)
+    idx = (m - 1) - np.arange(m)[:, None] + np.arange(n)[None, :]
+    return vals[..., idx]

@@ -1,0 +1,220 @@
+"""fnx.scipy.linalg against SciPy (float64 under jax_enable_x64; float32 dtypes by
+default), SciPy's conventions (upper cholesky, (p, l, u), tuples from qr), JAX's
+behaviour where it differs from SciPy (eigh symmetrizes, cho_factor zeros the other
+triangle), derivatives, jit and vmap."""
+import numpy as np
+import pytest
+import scipy.linalg as sl
+
+import fnx
+import fnx.numpy as fnp
+from fnx.scipy import linalg as la
+from fnx.testing import check_grads
+
+
+@pytest.fixture
+def x64():
+    old = fnx.config.read("jax_enable_x64")
+    fnx.config.update("jax_enable_x64", True)
+    yield
+    fnx.config.update("jax_enable_x64", old)
+
+
+rng = np.random.default_rng(0)
+A = rng.normal(size=(4, 4))
+SPD = A @ A.T + 4 * np.eye(4)
+B = rng.normal(size=(4, 2))
+b = rng.normal(size=4)
+CA = A + 1j * rng.normal(size=(4, 4))
+HPD = CA @ CA.conj().T + 4 * np.eye(4)
+
+
+def close(x, y, rtol=1e-12, atol=1e-12):
+    np.testing.assert_allclose(np.asarray(x), y, rtol=rtol, atol=atol)
+
+
+@pytest.mark.parametrize("m", [SPD, HPD], ids=["real", "complex"])
+def test_cholesky_and_cho_solve(m, x64):
+    close(la.cholesky(m), sl.cholesky(m))                       # upper by default
+    close(la.cholesky(m, lower=True), sl.cholesky(m, lower=True))
+    c, lower = la.cho_factor(m)
+    assert lower is False
+    close(c, sl.cholesky(m))                                    # the other triangle is 0
+    for low in (False, True):
+        close(la.cho_solve(la.cho_factor(m, lower=low), b), np.linalg.solve(m, b))
+        close(la.cho_solve(la.cho_factor(m, lower=low), B), np.linalg.solve(m, B))
+
+
+def test_cholesky_reads_one_triangle():
+    m = np.array([[4.0, 1.0], [2.0, 3.0]], np.float32)
+    close(la.cholesky(m, lower=True), sl.cholesky(np.tril(m) + np.tril(m, -1).T, lower=True),
+          rtol=1e-6)
+    close(la.cholesky(m), sl.cholesky(np.triu(m) + np.triu(m, 1).T), rtol=1e-6)
+    # not positive definite: NaN (SciPy raises)
+    assert np.isnan(np.asarray(la.cholesky(np.array([[1.0, 2], [2, 1]], np.float32)))).any()
+
+
+@pytest.mark.parametrize("trans", [0, 1, 2, "N", "T", "C"])
+@pytest.mark.parametrize("lower", [False, True])
+def test_solve_triangular(trans, lower, x64):
+    for rhs in (b, B):
+        close(la.solve_triangular(CA, rhs, trans=trans, lower=lower),
+              sl.solve_triangular(CA, rhs, trans=trans, lower=lower), rtol=1e-10)
+    close(la.solve_triangular(A, B, trans=trans, lower=lower, unit_diagonal=True),
+          sl.solve_triangular(A, B, trans=trans, lower=lower, unit_diagonal=True), rtol=1e-10)
+
+
+@pytest.mark.parametrize("shape", [(4, 4), (6, 3), (3, 6), (7, 2)])
+def test_lu_matches_lapack(shape, x64):
+    x = rng.normal(size=shape)
+    p, l, u = la.lu(x)
+    P, L, U = sl.lu(x)
+    close(p, P)
+    close(l, L)
+    close(u, U)
+    pl, u2 = la.lu(x, permute_l=True)
+    close(pl, P @ L)
+    close(u2, U)
+
+
+def test_lu_factor_and_solve(x64):
+    lu_, piv = la.lu_factor(A)
+    LU, PIV = sl.lu_factor(A)
+    close(lu_, LU)
+    np.testing.assert_array_equal(np.asarray(piv), PIV)
+    assert piv.dtype == np.int32
+    for trans in (0, 1, 2):
+        for rhs in (b, B):
+            close(la.lu_solve((lu_, piv), rhs, trans=trans),
+                  sl.lu_solve((LU, PIV), rhs, trans=trans), rtol=1e-10)
+    clu, cpiv = la.lu_factor(CA)
+    close(la.lu_solve((clu, cpiv), B, trans=2), sl.lu_solve(sl.lu_factor(CA), B, trans=2),
+          rtol=1e-10)
+
+
+@pytest.mark.parametrize("assume_a", ["gen", "sym", "her", "pos"])
+def test_solve(assume_a, x64):
+    for rhs in (b, B):
+        close(la.solve(SPD, rhs, assume_a=assume_a), sl.solve(SPD, rhs, assume_a=assume_a),
+              rtol=1e-10)
+    close(la.solve(SPD, B, lower=True, assume_a=assume_a), np.linalg.solve(SPD, B), rtol=1e-10)
+    # batched a with one right-hand side matrix
+    out = la.solve(np.stack([SPD, 2 * SPD]), B, assume_a=assume_a)
+    close(out, np.stack([np.linalg.solve(SPD, B), np.linalg.solve(2 * SPD, B)]), rtol=1e-10)
+
+
+def test_solve_errors():
+    with pytest.raises(ValueError, match="assume_a"):
+        la.solve(SPD.astype(np.float32), b.astype(np.float32), assume_a="banded")
+    with pytest.raises(fnx.errors.ShapeError, match=r"solve: b must have shape \(4,\)"):
+        la.solve(np.eye(4, dtype=np.float32), np.ones(3, np.float32))
+    with pytest.raises(fnx.errors.ShapeError, match="square"):
+        la.inv(np.ones((2, 3), np.float32))
+
+
+def test_inv_det(x64):
+    close(la.inv(A), sl.inv(A), rtol=1e-10)
+    close(la.det(A), sl.det(A), rtol=1e-10)
+    assert la.det(np.array([[1, 2], [3, 4]], np.int32)).dtype == np.float32
+
+
+def test_eigh(x64):
+    w, v = la.eigh(SPD)
+    W, V = sl.eigh(SPD)
+    close(w, W, rtol=1e-10)
+    close(np.abs(np.asarray(v)), np.abs(V), atol=1e-10)
+    close(la.eigh(SPD, eigvals_only=True), W, rtol=1e-10)
+    # generalized problem (JAX raises)
+    M = SPD + np.eye(4)
+    w, v = la.eigh(SPD, M)
+    close(w, sl.eigh(SPD, M, eigvals_only=True), rtol=1e-10)
+    v = np.asarray(v)
+    close(v.T @ M @ v, np.eye(4), atol=1e-10)
+    close(SPD @ v, M @ v * np.asarray(w), atol=1e-10)
+    with pytest.raises(NotImplementedError, match="eigvals"):
+        la.eigh(SPD, eigvals=(0, 1))
+
+
+def test_eigh_symmetrizes_as_jax():
+    # jax 0.10.2's eigenvalues of this non-symmetric input (it decomposes (a + a^T) / 2)
+    a = np.array([[4., 1, 2], [5, 3, 0.5], [-2, 7, 5]], np.float32)
+    close(la.eigh(a, eigvals_only=True), [-1.0826404, 4.3762393, 8.706401], rtol=1e-5)
+    close(la.eigh(a, lower=False, eigvals_only=True), [-1.0826404, 4.3762393, 8.706401],
+          rtol=1e-5)
+
+
+def test_qr_svd(x64):
+    x = rng.normal(size=(5, 3))
+    for mode in ("full", "economic"):
+        q, r = la.qr(x, mode=mode)
+        Q, R = sl.qr(x, mode=mode)
+        close(np.abs(np.asarray(q)), np.abs(Q), atol=1e-10)
+        close(np.asarray(q) @ np.asarray(r), x, atol=1e-12)
+    out = la.qr(x, mode="r")
+    assert isinstance(out, tuple) and len(out) == 1 and out[0].shape == (5, 3)
+    with pytest.raises(NotImplementedError, match="pivoting"):
+        la.qr(x, pivoting=True)
+    u, s, vh = la.svd(x)
+    assert u.shape == (5, 5) and vh.shape == (3, 3)
+    close(s, sl.svd(x, compute_uv=False), rtol=1e-12)
+    close(la.svd(x, compute_uv=False), sl.svd(x, compute_uv=False), rtol=1e-12)
+    u, s, vh = la.svd(x, full_matrices=False)
+    close(np.asarray(u) * np.asarray(s) @ np.asarray(vh), x, atol=1e-12)
+
+
+@pytest.mark.parametrize("scale", [1e-3, 1.0, 30.0])
+def test_expm(scale, x64):
+    close(la.expm(scale * A), sl.expm(scale * A), rtol=1e-12 * max(1, scale))
+    close(la.expm(scale * CA), sl.expm(scale * CA), rtol=1e-12 * max(1, scale))
+
+
+def test_expm_float32_and_batched():
+    a32 = (A / 2).astype(np.float32)
+    out = la.expm(a32)
+    assert out.dtype == np.float32
+    close(out, sl.expm(A / 2), rtol=2e-5, atol=2e-5)
+    batch = np.stack([a32, 2 * a32])
+    close(la.expm(batch), np.stack([sl.expm(A / 2), sl.expm(A)]), rtol=5e-5, atol=5e-5)
+    close(la.expm(np.zeros((2, 2), np.float32)), np.eye(2))
+
+
+def test_block_diag_and_toeplitz():
+    out = la.block_diag(np.ones((2, 2), np.float32), np.array([3.0], np.float32), 4,
+                        np.array([[5, 6]], np.int32))
+    assert out.dtype == np.float32
+    close(out, sl.block_diag(np.ones((2, 2)), [3.0], 4, [[5, 6]]))
+    close(la.toeplitz(np.array([1, 2, 3], np.int32)), sl.toeplitz([1, 2, 3]))
+    close(la.toeplitz(np.array([1.0, 2, 3]), np.array([9.0, 4, 5, 6])),
+          sl.toeplitz([1.0, 2, 3], [9.0, 4, 5, 6]))
+
+
+def test_grads(x64):
+    check_grads(lambda m: la.cholesky(m @ m.T + 4 * np.eye(4)), (A,), order=1)
+    check_grads(lambda m, r: la.cho_solve(la.cho_factor(m @ m.T + 4 * np.eye(4)), r),
+                (A, B), order=1)
+    check_grads(lambda m, r: la.solve_triangular(m + 5 * np.eye(4), r, trans=1, lower=True),
+                (A, B), order=2)
+    check_grads(lambda m: la.lu(m)[1] + la.lu(m)[2], (A,), order=1)
+    check_grads(lambda m: la.lu(m)[2], (rng.normal(size=(5, 3)),), order=1)
+    check_grads(lambda m, r: la.lu_solve(la.lu_factor(m), r, trans=1), (A, B), order=1)
+    check_grads(lambda m, r: la.solve(m, r), (A, B), order=2)
+    check_grads(la.det, (A,), order=2)
+    check_grads(lambda m: la.expm(m), (A / 2,), order=1)
+    check_grads(lambda m: la.expm(m), (4 * A,), order=1, rtol=1e-5)   # with squarings
+    check_grads(lambda m: la.eigh(m + m.T, eigvals_only=True), (A,), order=1)
+    check_grads(lambda m: la.svd(m, compute_uv=False), (A,), order=1)
+
+
+def test_jit_and_vmap():
+    a32 = SPD.astype(np.float32)
+    b32 = B.astype(np.float32)
+    for f in (lambda m: la.cholesky(m), lambda m: la.lu(m)[2], lambda m: la.expm(m / 10),
+              lambda m: la.cho_solve(la.cho_factor(m), b32),
+              lambda m: la.lu_solve(la.lu_factor(m), b32)):
+        np.testing.assert_allclose(np.asarray(fnx.jit(f)(a32)), np.asarray(f(a32)), rtol=1e-5,
+                                   atol=1e-6)
+    stack = np.stack([a32, 2 * a32, 3 * a32])
+    out = fnx.vmap(lambda m: la.solve(m, b32[:, 0], assume_a="pos"))(stack)
+    close(out, np.stack([np.linalg.solve(s, B[:, 0]) for s in stack]), rtol=1e-4)
+    out = fnx.vmap(la.det)(stack)
+    close(out, np.linalg.det(stack), rtol=1e-4)
