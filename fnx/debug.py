@@ -24,7 +24,6 @@ import string
 import numpy as np
 
 from .lax.callback import debug_callback as _bind_debug_callback
-from .lax.callback import split_args
 
 __all__ = ["callback", "print"]
 
@@ -114,5 +113,3 @@ def _arraylike(x):
     from .core.array import Array
     return isinstance(x, (Array, np.ndarray, np.generic))
 
-
-del split_args

@@ -381,8 +381,8 @@ def register_dataclass(nodetype: type | None = None,
     Works as a bare class decorator on a dataclass: then data fields are its
     ``init`` fields without ``metadata={'static': True}`` and meta fields
     those with it.  ``drop_fields``: init fields left out of the tree
-    (unflattening leaves them to their defaults).  ``register_dataclass(data_fields=..., meta_fields=...)``
-    returns a decorator.
+    (unflattening leaves them to their defaults).
+    ``register_dataclass(data_fields=..., meta_fields=...)`` returns a decorator.
     """
     if nodetype is None:
         return functools.partial(register_dataclass, data_fields=data_fields,

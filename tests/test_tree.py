@@ -30,7 +30,8 @@ def test_map_leaves_structure_over_params():
     assert [x.shape for x in fnx.tree.leaves(params)] == [(2,), (2, 2)]   # sorted keys
     assert repr(fnx.tree.structure(params)) == "PyTreeDef({'b': *, 'extra': None, 'w': *})"
     leaves, td = fnx.tree.flatten([None, 1, (2, 3)])
-    assert leaves == [1, 2, 3] and fnx.tree.unflatten(td, ["a", "b", "c"]) == [None, "a", ("b", "c")]
+    assert leaves == [1, 2, 3]
+    assert fnx.tree.unflatten(td, ["a", "b", "c"]) == [None, "a", ("b", "c")]
     assert fnx.tree.leaves([None, 1], is_leaf=lambda x: x is None) == [None, 1]
     with pytest.raises(ValueError, match="structures differ"):
         fnx.tree.map(lambda x, y: x + y, {"a": 1}, {"b": 1})
