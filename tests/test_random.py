@@ -28,15 +28,24 @@ def _case_id(i, c):
     return f"{i}-{c['fn']}-{c['dtype']}{c['shape']}"
 
 
+def _is_64_bit(case):
+    """Whether JAX computed ``case`` with 64-bit types (recorded under jax_enable_x64)."""
+    dtypes = [case["dtype"]] + [v["dtype"] for v in case["kwargs"].values()
+                                if isinstance(v, dict)]
+    dtypes += [v for k, v in case["kwargs"].items() if k == "dtype"]
+    return any(str(d).endswith("64") and d != "complex64" for d in dtypes)
+
+
 # --- JAX's numbers ---------------------------------------------------------------------
 
 @pytest.mark.parametrize("case", REFERENCE, ids=[_case_id(i, c) for i, c in enumerate(REFERENCE)])
 def test_matches_jax(case):
     kwargs = {k: _arg(v) for k, v in case["kwargs"].items()}
-    if case["fn"] == "PRNGKey":
-        out = random.PRNGKey(case["seed"])
-    else:
-        out = getattr(random, case["fn"])(random.PRNGKey(case["seed"]), **kwargs)
+    with fnx.enable_x64(_is_64_bit(case)):
+        if case["fn"] == "PRNGKey":
+            out = random.PRNGKey(case["seed"])
+        else:
+            out = getattr(random, case["fn"])(random.PRNGKey(case["seed"]), **kwargs)
     out = np.asarray(out)
     expected = np.asarray(case["data"], dtype=case["dtype"]).reshape(case["shape"])
     assert out.dtype == expected.dtype and out.shape == expected.shape
@@ -70,7 +79,8 @@ def test_prngkey_seeds():
     assert np.asarray(random.PRNGKey(2**32 + 7)).tolist() == [1, 7]
     assert np.asarray(random.PRNGKey(-1)).tolist() == [2**32 - 1] * 2
     assert np.asarray(random.key(5)).tolist() == [0, 5]
-    traced = fnx.jit(random.PRNGKey)(np.int64(2**40 + 3))
+    with fnx.enable_x64():  # a 64-bit seed array needs x64 (else it is narrowed to int32)
+        traced = fnx.jit(random.PRNGKey)(np.int64(2**40 + 3))
     np.testing.assert_array_equal(traced, random.PRNGKey(2**40 + 3))
     np.testing.assert_array_equal(fnx.jit(random.PRNGKey)(np.int32(9)), random.PRNGKey(9))
     keys = fnx.vmap(random.PRNGKey)(np.arange(3, dtype=np.int32))
@@ -100,8 +110,17 @@ SAMPLERS = {
 }
 
 
+@pytest.fixture
+def x64():
+    """Run the test with jax_enable_x64 on (float64 samples), restoring the flag."""
+    with fnx.enable_x64():
+        yield
+
+
 @pytest.mark.parametrize("name", list(SAMPLERS))
-def test_same_key_same_numbers_eager_jit_vmap(name):
+def test_same_key_same_numbers_eager_jit_vmap(name, request):
+    if name.endswith("64"):
+        request.getfixturevalue("x64")
     f = SAMPLERS[name]
     key = random.PRNGKey(123)
     eager = np.asarray(f(key))
@@ -183,13 +202,16 @@ def test_uniform_distribution():
     u = np.asarray(random.uniform(KEY, (N,)))
     assert u.dtype == np.float32 and u.min() >= 0.0 and u.max() < 1.0
     _ks(u, "uniform")
-    v = np.asarray(random.uniform(KEY, (N,), "float64", minval=-3.0, maxval=5.0))
+    with fnx.enable_x64():
+        v = np.asarray(random.uniform(KEY, (N,), "float64", minval=-3.0, maxval=5.0))
     assert v.dtype == np.float64 and v.min() >= -3.0 and v.max() < 5.0
     _ks(v, "uniform", -3.0, 8.0)
 
 
 @pytest.mark.parametrize("dtype", ["float32", "float64"])
-def test_normal_distribution(dtype):
+def test_normal_distribution(dtype, request):
+    if dtype == "float64":
+        request.getfixturevalue("x64")
     x = np.asarray(random.normal(KEY, (N,), dtype))
     assert x.dtype == dtype and np.isfinite(x).all()
     assert abs(x.mean()) < 4 / math.sqrt(N) and abs(x.std() - 1) < 0.03
@@ -218,7 +240,7 @@ def test_gamma_distribution(alpha):
     _ks(x, "gamma", alpha)
 
 
-def test_gamma_float64_and_loggamma():
+def test_gamma_float64_and_loggamma(x64):
     x = np.asarray(random.gamma(KEY, 0.05, (N,), dtype="float64"))
     assert x.dtype == np.float64
     _ks(x, "gamma", 0.05)
@@ -272,7 +294,7 @@ def test_multivariate_normal_methods(method):
     np.testing.assert_allclose(np.cov(x.T), cov, atol=0.05)
 
 
-def test_fallback_cholesky():
+def test_fallback_cholesky(x64):
     from fnx.random._api import _cholesky
     a = np.random.default_rng(0).standard_normal((2, 4, 4))
     spd = a @ np.swapaxes(a, -1, -2) + 4 * np.eye(4)

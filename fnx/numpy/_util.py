@@ -38,7 +38,7 @@ def promote(name, *args, to_inexact=False):
         else:
             a = to_array(a, name)
             if a.dtype != dtype:
-                a = lax.convert_element_type(a, dtype, weak)
+                a = lax.convert_element_type_exact(a, dtype, weak)  # a promotion, not a request
             out.append(a)
     return out
 

@@ -287,10 +287,12 @@ def _round_to_odd(s, err):
     """``s + err`` (``s`` its round-to-nearest, ``err`` the exact rest) rounded to odd:
     ``s`` moved one ulp toward ``err`` when inexact and ``s``'s last bit is even."""
     a = fnp.abs(s)
-    ulp = fnp.nextafter(a, np.array(np.inf, a.dtype)) - a
+    # (Python infinities: weak, they take the operands' float64, which a NumPy float64
+    # constant would not keep while jax_enable_x64 is off)
+    ulp = fnp.nextafter(a, math.inf) - a
     m = a / ulp                                # the integer significand
     even = m - 2.0 * fnp.floor(m * 0.5) == 0.0
-    toward = fnp.where(err > 0, np.array(np.inf, s.dtype), np.array(-np.inf, s.dtype))
+    toward = fnp.where(err > 0, math.inf, -math.inf)
     return fnp.where((err != 0) & even, fnp.nextafter(s, toward), s)
 
 
