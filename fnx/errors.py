@@ -126,3 +126,29 @@ class ArgnumsError(FnxError, ValueError):
         fnx.grad(f, argnums=2)(x, y)       # ArgnumsError: only 2 arguments
         fnx.grad(f, argnums=1)(x, y)       # fixed
     """
+
+
+class IndexOutOfBoundsError(FnxError, IndexError):
+    """A static (Python int) index is out of range.
+
+    This is a deliberate difference from JAX, which silently clamps such an index
+    (``x[7]`` of a 5-element array is ``x[4]`` there, and ``x.at[7].set(v)`` is
+    dropped). fnx raises instead, as NumPy does; ask for JAX's behaviour explicitly::
+
+        x[7]                                   # IndexOutOfBoundsError
+        x.at[7].get(mode="clip")               # x[4], JAX's clamp
+        x.at[7].get(mode="fill", fill_value=0) # 0
+        x.at[7].set(v, mode="drop")            # x unchanged
+
+    Traced indices (under ``jit``/``vmap``, or index arrays) are never checked: reads
+    clamp them and updates drop them, as in JAX.
+    """
+
+
+class IndexTypeError(FnxError, IndexError, TypeError):
+    """An index of a type that cannot index (a float, a string): an IndexError as in
+    NumPy and a TypeError as in JAX, so either ``except`` catches it::
+
+        x[1.0]                   # IndexTypeError
+        x[int(i)]                # fixed; or x[i.astype(int)] for an array of indices
+    """

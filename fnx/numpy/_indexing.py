@@ -3,9 +3,12 @@
 Basic indices (ints, slices, None, Ellipsis) become ``slice``/``rev``/
 ``reshape``; integer arrays become ``gather`` (reads) and ``scatter``
 (functional updates) with a static spec. Static integer indices out of range
-raise IndexError (NumPy's behaviour; JAX silently clamps them); dynamic ones
-are clamped for reads and dropped for updates, as in JAX. Boolean masks need
-concrete values (their result shape depends on them), except in
+raise IndexOutOfBoundsError (an IndexError: NumPy's behaviour; JAX silently
+clamps them) unless a ``mode`` asks for JAX's handling. Dynamic ones follow
+JAX: negative ones count from the end, then reads clamp (``mode="clip"``, the
+default; ``"fill"``/``"drop"`` give ``fill_value``) and updates drop them
+(``"drop"``, the default; ``"clip"`` clamps). Boolean masks need concrete
+values (their result shape depends on them), except in
 ``x.at[mask].set(scalar)`` style updates with a full-shape mask, which become
 a ``where`` and so also work under ``jit``.
 """
@@ -17,7 +20,7 @@ from .. import lax
 from ..core import dtypes
 from ..core.array import Array, Tracer, to_array
 from ..core.trace import EVAL, get_trace
-from ..errors import ConcretizationError
+from ..errors import ConcretizationError, IndexOutOfBoundsError, IndexTypeError
 from ..lax.indexing import indexed_shape
 from ..lax.shape import slice_p as _slice_p
 
@@ -42,6 +45,36 @@ def _holds_arrays(obj):
     if isinstance(obj, (list, tuple)):
         return any(_holds_arrays(o) for o in obj)
     return isinstance(obj, Array)
+
+
+def _what(it, a):
+    if isinstance(it, (float, complex, str, bytes)):
+        return f"a {type(it).__name__} ({it!r})"
+    return f"an array of {a.dtype}"
+
+
+def _oob(i, dim, n):
+    return IndexOutOfBoundsError(
+        f"index {i} is out of bounds for axis {dim} with size {n}. fnx raises for a "
+        "static index out of range (JAX would clamp it silently); for JAX's behaviour ask "
+        "for it: x.at[idx].get(mode='clip') clamps, mode='fill' gives fill_value, and "
+        "x.at[idx].set(v, mode='drop') drops the update.")
+
+
+def _static_oob_to_arrays(x, items):
+    """Static ints out of range turned into index arrays, so that an explicit ``mode``
+    (clip, fill, drop) treats them as JAX treats every index."""
+    dim, out = 0, []
+    for it in items:
+        if it is not None and type(it) is int:
+            n = x.shape[dim]
+            if not -n <= it < n:
+                it = _Array(Array._wrap(np.asarray(it, np.int64 if abs(it) >= 2 ** 31
+                                                   else np.int32)))
+        out.append(it)
+        if it is not None:
+            dim += 1
+    return out
 
 
 def _static_int(v, what):
@@ -94,8 +127,10 @@ def _parse(x, idx):
             elif a.dtype.kind in "iu":
                 items.append(_Array(a))
             else:
-                raise IndexError(f"indexing: indices must be integers, slices, None, "
-                                 f"Ellipsis or integer/boolean arrays; got an array of {a.dtype}")
+                raise IndexTypeError(
+                    f"indexing: indices must be integers, slices, None, Ellipsis or "
+                    f"integer/boolean arrays; got {_what(it, a)}. Convert it with int(i) or "
+                    ".astype(int)")
     n_consume = sum(1 for it in items if it is not None and it is not Ellipsis
                     and type(it) is not _Bool0)
     if n_consume > x.ndim:
@@ -133,7 +168,7 @@ def _spec(x, items):
         n = x.shape[dim]
         if type(it) is int:
             if not -n <= it < n:
-                raise IndexError(f"index {it} is out of bounds for axis {dim} with size {n}")
+                raise _oob(it, dim, n)
             spec.append(it % n)
         elif type(it) is slice:
             start, stop, step = it.indices(n)
@@ -158,11 +193,19 @@ def _is_basic(idx):
 
 
 def getitem(x, idx, mode=None, fill_value=None):
-    """``x[idx]``; ``mode='fill'``: out-of-range dynamic indices give ``fill_value``
-    (default NaN, or the dtype's extreme for integers) instead of being clamped."""
+    """``x[idx]``. Out-of-range indices: ``mode=None`` clamps dynamic ones and raises for
+    static ones; ``'clip'`` (and ``'promise_in_bounds'``) clamp; ``'fill'`` (and
+    ``'drop'``) give ``fill_value`` (default NaN, the dtype's minimum for signed
+    integers, its maximum for unsigned ones, True for bool), as JAX."""
     if type(x) is Array and mode is None and get_trace() is EVAL and _is_basic(idx):
         # Eager basic indexing is NumPy's own (a view; IndexError out of range).
-        return Array._wrap(x._concrete("indexing")[idx], x.weak_type)
+        try:
+            return Array._wrap(x._concrete("indexing")[idx], x.weak_type)
+        except IndexError as e:
+            if "out of bounds" not in str(e):
+                raise
+            bad = _first_oob(x.shape, idx)
+            raise (_oob(*bad) if bad else e) from None
     if type(idx) is slice and idx.step is None and x.ndim:  # x[a:b] of a tracer: one slice
         start, stop = idx.start, idx.stop
         if (start is None or type(start) is int) and (stop is None or type(stop) is int):
@@ -175,12 +218,32 @@ def getitem(x, idx, mode=None, fill_value=None):
                 return _slice_p.bind(x, start_indices=(start,) + (0,) * (nd - 1),
                                      limit_indices=(stop,) + shape[1:], strides=None)
     x, items = _parse(x, idx)
+    if mode in ("fill", "drop", "clip"):
+        items = _static_oob_to_arrays(x, items)
     if any(type(it) is _Array for it in items):
         spec, arrays = _spec(x, items)
-        if mode == "fill":
+        if mode in ("fill", "drop"):
             x, arrays = _fill_out_of_range(x, spec, arrays, fill_value)
         return lax.gather(x, arrays, spec)
     return _basic_getitem(x, items)
+
+
+def _first_oob(shape, idx):
+    """(index, axis, size) of the first static int of a basic index out of range."""
+    items = idx if isinstance(idx, tuple) else (idx,)
+    n_consume = sum(1 for it in items if it is not None and it is not Ellipsis)
+    dim = 0
+    for it in items:
+        if it is Ellipsis:
+            dim += len(shape) - (n_consume - 0)
+            continue
+        if it is None:
+            continue
+        if isinstance(it, (int, np.integer)) and dim < len(shape) and \
+                not -shape[dim] <= it < shape[dim]:
+            return int(it), dim, shape[dim]
+        dim += 1
+    return None
 
 
 def _default_fill(dtype):
@@ -243,7 +306,7 @@ def _basic_getitem(x, items):
         n = x.shape[dim]
         if type(it) is int:
             if not -n <= it < n:
-                raise IndexError(f"index {it} is out of bounds for axis {dim} with size {n}")
+                raise _oob(it, dim, n)
             i = it % n
             starts.append(i), limits.append(i + 1), strides.append(1)
         else:
@@ -289,7 +352,13 @@ class IndexUpdateRef:
     """``x.at[idx]``: functional updates of the indexed elements of ``x``.
 
     Repeated indices accumulate for ``add``/``multiply``/``min``/``max``; for
-    ``set`` one of the values wins.
+    ``set`` one of the values wins. ``mode``: how out-of-range indices are handled
+    (JAX's modes): updates drop them by default (``'drop'``, ``'fill'``,
+    ``'promise_in_bounds'``) or clamp them (``'clip'``); reads clamp by default
+    (``'clip'``, ``'promise_in_bounds'``) or give ``fill_value`` (``'fill'``,
+    ``'drop'``). A static int index out of range raises IndexOutOfBoundsError
+    unless a mode other than ``'promise_in_bounds'`` is given. ``indices_are_sorted``
+    and ``unique_indices`` are accepted hints (results never depend on them).
     """
     __slots__ = ("array", "index")
 
@@ -297,27 +366,33 @@ class IndexUpdateRef:
         self.array = array
         self.index = index
 
-    def get(self, *, mode=None, fill_value=None, **kw):
-        """``x[idx]``; ``mode='fill'`` gives ``fill_value`` for out-of-range indices."""
+    def get(self, *, indices_are_sorted=False, unique_indices=False, mode=None,
+            fill_value=None, out_sharding=None):
+        """``x[idx]``, with ``mode`` for out-of-range indices (see the class)."""
         _check_mode(mode)
         return getitem(self.array, self.index, mode, fill_value)
 
-    def set(self, values, *, mode=None, **kw):
+    def set(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None,
+            out_sharding=None):
         return _scatter(self.array, self.index, values, "set", mode)
 
-    def add(self, values, *, mode=None, **kw):
+    def add(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None,
+            out_sharding=None):
         return _scatter(self.array, self.index, values, "add", mode)
 
-    def subtract(self, values, *, mode=None, **kw):
+    def subtract(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None,
+                 out_sharding=None):
         from .elementwise import negative
         return _scatter(self.array, self.index, negative(values), "add", mode)
 
-    def multiply(self, values, *, mode=None, **kw):
+    def multiply(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None,
+                 out_sharding=None):
         return _scatter(self.array, self.index, values, "mul", mode)
 
     mul = multiply
 
-    def divide(self, values, *, mode=None, **kw):
+    def divide(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None,
+               out_sharding=None):
         """``x / d`` where ``d`` is 1 except at the indexed elements, which are divided
         by each of their values (repeated indices divide repeatedly, as JAX)."""
         from .creation import ones_like
@@ -325,7 +400,8 @@ class IndexUpdateRef:
         denom = _scatter(ones_like(self.array), self.index, values, "mul", mode)
         return true_divide(self.array, denom)
 
-    def power(self, values, *, mode=None, **kw):
+    def power(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None,
+              out_sharding=None):
         """``x ** e`` where ``e`` is 1 except at the indexed elements (repeated indices
         multiply their exponents, as JAX)."""
         from .creation import ones_like
@@ -333,22 +409,59 @@ class IndexUpdateRef:
         exponent = _scatter(ones_like(self.array), self.index, values, "mul", mode)
         return power(self.array, exponent)
 
-    def min(self, values, *, mode=None, **kw):
+    def min(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None,
+            out_sharding=None):
         return _scatter(self.array, self.index, values, "min", mode)
 
-    def max(self, values, *, mode=None, **kw):
+    def max(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None,
+            out_sharding=None):
         return _scatter(self.array, self.index, values, "max", mode)
 
-    def apply(self, func, *, mode=None, **kw):
-        """``x`` with the elementwise ``func`` applied to the indexed elements (once per
-        element, even where the index repeats it)."""
+    def apply(self, func, *, indices_are_sorted=False, unique_indices=False, mode=None,
+              out_sharding=None):
+        """``x`` with the elementwise ``func`` applied to the indexed elements, once per
+        time the index names an element (``x.at[[1, 1]].apply(f)`` gives ``f(f(x[1]))``,
+        as JAX)."""
+        from .elementwise import where
+        x = to_array(self.array)
         idx = self.index
-        if isinstance(idx, Array) and idx.dtype == dtypes.bool_ and idx.shape == \
-                self.array.shape:  # a full-shape mask, possibly traced: a where
-            from .elementwise import where
-            x = to_array(self.array)
+        if isinstance(idx, Array) and idx.dtype == dtypes.bool_ and idx.shape == x.shape:
+            # a full-shape mask, possibly traced: each element at most once
             return where(idx, lax.convert_element_type(func(x), x.dtype), x)
-        return self.set(func(self.get(mode=mode)), mode=mode)
+        ones = lax.broadcast_in_dim(lax.convert_element_type(1, np.int32), x.shape, ())
+        zeros = lax.broadcast_in_dim(lax.convert_element_type(0, np.int32), x.shape, ())
+        hits = _scatter(zeros, idx, ones if _is_basic(idx) else 1, "add", mode)
+
+        def step(y, k):
+            return where(lax.gt(hits, lax.convert_element_type(k, np.int32)),
+                         lax.convert_element_type(func(y), x.dtype), y)
+
+        if unique_indices or _is_basic(idx):
+            return step(x, 0)
+        if not isinstance(hits, Tracer):
+            y = x
+            for k in range(int(np.asarray(hits._value).max(initial=0))):
+                y = step(y, k)
+            return y
+        bound = _index_count(x, idx)
+        if bound <= 8:  # unrolled: stays reverse-differentiable
+            y = x
+            for k in range(bound):
+                y = step(y, k)
+            return y
+        from ..lax import while_loop, reduce_max
+        top = reduce_max(hits, tuple(range(hits.ndim)))
+        return while_loop(lambda c: lax.lt(c[1], top),
+                          lambda c: (step(c[0], c[1]), lax.add(c[1], np.int32(1))),
+                          (x, Array._wrap(np.int32(0))))[0]
+
+
+def _index_count(x, idx):
+    """How many elements an index names (a bound on how often it names one)."""
+    x2, items = _parse(x, idx)
+    spec, arrays = _spec(x2, _static_oob_to_arrays(x2, items))
+    return int(np.prod(indexed_shape(x2.shape, spec, [a.shape for a in arrays]),
+                       dtype=np.int64))
 
 
 _INDEX_MODES = (None, "clip", "drop", "fill", "promise_in_bounds")
@@ -360,7 +473,9 @@ def _check_mode(mode):
 
 
 def _scatter(x, idx, values, mode, index_mode=None):
-    """Out-of-range dynamic indices: dropped (default, 'drop', 'fill') or clamped ('clip')."""
+    """Out-of-range dynamic indices: dropped (default, 'drop', 'fill',
+    'promise_in_bounds') or clamped ('clip'); static ones likewise when a mode other
+    than 'promise_in_bounds' is given, else IndexOutOfBoundsError."""
     _check_mode(index_mode)
     x = to_array(x)
     values = to_array(values)
@@ -371,6 +486,8 @@ def _scatter(x, idx, values, mode, index_mode=None):
         return _masked_update(x, mask, values, mode)
     shape = x.shape
     x, items = _parse(x, idx)
+    if index_mode in ("fill", "drop", "clip"):
+        items = _static_oob_to_arrays(x, items)
     spec, arrays = _spec(x, items)
     if index_mode == "clip":
         arrays = _clip_indices(x, spec, arrays)
@@ -404,12 +521,16 @@ def take(a, indices, axis=None, out=None, mode=None, unique_indices=False,
          indices_are_sorted=False, fill_value=None):
     """Elements of ``a`` at ``indices`` along ``axis`` (None: the flattened array).
 
-    ``mode``: None (default) or 'promise_in_bounds': negative indices count from the
-    end, as in indexing, and out-of-range ones are clamped; 'clip': NumPy's clip, indices
-    clamped to ``[0, n - 1]`` (so -1 is 0); 'wrap': taken modulo ``n``; 'fill': negative
-    indices count from the end and out-of-range ones give ``fill_value`` (default NaN,
-    or the dtype's extreme for integers), as JAX.
+    ``mode`` (JAX's): None (default) or 'fill': negative indices count from the end and
+    out-of-range ones give ``fill_value`` (default NaN, the dtype's minimum for signed
+    integers, its maximum for unsigned, True for bool); 'clip': NumPy's clip, indices
+    clamped to ``[0, n - 1]`` (so -1 is 0); 'wrap': taken modulo ``n``;
+    'promise_in_bounds' (an fnx extra): negative indices count from the end and the
+    rest are clamped, as ``x[indices]``.
     """
+    if out is not None:
+        raise ValueError("take: fnx arrays are immutable, so out= is not supported; use "
+                         "the returned array")
     a = to_array(a)
     if axis is None:
         a = lax.reshape(a, (a.size,))
@@ -418,7 +539,7 @@ def take(a, indices, axis=None, out=None, mode=None, unique_indices=False,
     axis = normalize_axis("take", axis, a.ndim)
     idx = to_array(indices)
     if idx.dtype.kind not in "iu":
-        raise IndexError(f"take: indices must be integers, got {idx.dtype}")
+        raise IndexTypeError(f"take: indices must be integers, got {idx.dtype}")
     n = a.shape[axis]
     if mode == "wrap":
         from .elementwise import remainder
@@ -427,10 +548,11 @@ def take(a, indices, axis=None, out=None, mode=None, unique_indices=False,
         from .elementwise import clip
         idx = clip(idx, 0, max(n - 1, 0))
     elif mode not in (None, "fill", "promise_in_bounds"):
-        raise ValueError(f"take: mode must be 'clip', 'wrap' or 'fill', got {mode!r}")
+        raise ValueError(f"take: mode must be 'fill', 'clip', 'wrap' or "
+                         f"'promise_in_bounds', got {mode!r}")
     spec = tuple(("s", 0, a.shape[d], 1) if d != axis else ("a", 0) for d in range(a.ndim))
     arrays = [idx]
-    if mode == "fill":
+    if mode in (None, "fill"):
         a, arrays = _fill_out_of_range(a, spec, arrays, fill_value)
     return lax.gather(a, arrays, spec)
 
@@ -458,11 +580,23 @@ def _along_axis_spec(arr, indices, axis, name):
 
 
 def take_along_axis(arr, indices, axis, mode=None, fill_value=None):
-    """``arr`` gathered along ``axis`` at ``indices`` (same rank; other dims broadcast)."""
+    """``arr`` gathered along ``axis`` at ``indices`` (same rank; other dims broadcast).
+
+    ``mode`` as JAX's: None or 'fill' (default): negative indices count from the end,
+    out-of-range ones give ``fill_value`` (as ``take``); 'clip' and
+    'promise_in_bounds': clamped (after counting negative ones from the end)."""
     if axis is None:
         arr = to_array(arr)
         arr, axis = lax.reshape(arr, (arr.size,)), 0
+    if mode not in (None, "fill", "clip", "promise_in_bounds"):
+        raise ValueError(f"take_along_axis: mode must be 'fill', 'clip' or "
+                         f"'promise_in_bounds', got {mode!r}")
+    if to_array(indices).dtype.kind not in "iu":
+        raise IndexTypeError(f"take_along_axis: indices must be integers, got "
+                             f"{to_array(indices).dtype}")
     arr, index_arrays, spec, _ = _along_axis_spec(arr, indices, axis, "take_along_axis")
+    if mode in (None, "fill"):
+        arr, index_arrays = _fill_out_of_range(arr, spec, index_arrays, fill_value)
     return lax.gather(arr, index_arrays, spec)
 
 

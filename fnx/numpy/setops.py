@@ -291,7 +291,7 @@ def isin(element, test_elements, assume_unique=False, invert=False, *, kind=None
         found = lax.broadcast_in_dim(Array._wrap(np.bool_(False)), e.shape, ())
     else:
         st = sort(t)
-        found = equal(take(st, searchsorted(st, e)), e)  # take clamps the end position
+        found = equal(take(st, searchsorted(st, e), mode="clip"), e)  # clamps the end position
     return logical_not(found) if invert else found
 
 
