@@ -13,19 +13,24 @@ per batch element, in order; under ``grad`` once, in the forward pass (values ar
 primals). As in JAX, format with ``str.format`` placeholders, not f-strings: an
 f-string is formatted at trace time, when values are tracers.
 
+``fnx.debug.log`` formats like ``print`` and hands the text to the ``logging`` logger
+``"fnx.debug"`` (INFO, with the calling source line in the record), as ``jax.debug.log``.
+
 Arrays reach the callback as fnx Arrays (copies: keeping them is safe); other leaves
 (strings, None, objects) as they were passed. ``ordered`` and ``partitioned`` are
 accepted: fnx runs callbacks in program order on one device, so both hold always.
 """
 from __future__ import annotations
 
+import copy
+import logging
 import string
 
 import numpy as np
 
 from .lax.callback import debug_callback as _bind_debug_callback
 
-__all__ = ["callback", "print"]
+__all__ = ["callback", "log", "print"]
 
 _builtin_print = print
 
@@ -66,12 +71,12 @@ def _check_format(fmt, args, kwargs):
         fmt.format(*[_Blank()] * len(args), **{k: _Blank() for k in kwargs})
     except (IndexError, KeyError) as e:
         raise ValueError(
-            f"debug.print: the format string {fmt!r} names a placeholder {e} that no "
+            f"debug.print/log: the format string {fmt!r} names a placeholder {e} that no "
             f"argument fills (got {len(args)} positional arguments and keywords "
             f"{sorted(kwargs)}). Pass the value as an argument: "
             f"debug.print('x={{x}}', x=x), not an f-string.") from None
     except ValueError as e:
-        raise ValueError(f"debug.print: bad format string {fmt!r}: {e}") from None
+        raise ValueError(f"debug.print/log: bad format string {fmt!r}: {e}") from None
 
 
 def _format_value(x):
@@ -86,26 +91,59 @@ def print(fmt=None, *args, ordered=False, partitioned=False, skip_format_check=F
     """Print ``fmt.format(*args, **kwargs)`` at run time (see the module doc).
 
     Also the two-call form ``fnx.debug.print(ordered=True)("x={x}", x=x)``."""
+    return _emit("print", fmt, args, kwargs, skip_format_check, None)
+
+
+def log(fmt=None, *args, ordered=False, partitioned=False, skip_format_check=False,
+        **kwargs):
+    """Like ``print``, but the text goes to the ``logging`` logger ``"fnx.debug"`` at INFO
+    level, in a record naming the user's source line that called ``log``."""
+    return _emit("log", fmt, args, kwargs, skip_format_check, logging.INFO)
+
+
+_LOGGER = logging.getLogger("fnx.debug")
+
+
+def _user_site():
+    """(file, line) of the user's code calling into fnx (for a log record)."""
+    from .core.trace import user_frame_info
+    where = user_frame_info(3)
+    head = where.rsplit(" (", 1)[0]
+    file, _, line = head.rpartition(":")
+    return (file, int(line)) if line.isdigit() else ("(unknown file)", 0)
+
+
+def _emit(what, fmt, args, kwargs, skip_format_check, level):
     if fmt is None:
         if args or kwargs:
-            raise TypeError("debug.print: give the format string first: "
-                            "debug.print('x={x}', x=x)")
+            raise TypeError(f"debug.{what}: give the format string first: "
+                            f"debug.{what}('x={{x}}', x=x)")
 
         def call(fmt, *args, **kwargs):
-            print(fmt, *args, skip_format_check=skip_format_check, **kwargs)
+            return _emit(what, fmt, args, kwargs, skip_format_check, level)
         return call
     if not isinstance(fmt, str):
-        raise TypeError(f"debug.print: the first argument must be a format string, got "
-                        f"{type(fmt).__name__}; write debug.print('{{}}', x) to print x")
+        raise TypeError(f"debug.{what}: the first argument must be a format string, got "
+                        f"{type(fmt).__name__}; write debug.{what}('{{}}', x) to show x")
     if not skip_format_check:
         _check_format(fmt, args, kwargs)
+    record = None
+    if level is not None:
+        file, line = _user_site()
+        record = _LOGGER.makeRecord(_LOGGER.name, level, file, line, "", (), None)
 
     def emit(*args, **kwargs):
         args = [_format_value(a) if _arraylike(a) else a for a in args]
         kwargs = {k: _format_value(v) if _arraylike(v) else v for k, v in kwargs.items()}
-        _builtin_print(fmt.format(*args, **kwargs), flush=True)
+        text = fmt.format(*args, **kwargs)
+        if record is None:
+            _builtin_print(text, flush=True)
+        elif _LOGGER.isEnabledFor(level):
+            r = copy.copy(record)
+            r.msg = text
+            _LOGGER.handle(r)
 
-    _bind_debug_callback(emit, *args, name=f"print({fmt!r})", **kwargs)
+    _bind_debug_callback(emit, *args, name=f"{what}({fmt!r})", **kwargs)
     return None
 
 

@@ -174,3 +174,13 @@ def test_io_callback_runs_even_when_unused(capsys):
     with pytest.raises(ValueError, match="derivative"):
         fnx.grad(lambda x: io_callback(lambda v: v, fnx.ShapeDtypeStruct((), np.float32), x))(
             1.0)
+
+
+def test_log_goes_to_the_logger_with_the_users_line(caplog):
+    import logging
+    with caplog.at_level(logging.INFO, logger="fnx.debug"):
+        fnx.jit(lambda x: (fnx.debug.log("v={}", x), x)[1])(2.0)
+        fnx.jit(lambda x: (fnx.debug.log("v={}", x), x)[1])(3.0)
+    recs = [r for r in caplog.records if r.name == "fnx.debug"]
+    assert [r.getMessage() for r in recs] == ["v=2.0", "v=3.0"]
+    assert recs[0].pathname.endswith("test_debug_callback.py") and recs[0].levelno == logging.INFO
