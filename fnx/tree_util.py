@@ -43,7 +43,7 @@ __all__ = [
     "register_pytree_node_class", "register_static", "register_dataclass",
     "register_pytree_with_keys_class", "Partial", "KeyEntry", "KeyPath",
     "flatten_one_level", "flatten_one_level_with_keys", "is_tree_node",
-    "tree_broadcast", "tree_reduce_associative", "treedef_tuple", "static",
+    "tree_broadcast", "tree_reduce_associative", "treedef_tuple",
 ]
 
 
@@ -1089,7 +1089,8 @@ def register_pytree_with_keys_class(cls: type) -> type:
 
 def static(**kwargs):
     """``dataclasses.field(...)`` marked ``metadata={'static': True}``: a meta field
-    of a dataclass registered with `register_dataclass`."""
+    of a dataclass registered with `register_dataclass` (public as ``fnx.tree.static``,
+    where JAX has it)."""
     metadata = dict(kwargs.pop("metadata", None) or {})
     metadata["static"] = True
     return dataclasses.field(metadata=metadata, **kwargs)
