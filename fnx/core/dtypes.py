@@ -282,7 +282,7 @@ def dtype_and_weak(x):
     r = python_scalar_dtype(x)
     if r is not None:
         return r
-    dt = getattr(x, "dtype", None)
+    dt = None if isinstance(x, type) else getattr(x, "dtype", None)  # np.float64: a dtype
     if dt is not None:
         return canonicalize(dt), bool(getattr(x, "weak_type", False))
     if isinstance(x, (list, tuple)):

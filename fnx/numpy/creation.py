@@ -59,6 +59,9 @@ def _array(name, object, dtype, ndmin=0):
         out = Array._wrap(np.array(object, dtype=dtype))
     elif isinstance(object, Array):
         out = object
+    elif dtype is not None and isinstance(object, (np.ndarray, np.generic)) and not (
+            object.dtype.kind == "c" and dtype.kind != "c"):
+        out = Array._wrap(np.array(object, dtype=dtype))  # straight to the requested dtype
     elif isinstance(object, (list, tuple)) and object and not _python_only(object):
         # Arrays, NumPy arrays or scalars inside: one dtype for all leaves by the
         # lattice (Python scalars are weak, so [x_f16, 2.0] stays float16); like any
@@ -137,8 +140,8 @@ def full(shape, fill_value, dtype=None, *, device=None):
         fill = to_array(fill_value, "full")
     if dtype is not None and (fill.dtype != dtype or fill.weak_type):
         fill = lax.convert_element_type(fill, dtype)
-    elif dtypes.python_scalar_dtype(fill_value) is not None:
-        fill = lax.convert_element_type(fill, fill.dtype)  # weak scalar -> strong default
+    # without a dtype a Python scalar fill stays weakly typed, as in JAX (full(2, 1.0) + x_f16
+    # is float16)
     return lax.broadcast_in_dim(fill, shape, tuple(range(len(shape) - fill.ndim, len(shape))))
 
 
