@@ -50,8 +50,10 @@ class LeakedTracerError(FnxError):
     """
 
 
-class ShapeError(FnxError, TypeError):
-    """An op got operands whose shapes or dtypes it cannot take.
+class ShapeError(FnxError, TypeError, ValueError):
+    """An op got operands whose shapes or dtypes it cannot take (JAX raises a
+    TypeError for most of these and a ValueError for some, e.g. an axis out of range
+    or a bad permutation: this is both, so either ``except`` catches it).
 
     ``fnx.lax`` ops are strict (no implicit broadcasting or promotion)::
 
@@ -119,9 +121,9 @@ class GradOutputError(FnxError, TypeError):
     """
 
 
-class ArgnumsError(FnxError, ValueError):
-    """``argnums`` names an argument the call does not have (a ValueError, as in
-    JAX)::
+class ArgnumsError(FnxError, TypeError, ValueError):
+    """``argnums`` names an argument the call does not have (JAX raises a TypeError;
+    fnx used to raise a ValueError: this is both)::
 
         fnx.grad(f, argnums=2)(x, y)       # ArgnumsError: only 2 arguments
         fnx.grad(f, argnums=1)(x, y)       # fixed
@@ -151,4 +153,14 @@ class IndexTypeError(FnxError, IndexError, TypeError):
 
         x[1.0]                   # IndexTypeError
         x[int(i)]                # fixed; or x[i.astype(int)] for an array of indices
+    """
+
+
+class TreeMismatchError(FnxError, TypeError, ValueError):
+    """Two pytrees that must have the same structure do not: primals and tangents of
+    ``jvp``/``linearize`` (JAX: TypeError), a cotangent and the output of ``vjp``
+    (JAX: ValueError). This is both, so either ``except`` catches it::
+
+        fnx.jvp(f, (x, y), (tx,))          # TreeMismatchError: one tangent per primal
+        fnx.jvp(f, (x, y), (tx, ty))       # fixed
     """

@@ -644,6 +644,9 @@ def while_loop(cond_fun, body_fun, init_val):
     return tree_util.tree_unflatten(tree, outs)
 
 
+_KIND_RANK = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}
+
+
 def _match_carry(name, fname, tree, avals, out_tree, outs, promote=None):
     """The body's new carry, checked against the old one. A weakly typed initial carry
     that the body returns strongly typed (``0.0`` summed with float32 arrays) is noted in
@@ -658,7 +661,11 @@ def _match_carry(name, fname, tree, avals, out_tree, outs, promote=None):
         tree_util.tree_unflatten(tree, list(range(tree.num_leaves))))]
     fixed = []
     for k, (p, a, o) in enumerate(zip(paths, avals, outs)):
-        weak_init = a.weak_type and not o.weak_type and o.dtype.kind in "biufc"
+        # a weak initial value takes the body's type where JAX's promotion would give it
+        # (0 -> float32), not where it would lose its kind (0.0 -> int32: an error)
+        weak_init = a.weak_type and o.dtype.kind in "biufc" and (
+            _KIND_RANK[o.dtype.kind] > _KIND_RANK[a.dtype.kind] or
+            (not o.weak_type and _KIND_RANK[o.dtype.kind] == _KIND_RANK[a.dtype.kind]))
         if tuple(o.shape) != a.shape or (o.dtype != a.dtype and not o.weak_type
                                          and not weak_init):
             raise TypeError(

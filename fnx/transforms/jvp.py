@@ -20,7 +20,7 @@ from .. import tree_util
 from ..core import dtypes
 from ..core.array import Array, Tracer, to_array
 from ..core.trace import Trace, parent_context, trace_context
-from ..errors import MissingRuleError
+from ..errors import MissingRuleError, TreeMismatchError
 
 
 class JVPTracer(Tracer):
@@ -91,7 +91,7 @@ def jvp(fun, primals, tangents, has_aux=False):
     p_leaves, p_tree = tree_util.tree_flatten(tuple(primals))
     t_leaves, t_tree = tree_util.tree_flatten(tuple(tangents))
     if p_tree != t_tree:
-        raise ValueError(f"jvp: primals and tangents must have the same structure, got "
+        raise TreeMismatchError(f"jvp: primals and tangents must have the same structure, got "
                          f"{p_tree} and {t_tree}")
     p_leaves = [to_array(p) for p in p_leaves]
     t_leaves = [to_array(t) for t in t_leaves]
@@ -103,7 +103,7 @@ def jvp(fun, primals, tangents, has_aux=False):
         ins = [JVPTracer(trace, p, t) for p, t in zip(p_leaves, t_leaves)]
         out = fun(*tree_util.tree_unflatten(p_tree, ins))
         if has_aux:
-            out, aux = out
+            out, aux = split_aux(out, "jvp")
         out_leaves, out_tree = tree_util.tree_flatten(out)
         pairs = [trace.lift(to_array(o) if not isinstance(o, Array) else o, "jvp output")
                  for o in out_leaves]
@@ -114,6 +114,16 @@ def jvp(fun, primals, tangents, has_aux=False):
     outs_t = [zeros_like_tangent(p) if t is None else t for p, t in pairs]
     result = (tree_util.tree_unflatten(out_tree, outs), tree_util.tree_unflatten(out_tree, outs_t))
     return result + (aux,) if has_aux else result
+
+
+def split_aux(out, name):
+    """``(output, aux)`` of a ``has_aux=True`` function, or a clear TypeError (as JAX)."""
+    if not isinstance(out, (tuple, list)) or len(out) != 2:
+        raise TypeError(f"{name}: with has_aux=True the function must return a pair "
+                        f"(output, aux), got {type(out).__name__}"
+                        + (f" of length {len(out)}" if isinstance(out, (tuple, list)) else "")
+                        + "; return (out, aux), or drop has_aux=True")
+    return out[0], out[1]
 
 
 def zeros_like_tangent(x):

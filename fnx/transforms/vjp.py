@@ -24,8 +24,9 @@ from ..core.array import Array, to_array
 from ..core.ir import IR, Literal, dce
 from ..core.trace import EVAL, get_trace, parent_context, trace_context
 from ..core.tracing import IRTrace, IRTracer
-from ..errors import ArgnumsError, GradDtypeError, GradOutputError, MissingRuleError
-from .jvp import JVPTrace, JVPTracer, zeros_like_tangent
+from ..errors import (ArgnumsError, GradDtypeError, GradOutputError, MissingRuleError,
+                      TreeMismatchError)
+from .jvp import JVPTrace, JVPTracer, split_aux, zeros_like_tangent
 
 
 class UndefinedPrimal:
@@ -143,7 +144,7 @@ def linearize(fun, *primals):
     def f_jvp(*tangents):
         t_leaves, t_tree = tree_util.tree_flatten(tangents)
         if t_tree != p_tree:
-            raise ValueError(f"linearize: tangents must be structured like the primals "
+            raise TreeMismatchError(f"linearize: tangents must be structured like the primals "
                              f"({p_tree}), got {t_tree}")
         return tree_util.tree_unflatten(out_tree[0], eval_ir(ir, *[to_array(t) for t in t_leaves]))
 
@@ -168,7 +169,7 @@ def vjp(fun, *primals, has_aux=False):
     def flat(*xs):
         out = fun(*tree_util.tree_unflatten(p_tree, xs))
         if has_aux:
-            out, aux = out
+            out, aux = split_aux(out, "vjp")
             aux_box[0] = tree_util.tree_map(_own_primal, aux)
         leaves, out_tree[0] = tree_util.tree_flatten(out)
         return leaves
@@ -178,7 +179,7 @@ def vjp(fun, *primals, has_aux=False):
     def f_vjp(ct):
         ct_leaves, ct_tree = tree_util.tree_flatten(ct)
         if ct_tree != out_tree[0]:
-            raise ValueError(f"vjp: the cotangent must be structured like the output "
+            raise TreeMismatchError(f"vjp: the cotangent must be structured like the output "
                              f"({out_tree[0]}), got {ct_tree}")
         ct_leaves = [to_array(c) for c in ct_leaves]
         for i, (c, o) in enumerate(zip(ct_leaves, out_leaves)):
@@ -303,7 +304,7 @@ def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=F
                 i += k
             out = fun(*full, **kwargs)
             if has_aux:
-                out, aux = out
+                out, aux = split_aux(out, "grad")
                 aux_box[0] = tree_util.tree_map(_own_primal, aux)
             return [out]
 
@@ -334,7 +335,7 @@ def _value_and_grad_one_array(fun, has_aux, args, kwargs, n, holomorphic=False):
         full[n] = x
         out = fun(*full, **kwargs)
         if has_aux:
-            out, aux = out
+            out, aux = split_aux(out, "grad")
             aux_box[0] = tree_util.tree_map(_own_primal, aux)
         return [out]
 
