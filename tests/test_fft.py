@@ -375,6 +375,7 @@ def test_lax_fft_errors():
         lax.fft(x, "dct", (4,))
     assert lax.fft(x, "FftType.RFFT", (3, 4)).shape == (3, 3)
     assert lax.fft(x, 2, (4,)).shape == (3, 3)
+    assert lax.fft(x, FT.RFFT, 4).shape == (3, 3)      # one length as an int
 
 
 def test_onnx_export_raises_a_clear_error():

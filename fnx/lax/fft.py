@@ -212,6 +212,8 @@ def fft(x, fft_type, fft_lengths):
     IRFFT: the last one ``fft_lengths[-1] // 2 + 1``). No promotion: FFT, IFFT and
     IRFFT take complex64/complex128, RFFT float32/float64 (``fnx.numpy.fft`` converts)."""
     x = to_array(x, "fft")
+    if isinstance(fft_lengths, (int, np.integer)):
+        fft_lengths = (fft_lengths,)
     try:
         lengths = tuple(operator.index(n) for n in fft_lengths)
     except TypeError:
