@@ -76,7 +76,7 @@ def test_construction_copies_numpy_input(make):
     n[0, 0] = 100.0
     n[:] = -1
     np.testing.assert_array_equal(x, [[1.0, 2.0], [3.0, 4.0]])
-    assert x.dtype == F8
+    assert x.dtype == F4  # narrowed from float64: jax_enable_x64 is off (as in JAX)
 
 
 def test_operations_do_not_alias_inputs():
@@ -258,7 +258,9 @@ def test_shape_methods():
     assert z.squeeze(axis=(0, 2)).shape == (3,)
     r = x.astype(np.float16)
     assert r.dtype == np.float16
-    assert x.astype(float).dtype == F4 and x.astype("int64").dtype == I8
+    assert x.astype(float).dtype == F4 and x.astype("int64").dtype == I4  # x64 off
+    with fnx.enable_x64():
+        assert x.astype(float).dtype == F8 and x.astype("int64").dtype == I8
     assert x.astype(bool).dtype == B
     assert fnp.asarray(1.0).astype(np.float32).weak_type is False
     same(fnp.asarray([-1.0, 0.5, 3.0]).clip(0.0, 1.0), [0.0, 0.5, 1.0])
@@ -362,7 +364,8 @@ def test_array_namespace():
                                    np.complex64])
 def test_dlpack_round_trip(dtype):
     n = (np.arange(6) % 3).astype(dtype).reshape(2, 3)
-    x = fnp.asarray(n)
+    with fnx.enable_x64():  # float64 stays float64
+        x = fnp.asarray(n)
     assert x.__dlpack_device__() == (1, 0)
     back = np.from_dlpack(x)
     assert back.dtype == n.dtype and back.shape == n.shape
@@ -385,7 +388,8 @@ def test_repr():
     assert repr(fnp.asarray(True)) == "Array(True, dtype=bool)"
     assert repr(fnp.asarray([[1, 2], [3, 4]])) == ("Array([[1, 2],\n"
                                                    "       [3, 4]], dtype=int32)")
-    assert repr(fnp.asarray(np.array([1.5], np.float64))) == "Array([1.5], dtype=float64)"
+    with fnx.enable_x64():
+        assert repr(fnp.asarray(np.array([1.5], np.float64))) == "Array([1.5], dtype=float64)"
     r = repr(fnp.arange(2000))
     assert r.startswith("Array([   0,    1,") and r.endswith("1999], dtype=int32)")
     seen = []
