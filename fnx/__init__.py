@@ -33,8 +33,8 @@ from . import extend, kernels, onnx  # noqa: E402  (kernels/onnx attach the prim
 from . import debug, example_libraries, test_util, tree  # noqa: E402,F401  (JAX's names)
 from ._api import (ClosedJaxpr, Device, default_backend, device_count,  # noqa: E402,F401
                    device_get, devices, effects_barrier, ensure_compile_time_eval,
-                   host_count, host_id, host_ids, local_device_count, local_devices,
-                   make_jaxpr, named_call, named_scope, print_environment_info,
+                   host_count, host_id, host_ids, linear_transpose, local_device_count,
+                   local_devices, make_jaxpr, named_call, named_scope, print_environment_info,
                    process_count, process_index, process_indices, typeof)
 from .transforms.jacobian import jacobian  # noqa: E402,F401
 from . import experimental  # noqa: E402,F401  (jax.experimental.io_callback)

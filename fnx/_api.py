@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import contextlib
 
+import numpy as np
+
 from . import tree_util
 from .core.array import CPU_DEVICE, Array, Tracer, _Device
 from .core.ir import format_ir
@@ -250,3 +252,83 @@ def print_environment_info(return_string=False):
         return text
     print(text, end="")
     return None
+
+
+# --- linear_transpose ---------------------------------------------------------------------------
+
+_BILINEAR = ("mul", "dot_general", "conv_general_dilated")
+
+
+def linear_transpose(fun, *primals, reduce_axes=()):
+    """The transpose of the linear function ``fun``: ``linear_transpose(fun, *primals)``
+    returns ``f_t(out_cotangent) -> tuple of input cotangents``, structured like
+    ``primals`` (arrays or ``ShapeDtypeStruct``s giving the input types; their values are
+    not used). ``fun`` is traced once; the work that does not depend on its inputs runs
+    then, and each call of ``f_t`` runs the transposed linear part. A ``fun`` that is not
+    linear in its inputs (``sin(x)``, ``x * x``) raises TypeError."""
+    from .core.array import to_array
+    from .core.ir import IR, Literal, Var
+    from .core.primitive import ShapeDtypeStruct
+    from .core.tracing import trace_flat
+    from .transforms.vjp import backward_pass
+
+    if reduce_axes:
+        raise NotImplementedError("linear_transpose: reduce_axes (pmap's named axes) has "
+                                  "no meaning in fnx; leave it out")
+    leaves, in_tree = tree_util.tree_flatten(primals)
+    avals = [x if isinstance(x, ShapeDtypeStruct) else to_array(x, "linear_transpose").aval
+             for x in leaves]
+    out_tree = [None]
+
+    def flat(*xs):
+        out = fun(*tree_util.tree_unflatten(in_tree, list(xs)))
+        out_leaves, out_tree[0] = tree_util.tree_flatten(out)
+        return [to_array(o, "linear_transpose output") for o in out_leaves]
+
+    ir = trace_flat(flat, avals, "linear_transpose")
+    # Split the IR: equations that do not read the inputs run now (their results become
+    # constants); the others must be linear in the input-dependent operands.
+    env = dict(zip(ir.constvars, ir.consts))
+    dep, lin_eqns = set(ir.invars), []
+
+    def read(v):
+        return Array._wrap(v.value, v.aval.weak_type) if type(v) is Literal else env[v]
+
+    for e in ir.eqns:
+        dyn = [v for v in e.inputs if type(v) is Var and v in dep]
+        if not dyn:
+            out = e.prim.bind(*[read(v) for v in e.inputs], **e.params)
+            env.update(zip(e.outputs, out if e.prim.multiple_results else [out]))
+            continue
+        if (e.prim.transpose is None or (e.prim.name in _BILINEAR and len(dyn) > 1)
+                or (e.prim.name == "div" and e.inputs[1] in dep)):
+            raise TypeError(f"linear_transpose: the function is not linear in its inputs: "
+                            f"{e.prim.name} (at {e.source}) is applied to values computed "
+                            "from them in a way that is not linear")
+        lin_eqns.append(e)
+        dep.update(e.outputs)
+    used = {v for e in lin_eqns for v in e.inputs if type(v) is Var and v not in dep}
+    used |= {v for v in ir.outvars if type(v) is Var and v not in dep}
+    constvars = [v for v in env if v in used]
+    lin = IR(ir.invars, ir.outvars, lin_eqns, constvars, [env[v] for v in constvars])
+    out_avals = ir.out_avals
+
+    def transposed(out_cotangent):
+        cts, tree = tree_util.tree_flatten(out_cotangent)
+        cts = [to_array(c, "linear_transpose cotangent") for c in cts]
+        if tree != out_tree[0] or any((c.shape, c.dtype) != (a.shape, a.dtype)
+                                      for c, a in zip(cts, out_avals)):
+            got = [f"{c.dtype}{list(c.shape)}" for c in cts]
+            want = [f"{a.dtype}{list(a.shape)}" for a in out_avals]
+            raise TypeError(f"linear_transpose: the cotangent must match the function's "
+                            f"output {out_tree[0]} with types {want}; got {tree} with {got}")
+        try:
+            in_cts = backward_pass(lin, cts)
+        except (TypeError, AttributeError) as err:
+            raise TypeError(f"linear_transpose: the function is not linear in its inputs "
+                            f"({err})") from None
+        in_cts = [Array._wrap(np.zeros(a.shape, a.dtype), a.weak_type) if c is None else c
+                  for c, a in zip(in_cts, avals)]
+        return tuple(tree_util.tree_unflatten(in_tree, in_cts))
+
+    return transposed

@@ -131,3 +131,27 @@ def test_top_level_names():
         assert callable(getattr(fnx.debug, n))
     for n in ["check_grads", "check_jvp", "check_vjp"]:
         assert callable(getattr(fnx.test_util, n))
+
+
+def test_linear_transpose():
+    f = lambda x, y: (0.5 * x - y, x.sum())  # noqa: E731
+    ft = fnx.linear_transpose(f, fnp.ones(3), fnp.ones(3))
+    gx, gy = ft((fnp.arange(3.0), 2.0))
+    np.testing.assert_array_equal(gx, [2.0, 2.5, 3.0])       # JAX's values
+    np.testing.assert_array_equal(gy, [-0.0, -1.0, -2.0])
+    M = fnp.arange(6.0).reshape(2, 3)
+    (mt,) = fnx.linear_transpose(lambda v: M @ v, fnp.ones(3))(fnp.array([1.0, 2.0]))
+    np.testing.assert_array_equal(mt, [6.0, 9.0, 12.0])
+    cs = fnx.jit(fnx.linear_transpose(lambda v: fnp.cumsum(v) * 2,
+                                      fnx.ShapeDtypeStruct((3,), np.float32)))
+    np.testing.assert_array_equal(cs(fnp.array([1.0, 2.0, 3.0]))[0], [12.0, 10.0, 6.0])
+    (d,) = fnx.linear_transpose(lambda d: {"a": d["x"][::-1], "b": d["x"][0]},
+                                {"x": fnp.ones(3)})({"a": fnp.arange(3.0), "b": 5.0})
+    np.testing.assert_array_equal(d["x"], [7.0, 1.0, 0.0])
+    (z,) = fnx.linear_transpose(lambda x: fnp.zeros(2), 1.0)(fnp.ones(2))
+    assert float(z) == 0.0
+    for nonlinear in (fnp.sin, lambda x: x * x, lambda x: 1.0 / x):
+        with pytest.raises(TypeError, match="not linear"):
+            fnx.linear_transpose(nonlinear, 1.0)(1.0)
+    with pytest.raises(TypeError, match="cotangent must match"):
+        fnx.linear_transpose(lambda x: x, 1.0)(fnp.ones(2))
