@@ -121,9 +121,10 @@ def _fft_rule(x, *, fft_type, fft_lengths):
         else:
             want, out_dtype, out = lengths, x.dtype, lengths
     if tuple(x.shape[x.ndim - k:]) != want:
+        half = ", the last one n // 2 + 1" if fft_type == FftType.IRFFT else ""
         bad(f"the trailing {k} axes of the operand must have sizes {want} (for "
-            f"fft_lengths {lengths}{', the last one n // 2 + 1' if fft_type == FftType.IRFFT else ''}); "
-            "pad or slice the operand first (fnx.numpy.fft does so for n= / s=)")
+            f"fft_lengths {lengths}{half}); pad or slice the operand first "
+            "(fnx.numpy.fft does so for n= / s=)")
     return ShapeDtypeStruct(tuple(x.shape[:x.ndim - k]) + out, out_dtype, False)
 
 
