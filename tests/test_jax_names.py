@@ -117,6 +117,7 @@ JAX_NAMES = [
     "custom_jvp", "custom_vjp", "debug", "default_backend", "device_count", "device_get",
     "device_put", "devices", "disable_jit", "effects_barrier", "ensure_compile_time_eval",
     "eval_shape", "grad", "hessian", "jacfwd", "jacobian", "jacrev", "jit", "jvp", "lax",
+    "linear_transpose",
     "linearize", "local_device_count", "local_devices", "make_jaxpr", "named_call",
     "named_scope", "nn", "numpy", "process_count", "process_index", "pure_callback",
     "random", "remat", "scipy", "test_util", "tree", "tree_util", "typeof",
