@@ -119,8 +119,9 @@ def jvp(fun, primals, tangents, has_aux=False):
 def split_aux(out, name):
     """``(output, aux)`` of a ``has_aux=True`` function, or a clear TypeError (as JAX)."""
     if not isinstance(out, (tuple, list)) or len(out) != 2:
+        what = "a single array" if isinstance(out, Array) else type(out).__name__
         raise TypeError(f"{name}: with has_aux=True the function must return a pair "
-                        f"(output, aux), got {type(out).__name__}"
+                        f"(output, aux), got {what}"
                         + (f" of length {len(out)}" if isinstance(out, (tuple, list)) else "")
                         + "; return (out, aux), or drop has_aux=True")
     return out[0], out[1]

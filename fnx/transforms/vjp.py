@@ -280,7 +280,8 @@ def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=F
         for n in nums:
             if not -nargs <= n < nargs:
                 raise ArgnumsError(f"grad: argnums {argnums} out of range for {nargs} "
-                                   "positional arguments")
+                                   "positional arguments (argnums counts positional "
+                                   "arguments from 0; pass the argument positionally)")
         nums_ = [n % nargs for n in nums]
         leaves, trees, sizes = [], [], []
         for n in nums_:
