@@ -399,3 +399,15 @@ def test_float_chain_with_selects_is_bitwise_eager():
     x = _special((1024, 1024), np.dtype(np.float32), 4)
     y = _special((1024, 1024), np.dtype(np.float32), 5)
     _bitwise(fnx.jit(f)(x, y), f(x, y), "chain")
+
+
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64"])
+def test_logistic_lowering_bitwise(dtype):
+    dt = np.dtype(dtype)
+    with fnx.enable_x64(dt.itemsize == 8):
+        x = _special((300, 257), dt, 6)
+        assert x.dtype == dt
+        for f in (fnx.lax.logistic, lambda x: fnx.lax.logistic(x.T) * 2,
+                  lambda x: fnx.nn.sigmoid(x[::2]) + 1):
+            _bitwise(fnx.jit(f)(x), f(x), f"logistic {dtype}")
+        assert "_logistic" in fnx.jit(fnx.lax.logistic).lower(x).source
