@@ -10,6 +10,15 @@ import fnx.numpy as fnp
 import fnx.optim as optim
 from fnx import tree_util
 
+
+@pytest.fixture(autouse=True)
+def _x64():
+    """These tests check float64 updates against float64 NumPy references, and that a
+    float64 parameter keeps float64 state: they need jax_enable_x64 (as in JAX).
+    tests/test_optax_names.py covers the default 32-bit mode."""
+    with fnx.enable_x64():
+        yield
+
 # --- NumPy references (one step; state is a dict of NumPy arrays) ------------------------------
 
 

@@ -16,8 +16,14 @@ The state is a pytree of arrays (namedtuples and tuples of fnx arrays and int32 
 counters): a jitted step takes and returns it, compiles once, and it serializes like
 the parameters.
 """
-from ._base import (EmptyState, GradientTransformation, apply_updates, chain, global_norm,
-                    identity)
+from . import losses  # noqa: F401  (fnx.optim.losses, as optax.losses)
+from ._base import (EmptyState, GradientTransformation, GradientTransformationExtraArgs,
+                    OptState, Params, Schedule, Updates, apply_updates, chain, global_norm,
+                    identity, safe_norm)
+from .losses import (huber_loss, l2_loss, sigmoid_binary_cross_entropy,
+                     softmax_cross_entropy, softmax_cross_entropy_with_integer_labels,
+                     squared_error)
+from .wrappers import InjectHyperparamsState, flatten, inject_hyperparams
 from .alias import adagrad, adam, adamw, lamb, lion, rmsprop, sgd
 from .schedules import (constant_schedule, cosine_decay_schedule, exponential_decay,
                         join_schedules, linear_schedule, piecewise_constant_schedule,
@@ -30,7 +36,10 @@ from .transforms import (ScaleByAdamState, ScaleByLionState, ScaleByRmsState,
 
 __all__ = [
     "GradientTransformation", "EmptyState", "apply_updates", "chain", "identity",
-    "global_norm",
+    "global_norm", "safe_norm", "GradientTransformationExtraArgs", "Params", "Updates",
+    "OptState", "Schedule", "inject_hyperparams", "InjectHyperparamsState", "flatten",
+    "losses", "l2_loss", "squared_error", "huber_loss", "sigmoid_binary_cross_entropy",
+    "softmax_cross_entropy", "softmax_cross_entropy_with_integer_labels",
     "sgd", "adam", "adamw", "rmsprop", "adagrad", "lamb", "lion",
     "clip", "clip_by_global_norm", "scale", "scale_by_learning_rate", "scale_by_schedule",
     "trace", "add_decayed_weights", "scale_by_adam", "scale_by_rms", "scale_by_rss",

@@ -19,8 +19,9 @@ import numpy as np
 from .. import tree_util
 from ..core.array import Array
 
-__all__ = ["GradientTransformation", "EmptyState", "apply_updates", "global_norm",
-           "chain", "identity"]
+__all__ = ["GradientTransformation", "GradientTransformationExtraArgs", "EmptyState",
+           "apply_updates", "global_norm", "safe_norm", "chain", "identity", "Params",
+           "Updates", "OptState", "Schedule"]
 
 _INT32_MAX = 2**31 - 1
 
@@ -30,6 +31,17 @@ class GradientTransformation(NamedTuple):
     ``update(grads, state, params=None) -> (updates, new_state)``."""
     init: Callable
     update: Callable
+
+
+# optax's type names: pytrees of arrays (for annotations)
+Params = Any
+Updates = Any
+OptState = Any
+Schedule = Callable[[Any], Any]
+
+# optax's update may take extra keyword arguments; fnx's updates take (grads, state,
+# params), and the name is kept for ported annotations and isinstance checks
+GradientTransformationExtraArgs = GradientTransformation
 
 
 class EmptyState(NamedTuple):
@@ -63,9 +75,17 @@ def full_like_param(p, value):
     return _fnp().zeros(p.shape, dtype=p.dtype) + value
 
 
+def _wide():
+    """The widest float available: float64 with jax_enable_x64, else float32 (as JAX,
+    where schedules compute in the default float)."""
+    from ..core import dtypes
+    return dtypes.default_float()
+
+
 def scalar64(value):
-    """`value` as a float64 scalar array, exactly (see full_like_param)."""
-    return _fnp().zeros((), dtype="float64") + value
+    """`value` as a scalar array of the default float (float64 under x64), exactly
+    (see full_like_param)."""
+    return _fnp().zeros((), dtype=_wide()) + value
 
 
 def zero_count():
@@ -89,9 +109,9 @@ def cast_like(s, x):
 
 
 def count_as_float(count):
-    """The step count as a float64 scalar array, for schedules and bias corrections (cast to
-    each parameter's dtype where it meets a parameter)."""
-    return _as_array(count).astype("float64")
+    """The step count as a default-float scalar array (float64 under x64), for schedules
+    and bias corrections (cast to each parameter's dtype where it meets a parameter)."""
+    return _as_array(count).astype(_wide())
 
 
 # --- trees ----------------------------------------------------------------------------------
@@ -230,6 +250,21 @@ def global_norm(tree):
         s = fnp.sum(sq)
         total = s if total is None else total + s
     return fnp.sqrt(total)
+
+
+def safe_norm(x, min_norm, ord=None, axis=None, keepdims=False):
+    """``max(norm(x), min_norm)`` whose gradient is finite (0) where the norm is at most
+    ``min_norm``, even at ``x = 0`` where the norm's own gradient is NaN."""
+    fnp = _fnp()
+    x = _as_array(x)
+    norm = fnp.linalg.norm(x, ord=ord, axis=axis, keepdims=True)
+    small = norm <= min_norm
+    masked = fnp.where(small, fnp.ones_like(x), x)
+    if not keepdims:
+        norm = fnp.squeeze(norm, axis=axis)
+        small = norm <= min_norm
+    return fnp.where(small, min_norm, fnp.linalg.norm(masked, ord=ord, axis=axis,
+                                                      keepdims=keepdims))
 
 
 def identity() -> GradientTransformation:

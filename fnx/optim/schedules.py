@@ -1,8 +1,8 @@
 """Learning-rate schedules: pure functions of the step count.
 
 A schedule maps the number of updates done so far (0 at the first update; a Python int
-or an int32 array, which is what optimizers keep in their state) to a float64 scalar
-array.  Optimizers cast the value to each parameter's dtype where it meets it, and they
+or an int32 array, which is what optimizers keep in their state) to a scalar array of
+the default float (float64 with ``jax_enable_x64``, float32 without, as JAX).  Optimizers cast the value to each parameter's dtype where it meets it, and they
 call the schedule inside the traced update, so a jitted step compiles once for all steps.
 Every ``learning_rate`` argument accepts a float or a schedule.
 """
@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Callable, Mapping, Sequence
 
-from ._base import _fnp, count_as_float, hyper, scalar64
+from ._base import _fnp, _wide, count_as_float, hyper, scalar64
 
 __all__ = ["constant_schedule", "piecewise_constant_schedule", "step_schedule",
            "exponential_decay", "cosine_decay_schedule", "linear_schedule",
@@ -166,9 +166,9 @@ def join_schedules(schedules: Sequence[Schedule], boundaries: Sequence[int]) -> 
         c = fnp.asarray(count)
         if c.dtype.kind not in "iu":
             c = c.astype("int32")
-        out = fnp.asarray(schedules[0](c)).astype("float64")
+        out = fnp.asarray(schedules[0](c)).astype(_wide())
         for b, s in zip(boundaries, schedules[1:]):
-            out = fnp.where(c < b, out, fnp.asarray(s(c - b)).astype("float64"))
+            out = fnp.where(c < b, out, fnp.asarray(s(c - b)).astype(_wide()))
         return out
     return schedule
 
