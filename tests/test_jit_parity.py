@@ -411,3 +411,18 @@ def test_logistic_lowering_bitwise(dtype):
                   lambda x: fnx.nn.sigmoid(x[::2]) + 1):
             _bitwise(fnx.jit(f)(x), f(x), f"logistic {dtype}")
         assert "_logistic" in fnx.jit(fnx.lax.logistic).lower(x).source
+
+
+@pytest.mark.parametrize("dtype", ["float32", "int8", "bool", "complex64"])
+@pytest.mark.parametrize("n", [2, 3, 5])
+def test_int_selector_select_n_bitwise(dtype, n):
+    dt = np.dtype(dtype)
+    shape = (97, 131)
+    cases = [_special(shape, dt, 10 + k) for k in range(n)]
+    which = fnp.asarray(np.random.default_rng(1).integers(-2, n + 2, shape).astype(np.int32))
+    f = lambda w, *cs: fnx.lax.select_n(w, *cs) # noqa: E731
+    g = fnx.jit(f)
+    assert "_select_int" in g.lower(which, *cases).source
+    _bitwise(g(which, *cases), f(which, *cases), f"select_n int32 {dtype} {n}")
+    want = np.choose(np.clip(np.asarray(which), 0, n - 1), [np.asarray(c) for c in cases])
+    _bitwise(g(which, *cases), want, "np.choose")

@@ -155,7 +155,28 @@ def _logistic(x, *, out=None):
 
 
 _logistic.takes_out = True
-_LOGISTIC_MIN_SIZE = 1 << 13  # below this, np.where is as fast (see select_n's impl)
+
+
+def _select_int(which, *cases, out=None):
+    """``select_n`` with an int32 selector: ``cases[clip(which, 0, n - 1)]`` as its impl
+    (``np.choose``) picks it, the same bits, by blending case ``k`` in where
+    ``which >= k`` (1M float32 of 3 cases: 6 -> 1.2 ms)."""
+    u = _BLEND_UINT[cases[0].dtype.itemsize]
+    if out is None:
+        out = np.empty(which.shape, cases[0].dtype)
+    np.copyto(out, cases[0])
+    ov = out.view(u)
+    m, t = np.empty(which.shape, u), np.empty(which.shape, u)
+    for k in range(1, len(cases)):
+        np.negative(np.greater_equal(which, k), dtype=u, out=m)
+        np.bitwise_xor(cases[k].view(u), ov, out=t)
+        np.bitwise_and(t, m, out=t)
+        np.bitwise_xor(ov, t, out=ov)
+    return out
+
+
+_select_int.takes_out = True
+_LOGISTIC_MIN_SIZE = 1 << 13  # below this, np.where/np.choose are about as fast
 
 
 def _helper(fn, dtype):
@@ -707,7 +728,8 @@ def emit_eqns(ir: IR, glb, names, fresh, *, in_loop=False, out_into=None, pool=N
         else:
             special[i] = (_helper(_tie_weight, dtype), list(m[1]), "tie_weight")
 
-    # ``logistic`` over many floats: its impl's np.where as a blend of bits.
+    # ``logistic`` over many floats: its impl's np.where as a blend of bits; an int32
+    # ``select_n``'s np.choose likewise.
     for i, e in enumerate(ir.eqns):
         if (i not in skip and i not in special and e.prim.name == "logistic"
                 and type(e.inputs[0]) is not Literal
@@ -715,6 +737,13 @@ def emit_eqns(ir: IR, glb, names, fresh, *, in_loop=False, out_into=None, pool=N
                 and e.outputs[0].aval.dtype.itemsize in _BLEND_UINT
                 and math.prod(e.outputs[0].aval.shape) >= _LOGISTIC_MIN_SIZE):
             special[i] = (_logistic, list(e.inputs), "logistic")
+        elif (i not in skip and i not in special and e.prim.name == "select_n"
+                and len(e.inputs) > 2 and e.inputs[0].aval.dtype == np.int32
+                and e.outputs[0].aval.dtype.itemsize in _BLEND_UINT
+                and all(type(v) is not Literal and v.aval.shape == e.outputs[0].aval.shape
+                        for v in e.inputs)
+                and math.prod(e.outputs[0].aval.shape) >= _LOGISTIC_MIN_SIZE):
+            special[i] = (_select_int, list(e.inputs), "select_int")
 
     # An elementwise result only reduced (over trailing axes): computed and reduced a few
     # rows at a time, never materialized in full.
