@@ -428,9 +428,8 @@ class IndexUpdateRef:
         if isinstance(idx, Array) and idx.dtype == dtypes.bool_ and idx.shape == x.shape:
             # a full-shape mask, possibly traced: each element at most once
             return where(idx, lax.convert_element_type(func(x), x.dtype), x)
-        ones = lax.broadcast_in_dim(lax.convert_element_type(1, np.int32), x.shape, ())
         zeros = lax.broadcast_in_dim(lax.convert_element_type(0, np.int32), x.shape, ())
-        hits = _scatter(zeros, idx, ones if _is_basic(idx) else 1, "add", mode)
+        hits = _scatter(zeros, idx, np.int32(1), "add", mode)  # times each element is named
 
         def step(y, k):
             return where(lax.gt(hits, lax.convert_element_type(k, np.int32)),
