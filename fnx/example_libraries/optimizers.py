@@ -414,7 +414,6 @@ def make_schedule(scalar_or_schedule) -> Schedule:
     if callable(scalar_or_schedule):
         return scalar_or_schedule
     if np.ndim(scalar_or_schedule) == 0:
-        _rate("step_size", scalar_or_schedule, "make_schedule")
         return constant(scalar_or_schedule)
     raise TypeError("optimizers: a step size must be a scalar or a callable schedule "
                     f"(step index -> step size), got {type(scalar_or_schedule).__name__} "

@@ -2,8 +2,9 @@
 
 A schedule maps the number of updates done so far (0 at the first update; a Python int
 or an int32 array, which is what optimizers keep in their state) to a scalar array of
-the default float (float64 with ``jax_enable_x64``, float32 without, as JAX).  Optimizers cast the value to each parameter's dtype where it meets it, and they
-call the schedule inside the traced update, so a jitted step compiles once for all steps.
+the default float (float64 with ``jax_enable_x64``, float32 without, as JAX).
+Optimizers cast the value to each parameter's dtype where it meets it, and they call
+the schedule inside the traced update, so a jitted step compiles once for all steps.
 Every ``learning_rate`` argument accepts a float or a schedule.
 """
 from __future__ import annotations
