@@ -39,6 +39,18 @@ JAX_NAMES = {
     "expon": "cdf logcdf logpdf logsf pdf ppf sf",
     "dirichlet": "logpdf pdf",
     "binom": "logpmf pmf",
+    "betabinom": "logpmf pmf",
+    "chi2": "cdf logcdf logpdf logsf pdf sf",
+    "gennorm": "cdf logpdf pdf",
+    "geom": "logpmf pmf",
+    "gumbel_l": "cdf logcdf logpdf logsf pdf ppf sf",
+    "gumbel_r": "cdf logcdf logpdf logsf pdf ppf sf",
+    "multinomial": "logpmf pmf",
+    "nbinom": "logpmf pmf",
+    "pareto": "cdf logcdf logpdf logsf pdf ppf sf",
+    "truncnorm": "cdf logcdf logpdf logsf pdf sf",
+    "vonmises": "logpdf pdf",
+    "wrapcauchy": "logpdf pdf",
 }
 
 
@@ -120,6 +132,55 @@ CASES = [
     ("expon.sf", ss.expon.sf, (X, -1.0, 2.0)),
     ("expon.logsf", ss.expon.logsf, (X, -1.0, 2.0)),
     ("expon.ppf", ss.expon.ppf, (U, -1.0, 2.0)),
+    ("chi2.logpdf", ss.chi2.logpdf, (POS * 2, POS, 0.1, 1.5)),
+    ("chi2.pdf", ss.chi2.pdf, (POS * 2, POS, 0.1, 1.5)),
+    ("chi2.cdf", ss.chi2.cdf, (POS * 2, POS, 0.1, 1.5)),
+    ("chi2.logcdf", ss.chi2.logcdf, (POS * 2, POS)),
+    ("chi2.sf", ss.chi2.sf, (POS * 2, POS, 0.1, 1.5)),
+    ("chi2.logsf", ss.chi2.logsf, (POS * 2, POS)),
+    ("gennorm.logpdf", ss.gennorm.logpdf, (X, POS)),
+    ("gennorm.pdf", ss.gennorm.pdf, (X, POS)),
+    ("gennorm.cdf", ss.gennorm.cdf, (X, POS)),
+    ("geom.logpmf", ss.geom.logpmf, (K, 0.3)),
+    ("geom.pmf", ss.geom.pmf, (K, 0.3, 1)),
+    ("nbinom.logpmf", ss.nbinom.logpmf, (K, 3.5, 0.4)),
+    ("nbinom.pmf", ss.nbinom.pmf, (K, 3.5, 0.4)),
+    ("betabinom.logpmf", ss.betabinom.logpmf, (K, 13.0, 2.5, 1.5)),
+    ("betabinom.pmf", ss.betabinom.pmf, (K, 13.0, 2.5, 1.5)),
+    ("gumbel_r.logpdf", ss.gumbel_r.logpdf, (X, 0.3, 1.5)),
+    ("gumbel_r.pdf", ss.gumbel_r.pdf, (X, 0.3, 1.5)),
+    ("gumbel_r.cdf", ss.gumbel_r.cdf, (X, 0.3, 1.5)),
+    ("gumbel_r.logcdf", ss.gumbel_r.logcdf, (X, 0.3, 1.5)),
+    ("gumbel_r.sf", ss.gumbel_r.sf, (X, 0.3, 1.5)),
+    ("gumbel_r.logsf", ss.gumbel_r.logsf, (X, 0.3, 1.5)),
+    ("gumbel_r.ppf", ss.gumbel_r.ppf, (U, 0.3, 1.5)),
+    ("gumbel_l.logpdf", ss.gumbel_l.logpdf, (X, 0.3, 1.5)),
+    ("gumbel_l.pdf", ss.gumbel_l.pdf, (X, 0.3, 1.5)),
+    ("gumbel_l.cdf", ss.gumbel_l.cdf, (X, 0.3, 1.5)),
+    ("gumbel_l.logcdf", ss.gumbel_l.logcdf, (X, 0.3, 1.5)),
+    ("gumbel_l.sf", ss.gumbel_l.sf, (X, 0.3, 1.5)),
+    ("gumbel_l.logsf", ss.gumbel_l.logsf, (X, 0.3, 1.5)),
+    ("gumbel_l.ppf", ss.gumbel_l.ppf, (U, 0.3, 1.5)),
+    ("pareto.logpdf", ss.pareto.logpdf, (np.abs(X) + 0.5, POS, 0.1, 1.2)),
+    ("pareto.pdf", ss.pareto.pdf, (np.abs(X) + 0.5, POS, 0.1, 1.2)),
+    ("pareto.cdf", ss.pareto.cdf, (np.abs(X) + 0.5, POS, 0.1, 1.2)),
+    ("pareto.logcdf", ss.pareto.logcdf, (np.abs(X) + 1.5, POS, 0.1, 1.2)),
+    ("pareto.sf", ss.pareto.sf, (np.abs(X) + 0.5, POS, 0.1, 1.2)),
+    ("pareto.logsf", ss.pareto.logsf, (np.abs(X) + 0.5, POS, 0.1, 1.2)),
+    ("pareto.ppf", ss.pareto.ppf, (U, POS, 0.1, 1.2)),
+    ("vonmises.logpdf", ss.vonmises.logpdf, (X, POS * 50)),
+    ("vonmises.pdf", ss.vonmises.pdf, (X, POS)),
+    ("wrapcauchy.logpdf", ss.wrapcauchy.logpdf, (np.abs(X), U)),
+    ("wrapcauchy.pdf", ss.wrapcauchy.pdf, (np.abs(X), U)),
+    ("truncnorm.logpdf", ss.truncnorm.logpdf, (X, -1.0, 2.0, 0.3, 1.2)),
+    ("truncnorm.pdf", ss.truncnorm.pdf, (X, -1.0, 2.0, 0.3, 1.2)),
+    ("truncnorm.cdf", ss.truncnorm.cdf, (X, -1.0, 2.0, 0.3, 1.2)),
+    ("truncnorm.logcdf", ss.truncnorm.logcdf, (X, -1.0, 2.0, 0.3, 1.2)),
+    ("truncnorm.sf", ss.truncnorm.sf, (X, -1.0, 2.0, 0.3, 1.2)),
+    ("truncnorm.logsf", ss.truncnorm.logsf, (X, -1.0, 2.0, 0.3, 1.2)),
+    ("truncnorm.logpdf", ss.truncnorm.logpdf, (X / 3 + 5, 4.0, 9.0)),       # far tails
+    ("truncnorm.logcdf", ss.truncnorm.logcdf, (X / 3 + 5, 4.0, 9.0)),
+    ("truncnorm.logsf", ss.truncnorm.logsf, (X / 3 - 5, -9.0, -4.0)),
 ]
 
 
@@ -241,6 +302,46 @@ def test_out_of_support_values_as_jax():
     _eq(stats.dirichlet.logpdf(f32(0, .5, .5), f32(1, 2, 3)), -inf)
 
 
+def test_multinomial(x64):
+    x, p = np.array([1, 2, 3]), np.array([0.2, 0.3, 0.5])
+    np.testing.assert_allclose(float(stats.multinomial.logpmf(x, 6, p)),
+                               ss.multinomial.logpmf(x, 6, p), rtol=1e-12)
+    np.testing.assert_allclose(float(stats.multinomial.pmf(x, 6, p)),
+                               ss.multinomial.pmf(x, 6, p), rtol=1e-12)
+    assert float(stats.multinomial.logpmf(x, 5, p)) == -np.inf
+    with pytest.raises(ValueError, match="x and n must be integers"):
+        stats.multinomial.logpmf(x.astype(np.float32), 6, p)
+
+
+def test_more_out_of_support_values_as_jax():
+    inf, nan = np.inf, np.nan
+    _eq(stats.chi2.logpdf(f32(-1), 2.0), [-inf])
+    _eq(stats.chi2.cdf(f32(-1, 0, inf), 3.0), [0, 0, 1])
+    _eq(stats.chi2.sf(f32(-1, 0, inf), 3.0), [1, 1, 0])
+    _eq(stats.geom.logpmf(f32(0, -1), 0.3), [-inf, -inf])
+    _eq(stats.nbinom.logpmf(f32(-1), 2.0, 0.5), [-inf])
+    _eq(stats.betabinom.logpmf(f32(-1, 6), 5.0, 2.0, 3.0), [-inf, -inf])
+    _eq(stats.betabinom.logpmf(f32(0, 1), f32(0, -1), 1.0, 1.0), [0, nan])
+    assert np.isnan(float(stats.betabinom.logpmf(1.0, 3.0, 0.0, 1.0)))
+    _eq(stats.gumbel_r.logpdf(f32(0), 0.0, -1.0), [nan])
+    _eq(stats.gumbel_r.ppf(f32(0, 1)), [nan, nan])
+    _eq(stats.gumbel_l.ppf(f32(0, 1)), [nan, nan])
+    _eq(stats.gumbel_r.logsf(f32(-50, 50)), [-0.0, -50])
+    _eq(stats.gumbel_l.logcdf(f32(-50, 50)), [-50, 0])
+    _eq(stats.pareto.logpdf(f32(0.5), 2.0), [-inf])
+    _eq(stats.pareto.cdf(f32(0.5, 1, inf), 2.0), [0, 0, 1])
+    _eq(stats.pareto.logsf(f32(0.5), 2.0), [0])
+    _eq(stats.pareto.ppf(f32(-1, 0, 1, 2), 2.0), [nan, 1, inf, nan])
+    _eq(stats.vonmises.logpdf(f32(1), f32(0)), [nan])
+    _eq(stats.wrapcauchy.logpdf(f32(-1, 7), 0.5), [-inf, -inf])
+    _eq(stats.wrapcauchy.logpdf(1.0, f32(0, 1)), [nan, nan])
+    _eq(stats.truncnorm.logpdf(f32(-2, 3), -1.0, 2.0), [-inf, -inf])
+    assert np.isnan(float(stats.truncnorm.logpdf(0.0, 2.0, 1.0)))
+    _eq(stats.truncnorm.cdf(f32(-2, 3), -1.0, 2.0), [0, 1])
+    _eq(stats.truncnorm.sf(f32(-2, 3), -1.0, 2.0), [1, 0])
+    _eq(stats.gennorm.cdf(f32(-inf, 0, inf), 2.0), [0, 0.5, 1])
+
+
 def test_where_fnx_does_better_than_jax():
     # JAX: cauchy.ppf(0) = 2.29e7 (tan of a rounded pi/2), t.logpdf(1e20) = -inf (overflow),
     # uniform.cdf(nan) = 0
@@ -249,6 +350,9 @@ def test_where_fnx_does_better_than_jax():
     np.testing.assert_allclose(float(stats.t.logpdf(np.float32(1e20), 3.0)),
                                ss.t.logpdf(1e20, 3.0), rtol=1e-6)
     assert np.isnan(float(stats.uniform.cdf(np.float32(np.nan))))
+    # JAX: chi2.logpdf(0, 2) = NaN (0 * log 0); SciPy and fnx: log(1/2)
+    np.testing.assert_allclose(float(stats.chi2.logpdf(np.float32(0), 2.0)), np.log(0.5),
+                               rtol=1e-6)
 
 
 def test_grads(x64):
@@ -266,6 +370,10 @@ def test_grads(x64):
                 (rng.normal(size=(3, 2)), cov), order=1)
     check_grads(lambda a: stats.dirichlet.logpdf(np.array([0.2, 0.3, 0.5]), a),
                 (np.array([1.0, 2.0, 3.0]),), order=2)
+    check_grads(lambda x, lo: stats.truncnorm.logcdf(x, lo, 2.0), (np.clip(X, -0.9, 1.9), -1.0),
+                order=1)
+    check_grads(lambda x, k: stats.vonmises.logpdf(x, k), (X, POS), order=2)
+    check_grads(lambda x, s: stats.gumbel_r.logsf(x, 0.0, s), (X, 1.3), order=1)
 
 
 def test_grad_at_support_edges_is_finite():

@@ -7,8 +7,12 @@ become the default float) and out-of-support values (-inf log densities, 0 or 1 
 for invalid parameters where JAX gives NaN). All are compositions of ``fnx.numpy`` and
 ``fnx.scipy.special``, so ``grad``, ``jit`` and ``vmap`` apply.
 """
-from . import (bernoulli, beta, binom, cauchy, dirichlet, expon, gamma, laplace,  # noqa: F401
-               logistic, multivariate_normal, norm, poisson, t, uniform)
+from . import (bernoulli, beta, betabinom, binom, cauchy, chi2, dirichlet, expon,  # noqa: F401
+               gamma, gennorm, geom, gumbel_l, gumbel_r, laplace, logistic, multinomial,
+               multivariate_normal, nbinom, norm, pareto, poisson, t, truncnorm, uniform,
+               vonmises, wrapcauchy)
 
-__all__ = ["bernoulli", "beta", "binom", "cauchy", "dirichlet", "expon", "gamma", "laplace",
-           "logistic", "multivariate_normal", "norm", "poisson", "t", "uniform"]
+__all__ = ["bernoulli", "beta", "betabinom", "binom", "cauchy", "chi2", "dirichlet", "expon",
+           "gamma", "gennorm", "geom", "gumbel_l", "gumbel_r", "laplace", "logistic",
+           "multinomial", "multivariate_normal", "nbinom", "norm", "pareto", "poisson", "t",
+           "truncnorm", "uniform", "vonmises", "wrapcauchy"]
