@@ -366,7 +366,7 @@ def _lu_impl(x):
     A zero column stays zero (its pivot is taken as 1), as the unblocked form did."""
     n = x.shape[-1]
     batch = x.shape[:-2]
-    a = np.array(x.reshape((-1, n, n)), dtype=x.dtype, copy=True)
+    a = np.array(x.reshape((int(np.prod(batch)), n, n)), dtype=x.dtype, copy=True)
     rows = np.arange(a.shape[0])
     pivots = np.zeros((a.shape[0], n), np.int32)
     perm = np.tile(np.arange(n, dtype=np.int32), (a.shape[0], 1))

@@ -67,10 +67,15 @@ def promote_broadcast(name, *args, to_inexact=False, keep_scalars=False):
             for a in arrays]
 
 
+class AxisError(ShapeError, ValueError, IndexError):
+    """An axis out of range: a ShapeError, and a ValueError and IndexError as NumPy's
+    AxisError (the Array API asks for IndexError)."""
+
+
 def normalize_axis(name, axis, ndim):
     axis = int(axis)
     if not -ndim <= axis < max(ndim, 1) or (ndim == 0 and axis not in (0, -1)):
-        raise ShapeError(f"{name}: axis {axis} is out of bounds for an array of rank {ndim}")
+        raise AxisError(f"{name}: axis {axis} is out of bounds for an array of rank {ndim}")
     return axis % max(ndim, 1)
 
 

@@ -145,7 +145,22 @@ multiply = _fast_binary("multiply", _binary("multiply", lax.mul, bool_fn=lax.bit
                        np.multiply, "biufc", _ew.mul_p)
 true_divide = _binary("true_divide", lax.div, to_inexact=True)
 divide = true_divide
-floor_divide = _binary("floor_divide", lax.floor_divide)
+_floor_divide = _binary("floor_divide", lax.floor_divide)
+
+
+def floor_divide(x1, x2, /):
+    """``floor(x1 / x2)`` (integers: exact, rounded toward -inf). For floats, an infinity
+    divided by a finite number and a finite number divided by an infinity give the Array
+    API's results (a signed infinity, a signed zero: ``x1 / x2``) where NumPy and JAX give
+    NaN and -1."""
+    out = _floor_divide(x1, x2)
+    if out.dtype.kind != "f" and out.dtype != dtypes.bfloat16:
+        return out
+    x1, x2 = promote_broadcast("floor_divide", x1, x2)
+    inf1, inf2 = lax.isinf(x1), lax.isinf(x2)
+    exact = lax.bitwise_and(lax.ne(inf1, inf2),
+                            lax.bitwise_not(lax.bitwise_or(lax.isnan(x1), lax.isnan(x2))))
+    return lax.select(exact, lax.div(x1, x2), out)
 maximum = _fast_binary("maximum", _binary("maximum", lax.max), np.maximum, "biuf", _ew.max_p)
 minimum = _fast_binary("minimum", _binary("minimum", lax.min), np.minimum, "biuf", _ew.min_p)
 arctan2 = atan2 = _binary("arctan2", lax.atan2, to_inexact=True)
@@ -324,7 +339,37 @@ def square(x, /):
 
 exp = _unary("exp", lax.exp, True)
 exp2 = _unary("exp2", lax.exp2, True)
-expm1 = _unary("expm1", lax.expm1, True)
+_expm1 = _unary("expm1", lax.expm1, True)
+
+
+def expm1(x, /):
+    """``exp(x) - 1``, accurate near 0. Complex ``x``: NumPy's, with the C99 / Array API
+    special cases where NumPy gives NaN: a zero imaginary part stays exact (``expm1(x +
+    0j)`` is ``expm1(x) + 0j``), a real part of ``-inf`` gives ``-1 ± 0j`` and ``+inf``
+    with a non-finite imaginary part gives ``inf + nan j``."""
+    if not isinstance(x, (Array, int, float, complex)):
+        x = to_array(x, "expm1")
+    if not (isinstance(x, Array) and x.dtype.kind == "c") and not isinstance(x, complex):
+        return _expm1(x)
+    (x,) = promote("expm1", x)
+    re, im = lax.real(x), lax.imag(x)
+    zero = _zeros_like(re)
+    out = lax.expm1(x)
+    # + 0.0: expm1(-0 + 0j) is +0 + 0j (Array API), not the real expm1's -0
+    real_axis = lax.convert_element_type(lax.add(lax.expm1(re), 0.0), x.dtype, x.weak_type)
+    out = lax.select(lax.eq(im, zero), _conj_where(signbit(im), real_axis), out)
+    neg_inf = lax.bitwise_and(lax.isinf(re), lax.lt(re, zero))
+    below = lax.bitwise_and(lax.is_finite(im), lax.lt(lax.sin(im), zero))
+    out = lax.select(neg_inf, _conj_where(below, _full_like(x, -1.0)), out)
+    pos_inf = lax.bitwise_and(lax.isinf(re), lax.gt(re, zero))
+    return lax.select(lax.bitwise_and(pos_inf, lax.bitwise_not(lax.is_finite(im))),
+                      _full_like(x, complex(np.inf, np.nan)), out)
+
+
+def _conj_where(c, z):
+    return lax.select(c, lax.conj(z), z)
+
+
 log = _unary("log", lax.log, True)
 log1p = _unary("log1p", lax.log1p, True)
 log2 = _unary("log2", lax.log2, True)
@@ -342,6 +387,22 @@ sinh, cosh, tanh = (_unary(n, f, True) for n, f in (("sinh", lax.sinh), ("cosh",
 arcsinh = asinh = _unary("arcsinh", lax.asinh, True)
 arccosh = acosh = _unary("arccosh", lax.acosh, True)
 arctanh = atanh = _unary("arctanh", lax.atanh, True)
+_tanh = tanh
+
+
+def tanh(x, /):
+    """Hyperbolic tangent; complex ``±inf + iy`` (finite ``y``) gives ``±1 ± 0j`` (the
+    Array API's special case, the zero with ``y``'s sign) for every ``y``."""
+    out = _tanh(x)
+    if out.dtype.kind != "c":
+        return out
+    (x,) = promote("tanh", x)
+    re, im = lax.real(x), lax.imag(x)
+    edge = lax.bitwise_and(lax.isinf(re), lax.is_finite(im))
+    one = _full_like(x, 1.0)
+    limit = lax.select(signbit(re), lax.neg(one), one)
+    limit = _conj_where(signbit(im), limit)
+    return lax.select(edge, limit, out)
 
 
 def real(x, /):

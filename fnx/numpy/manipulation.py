@@ -10,7 +10,7 @@ from .. import lax
 from ..core import dtypes
 from ..core.array import Array, to_array
 from ..errors import ShapeError
-from ._util import (broadcast_shapes as _bshapes, broadcast_to_shape, check_device, concrete_int,
+from ._util import (AxisError, broadcast_shapes as _bshapes, broadcast_to_shape, check_device, concrete_int,
                     normalize_axes, normalize_axis, promote)
 
 
@@ -101,7 +101,12 @@ def squeeze(a, axis=None):
 def expand_dims(a, axis=0):
     a = to_array(a)
     axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
-    return lax.expand_dims(a, normalize_axes("expand_dims", axes, a.ndim + len(axes)))
+    n = a.ndim + len(axes)
+    for ax in axes:
+        if not -n <= int(ax) < n:
+            raise AxisError(f"expand_dims: axis {ax} is out of bounds for a rank-{a.ndim} array "
+                            f"given {len(axes)} new axes (valid: {-n} to {n - 1})")
+    return lax.expand_dims(a, normalize_axes("expand_dims", axes, n))
 
 
 def broadcast_to(array, shape):
@@ -267,7 +272,7 @@ def repeat(a, repeats, axis=None, *, total_repeat_length=None):
     counts = np.broadcast_to(np.asarray(reps._concrete("repeat: repeats")), (n,))
     idx = np.repeat(np.arange(n, dtype=np.int32), counts)
     from ._indexing import take
-    return take(a, Array._wrap(idx), axis=axis)
+    return take(a, Array._wrap(idx), axis=axis, mode="promise_in_bounds")  # in range
 
 
 def roll(a, shift, axis=None):

@@ -256,7 +256,7 @@ def _lu_parts(name, x):
     rd = _real_dtype(a.dtype)
     parity = lax.convert_element_type(
         ew.subtract(1, ew.multiply(2, ew.remainder(swaps, 2))), rd)
-    return diagonal(lu_) if n else lu_[..., :0, 0], parity
+    return diagonal(lu_), parity
 
 
 def det(x, /):
