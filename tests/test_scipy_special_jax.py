@@ -121,6 +121,7 @@ def test_grads(x64):
     check_grads(sp.i1e, (x,), order=2)
     check_grads(sp.i0, (x,), order=1)
     check_grads(lambda q: sp.zeta(3.0, q), (np.array([0.5, 2.0, 7.0]),), order=2)
+    check_grads(sp.zeta, (np.array([1.5, 3.0, 12.0]), np.array([0.5, 2.0, 7.0])), order=1)
     a, xx = np.array([0.5, 1.5, 4.0, 20.0]), np.array([0.3, 2.5, 3.0, 25.0])
     check_grads(sp.gammainc, (a, xx), order=1)
     check_grads(sp.gammaincc, (a, xx), order=1)
@@ -139,11 +140,17 @@ def test_gammainc_grad_a_against_finite_differences(x64):
     np.testing.assert_allclose(np.asarray(g), fd, rtol=1e-6)
 
 
+def test_zeta_grad_in_x_as_jax():
+    # jax 0.10.2: grad(lambda x: zeta(x, 2.))(3.) = -0.19812626
+    np.testing.assert_allclose(float(fnx.grad(lambda s: sp.zeta(s, 2.0))(3.0)), -0.19812626,
+                               rtol=1e-6)
+
+
 def test_unsupported_derivatives_raise_clearly():
     with pytest.raises(ValueError, match="betainc: derivatives with respect to a and b"):
         fnx.grad(lambda a: sp.betainc(a, 2.0, 0.3))(1.5)
-    with pytest.raises(ValueError, match="zeta: the derivative with respect to the exponent"):
-        fnx.grad(lambda s: sp.zeta(s, 2.0))(3.0)
+    with pytest.raises(ValueError, match="zeta: second derivatives with respect to the exp"):
+        fnx.grad(fnx.grad(lambda s: sp.zeta(s, 2.0)))(3.0)
     with pytest.raises(ValueError, match="second derivatives with respect to a"):
         fnx.grad(fnx.grad(lambda a: sp.gammainc(a, 2.0)))(1.5)
 

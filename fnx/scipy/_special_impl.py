@@ -125,30 +125,41 @@ _ZETA_B2J = (1 / 6, -1 / 30, 1 / 42, -1 / 30, 5 / 66, -691 / 2730, 7 / 6, -3617 
              43867 / 798, -174611 / 330)
 
 
-def _zeta_flat(s, q):
+def _zeta_flat(s, q, deriv=False):
+    """zeta(s, q), or with ``deriv`` its derivative in ``s``:
+    ``-sum_k log(q + k) (q + k)^-s`` (each Euler-Maclaurin term differentiated too)."""
     out = np.full_like(s, np.nan)
-    out[(s == 1) & ~np.isnan(q)] = np.inf
+    out[(s == 1) & ~np.isnan(q)] = -np.inf if deriv else np.inf
     ok = (s > 1) & np.isfinite(q) & ~np.isnan(s)
     pole = ok & (q <= 0) & (q == np.floor(q))
-    out[pole] = np.inf
+    out[pole] = np.nan if deriv else np.inf
     one = ok & np.isposinf(s) & (q == 1)
-    out[one] = 1.0
+    out[one] = 0.0 if deriv else 1.0
     run = ok & ~pole & ~np.isinf(s)
     sr, qr = s[run], q[run]
     n_direct = np.maximum(np.ceil(sr + 20.0 - qr), 0.0)
     total = np.zeros_like(sr)
     for k in range(int(n_direct.max()) if n_direct.size else 0):
         act = n_direct > k
-        total[act] += np.power(qr[act] + k, -sr[act])
+        base = qr[act] + k
+        term = np.power(base, -sr[act])
+        total[act] += -np.log(base) * term if deriv else term
     w = qr + n_direct
+    log_w = np.log(w)
     # tail: w^(1-s)/(s-1) + w^-s/2 + sum_j B_2j/(2j)! s(s+1)...(s+2j-2) w^(-s-2j+1)
     ws = np.power(w, -sr)
-    tail = w * ws / (sr - 1.0) + 0.5 * ws
+    if deriv:
+        tail = -w * ws / (sr - 1.0) * (log_w + 1.0 / (sr - 1.0)) - 0.5 * ws * log_w
+    else:
+        tail = w * ws / (sr - 1.0) + 0.5 * ws
     f = sr * ws / w                    # s w^(-s-1)
-    tail += _ZETA_B2J[0] / 2.0 * f
-    for j in range(2, len(_ZETA_B2J) + 1):
-        f = f * (sr + 2 * j - 3) * (sr + 2 * j - 2) / (w * w)
-        tail += _ZETA_B2J[j - 1] / math.factorial(2 * j) * f
+    dlog = 1.0 / sr                    # d/ds log(s (s+1) ... (s+2j-2))
+    for j in range(1, len(_ZETA_B2J) + 1):
+        if j > 1:
+            f = f * (sr + 2 * j - 3) * (sr + 2 * j - 2) / (w * w)
+            dlog = dlog + 1.0 / (sr + 2 * j - 3) + 1.0 / (sr + 2 * j - 2)
+        c = _ZETA_B2J[j - 1] / math.factorial(2 * j)
+        tail += c * f * (dlog - log_w) if deriv else c * f
     out[run] = total + tail
     infs = ok & np.isposinf(s) & (q > 1)
     out[infs] = 0.0
@@ -157,6 +168,11 @@ def _zeta_flat(s, q):
 
 def zeta(s, q):
     return _run(_zeta_flat, s, q)
+
+
+def zeta_grad_s(s, q):
+    """d/ds zeta(s, q)."""
+    return _run(lambda s, q: _zeta_flat(s, q, deriv=True), s, q)
 
 
 # --- incomplete gamma -------------------------------------------------------------------

@@ -264,6 +264,7 @@ erfcx_p = _elementwise_prim("erfcx", _impl.erfcx, 1)
 i0e_p = _elementwise_prim("i0e", _impl.i0e, 1)
 i1e_p = _elementwise_prim("i1e", _impl.i1e, 1)
 zeta_p = _elementwise_prim("zeta", _impl.zeta, 2)
+zeta_grad_s_p = _elementwise_prim("zeta_grad_s", _impl.zeta_grad_s, 2)
 gammainc_p = _elementwise_prim("gammainc", _impl.gammainc, 2)
 gammaincc_p = _elementwise_prim("gammaincc", _impl.gammaincc, 2)
 gammainc_grad_a_p = _elementwise_prim("gammainc_grad_a", _impl.gammainc_grad_a, 2)
@@ -289,13 +290,18 @@ def _i1e_jvp(g, ans, x):
 defjvp(i1e_p, _i1e_jvp)
 
 
-def _zeta_s_jvp(g, ans, s, q):
-    raise ValueError("zeta: the derivative with respect to the exponent x (the first "
-                     "argument) is not implemented; differentiate with respect to q, or "
-                     "wrap x in fnx.lax.stop_gradient")
+defjvp(zeta_p, lambda g, ans, s, q: g * zeta_grad_s_p.bind(s, q),
+       lambda g, ans, s, q: g * (-s) * zeta_p.bind(s + 1, q))
 
 
-defjvp(zeta_p, _zeta_s_jvp, lambda g, ans, s, q: g * (-s) * zeta_p.bind(s + 1, q))
+def _zeta_ss_jvp(g, ans, s, q):
+    raise ValueError("zeta: second derivatives with respect to the exponent x are not "
+                     "implemented (first derivatives in x, and all in q, are)")
+
+
+# d/dq d/ds zeta(s, q) = d/ds (-s zeta(s + 1, q))
+defjvp(zeta_grad_s_p, _zeta_ss_jvp,
+       lambda g, ans, s, q: -g * (zeta_p.bind(s + 1, q) + s * zeta_grad_s_p.bind(s + 1, q)))
 
 
 def _log_gamma_density(a, x):
@@ -364,7 +370,8 @@ def i1(x):
 def zeta(x, q=None):
     """The Hurwitz zeta function ``sum_k (k + q)^-x`` (``x > 1``; NaN for ``x < 1``, inf at
     ``x = 1`` and at the poles ``q = 0, -1, ...``). ``q=None`` gives the Riemann zeta
-    function ``zeta(x, 1)`` (JAX raises there). Differentiable in ``q``."""
+    function ``zeta(x, 1)`` (JAX raises there). Differentiable in ``q`` (to any order)
+    and once in ``x``."""
     if q is None:
         q = 1
     x, q = _promote_broadcast("zeta", x, q)
