@@ -57,7 +57,7 @@ all any
 def test_every_name_of_the_main_namespace_exists():
     missing = [n for n in NAMES if not hasattr(fnp, n)]
     assert not missing
-    assert fnp.__array_api_version__ == "2023.12"
+    assert fnp.__array_api_version__ == "2024.12"
     assert fnp.newaxis is None and fnp.pi == math.pi and fnp.e == math.e
     assert math.isinf(fnp.inf) and fnp.inf > 0 and math.isnan(fnp.nan)
 
@@ -196,7 +196,7 @@ def test_array_namespace_and_api_versions():
     assert x.__array_namespace__() is fnp
     assert x.__array_namespace__(api_version="2023.12") is fnp
     assert x.__array_namespace__(api_version="2022.12") is fnp
-    with pytest.raises(ValueError, match="2023.12"):
+    with pytest.raises(ValueError, match="2024.12"):
         x.__array_namespace__(api_version="2099.12")
 
 

@@ -20,7 +20,7 @@ from .primitive import ShapeDtypeStruct
 from .trace import EvalTrace, user_frame_info
 
 fnp = None  # fnx.numpy, set by fnx.numpy when it is imported (avoids an import cycle)
-_API_VERSIONS = ("2021.12", "2022.12", "2023.12")  # what __array_namespace__ accepts
+_API_VERSIONS = ("2021.12", "2022.12", "2023.12", "2024.12")  # what __array_namespace__ accepts
 
 
 class _Deleted:
@@ -151,7 +151,7 @@ class Array:
         return v
 
     def __array_namespace__(self, /, *, api_version=None):
-        """``fnx.numpy``, which implements the Array API standard 2023.12 (and accepts
+        """``fnx.numpy``, which implements the Array API standard 2024.12 (and accepts
         being asked for the earlier versions, which it also covers)."""
         if api_version is not None and api_version not in _API_VERSIONS:
             raise ValueError(f"__array_namespace__: api_version {api_version!r} is not "

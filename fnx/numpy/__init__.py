@@ -27,7 +27,7 @@ from .statistics import *  # noqa: F401,F403
 from .einsum import einsum  # noqa: F401
 from . import fft, linalg  # noqa: F401
 
-__array_api_version__ = "2023.12"
+__array_api_version__ = "2024.12"
 
 ndarray = Array
 newaxis = None

@@ -399,8 +399,7 @@ def tanh(x, /):
     (x,) = promote("tanh", x)
     re, im = lax.real(x), lax.imag(x)
     edge = lax.bitwise_and(lax.isinf(re), lax.is_finite(im))
-    one = _full_like(x, 1.0)
-    limit = lax.select(signbit(re), lax.neg(one), one)
+    limit = lax.select(signbit(re), _full_like(x, -1.0), _full_like(x, 1.0))
     limit = _conj_where(signbit(im), limit)
     return lax.select(edge, limit, out)
 
