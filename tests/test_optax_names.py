@@ -183,3 +183,46 @@ def test_getting_started_linear_regression_reaches_optax_numbers():
     close(values[99], 2.17386241274653e-06, 1e-3)
     close(params["w"], [0.504996, 0.501436, 0.498906, 0.501526, 0.495677, 0.501048,
                         0.502934, 0.498784, 0.499942, 0.502271], 1e-5)
+
+
+@pytest.mark.parametrize("factory,kwargs", [
+    (optax.sgd, dict(learning_rate=0.1, momentum=0.9)),
+    (optax.sgd, dict(learning_rate=0.1, momentum=0.9, nesterov=True)),
+    (optax.sgd, dict(learning_rate=0.1)),
+    (optax.rmsprop, dict(learning_rate=0.1)),
+    (optax.adagrad, dict(learning_rate=0.1, weight_decay=0.1)),
+    (optax.adamw, dict(learning_rate=0.1)),
+    (optax.lion, dict(learning_rate=0.1)),
+    (optax.lamb, dict(learning_rate=0.1)),
+], ids=["sgd-momentum", "sgd-nesterov", "sgd", "rmsprop", "adagrad-wd", "adamw", "lion",
+        "lamb"])
+def test_inject_hyperparams_under_jit_agrees_with_plain(factory, kwargs):
+    """Injected (traced) hyperparameters give the plain optimizer's updates: optional parts
+    (momentum, weight decay) stay in the chain for array hyperparameters, so the state's
+    structure does not depend on their values."""
+    params = {"w": jnp.array([1.0, -0.5, 2.0])}
+    grads = [{"w": jnp.array([0.3, -1.0, 0.5])}, {"w": jnp.array([-0.2, 0.4, 1.5])}]
+    injected, plain = optax.inject_hyperparams(factory)(**kwargs), factory(**kwargs)
+    si, sp = injected.init(params), plain.init(params)
+    step = fnx.jit(lambda g, s, p: injected.update(g, s, p))
+    for g in grads:
+        ui, si = step(g, si, params)
+        up, sp = plain.update(g, sp, params)
+        # float32 hyperparameters round 1 - b2 differently from Python's float (as in
+        # optax, whose injected adam differs from its plain one the same way)
+        close(ui["w"], up["w"], 2e-5)
+    assert int(si.count) == 2
+
+
+def test_inject_sgd_momentum_values():
+    opt = optax.inject_hyperparams(optax.sgd)(0.1, momentum=0.9)
+    p = {"w": jnp.ones(3)}
+    s = opt.init(p)
+    step = fnx.jit(lambda g, s: opt.update(g, s, p))
+    u, s = step({"w": jnp.ones(3)}, s)
+    close(u["w"], [-0.1] * 3)
+    u, s = step({"w": jnp.ones(3)}, s)
+    close(u["w"], [-0.19] * 3)        # optax: trace 1 + 0.9 * 1
+    s.hyperparams["learning_rate"] = jnp.asarray(0.5)
+    u, s = step({"w": jnp.ones(3)}, s)
+    close(u["w"], [-0.5 * (1 + 0.9 * 1.9)] * 3)

@@ -16,6 +16,7 @@ semantics follow PyTorch's documented update rules where PyTorch has the optimiz
 """
 from __future__ import annotations
 
+from ..core.array import Array
 from ._base import GradientTransformation, beta, chain, hyper, learning_rate_arg
 from .transforms import (add_decayed_weights, scale_by_adam, scale_by_learning_rate,
                          scale_by_lion, scale_by_rms, scale_by_rss, scale_by_trust_ratio,
@@ -33,16 +34,27 @@ def _l2_momentum(where, learning_rate, momentum, nesterov, weight_decay, directi
     after the checks), (Nesterov) momentum and ``-learning_rate``, each part only where
     it does something; the hyper-parameters checked in the name of ``where``."""
     learning_rate_arg(learning_rate, where)
+    use_momentum, use_decay = _active(momentum), _active(weight_decay)
     momentum = hyper("momentum", momentum, lo=0.0, where=where)
     weight_decay = hyper("weight_decay", weight_decay, lo=0.0, where=where)
-    if nesterov and momentum == 0.0:
+    if nesterov and not use_momentum:
         raise ValueError(f"{where}: nesterov=True needs momentum > 0")
-    parts = [add_decayed_weights(weight_decay)] if weight_decay else []
+    parts = [add_decayed_weights(weight_decay)] if use_decay else []
     if direction is not None:
         parts.append(direction())
-    if momentum:
+    if use_momentum:
         parts.append(trace(momentum, nesterov))
     return chain(*parts, _lr(learning_rate, where))
+
+
+def _active(value) -> bool:
+    """Whether an optional part (momentum, weight decay) is in the chain: a nonzero
+    number, or any array.  An array (as ``inject_hyperparams`` passes, concrete at init
+    and traced under jit) always keeps its part, so the state's structure does not depend
+    on the value; a zero array makes the part an exact no-op."""
+    if isinstance(value, Array):
+        return True
+    return bool(value)
 
 
 def sgd(learning_rate, momentum: float = 0.0, nesterov: bool = False,
@@ -96,8 +108,9 @@ def adagrad(learning_rate, initial_accumulator_value: float = 0.0, eps: float = 
     ``weight_decay`` is L2 (added to the gradient)."""
     where = "adagrad"
     learning_rate_arg(learning_rate, where)
+    use_decay = _active(weight_decay)
     weight_decay = hyper("weight_decay", weight_decay, lo=0.0, where=where)
-    parts = [add_decayed_weights(weight_decay)] if weight_decay else []
+    parts = [add_decayed_weights(weight_decay)] if use_decay else []
     parts += [scale_by_rss(initial_accumulator_value, eps), _lr(learning_rate, where)]
     return chain(*parts)
 
