@@ -1,9 +1,14 @@
 """Shared helpers of ``fnx.numpy``: promotion, broadcasting, axis handling."""
 from __future__ import annotations
 
+import os
+import sys
+import warnings
+
 import numpy as np
 
 from .. import lax
+from .._config import config
 from ..core import dtypes
 from ..core.array import CPU_DEVICE, Array, Tracer, to_array
 from ..errors import ConcretizationError, ShapeError
@@ -43,6 +48,12 @@ def promote(name, *args, to_inexact=False):
     return out
 
 
+# [True] while jax_numpy_rank_promotion is not 'allow': the one check on the hot paths
+RANK_CHECK = [config.values["jax_numpy_rank_promotion"] != "allow"]
+config.on_change("jax_numpy_rank_promotion",
+                 lambda v: RANK_CHECK.__setitem__(0, v != "allow"))
+
+
 def broadcast_shapes(name, *shapes):
     try:
         return tuple(np.broadcast_shapes(*shapes))
@@ -58,10 +69,46 @@ def broadcast_to_shape(x, shape):
     return lax.broadcast_in_dim(x, shape, tuple(range(nd - x.ndim, nd)))
 
 
+def check_rank_promotion(name, *shapes):
+    """JAX's ``jax_numpy_rank_promotion`` flag: 'warn' or 'raise' when operands of
+    different non-zero ranks broadcast (rank-0 operands never count)."""
+    mode = config.values["jax_numpy_rank_promotion"]
+    if mode == "allow" or len({len(s) for s in shapes if s}) < 2:
+        return
+    shown = " ".join(map(str, shapes))
+    if mode == "raise":
+        raise RankPromotionError(
+            f"{name}: operands of shapes {shown} have different ranks and "
+            "jax_numpy_rank_promotion='raise' forbids implicit rank promotion. Add the "
+            "leading axes explicitly (x[None, ...], fnp.expand_dims, reshape) or set the "
+            "flag to 'allow' (fnx.config.update('jax_numpy_rank_promotion', 'allow')).")
+    warnings.warn(f"{name}: following NumPy's implicit rank promotion on shapes {shown}. "
+                  "Add the leading axes explicitly, or set jax_numpy_rank_promotion to "
+                  "'allow' to silence this warning.", UserWarning, stacklevel=_user_level())
+
+
+_FNX_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def _user_level():
+    """The ``stacklevel`` of the first frame outside fnx, seen from the caller's caller."""
+    frame, level = sys._getframe(2), 2
+    while frame is not None and frame.f_code.co_filename.startswith(_FNX_DIR):
+        frame, level = frame.f_back, level + 1
+    return level
+
+
+class RankPromotionError(ShapeError, ValueError):
+    """Implicit rank promotion under jax_numpy_rank_promotion='raise' (a ValueError,
+    as JAX's)."""
+
+
 def promote_broadcast(name, *args, to_inexact=False, keep_scalars=False):
     """Promoted arrays broadcast to one shape (``keep_scalars``: rank-0 ones stay
     rank-0, for binary primitives, which take a scalar operand as it is)."""
     arrays = promote(name, *args, to_inexact=to_inexact)
+    if RANK_CHECK[0]:
+        check_rank_promotion(name, *[a.shape for a in arrays])
     shape = broadcast_shapes(name, *[a.shape for a in arrays])
     return [a if keep_scalars and a.ndim == 0 else broadcast_to_shape(a, shape)
             for a in arrays]

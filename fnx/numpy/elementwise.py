@@ -15,7 +15,8 @@ from ..lax import elementwise as _ew
 from ..core import dtypes
 from ..core.array import Array, _new_array, to_array
 from ..core.trace import EVAL, get_trace
-from ._util import broadcast_shapes, broadcast_to_shape, promote, promote_broadcast
+from ._util import (RANK_CHECK as _RANK_CHECK, broadcast_shapes, broadcast_to_shape, promote,
+                    promote_broadcast)
 
 _FLOAT_KINDS = "f"
 _abs_impl = _ew.abs_p.impl
@@ -38,7 +39,8 @@ def _fast_binary(name, slow, ufunc, kinds, prim, out_bool=False):
         if tx is Array and ty is Array:  # the hottest case first: two concrete arrays
             xv, yv = x._value, y._value
             dt = xv.dtype
-            if dt is yv.dtype and dt in ok_dtypes and get_trace() is EVAL:
+            if dt is yv.dtype and dt in ok_dtypes and get_trace() is EVAL and not (
+                    _RANK_CHECK[0] and xv.ndim != yv.ndim):
                 try:
                     r = ufunc(xv, yv)
                 except ValueError:
