@@ -185,3 +185,51 @@ def test_ir_shows_the_primitives():
 def test_shape_errors_name_the_op():
     with pytest.raises(fnx.errors.ShapeError, match="gammainc"):
         sp.gammainc(fnp.ones(3), fnp.ones(4))
+
+
+EXPN_X = np.concatenate([rng.uniform(0, 3, 60), rng.uniform(0, 60, 60), [1e-300, 1.0]])
+
+
+@pytest.mark.parametrize("n", [0, 1, 2, 5, 30])
+def test_expn_against_scipy(n, x64):
+    np.testing.assert_allclose(np.asarray(sp.expn(n, EXPN_X)), ss.expn(n, EXPN_X), rtol=5e-14)
+
+
+def test_more_special_against_scipy(x64):
+    x = np.concatenate([rng.uniform(-50, 50, 100), rng.uniform(-1, 1, 50), [700.0, 39.9, 40.1]])
+    np.testing.assert_allclose(np.asarray(sp.expi(x)), ss.expi(x), rtol=5e-13)
+    np.testing.assert_allclose(np.asarray(sp.exp1(EXPN_X)), ss.exp1(EXPN_X), rtol=5e-14)
+    z, m = np.array([1, 2.5, -1.5, 0, 3]), np.array([3, 2, 2, 0, -0.5])
+    np.testing.assert_allclose(np.asarray(sp.poch(z, m)), ss.poch(z, m), rtol=1e-13)
+    N, k = np.array([5, 5, 3, 10, -1.0, 30]), np.array([2, 0, 5, 3, 1.0, 12])
+    np.testing.assert_allclose(np.asarray(sp.comb(N, k)), ss.comb(N, k), rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(sp.comb(N[N >= 0], k[N >= 0], repetition=True)),
+                               ss.comb(N[N >= 0], k[N >= 0], repetition=True), rtol=1e-12)
+    x, lm = np.array([1, 2, 0, 3.5, 0.2]), np.array([0, 0.5, 0.5, 1e-12, -2])
+    np.testing.assert_allclose(np.asarray(sp.boxcox(x, lm)), ss.boxcox(x, lm), rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(sp.boxcox1p(x, lm)), ss.boxcox1p(x, lm), rtol=1e-12)
+    # exact values (SciPy's are off by up to 2e-12 relative)
+    exact = [1, -1 / 2, 1 / 6, 0, -1 / 30, 0, 1 / 42, 0, -1 / 30, 0, 5 / 66, 0, -691 / 2730]
+    np.testing.assert_array_equal(np.asarray(sp.bernoulli(12)), exact)
+
+
+def test_exponential_integral_edges():
+    # SciPy's values; jax 0.10.2 gives NaN for exp1(inf) and expi(0), and 0.5 for expn(2, 0)
+    inf, nan = np.inf, np.nan
+    np.testing.assert_array_equal(np.asarray(sp.exp1(f32(0, -1, inf, nan))), f32(inf, nan, 0, nan))
+    np.testing.assert_array_equal(np.asarray(sp.expi(f32(0, inf, -inf))), f32(-inf, inf, -0.0))
+    np.testing.assert_array_equal(np.asarray(sp.expn(f32(2, 3, 1, 0.5, -1), f32(0, 0, 0, 1, 1))),
+                                  f32(1, 0.5, inf, nan, nan))
+    assert sp.expn(2, 1.0).dtype == np.float32 and sp.bernoulli(3).dtype == np.float32
+
+
+def test_more_special_grads(x64):
+    x = np.array([0.3, 1.0, 2.5, 8.0])
+    check_grads(sp.exp1, (x,), order=2)
+    check_grads(sp.expi, (np.r_[-x, x],), order=2)
+    for n in (0, 1, 3):
+        check_grads(lambda x: sp.expn(n, x), (x,), order=2)
+    check_grads(sp.poch, (np.array([1.5, 2.5]), np.array([0.7, 2.0])), order=1)
+    check_grads(sp.boxcox, (np.array([0.5, 2.0]), np.array([0.3, -1.2])), order=2)
+    with pytest.raises(ValueError, match="expn: the derivative with respect to the order"):
+        fnx.grad(lambda n: sp.expn(n, 1.0))(2.0)

@@ -175,6 +175,104 @@ def zeta_grad_s(s, q):
     return _run(lambda s, q: _zeta_flat(s, q, deriv=True), s, q)
 
 
+# --- exponential integrals -------------------------------------------------------------
+
+_EULER = 0.57721566490153286061
+
+
+def _expn_flat(n, x):
+    """E_n(x) for integer-valued n >= 0 and x >= 0: the power series for x <= 1 (n >= 1),
+    else the continued fraction of e^x E_n(x) (modified Lentz)."""
+    out = np.full_like(x, np.nan)
+    valid = (n >= 0) & (n == np.floor(n)) & (x >= 0) & ~np.isnan(x)
+    out[valid & np.isposinf(x)] = 0.0
+    zero = valid & (x == 0)
+    out[zero & (n <= 1)] = np.inf
+    big_n = zero & (n > 1)
+    out[big_n] = 1.0 / (n[big_n] - 1.0)
+    fin = valid & (x > 0) & np.isfinite(x)
+    n0 = fin & (n == 0)
+    out[n0] = np.exp(-x[n0]) / x[n0]
+    ser = fin & (n >= 1) & (x <= 1)
+    if ser.any():
+        nn, xx = n[ser], x[ser]
+        m = nn - 1                                    # the series' special index
+        # psi(n) = -gamma + sum_{i < n} 1/i
+        psi = np.full_like(xx, -_EULER)
+        for i in range(1, int(nn.max())):
+            psi += np.where(i < nn, 1.0 / i, 0.0)
+        total = np.where(m > 0, 1.0 / np.where(m > 0, m, 1.0), -np.log(xx) - _EULER)
+        fact = np.ones_like(xx)
+        for k in range(1, 200):
+            fact = fact * (-xx / k)                   # (-x)^k / k!
+            special = k == m
+            term = np.where(special, fact * (-np.log(xx) + psi),
+                            -fact / np.where(special, 1.0, k - m))
+            total += term
+            if np.all(np.abs(term) < _EPS * np.abs(total)):
+                break
+        out[ser] = total
+    cf = fin & (n >= 1) & (x > 1)
+    if cf.any():
+        nn, xx = n[cf], x[cf]
+        b = xx + nn
+        c = np.full_like(xx, 1.0 / _TINY)
+        d = 1.0 / b
+        h = d.copy()
+        active = np.arange(xx.size)
+        for i in range(1, _MAX_ITER):
+            if active.size == 0:
+                break
+            an = -i * (nn[active] - 1.0 + i)
+            bi = xx[active] + nn[active] + 2 * i
+            dn = 1.0 / (an * d[active] + bi)
+            cn = bi + an / c[active]
+            delta = cn * dn
+            d[active], c[active] = dn, cn
+            h[active] *= delta
+            active = active[~(np.abs(delta - 1.0) < _EPS)]
+        out[cf] = h * np.exp(-xx)
+    return out
+
+
+def expn(n, x):
+    return _run(_expn_flat, n, x)
+
+
+def _expi_flat(x):
+    """Ei(x): -E_1(-x) for x < 0; the power series gamma + log x + sum x^k / (k k!) for
+    0 < x <= 40 (all terms positive); the asymptotic series e^x / x sum k! / x^k beyond."""
+    out = np.full_like(x, np.nan)
+    neg = x < 0
+    out[neg] = -_expn_flat(np.ones(int(neg.sum())), -x[neg])
+    out[x == 0] = -np.inf
+    out[np.isposinf(x)] = np.inf
+    ser = (x > 0) & (x <= 40)
+    xs = x[ser]
+    term = np.ones_like(xs)
+    total = np.zeros_like(xs)
+    for k in range(1, 200):
+        term = term * xs / k                          # x^k / k!
+        total += term / k
+        if np.all(term / k < _EPS * total):
+            break
+    out[ser] = _EULER + np.log(xs) + total
+    big = (x > 40) & np.isfinite(x)
+    xb = x[big]
+    term = np.ones_like(xb)
+    total = np.ones_like(xb)
+    for k in range(1, 40):
+        term = term * k / xb
+        total += term
+    with np.errstate(over="ignore"):
+        out[big] = np.exp(xb) / xb * total
+    return out
+
+
+def expi(x):
+    return _run(_expi_flat, x)
+
+
 # --- incomplete gamma -------------------------------------------------------------------
 
 def _gamma_series(a, x):

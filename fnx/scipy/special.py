@@ -26,7 +26,8 @@ __all__ = ["logsumexp", "erf", "erfc", "erfinv", "gammaln", "digamma", "polygamm
            "xlog1py", "logit", "expit", "log_expit", "ndtr", "log_ndtr", "ndtri", "entr",
            "softmax", "log_softmax", "erfcx", "i0e", "i1e", "i0", "i1", "zeta", "gammainc",
            "gammaincc", "betainc", "betaln", "beta", "gamma", "gammasgn", "loggamma",
-           "multigammaln", "factorial", "kl_div", "rel_entr"]
+           "multigammaln", "factorial", "kl_div", "rel_entr", "expn", "exp1", "expi", "poch",
+           "comb", "boxcox", "boxcox1p", "bernoulli"]
 
 
 def _float(name, *xs):
@@ -270,8 +271,25 @@ gammaincc_p = _elementwise_prim("gammaincc", _impl.gammaincc, 2)
 gammainc_grad_a_p = _elementwise_prim("gammainc_grad_a", _impl.gammainc_grad_a, 2)
 betainc_p = _elementwise_prim("betainc", _impl.betainc, 3)
 betaln_p = _elementwise_prim("betaln", _impl.betaln, 2)
+expn_p = _elementwise_prim("expn", _impl.expn, 2)
+expi_p = _elementwise_prim("expi", _impl.expi, 1)
 
 _INV_SQRT_PI_2 = float(2 / np.sqrt(np.pi))
+
+def _expn_order_jvp(g, ans, n, x):
+    raise ValueError("expn: the derivative with respect to the order n is not defined (n is "
+                     "an integer); wrap n in fnx.lax.stop_gradient")
+
+
+def _expn_x_jvp(g, ans, n, x):
+    # E_n' = -E_(n-1) for n >= 1; E_0 = e^-x / x has E_0' = -e^-x (x + 1) / x^2
+    lower = expn_p.bind(fnp.maximum(n - 1, 0.0), x)
+    zeroth = fnp.exp(-x) * (x + 1) / (x * x)
+    return -g * fnp.where(n >= 1, lower, zeroth)
+
+
+defjvp(expn_p, _expn_order_jvp, _expn_x_jvp)
+defjvp(expi_p, lambda g, ans, x: g * fnp.exp(x) / x)
 
 defjvp(betaln_p, lambda g, ans, a, b: g * (lax.digamma(a) - lax.digamma(a + b)),
        lambda g, ans, a, b: g * (lax.digamma(b) - lax.digamma(a + b)))
@@ -478,3 +496,85 @@ def kl_div(p, q):
     both = (p > 0) & (q > 0)
     return fnp.where(both, rel_entr(p, q) - p + q,
                      fnp.where((p == 0) & (q >= 0), q, _const(np.inf, p)))
+
+
+def expn(n, x):
+    """The generalized exponential integral ``E_n(x) = int_1^inf e^(-x t) / t^n dt`` for
+    integer ``n >= 0`` and ``x >= 0`` (NaN elsewhere); SciPy's values at the edges
+    (``E_n(0) = 1 / (n - 1)`` for ``n > 1``, where JAX's differ). Differentiable in ``x``:
+    ``-E_(n-1)(x)``."""
+    n, x = _promote_broadcast("expn", n, x)
+    return expn_p.bind(n, x)
+
+
+def exp1(x):
+    """The exponential integral ``E_1(x)`` (``x >= 0``; NaN for ``x < 0``, where it is
+    complex; 0 at inf, where JAX gives NaN)."""
+    (x,) = _float("exp1", x)
+    return expn_p.bind(fnp.ones_like(x), x)
+
+
+def expi(x):
+    """The exponential integral ``Ei(x)`` (principal value); ``-inf`` at 0 (JAX: NaN).
+    Derivative ``e^x / x``."""
+    (x,) = _float("expi", x)
+    return expi_p.bind(x)
+
+
+def poch(z, m):
+    """The Pochhammer symbol ``(z)_m = Gamma(z + m) / Gamma(z)``, with its sign; 1 where
+    ``m == 0``."""
+    z, m = _promote_broadcast("poch", z, m)
+    none = m == 0
+    zs = fnp.where(none, _const(1, z), z)
+    ms = fnp.where(none, _const(1, m), m)
+    mag = fnp.exp(lax.lgamma(zs + ms) - lax.lgamma(zs))
+    return fnp.where(none, _const(1, z), gammasgn(zs + ms) * gammasgn(zs) * mag)
+
+
+def comb(N, k, *, repetition=False):
+    """The binomial coefficient ``C(N, k)`` as a float (through ``gammaln``); 0 where
+    ``k < 0``, ``k > N`` or ``N < 0``. ``repetition``: combinations with repetition,
+    ``C(N + k - 1, k)``."""
+    N, k = _promote_broadcast("comb", N, k)
+    if repetition:
+        N = N + k - 1
+    ok = (k >= 0) & (k <= N) & (N >= 0)
+    kk = fnp.where(ok, k, _const(0, k))
+    NN = fnp.where(ok, N, _const(0, N))
+    val = fnp.exp(lax.lgamma(NN + 1) - lax.lgamma(kk + 1) - lax.lgamma(NN - kk + 1))
+    return fnp.where(ok, val, _const(0, N))
+
+
+def boxcox(x, lmbda):
+    """The Box-Cox transform ``(x^l - 1) / l`` (``log x`` at ``l = 0``), as
+    ``expm1(l log x) / l``, accurate for small ``l``."""
+    x, lmbda = _promote_broadcast("boxcox", x, lmbda)
+    return _boxcox_of_log(fnp.log(x), lmbda)
+
+
+def boxcox1p(x, lmbda):
+    """``boxcox(1 + x, lmbda)`` accurate for small ``x``."""
+    x, lmbda = _promote_broadcast("boxcox1p", x, lmbda)
+    return _boxcox_of_log(fnp.log1p(x), lmbda)
+
+
+def _boxcox_of_log(log_x, lmbda):
+    zero = lmbda == 0
+    safe = fnp.where(zero, _const(1, lmbda), lmbda)
+    return fnp.where(zero, log_x, fnp.expm1(safe * log_x) / safe)
+
+
+def bernoulli(n):
+    """The Bernoulli numbers ``B_0 ... B_n`` (``B_1 = -1/2``, as SciPy) as an array of the
+    default float dtype; ``n`` is a static non-negative int."""
+    from fractions import Fraction
+    from math import comb as _comb
+    from ..core import dtypes
+    n = int(n)
+    if n < 0:
+        raise ValueError(f"bernoulli: n must be a non-negative integer, got {n}")
+    b = [Fraction(1)]
+    for m in range(1, n + 1):
+        b.append(-sum(_comb(m + 1, k) * b[k] for k in range(m)) / (m + 1))
+    return fnp.asarray(np.array([float(v) for v in b]), dtype=dtypes.default_float())
