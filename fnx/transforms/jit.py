@@ -1,11 +1,21 @@
 """``fnx.jit``: trace once per input signature, lower to NumPy, cache.
 
 A signature is the pytree structure of the dynamic arguments, each leaf's
-shape, dtype and weak type, and the values of static arguments. The first
-call with a signature traces the function into IR, removes dead code and
-generates one NumPy function; later calls go straight to it. Called under
-another transformation (or with tracers), a jitted function binds ``jit_p``,
-a primitive that carries the IR, so outer transformations see one call.
+shape, dtype and weak type, the values of static arguments, and the config
+flags that change what a trace means (``config.trace_context()``: x64, the
+promotion modes, ...). The first call with a signature traces the function
+into IR, removes dead code and generates one NumPy function; later calls go
+straight to it. As in JAX the traces belong to the function (held weakly,
+compared by identity) and the jit options, not to the wrapper, so
+``jit(f)(x)`` in a loop traces once. Called under another transformation (or
+with tracers), a jitted function binds ``jit_p``, a primitive that carries the
+IR, so outer transformations see one call.
+
+Flags read here: ``jax_disable_jit`` (call the function itself),
+``jax_debug_nans``/``jax_debug_infs`` (check every float value the compiled
+code computes; on a hit, re-run the IR one equation at a time to name the
+primitive and line), ``jax_log_compiles`` and ``jax_explain_cache_misses``
+(log to the ``"fnx"`` logger at WARNING, as JAX does).
 """
 from __future__ import annotations
 
