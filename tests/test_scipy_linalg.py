@@ -218,3 +218,65 @@ def test_jit_and_vmap():
     close(out, np.stack([np.linalg.solve(s, B[:, 0]) for s in stack]), rtol=1e-4)
     out = fnx.vmap(la.det)(stack)
     close(out, np.linalg.det(stack), rtol=1e-4)
+
+
+def test_eigh_tridiagonal(x64):
+    d, e = rng.normal(size=5), rng.normal(size=4)
+    w, v = la.eigh_tridiagonal(d, e)
+    W, V = sl.eigh_tridiagonal(d, e)
+    close(w, W, rtol=1e-12)
+    close(np.abs(np.asarray(v)), np.abs(V), atol=1e-12)
+    close(la.eigh_tridiagonal(d, e, eigvals_only=True, select="i", select_range=(1, 3)),
+          sl.eigh_tridiagonal(d, e, eigvals_only=True, select="i", select_range=(1, 3)),
+          rtol=1e-12)
+    with pytest.raises(NotImplementedError, match="select='v'"):
+        la.eigh_tridiagonal(d, e, select="v", select_range=(0.0, 1.0))
+    with pytest.raises(fnx.errors.ShapeError, match=r"e \(n - 1,\)"):
+        la.eigh_tridiagonal(d, e[:2])
+
+
+@pytest.mark.parametrize("shape", [(3, 3), (4, 2), (2, 4)])
+@pytest.mark.parametrize("side", ["right", "left"])
+def test_polar(shape, side, x64):
+    a = rng.normal(size=shape)
+    u, p = la.polar(a, side)
+    U, P = sl.polar(a, side)
+    close(u, U, atol=1e-12)
+    close(p, P, atol=1e-12)
+
+
+def test_expm_frechet(x64):
+    a, e = rng.normal(size=(3, 3)), rng.normal(size=(3, 3))
+    ea, lf = la.expm_frechet(a, e)
+    EA, LF = sl.expm_frechet(a, e)
+    close(ea, EA, rtol=1e-12)
+    close(lf, LF, rtol=1e-12, atol=1e-12)
+    close(la.expm_frechet(a, e, compute_expm=False), LF, rtol=1e-12, atol=1e-12)
+    # it is the jvp of expm
+    _, t = fnx.jvp(la.expm, (a,), (e,))
+    close(t, LF, rtol=1e-10, atol=1e-10)
+
+
+def test_matrix_constructors():
+    i32 = lambda *v: np.array(v, np.int32)
+    f32 = lambda *v: np.array(v, np.float32)
+    close(la.hankel(i32(1, 2, 3), i32(3, 4, 5, 6)), sl.hankel([1, 2, 3], [3, 4, 5, 6]))
+    close(la.hankel(f32(1, 2, 3)), sl.hankel([1, 2, 3]))
+    close(la.circulant(f32(1, 2, 3)), sl.circulant([1, 2, 3]))
+    close(la.companion(f32(1, 2, 3, 4)), sl.companion([1.0, 2, 3, 4]), rtol=1e-6)
+    close(la.leslie(f32(0.1, 2, 1.5), f32(0.2, 0.8)), sl.leslie([0.1, 2, 1.5], [0.2, 0.8]),
+          rtol=1e-6)
+    close(la.fiedler(f32(1, 4, 12, 45)), sl.fiedler([1.0, 4, 12, 45]))
+    a = f32(1, -2, 3, 0.5, 2)
+    for mode in ("full", "same", "valid"):
+        for n in (2, 5, 7):
+            close(la.convolution_matrix(a, n, mode), sl.convolution_matrix(a, n, mode),
+                  rtol=1e-6)
+    close(la.hilbert(4), sl.hilbert(4), rtol=1e-6)
+    for kind in ("symmetric", "lower", "upper"):
+        close(la.pascal(5, kind), sl.pascal(5, kind))
+    close(la.helmert(4), sl.helmert(4), rtol=1e-6)
+    close(la.helmert(4, full=True), sl.helmert(4, full=True), rtol=1e-6)
+    for scale in (None, "sqrtn", "n"):
+        close(la.dft(5, scale), sl.dft(5, scale), rtol=1e-6, atol=1e-6)
+    assert la.dft(3).dtype == np.complex64 and la.hilbert(2).dtype == np.float32

@@ -11,9 +11,11 @@ tuples (``(r,)`` for ``mode='r'``); ``eigh`` returns ``(w, v)``. ``overwrite_*``
 as in JAX.
 
 Where JAX raises, fnx does more where it is cheap: ``eigh`` takes ``b`` (the generalized
-problem ``a v = w b v``, type 1, through the Cholesky factor of ``b``). Not provided:
+problem ``a v = w b v``, type 1, through the Cholesky factor of ``b``); ``polar`` takes
+any shape and side (through the SVD; JAX's QDWH iteration refuses some). Not provided:
 ``qr(pivoting=True)``, ``eigh(eigvals=...)``, rectangular ``lu_factor``, ``sqrtm``,
-``schur``, ``eigh_tridiagonal``.
+``schur``, ``hessenberg``, ``funm``, ``solve_sylvester``, ``rsf2csf``, ``qr_multiply``,
+``fiedler_companion``, ``invhilbert``, ``invpascal``.
 """
 from __future__ import annotations
 
@@ -26,8 +28,10 @@ from ..lax import linalg as lax_linalg
 from ..numpy._util import promote
 
 __all__ = ["cholesky", "cho_factor", "cho_solve", "solve_triangular", "lu", "lu_factor",
-           "lu_solve", "solve", "inv", "det", "eigh", "qr", "svd", "expm", "block_diag",
-           "toeplitz"]
+           "lu_solve", "solve", "inv", "det", "eigh", "eigh_tridiagonal", "qr", "svd", "polar",
+           "expm", "expm_frechet", "block_diag", "toeplitz", "hankel", "circulant",
+           "companion", "leslie", "fiedler", "convolution_matrix", "hilbert", "pascal",
+           "helmert", "dft"]
 
 
 def _matrix(name, a, square=True):
@@ -308,6 +312,63 @@ def svd(a, full_matrices=True, compute_uv=True, overwrite_a=False, check_finite=
     return lax_linalg.svd(a, full_matrices=full_matrices, compute_uv=compute_uv)
 
 
+def eigh_tridiagonal(d, e, *, eigvals_only=False, select="a", select_range=None, tol=None,
+                     key=None):
+    """Eigenvalues (ascending) and, unless ``eigvals_only``, eigenvectors of the symmetric
+    tridiagonal matrix with diagonal ``d`` (n,) and off-diagonal ``e`` (n - 1,) (through
+    ``eigh`` of the assembled matrix). ``select``: 'a' (all) or 'i' (the eigenvalues
+    with indices ``select_range = (lo, hi)``, inclusive, static ints); 'v' (a value
+    range, a data-dependent count) is not supported. ``tol`` and ``key`` are accepted
+    and ignored."""
+    del tol, key
+    d, e = promote("eigh_tridiagonal", d, e, to_inexact=True)
+    if d.ndim != 1 or e.shape != (max(d.shape[0] - 1, 0),):
+        raise ShapeError(f"eigh_tridiagonal: d must be 1-D (n,) and e (n - 1,); got d "
+                         f"{d.shape}, e {e.shape}")
+    if select not in ("a", "i"):
+        raise NotImplementedError(f"eigh_tridiagonal: select={select!r} is not supported "
+                                  "('a' or 'i'; a value range has a data-dependent size)")
+    n = d.shape[0]
+    ec = fnp.conj(e) if e.dtype.kind == "c" else e
+    m = _band(d, 0, n) + _band(e, -1, n) + _band(ec, 1, n)
+    v, w = lax_linalg.eigh(m)
+    if select == "i":
+        lo, hi = (0, n - 1) if select_range is None else (int(select_range[0]),
+                                                          int(select_range[1]))
+        w, v = w[lo:hi + 1], v[:, lo:hi + 1]
+    return w if eigvals_only else (w, v)
+
+
+def _band(v, k, n):
+    """The n x n matrix with ``v`` on diagonal ``k`` (0, -1 or 1) and zeros elsewhere."""
+    if v.shape[0] < n:
+        v = fnp.concatenate([v, fnp.zeros((n - v.shape[0],), dtype=v.dtype)])
+    eye = fnp.eye(n, k=k, dtype=v.dtype)
+    return eye * (v[:, None] if k > 0 else v[None, :])
+
+
+def polar(a, side="right", *, method="qdwh", eps=None, max_iterations=None):
+    """The polar decomposition ``a = u p`` (``side='right'``) or ``a = p u`` ('left'):
+    ``u`` has orthonormal columns (rows), ``p`` is Hermitian positive semidefinite. From
+    the SVD ``a = U S V^H``: ``u = U V^H``, ``p = V S V^H`` (right) or ``U S U^H`` (left),
+    for every shape (``method``, ``eps`` and ``max_iterations`` are accepted; JAX's
+    'qdwh' refuses some shapes)."""
+    del eps, max_iterations
+    if side not in ("right", "left"):
+        raise ValueError(f"polar: side must be 'right' or 'left', got {side!r}")
+    if method not in ("qdwh", "svd"):
+        raise ValueError(f"polar: method must be 'qdwh' or 'svd', got {method!r}")
+    a = _matrix("polar", a, square=False)
+    u_, s_, vh = lax_linalg.svd(a, full_matrices=False)
+    u = fnp.matmul(u_, vh)
+    sc = s_.astype(a.dtype)
+    if side == "right":
+        p = fnp.matmul(_mH(vh) * sc[..., None, :], vh)
+    else:
+        p = fnp.matmul(u_ * sc[..., None, :], _mH(u_))
+    return u, p
+
+
 # --- expm ---------------------------------------------------------------------------------
 
 # Pade (13, 13) coefficients and the 1-norm up to which it is accurate to double precision
@@ -363,6 +424,26 @@ def expm(A, *, upper_triangular=False, max_squarings=16):
     return lax.fori_loop(0, int(max_squarings), square, R)
 
 
+def expm_frechet(A, E, *, method=None, compute_expm=True):
+    """The Frechet derivative ``L(A, E)`` of the matrix exponential at ``A`` in the
+    direction ``E`` (the upper right block of ``expm([[A, E], [0, A]])``), with
+    ``expm(A)`` first when ``compute_expm``: ``(expm(A), L)`` or ``L``."""
+    if method not in (None, "SPS", "blockEnlarge"):
+        raise ValueError(f"expm_frechet: method must be None, 'SPS' or 'blockEnlarge', got "
+                         f"{method!r}")
+    A, E = promote("expm_frechet", A, E, to_inexact=True)
+    A, E = _matrix("expm_frechet", A), _matrix("expm_frechet", E)
+    if A.shape != E.shape:
+        raise ShapeError(f"expm_frechet: A and E must have one shape, got {A.shape} and "
+                         f"{E.shape}")
+    n = A.shape[-1]
+    top = fnp.concatenate([A, E], axis=-1)
+    bottom = fnp.concatenate([fnp.zeros_like(A), A], axis=-1)
+    big = expm(fnp.concatenate([top, bottom], axis=-2))
+    L = big[..., :n, n:]
+    return (big[..., :n, :n], L) if compute_expm else L
+
+
 # --- constructors -------------------------------------------------------------------------
 
 def block_diag(*arrs):
@@ -401,4 +482,138 @@ def toeplitz(c, r=None):
     # values along the anti-diagonal order: c reversed, then r[1:]
     vals = fnp.concatenate([fnp.flip(c, -1), r[..., 1:]], axis=-1)
     idx = (m - 1) - np.arange(m)[:, None] + np.arange(n)[None, :]
-    return vals[..., idx]
+    return vals[..., idx.astype(np.int32)]
+
+
+def hankel(c, r=None):
+    """The Hankel matrix with first column ``c`` and last row ``r`` (default: zeros;
+    ``r[0]`` is ignored, as SciPy)."""
+    (c,) = promote("hankel", c)
+    c = fnp.ravel(c)
+    r = fnp.zeros_like(c) if r is None else fnp.ravel(promote("hankel", r, c)[0])
+    c, r = promote("hankel", c, r)
+    m, n = c.shape[0], r.shape[0]
+    vals = fnp.concatenate([c, r[1:]])
+    return vals[(np.arange(m)[:, None] + np.arange(n)[None, :]).astype(np.int32)]
+
+
+def circulant(c):
+    """The circulant matrix with first column ``c``: ``C[i, j] = c[(i - j) mod n]``
+    (batched over leading axes of ``c``)."""
+    (c,) = promote("circulant", c)
+    c = fnp.atleast_1d(c)
+    n = c.shape[-1]
+    return c[..., ((np.arange(n)[:, None] - np.arange(n)[None, :]) % n).astype(np.int32)]
+
+
+def companion(a):
+    """The companion matrix of the polynomial with coefficients ``a`` (highest first):
+    first row ``-a[1:] / a[0]``, ones on the subdiagonal."""
+    (a,) = promote("companion", a, to_inexact=True)
+    if a.ndim != 1 or a.shape[0] < 2:
+        raise ShapeError(f"companion: a must be 1-D with at least 2 coefficients, got shape "
+                         f"{a.shape}")
+    n = a.shape[0] - 1
+    first = -a[1:] / a[0]
+    return fnp.concatenate([first[None, :], fnp.eye(n - 1, n, dtype=a.dtype)], axis=0)
+
+
+def leslie(f, s):
+    """The Leslie matrix: fecundities ``f`` (n,) in the first row, survival rates ``s``
+    (n - 1,) on the subdiagonal."""
+    f, s = promote("leslie", f, s, to_inexact=True)
+    if f.ndim != 1 or s.ndim != 1 or s.shape[0] != f.shape[0] - 1:
+        raise ShapeError(f"leslie: f must be (n,) and s (n - 1,), got {f.shape} and "
+                         f"{s.shape}")
+    n = f.shape[0]
+    below = fnp.concatenate([_band(s, 0, n - 1), fnp.zeros((n - 1, 1), dtype=s.dtype)], axis=1)
+    return fnp.concatenate([f[None, :], below], axis=0)
+
+
+def fiedler(a):
+    """The symmetric Fiedler matrix ``|a_i - a_j|``."""
+    (a,) = promote("fiedler", a)
+    a = fnp.ravel(a)
+    return fnp.abs(a[:, None] - a[None, :])
+
+
+def convolution_matrix(a, n, mode="full"):
+    """The matrix ``A`` with ``A @ v == numpy.convolve(a, v, mode)`` for ``v`` of length
+    ``n``; ``mode``: 'full' (m + n - 1 rows), 'same' (max(m, n), centred), 'valid'
+    (max(m, n) - min(m, n) + 1)."""
+    (a,) = promote("convolution_matrix", a)
+    n = int(n)
+    if a.ndim != 1 or a.shape[0] == 0 or n < 1:
+        raise ShapeError(f"convolution_matrix: a must be a non-empty 1-D array and n >= 1, "
+                         f"got shape {a.shape} and n={n}")
+    if mode not in ("full", "same", "valid"):
+        raise ValueError(f"convolution_matrix: mode must be 'full', 'same' or 'valid', got "
+                         f"{mode!r}")
+    m = a.shape[0]
+    i = np.arange(m + n - 1)[:, None] - np.arange(n)[None, :]
+    inside = (i >= 0) & (i < m)
+    full = fnp.where(inside, a[np.clip(i, 0, m - 1).astype(np.int32)],
+                     fnp.zeros((), dtype=a.dtype))
+    if mode == "full":
+        return full
+    if mode == "same":
+        start = (min(m, n) - 1) // 2
+        return full[start:start + max(m, n)]
+    return full[min(m, n) - 1:max(m, n)]
+
+
+def _default_float():
+    from ..core import dtypes
+    return dtypes.default_float()
+
+
+def hilbert(n):
+    """The Hilbert matrix ``1 / (i + j + 1)`` (default float)."""
+    n = int(n)
+    i = np.arange(n)
+    return fnp.asarray(1.0 / (i[:, None] + i[None, :] + 1.0), dtype=_default_float())
+
+
+def pascal(n, kind=None):
+    """The Pascal matrix: 'symmetric' (default) ``C(i + j, i)``, 'lower' or 'upper'
+    (default float; exact integers up to the dtype's precision)."""
+    from math import comb as _comb
+    kind = "symmetric" if kind is None else kind
+    if kind not in ("symmetric", "lower", "upper"):
+        raise ValueError(f"pascal: kind must be 'symmetric', 'lower' or 'upper', got {kind!r}")
+    n = int(n)
+    if kind == "symmetric":
+        m = [[_comb(i + j, i) for j in range(n)] for i in range(n)]
+    else:
+        m = [[_comb(i, j) for j in range(n)] for i in range(n)]
+    m = np.array(m, dtype=np.float64).reshape(n, n)
+    return fnp.asarray(m.T if kind == "upper" else m, dtype=_default_float())
+
+
+def helmert(n, full=False):
+    """The Helmert matrix of order ``n``: ``(n - 1, n)``, or ``(n, n)`` with ``full`` (its
+    first row ``1 / sqrt(n)``)."""
+    n = int(n)
+    h = np.tril(np.ones((n, n)), -1) - np.diag(np.arange(n))
+    d = np.arange(n) * np.arange(1, n + 1)
+    h[0] = 1.0
+    d[0] = n
+    h = h / np.sqrt(d)[:, None]
+    return fnp.asarray(h if full else h[1:], dtype=_default_float())
+
+
+def dft(n, scale=None, *, dtype=None):
+    """The ``n``-point DFT matrix ``exp(-2 pi i j k / n)``; ``scale``: None, 'sqrtn'
+    (divide by sqrt(n)) or 'n' (by n); the default complex dtype unless ``dtype``."""
+    from ..core import dtypes
+    if scale not in (None, "sqrtn", "n"):
+        raise ValueError(f"dft: scale must be None, 'sqrtn' or 'n', got {scale!r}")
+    n = int(n)
+    k = np.arange(n)
+    m = np.exp(-2j * np.pi * ((k[:, None] * k[None, :]) % max(n, 1)) / max(n, 1))
+    if scale == "sqrtn":
+        m = m / np.sqrt(n)
+    elif scale == "n":
+        m = m / n
+    dtype = dtypes.default_complex() if dtype is None else dtypes.canonical(dtype)
+    return fnp.asarray(m, dtype=dtype)
