@@ -184,7 +184,7 @@ def test_block_diag_and_toeplitz():
     assert out.dtype == np.float32
     close(out, sl.block_diag(np.ones((2, 2)), [3.0], 4, [[5, 6]]))
     close(la.toeplitz(np.array([1, 2, 3], np.int32)), sl.toeplitz([1, 2, 3]))
-    close(la.toeplitz(np.array([1.0, 2, 3]), np.array([9.0, 4, 5, 6])),
+    close(la.toeplitz(np.array([1.0, 2, 3], np.float32), np.array([9.0, 4, 5, 6], np.float32)),
           sl.toeplitz([1.0, 2, 3], [9.0, 4, 5, 6]))
 
 
