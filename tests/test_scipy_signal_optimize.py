@@ -45,6 +45,35 @@ def test_convolve_correlate_against_scipy(mode, complex_, x64):
                                        ss.correlate2d(a, b, mode), atol=1e-12)
 
 
+@pytest.mark.parametrize("mode", ["full", "same", "valid"])
+def test_fftconvolve_against_scipy(mode, x64):
+    for s1, s2 in SHAPES:
+        for complex_ in (False, True):
+            a, b = rng.normal(size=s1), rng.normal(size=s2)
+            if complex_:
+                a, b = a + 1j * rng.normal(size=s1), b + 1j * rng.normal(size=s2)
+            np.testing.assert_allclose(np.asarray(sg.fftconvolve(a, b, mode)),
+                                       ss.fftconvolve(a, b, mode), atol=1e-12)
+    # over one axis, the other broadcasting (JAX requires it equal)
+    a, b = rng.normal(size=(3, 5)), rng.normal(size=(1, 3))
+    np.testing.assert_allclose(np.asarray(sg.fftconvolve(a, b, mode, axes=1)),
+                               ss.fftconvolve(a, b, mode, axes=1), atol=1e-12)
+
+
+def test_detrend_against_scipy(x64):
+    x = rng.normal(size=(4, 20)) + np.arange(20.0)
+    for axis in (-1, 0):
+        for kind in ("linear", "constant"):
+            np.testing.assert_allclose(np.asarray(sg.detrend(x, axis=axis, type=kind)),
+                                       ss.detrend(x, axis=axis, type=kind), atol=1e-12)
+    np.testing.assert_allclose(np.asarray(sg.detrend(x, bp=[5, 12])),
+                               ss.detrend(x, bp=[5, 12]), atol=1e-12)
+    assert sg.detrend(np.arange(10, dtype=np.int32)).dtype.kind == "f"
+    with pytest.raises(ValueError, match="breakpoints"):
+        sg.detrend(x, axis=0, bp=[5])
+    check_grads(lambda v: sg.detrend(v, bp=[7]), (x[0],), order=1)
+
+
 def test_signal_dtypes_and_methods():
     out = sg.convolve(np.arange(3, dtype=np.int32), np.arange(2, dtype=np.int32))
     assert out.dtype == np.float32                       # as JAX (SciPy keeps ints)

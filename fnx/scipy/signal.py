@@ -1,4 +1,4 @@
-"""``fnx.scipy.signal``: JAX's ``jax.scipy.signal`` convolutions.
+"""``fnx.scipy.signal``: JAX's ``jax.scipy.signal`` convolutions and ``detrend``.
 
 ``convolve``/``correlate`` (N-dimensional, both inputs of one rank) and
 ``convolve2d``/``correlate2d``, with SciPy's ``mode`` ('full', 'same', 'valid') and
@@ -6,7 +6,10 @@ output alignment, as one ``fnx.lax.conv_general_dilated`` over the full output a
 slice of it, so they differentiate, jit and vmap. As in JAX, integer and bool inputs
 give the default float (SciPy keeps integers), ``boundary`` is 'fill' with
 ``fillvalue=0`` only, and ``method`` ('auto', 'direct', 'fft') changes nothing: the
-convolution is direct.
+convolution is direct. ``fftconvolve`` multiplies FFTs (``fnx.numpy.fft``) over the
+given ``axes``; the other axes broadcast (JAX requires them equal). ``detrend`` removes
+a least-squares line (per segment between breakpoints ``bp``) or the mean. Not
+provided: ``stft``, ``istft``, ``welch``, ``csd``.
 """
 from __future__ import annotations
 
@@ -17,7 +20,7 @@ from .. import numpy as fnp
 from ..errors import ShapeError
 from ..numpy._util import promote
 
-__all__ = ["convolve", "correlate", "convolve2d", "correlate2d"]
+__all__ = ["convolve", "correlate", "convolve2d", "correlate2d", "fftconvolve", "detrend"]
 
 _MODES = ("full", "same", "valid")
 
@@ -129,3 +132,73 @@ def correlate2d(in1, in2, mode="full", boundary="fill", fillvalue=0, precision=N
     """The 2-D cross-correlation of matrices (``correlate`` restricted to rank 2)."""
     _check_2d("correlate2d", in1, in2, boundary, fillvalue)
     return _correlate("correlate2d", in1, in2, mode)
+
+
+def fftconvolve(in1, in2, mode="full", axes=None):
+    """``convolve`` through FFTs over ``axes`` (default: all), the other axes broadcast
+    against each other; same modes and alignment as SciPy."""
+    in1, in2 = _check("fftconvolve", in1, in2, mode)
+    nd = in1.ndim
+    if nd == 0:
+        return in1 * in2
+    axes = tuple(range(nd)) if axes is None else tuple(
+        int(a) % nd for a in ((axes,) if np.ndim(axes) == 0 else axes))
+    other = [d for d in range(nd) if d not in axes]
+    batch = np.broadcast_shapes(tuple(in1.shape[d] for d in other),
+                                tuple(in2.shape[d] for d in other))
+    shape1, shape2 = list(in1.shape), list(in2.shape)
+    for d, b in zip(other, batch):
+        shape1[d] = shape2[d] = b
+    in1, in2 = fnp.broadcast_to(in1, tuple(shape1)), fnp.broadcast_to(in2, tuple(shape2))
+    if mode == "valid":
+        bigger = all(in1.shape[d] >= in2.shape[d] for d in axes)
+        if not bigger and not all(in1.shape[d] <= in2.shape[d] for d in axes):
+            raise ShapeError(f"fftconvolve: mode='valid' needs one input at least as large as "
+                             f"the other along every axis in {axes}; got shapes {in1.shape} "
+                             f"and {in2.shape}")
+    size = [in1.shape[d] + in2.shape[d] - 1 for d in axes]
+    if in1.dtype.kind == "c":
+        full = fnp.fft.ifftn(fnp.fft.fftn(in1, s=size, axes=axes)
+                             * fnp.fft.fftn(in2, s=size, axes=axes), s=size, axes=axes)
+    else:
+        full = fnp.fft.irfftn(fnp.fft.rfftn(in1, s=size, axes=axes)
+                              * fnp.fft.rfftn(in2, s=size, axes=axes), s=size, axes=axes)
+    full = full.astype(in1.dtype)
+    if mode == "full":
+        return full
+    idx = [slice(None)] * nd
+    for d in axes:
+        s1, s2 = in1.shape[d], in2.shape[d]
+        idx[d] = (slice((s2 - 1) // 2, (s2 - 1) // 2 + s1) if mode == "same"
+                  else slice(min(s1, s2) - 1, max(s1, s2)))
+    return full[tuple(idx)]
+
+
+def detrend(data, axis=-1, type="linear", bp=0, overwrite_data=None):
+    """Remove the least-squares line (``type='linear'``, separately on each segment
+    between the breakpoints ``bp``, static ints) or the mean (``'constant'``) along
+    ``axis``. Integer input gives the default float (as JAX)."""
+    if type not in ("linear", "l", "constant", "c"):
+        raise ValueError(f"detrend: type must be 'linear' or 'constant', got {type!r}")
+    (x,) = promote("detrend", data, to_inexact=True)
+    if x.ndim == 0:
+        raise ShapeError("detrend: data must have at least one dimension")
+    x = fnp.moveaxis(x, axis, -1)
+    n = x.shape[-1]
+    if type in ("constant", "c"):
+        out = x - fnp.mean(x, axis=-1, keepdims=True)
+        return fnp.moveaxis(out, -1, axis)
+    cuts = sorted(set([0] + [int(b) for b in np.atleast_1d(bp)] + [n]))
+    if cuts[0] < 0 or cuts[-1] > n:
+        raise ValueError(f"detrend: breakpoints must lie in [0, {n}], got {bp!r}")
+    pieces = []
+    for lo, hi in zip(cuts[:-1], cuts[1:]):
+        seg = x[..., lo:hi]
+        t = np.arange(hi - lo, dtype=np.float64)
+        t = (t - t.mean()) / max(hi - lo, 1)           # centred and scaled: a stable fit
+        tt = float(np.dot(t, t))
+        tc = fnp.asarray(t, dtype=x.dtype)
+        centred = seg - fnp.mean(seg, axis=-1, keepdims=True)
+        slope = fnp.sum(centred * tc, axis=-1, keepdims=True) / tt if tt > 0 else 0.0
+        pieces.append(centred - slope * tc)
+    return fnp.moveaxis(fnp.concatenate(pieces, axis=-1), -1, axis)
