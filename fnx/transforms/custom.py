@@ -36,7 +36,8 @@ def _out_avals(fun_flat, avals):
 
 
 def _call_rule(*args, fun, rule, name):
-    return _out_avals(fun, args)
+    ir = getattr(fun, "ir", None)
+    return list(ir.out_avals) if ir is not None else _out_avals(fun, args)
 
 
 def _call_impl(*vals, fun, rule, name):
@@ -138,7 +139,8 @@ def _closure_convert(fun_flat, leaves, name):
     ir = trace_flat(fun_flat, [ShapeDtypeStruct(a.shape, a.dtype, a.weak_type)
                                for a in leaves], name)
     if not any(isinstance(c, Tracer) for c in ir.consts):
-        return None, None
+        fun_flat.ir = ir  # its output types, so the shape rule need not trace it again
+        return fun_flat, None
     closed, consts = ir.hoist_consts()
     return _ir_function(closed, name), [to_array(c) for c in consts]
 
