@@ -25,6 +25,10 @@ from .sorting import *  # noqa: F401,F403
 from .setops import *  # noqa: F401,F403
 from .statistics import *  # noqa: F401,F403
 from .einsum import einsum  # noqa: F401
+from .index_tricks import *  # noqa: F401,F403
+from .index_tricks import shape, size  # noqa: F401  (jnp's functions, not attributes)
+from .extras import *  # noqa: F401,F403
+from .polynomial import *  # noqa: F401,F403
 from . import fft, linalg  # noqa: F401
 
 __array_api_version__ = "2024.12"
@@ -152,5 +156,9 @@ complex64, complex128 = _ScalarType(_np.complex64), _ScalarType(_np.complex128)
 if _dtypes.bfloat16 is not None:
     bfloat16 = _ScalarType(_dtypes.bfloat16.type)
 float_, int_, complex_ = float32, int32, complex64
+single, double, csingle, cdouble = float32, float64, complex64, complex128
+uint = uint64  # as jnp.uint (uint32 unless jax_enable_x64)
+character, flexible, object_ = _np.character, _np.flexible, _np.object_  # for issubdtype
+ComplexWarning = _np.exceptions.ComplexWarning
 
 _array_module.fnp = __import__(__name__, fromlist=["_"])

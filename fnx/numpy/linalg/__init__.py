@@ -29,7 +29,35 @@ __all__ = ["matrix_transpose", "matmul", "tensordot", "vecdot", "outer", "diagon
            "vector_norm", "matrix_norm", "norm", "cross", "inv", "solve", "det", "slogdet",
            "cholesky", "qr", "eigh", "eigvalsh", "svd", "svdvals", "matrix_power", "pinv",
            "lstsq", "matrix_rank", "kron", "SlogdetResult", "EighResult", "QRResult",
-           "SVDResult"]
+           "SVDResult", "eig", "eigvals"]
+
+
+def _complex_of(dtype):
+    return np.result_type(dtype, np.complex64)
+
+
+def eig(a, /):
+    """``(eigenvalues, right eigenvectors)`` of general square matrices, complex (as
+    JAX, whose eig also runs on the CPU only). LAPACK's geev through a pure callback:
+    works under jit and vmap, but has no derivative rule (use eigh for Hermitian
+    matrices)."""
+    from ...lax.callback import pure_callback
+    from ...core.primitive import ShapeDtypeStruct
+    a = _inexact_matrix("eig", a, square=True)
+    ct = _complex_of(a.dtype)
+    shapes = (ShapeDtypeStruct(a.shape[:-1], ct), ShapeDtypeStruct(a.shape, ct))
+    return tuple(pure_callback(lambda m: tuple(v.astype(ct) for v in np.linalg.eig(m)),
+                               shapes, a, vmap_method="expand_dims"))
+
+
+def eigvals(a, /):
+    """The eigenvalues of general square matrices (complex); see ``eig``."""
+    from ...lax.callback import pure_callback
+    from ...core.primitive import ShapeDtypeStruct
+    a = _inexact_matrix("eigvals", a, square=True)
+    ct = _complex_of(a.dtype)
+    return pure_callback(lambda m: np.linalg.eigvals(m).astype(ct),
+                         ShapeDtypeStruct(a.shape[:-1], ct), a, vmap_method="expand_dims")
 
 
 def _matrix(name, x):
@@ -379,7 +407,7 @@ def lstsq(a, b, rcond=None):
     """Least-squares solution of ``a @ x = b`` (a: (M, N); b: (M,) or (M, K)), through the
     SVD: ``(x, residuals, rank, s)``. Singular values up to ``rcond * largest`` count as
     zero (default eps * max(M, N), as NumPy). As in JAX, ``residuals`` is always the sum
-    of squared residuals per column (shape (K,), or () for a vector b), where NumPy
+    of squared residuals per column (shape (K,), or (1,) for a vector b), where NumPy
     returns an empty array unless rank == N < M."""
     from .. import elementwise as ew
     from ..manipulation import expand_dims, squeeze
@@ -406,7 +434,7 @@ def lstsq(a, b, rcond=None):
                  else ew.multiply(r, r), axis=0)
     rank = sum_(keep, axis=-1, dtype=np.int32)
     if vector:
-        x, resid = squeeze(x, -1), squeeze(resid, 0)
+        x = squeeze(x, -1)
     return x, resid, rank, s
 
 
