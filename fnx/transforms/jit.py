@@ -203,18 +203,15 @@ _FUN_CACHES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # fun ->
 _ALL_CACHES: "weakref.WeakSet[_Cache]" = weakref.WeakSet()
 
 
-def _cache_for(fun, options):
+def _per_fun(fun):
+    """``fun``'s table: jit options -> _Cache, and the options as given -> resolved."""
     try:
         per_fun = _FUN_CACHES.get(fun)
         if per_fun is None:
             per_fun = _FUN_CACHES[fun] = {}
     except TypeError:  # not weakly referenceable or not hashable: the wrapper's own cache
         per_fun = {}
-    cache = per_fun.get(options)
-    if cache is None:
-        cache = per_fun[options] = _Cache()
-        _ALL_CACHES.add(cache)
-    return cache
+    return per_fun
 
 
 def clear_caches():
@@ -330,27 +327,47 @@ class JitFunction:
             raise TypeError(f"jit: expected a function, got {type(fun).__name__} {fun!r}")
         self.fun = fun
         self.name = getattr(fun, "__name__", type(fun).__name__)
-        self.static_argnums, self.static_argnames, sig = _resolve_args(
-            fun, self.name, static_argnums, static_argnames, "static")
-        self.donate_argnums, self.donate_argnames, _ = _resolve_args(
-            fun, self.name, donate_argnums, donate_argnames, "donate")
-        self._param_names = None if sig is None else list(sig.parameters)
-        overlap = set(self.static_argnums) & set(self.donate_argnums)
-        if overlap:
-            raise ValueError(f"jit({self.name}): argnums {sorted(overlap)} are both static "
-                             "and donated; a static argument has no buffer to donate")
-        overlap = set(self.static_argnames) & set(self.donate_argnames)
-        if overlap:
-            raise ValueError(f"jit({self.name}): arguments {sorted(overlap)} are both "
-                             "static and donated; a static argument has no buffer to donate")
+        per_fun = _per_fun(fun)
+        try:  # the options as given, resolved before for this function?
+            given = ("given", _as_nums(static_argnums), _as_names(static_argnames),
+                     _as_nums(donate_argnums), _as_names(donate_argnames))
+            resolved = per_fun.get(given)
+        except TypeError:
+            given = resolved = None
+        if resolved is None:
+            resolved = self._resolve(static_argnums, static_argnames, donate_argnums,
+                                     donate_argnames)
+            if given is not None:
+                per_fun[given] = resolved
+        (self.static_argnums, self.static_argnames, self.donate_argnums,
+         self.donate_argnames, self._param_names) = resolved
         self._negative = any(i < 0 for i in self.static_argnums)
         self.keep_unused, self.inline = bool(keep_unused), bool(inline)
-        self._c = _cache_for(fun, (self.static_argnums, self.static_argnames,
-                                   self.donate_argnums, self.donate_argnames))
+        options = resolved[:4]
+        self._c = per_fun.get(options)
+        if self._c is None:
+            self._c = per_fun[options] = _Cache()
+            _ALL_CACHES.add(self._c)
         self._cache = self._c.entries
         self._fast = self._c.fast
         self._fast_trees = self._c.fast_trees
         functools.update_wrapper(self, fun)
+
+    def _resolve(self, static_argnums, static_argnames, donate_argnums, donate_argnames):
+        static_argnums, static_argnames, sig = _resolve_args(
+            self.fun, self.name, static_argnums, static_argnames, "static")
+        donate_argnums, donate_argnames, _ = _resolve_args(
+            self.fun, self.name, donate_argnums, donate_argnames, "donate")
+        overlap = set(static_argnums) & set(donate_argnums)
+        if overlap:
+            raise ValueError(f"jit({self.name}): argnums {sorted(overlap)} are both static "
+                             "and donated; a static argument has no buffer to donate")
+        overlap = set(static_argnames) & set(donate_argnames)
+        if overlap:
+            raise ValueError(f"jit({self.name}): arguments {sorted(overlap)} are both "
+                             "static and donated; a static argument has no buffer to donate")
+        return (static_argnums, static_argnames, donate_argnums, donate_argnames,
+                None if sig is None else list(sig.parameters))
 
     @property
     def trace_count(self):
