@@ -81,13 +81,6 @@ def test_under_vmap():
             fnx.vmap(lambda x: fnp.log(-x))(fnp.ones(3))
 
 
-def test_control_flow_under_jit_names_the_loop():
-    h = fnx.jit(lambda x: lax.fori_loop(0, 3, lambda i, c: fnp.sqrt(c - 2.0), x))
-    with fnx.debug_nans(True):
-        with pytest.raises(FloatingPointError, match=r"encountered in (scan|while)"):
-            h(fnp.ones(3))
-
-
 def test_debug_infs():
     with fnx.debug_infs(True):
         with pytest.raises(FloatingPointError, match=r"invalid value \(inf\) encountered in div"):
@@ -134,3 +127,24 @@ def test_off_costs_nothing():
     with fnx.debug_nans(True):
         assert g(fnp.asarray(0.0)) == -np.inf   # log(-0): an inf, not checked here
     assert g.lower(fnp.asarray(1.0)).source == src
+
+
+def test_loops_and_branches_are_stepped_into():
+    x = fnp.asarray([1.0, -1.0, 0.2])
+    cases = [
+        (lambda x: lax.fori_loop(0, 3, lambda i, c: fnp.sqrt(c - 2.0), x),
+         r"sqrt \(inside step 0 of scan"),
+        (lambda x: lax.while_loop(lambda c: c[0] < 3,
+                                  lambda c: (c[0] + 1, fnp.arccos(c[1] * 2)), (0, x))[1],
+         r"acos \(inside iteration 0 of while"),
+        (lambda x: lax.cond(x[0] > 0, lambda x: fnp.log(-x), lambda x: x, x),
+         r"log \(inside branch 1 of cond"),
+        (lambda x: lax.scan(lambda c, xt: (c * xt, fnp.log(c * xt)), 1.0, x)[1],
+         r"log \(inside step 1 of scan"),
+    ]
+    with fnx.debug_nans(True):
+        for f, msg in cases:
+            with pytest.raises(FloatingPointError, match=msg):
+                fnx.jit(f)(x)
+        with pytest.raises(FloatingPointError, match=r"acos \(inside iteration 0 of while\)"):
+            cases[1][0](x)

@@ -161,9 +161,13 @@ def _checking_process_primitive(prim, args, params):
     for o in outs:
         kind = nonfinite_kind(o._value)
         if kind is not None:
-            sub = params.get("ir")
-            if sub is not None and hasattr(sub, "eqns"):  # a call (jit): name what inside
-                check_ir_values(sub, list(args), f"jit({params.get('name', prim.name)})")
+            from .ir import Eqn
+            try:  # a call or a loop: name the primitive inside it
+                _enter(Eqn(prim, [], [], params), list(args), "")
+            except FloatingPointError:
+                raise
+            except Exception:  # noqa: BLE001 - only a better message was at stake
+                pass
             _raise_nonfinite(kind, prim.name, user_frame_info(2))
     return out
 
@@ -172,33 +176,12 @@ def check_ir_values(ir, args, where):
     """Evaluate ``ir`` on concrete ``args`` one equation at a time, raising
     FloatingPointError at the first equation whose output holds a NaN/inf the debug
     flags ask about, with its primitive and the line that traced it. Calls (jit) are
-    entered. Raises FloatingPointError naming ``where`` if no equation produced one
-    (only the compiled code did)."""
-    from .array import Array
-    from .ir import Literal
+    entered, and so are the bodies of ``scan``, ``while`` and ``cond`` (step by step).
+    Raises FloatingPointError naming ``where`` if no equation produced one (only the
+    compiled code did)."""
     token = _current.set(EVAL)
     try:
-        env = {}
-        for v, x in zip(ir.constvars, ir.consts):
-            env[v] = x if isinstance(x, Array) else Array._wrap(x)
-        env.update(zip(ir.invars, args))
-
-        def read(v):
-            return Array._wrap(v.value, v.aval.weak_type) if type(v) is Literal else env[v]
-
-        for e in ir.eqns:
-            ins = [read(v) for v in e.inputs]
-            out = EvalTrace.process_primitive(EVAL, e.prim, ins, e.params)
-            outs = out if e.prim.multiple_results else [out]
-            for o in outs:
-                kind = nonfinite_kind(o._value)
-                if kind is None:
-                    continue
-                sub = e.params.get("ir")
-                if sub is not None and hasattr(sub, "eqns"):
-                    check_ir_values(sub, ins, f"jit({e.params.get('name', e.prim.name)})")
-                _raise_nonfinite(kind, e.prim.name, e.source, f" (inside {where})")
-            env.update(zip(e.outputs, outs))
+        _locate(ir, list(args), where)
     finally:
         _current.reset(token)
     kind = "nan" if config.values["jax_debug_nans"] else "inf"
@@ -206,6 +189,66 @@ def check_ir_values(ir, args, where):
         f"invalid value ({kind}) encountered in {where}: its compiled code produced it, but "
         "evaluating its equations one at a time did not (a difference between the compiled "
         "and the eager code worth reporting)")
+
+
+def _locate(ir, args, where, consts=None):
+    """``ir``'s outputs, evaluated one equation at a time with each output checked."""
+    from .array import Array
+    from .ir import Literal
+    env = {}
+    for v, x in zip(ir.constvars, ir.consts if consts is None else consts):
+        env[v] = x if isinstance(x, Array) else Array._wrap(x)
+    env.update(zip(ir.invars, args))
+
+    def read(v):
+        return Array._wrap(v.value, v.aval.weak_type) if type(v) is Literal else env[v]
+
+    for e in ir.eqns:
+        ins = [read(v) for v in e.inputs]
+        out = EvalTrace.process_primitive(EVAL, e.prim, ins, e.params)
+        outs = out if e.prim.multiple_results else [out]
+        for o in outs:
+            kind = nonfinite_kind(o._value)
+            if kind is None:
+                continue
+            try:
+                _enter(e, ins, where)
+            except FloatingPointError:
+                raise
+            except Exception:  # noqa: BLE001 - only a better message was at stake
+                pass
+            _raise_nonfinite(kind, e.prim.name, e.source, f" (inside {where})")
+        env.update(zip(e.outputs, outs))
+    return [read(v) for v in ir.outvars]
+
+
+def _enter(e, ins, where):
+    """Re-run a call or control-flow equation's inner IRs one equation at a time
+    (raising where they make the NaN/inf)."""
+    from .array import Array
+    p, name = e.params, e.prim.name
+    inner = f"{name} inside {where}" if where else name
+    sub = p.get("ir")
+    if sub is not None and hasattr(sub, "eqns"):  # a call (jit)
+        _locate(sub, ins, f"jit({p.get('name', name)})")
+    elif name == "scan":
+        nc, nk = p["num_consts"], p["num_carry"]
+        consts, carry, xs = ins[:nc], ins[nc:nc + nk], ins[nc + nk:]
+        steps = range(p["length"] - 1, -1, -1) if p["reverse"] else range(p["length"])
+        for t in steps:
+            xt = [Array._wrap(np.asarray(x._value[t]), x.weak_type) for x in xs]
+            carry = _locate(p["body"], consts + carry + xt, f"step {t} of {inner}")[:nk]
+    elif name == "while":
+        ncc, nbc = p["cond_nconsts"], p["body_nconsts"]
+        cc, bc, carry = ins[:ncc], ins[ncc:ncc + nbc], ins[ncc + nbc:]
+        t = 0
+        while bool(_locate(p["cond_ir"], cc + carry, f"the test of {inner}")[0]._value):
+            carry = _locate(p["body_ir"], bc + carry, f"iteration {t} of {inner}")
+            t += 1
+    elif name == "cond":
+        branches = p["branches"]
+        i = min(max(int(ins[0]._value), 0), len(branches) - 1)
+        _locate(branches[i], ins[1:], f"branch {i} of {inner}")
 
 
 def _debug_flags_changed(_value=None):
