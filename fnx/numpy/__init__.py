@@ -29,6 +29,7 @@ from .index_tricks import *  # noqa: F401,F403
 from .index_tricks import shape, size  # noqa: F401  (jnp's functions, not attributes)
 from .extras import *  # noqa: F401,F403
 from .polynomial import *  # noqa: F401,F403
+from .ufuncs import frompyfunc, ufunc  # noqa: F401
 from . import fft, linalg  # noqa: F401
 
 __array_api_version__ = "2024.12"
@@ -162,3 +163,6 @@ character, flexible, object_ = _np.character, _np.flexible, _np.object_  # for i
 ComplexWarning = _np.exceptions.ComplexWarning
 
 _array_module.fnp = __import__(__name__, fromlist=["_"])
+from .ufuncs import attach_ufunc_methods as _attach_ufunc_methods  # noqa: E402
+_attach_ufunc_methods(_array_module.fnp)   # fnp.add.outer, fnp.add.at(..., inplace=False)
+save, savez, savez_compressed = _np.save, _np.savez, _np.savez_compressed  # via __array__
