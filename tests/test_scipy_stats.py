@@ -52,6 +52,7 @@ JAX_NAMES = {
     "vonmises": "logpdf pdf",
     "wrapcauchy": "logpdf pdf",
 }
+# and the functions: mode, rankdata, sem, gaussian_kde (tested below)
 
 
 @pytest.mark.parametrize("name", sorted(JAX_NAMES))
@@ -397,3 +398,82 @@ def test_jit_matches_eager_and_vmap():
                                rtol=1e-5)
     np.testing.assert_allclose(np.asarray(fnx.vmap(stats.poisson.entropy)(f32(0.5, 20, 200))),
                                ss.poisson.entropy([0.5, 20, 200]), rtol=1e-5)
+
+
+@pytest.mark.parametrize("method", ["average", "min", "max", "dense", "ordinal"])
+def test_rankdata_against_scipy(method, x64):
+    x = rng.integers(0, 4, size=(5, 7)).astype(float)
+    for axis in (None, 0, 1):
+        np.testing.assert_array_equal(np.asarray(stats.rankdata(x, method, axis=axis)),
+                                      ss.rankdata(x, method, axis=axis))
+
+
+def test_rankdata_mode_sem_as_jax():
+    nan = np.nan
+    # jax 0.10.2's values
+    np.testing.assert_array_equal(np.asarray(stats.rankdata(f32(3, 1, nan, 2))), [nan] * 4)
+    np.testing.assert_array_equal(
+        np.asarray(stats.rankdata(np.array([[3, 1], [nan, 2]], np.float32), axis=1)),
+        [[2, 1], [nan, nan]])
+    r = stats.rankdata(np.array([2, 2, 1], np.int32))
+    assert r.dtype == np.float32
+    np.testing.assert_array_equal(np.asarray(r), [2.5, 2.5, 1])
+    m = stats.mode(np.array([1, 2, 2, 3, 3], np.int32))
+    assert isinstance(m, stats.ModeResult) and int(m.mode) == 2 and int(m.count) == 2
+    m = stats.mode(np.array([], np.float32))
+    assert np.isnan(float(m.mode)) and float(m.count) == 0
+    np.testing.assert_allclose(float(stats.sem(f32(1, 2, 3, 4))), 0.64549726, rtol=1e-6)
+    with pytest.raises(NotImplementedError, match="nan_policy='omit'"):
+        stats.mode(f32(1, 2), nan_policy="omit")
+
+
+def test_mode_sem_against_scipy(x64):
+    x = rng.integers(0, 4, size=(5, 7)).astype(float)
+    for axis in (0, 1):
+        r, ref = stats.mode(x, axis=axis), ss.mode(x, axis=axis)
+        np.testing.assert_array_equal(np.asarray(r.mode), ref.mode)
+        np.testing.assert_array_equal(np.asarray(r.count), ref.count)
+    r = stats.mode(x, axis=None)
+    assert float(r.mode) == ss.mode(x, axis=None).mode
+    assert stats.mode(x, axis=0, keepdims=True).mode.shape == (1, 7)
+    for axis in (None, 0, 1):
+        np.testing.assert_allclose(np.asarray(stats.sem(x, axis=axis)), ss.sem(x, axis=axis),
+                                   rtol=1e-12)
+    xn = x.copy()
+    xn[0, 0] = np.nan
+    np.testing.assert_allclose(np.asarray(stats.sem(xn, axis=1, nan_policy="omit")),
+                               ss.sem(xn, axis=1, nan_policy="omit"), rtol=1e-12)
+
+
+@pytest.mark.parametrize("bw", [None, "silverman", 0.5])
+def test_gaussian_kde_against_scipy(bw, x64):
+    data, w = rng.normal(size=(2, 30)), rng.uniform(size=30)
+    pts = rng.normal(size=(2, 5))
+    for weights in (None, w):
+        k, ref = stats.gaussian_kde(data, bw, weights), ss.gaussian_kde(data, bw, weights)
+        np.testing.assert_allclose(np.asarray(k(pts)), ref(pts), rtol=1e-12)
+        np.testing.assert_allclose(np.asarray(k.logpdf(pts)), ref.logpdf(pts), rtol=1e-12)
+        np.testing.assert_allclose(float(k.integrate_gaussian(np.zeros(2), np.eye(2))),
+                                   ref.integrate_gaussian(np.zeros(2), np.eye(2)), rtol=1e-12)
+    k1, ref1 = stats.gaussian_kde(data[0]), ss.gaussian_kde(data[0])
+    np.testing.assert_allclose(float(k1.integrate_box_1d(-0.5, 1.0)),
+                               ref1.integrate_box_1d(-0.5, 1.0), rtol=1e-12)
+    np.testing.assert_allclose(float(k1.integrate_kde(stats.gaussian_kde(data[1]))),
+                               ref1.integrate_kde(ss.gaussian_kde(data[1])), rtol=1e-12)
+
+
+def test_gaussian_kde_pytree_resample_grad():
+    import fnx.random as fr
+    data = rng.normal(size=(2, 20)).astype(np.float32)
+    k = stats.gaussian_kde(data)
+    pts = rng.normal(size=(2, 3)).astype(np.float32)
+    np.testing.assert_allclose(np.asarray(fnx.jit(lambda k, p: k(p))(k, pts)),
+                               np.asarray(k(pts)), rtol=1e-5)
+    draws = k.resample(fr.PRNGKey(0), (500,))
+    assert draws.shape == (2, 500)
+    np.testing.assert_allclose(np.asarray(fnp.mean(draws, axis=1)), data.mean(axis=1),
+                               atol=0.25)
+    g = fnx.grad(lambda p: fnp.sum(stats.gaussian_kde(data).logpdf(p)))(pts)
+    assert np.isfinite(np.asarray(g)).all()
+    with pytest.raises(NotImplementedError, match="set_bandwidth"):
+        k.set_bandwidth("scott")

@@ -11,8 +11,11 @@ from . import (bernoulli, beta, betabinom, binom, cauchy, chi2, dirichlet, expon
                gamma, gennorm, geom, gumbel_l, gumbel_r, laplace, logistic, multinomial,
                multivariate_normal, nbinom, norm, pareto, poisson, t, truncnorm, uniform,
                vonmises, wrapcauchy)
+from ._core import ModeResult, mode, rankdata, sem  # noqa: F401
+from .kde import gaussian_kde  # noqa: F401
 
 __all__ = ["bernoulli", "beta", "betabinom", "binom", "cauchy", "chi2", "dirichlet", "expon",
            "gamma", "gennorm", "geom", "gumbel_l", "gumbel_r", "laplace", "logistic",
            "multinomial", "multivariate_normal", "nbinom", "norm", "pareto", "poisson", "t",
-           "truncnorm", "uniform", "vonmises", "wrapcauchy"]
+           "truncnorm", "uniform", "vonmises", "wrapcauchy", "ModeResult", "mode", "rankdata",
+           "sem", "gaussian_kde"]
