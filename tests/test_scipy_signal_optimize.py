@@ -212,3 +212,38 @@ def test_minimize_errors():
         minimize(fnp.sum, np.zeros((2, 2), np.float32))
     with pytest.raises(fnx.errors.ShapeError, match="must return a scalar"):
         minimize(lambda x: x * 2, x0)
+
+
+LBFGS = "l-bfgs-experimental-do-not-rely-on-this"
+
+
+def test_lbfgs_matches_jax(x64):
+    # jax 0.10.2 (x64), x0 = [1.3, 0.7, 0.8, 1.9, 1.2]: stops on ftol (status 4, success
+    # False) at f = 2.70315184e-12 after nfev = njev = 42, nit = 27
+    r = minimize(rosen, np.array([1.3, 0.7, 0.8, 1.9, 1.2]), method=LBFGS)
+    assert (int(r.status), bool(r.success)) == (4, False)
+    assert (int(r.nfev), int(r.njev), int(r.nit)) == (42, 42, 27)
+    np.testing.assert_allclose(float(r.fun), 2.7031518405142446e-12, rtol=1e-6)
+    np.testing.assert_allclose(np.asarray(r.x), np.ones(5), atol=1e-6)
+    assert r.hess_inv is None
+    # x0 = [-1.2, 1, 0.5, 0.8]: status 4 at f = 3.70142861059788, 39 / 39 / 28
+    r = minimize(rosen, np.array([-1.2, 1.0, 0.5, 0.8]), method=LBFGS)
+    assert (int(r.status), int(r.nfev), int(r.nit)) == (4, 39, 28)
+    np.testing.assert_allclose(float(r.fun), 3.7014286105978766, rtol=1e-12)
+
+
+def test_lbfgs_where_jax_fails(x64):
+    # jax 0.10.2 stops this quadratic after 3 iterations with status 5 (line search failed)
+    r = minimize(quad, np.zeros(3), (A, B), method=LBFGS)
+    assert bool(r.success) and int(r.status) == 0
+    np.testing.assert_allclose(np.asarray(r.x), np.linalg.solve(A, B), atol=1e-5)
+
+
+def test_lbfgs_options_and_jit():
+    x0 = np.array([1.3, 0.7, 0.8, 1.9, 1.2], np.float32)
+    r = fnx.jit(lambda x: minimize(rosen, x, method="L-BFGS", options={"maxcor": 5}))(x0)
+    np.testing.assert_allclose(np.asarray(r.x), np.ones(5), atol=1e-3)
+    r = minimize(rosen, x0, method=LBFGS, options={"maxiter": 3})
+    assert int(r.status) == 1 and int(r.nit) == 4       # checked before the step, as JAX
+    with pytest.raises(TypeError, match="unknown options"):
+        minimize(rosen, x0, method=LBFGS, options={"line_search_maxiter": 3})

@@ -145,8 +145,11 @@ def _line_search(fun_vg, xk, pk, f0, f_prev, g0, maxiter, c1=1e-4, c2=0.9):
         return f.astype(dtype), fnp.real(fnp.dot(g, pk)).astype(dtype), g.astype(dtype)
 
     df0 = fnp.real(fnp.dot(g0, pk))
-    start = 1.01 * 2 * (f0 - f_prev) / df0
-    start = fnp.where(start > 1, fnp.asarray(1.0, dtype), start).astype(dtype)
+    if f_prev is None:
+        start = fnp.asarray(1.0, dtype)
+    else:
+        start = 1.01 * 2 * (f0 - f_prev) / df0
+        start = fnp.where(start > 1, fnp.asarray(1.0, dtype), start).astype(dtype)
 
     def armijo_fails(a, f):
         return f > f0 + c1 * a * df0
@@ -230,7 +233,81 @@ def _bfgs(fun, x0, maxiter=None, norm=np.inf, gtol=1e-5, line_search_maxiter=10)
     return s, status
 
 
+# --- L-BFGS ---------------------------------------------------------------------------------
+
+def _lbfgs(fun, x0, maxiter=None, norm=np.inf, maxcor=10, ftol=2.220446049250313e-09,
+           gtol=1e-5, maxfun=None, maxgrad=None, maxls=20):
+    """Limited-memory BFGS (Nocedal and Wright, algorithm 7.4, the two-loop recursion over
+    the last ``maxcor`` pairs), JAX's variant: the line search starts at a unit step;
+    status 0 converged, 1 maxiter, 2 maxfun, 3 maxgrad, 4 the decrease fell below
+    ``ftol``, 5 the line search failed."""
+    n = x0.shape[0]
+    if maxiter is None and maxfun is None and maxgrad is None:
+        maxiter = 200 * n
+    maxiter = np.inf if maxiter is None else maxiter
+    maxfun = np.inf if maxfun is None else maxfun
+    maxgrad = np.inf if maxgrad is None else maxgrad
+    dtype = x0.dtype
+    fun_vg = value_and_grad(fun)
+    f0, g0 = fun_vg(x0)
+    m = int(maxcor)
+    s = dict(converged=fnp.asarray(False), failed=fnp.asarray(False), k=_i32(0), nfev=_i32(1),
+             ngev=_i32(1), x=x0, f=f0.astype(dtype), g=g0.astype(dtype),
+             S=fnp.zeros((m, n), dtype=dtype), Y=fnp.zeros((m, n), dtype=dtype),
+             rho=fnp.zeros((m,), dtype=dtype), gamma=fnp.asarray(1.0, dtype), status=_i32(0),
+             ls_status=_i32(0))
+
+    def direction(s):
+        used = fnp.minimum(s["k"], m)
+        q = -s["g"]
+
+        def back(j, carry):
+            q, alphas = carry
+            i = m - 1 - j
+            a = s["rho"][i] * fnp.dot(s["S"][i], q)
+            return q - a * s["Y"][i], alphas.at[i].set(a)
+
+        q, alphas = lax.fori_loop(0, used, back, (q, fnp.zeros((m,), dtype=dtype)))
+        q = s["gamma"] * q
+
+        def forward(j, q):
+            i = m - used + j
+            b = s["rho"][i] * fnp.dot(s["Y"][i], q)
+            return q + (alphas[i] - b) * s["S"][i]
+
+        return lax.fori_loop(0, used, forward, q)
+
+    def push(history, new):
+        return fnp.concatenate([history[1:], new[None]], axis=0)
+
+    def body(s):
+        p = direction(s)
+        failed, ls_status, nfev, alpha, f1, g1 = _line_search(
+            fun_vg, s["x"], p, s["f"], None, s["g"], maxls)
+        step = alpha * p
+        y = g1 - s["g"]
+        sy = fnp.dot(y, step)
+        status = _i32(0)
+        status = fnp.where(s["f"] - f1 < ftol, _i32(4), status)
+        status = fnp.where(s["ngev"] >= maxgrad, _i32(3), status)
+        status = fnp.where(s["nfev"] >= maxfun, _i32(2), status)
+        status = fnp.where(s["k"] >= maxiter, _i32(1), status)
+        status = fnp.where(failed, _i32(5), status)
+        converged = _norm(g1, norm) < gtol
+        return dict(converged=converged, failed=(status > 0) & ~converged, k=s["k"] + 1,
+                    nfev=s["nfev"] + nfev, ngev=s["ngev"] + nfev, x=s["x"] + step,
+                    f=f1.astype(dtype), g=g1.astype(dtype), S=push(s["S"], step),
+                    Y=push(s["Y"], y), rho=push(s["rho"], (1 / sy).astype(dtype)),
+                    gamma=(sy / fnp.dot(y, y)).astype(dtype),
+                    status=fnp.where(converged, _i32(0), status), ls_status=ls_status)
+
+    s = lax.while_loop(lambda s: ~s["converged"] & ~s["failed"], body, s)
+    return s, s["status"]
+
+
 _OPTIONS = ("maxiter", "norm", "gtol", "line_search_maxiter")
+_LBFGS_OPTIONS = ("maxiter", "norm", "maxcor", "ftol", "gtol", "maxfun", "maxgrad", "maxls")
+_LBFGS_NAMES = ("l-bfgs-experimental-do-not-rely-on-this", "l-bfgs", "l-bfgs-b")
 
 
 def minimize(fun, x0, args=(), *, method="BFGS", tol=None, options=None):
@@ -239,13 +316,17 @@ def minimize(fun, x0, args=(), *, method="BFGS", tol=None, options=None):
     must be differentiable. Runs under ``jit`` (``fun`` and the options are static)."""
     if not isinstance(args, tuple):
         raise TypeError(f"minimize: args must be a tuple, got {type(args).__name__}")
-    if not isinstance(method, str) or method.lower() != "bfgs":
-        raise ValueError(f"minimize: method {method!r} is not supported; fnx has 'BFGS'")
+    name = method.lower() if isinstance(method, str) else None
+    if name not in ("bfgs",) + _LBFGS_NAMES:
+        raise ValueError(f"minimize: method {method!r} is not supported; fnx has 'BFGS' and "
+                         "'l-bfgs-experimental-do-not-rely-on-this' (also 'L-BFGS')")
+    lbfgs = name in _LBFGS_NAMES
+    allowed = _LBFGS_OPTIONS if lbfgs else _OPTIONS
     options = dict(options or {})
-    unknown = sorted(set(options) - set(_OPTIONS))
+    unknown = sorted(set(options) - set(allowed))
     if unknown:
-        raise TypeError(f"minimize: unknown options {unknown}; BFGS takes "
-                        f"{', '.join(_OPTIONS)}")
+        raise TypeError(f"minimize: unknown options {unknown}; {method} takes "
+                        f"{', '.join(allowed)}")
     if tol is not None:
         options.setdefault("gtol", tol)
     (x0,) = promote("minimize", x0, to_inexact=True)
@@ -259,7 +340,7 @@ def minimize(fun, x0, args=(), *, method="BFGS", tol=None, options=None):
             raise ShapeError(f"minimize: fun must return a scalar, got shape {out.shape}")
         return out
 
-    s, status = _bfgs(f, x0, **options)
+    s, status = (_lbfgs if lbfgs else _bfgs)(f, x0, **options)
     return OptimizeResults(x=s["x"], success=s["converged"] & ~s["failed"], status=status,
-                           fun=s["f"], jac=s["g"], hess_inv=s["H"], nfev=s["nfev"],
-                           njev=s["ngev"], nit=s["k"])
+                           fun=s["f"], jac=s["g"], hess_inv=None if lbfgs else s["H"],
+                           nfev=s["nfev"], njev=s["ngev"], nit=s["k"])
