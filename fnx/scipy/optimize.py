@@ -1,4 +1,4 @@
-"""``fnx.scipy.optimize``: JAX's ``jax.scipy.optimize.minimize`` with BFGS.
+"""``fnx.scipy.optimize``: JAX's ``jax.scipy.optimize.minimize`` with BFGS and L-BFGS.
 
 ``minimize(fun, x0, args=(), *, method="BFGS", tol=None, options=None)`` returns
 ``OptimizeResults(x, success, status, fun, jac, hess_inv, nfev, njev, nit)``. The
@@ -18,6 +18,11 @@ failed, 5 the line search ran out of steps. ``options``: ``maxiter`` (default
 ``line_search_maxiter``. Unlike JAX, ``tol`` is not ignored: it sets ``gtol`` (unless
 ``options`` does), ``method`` defaults to "BFGS", and unknown options raise TypeError
 naming the allowed ones.
+
+``method="l-bfgs-experimental-do-not-rely-on-this"`` (JAX's name; "L-BFGS" is accepted
+too) runs limited-memory BFGS with JAX's options (``maxiter``, ``norm``, ``maxcor``,
+``ftol``, ``gtol``, ``maxfun``, ``maxgrad``, ``maxls``) and statuses; ``hess_inv`` is
+None.
 """
 from __future__ import annotations
 
