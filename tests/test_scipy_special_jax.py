@@ -233,3 +233,14 @@ def test_more_special_grads(x64):
     check_grads(sp.boxcox, (np.array([0.5, 2.0]), np.array([0.3, -1.2])), order=2)
     with pytest.raises(ValueError, match="expn: the derivative with respect to the order"):
         fnx.grad(lambda n: sp.expn(n, 1.0))(2.0)
+
+
+def test_incomplete_gamma_large_a(x64):
+    # x near a: the series / continued fraction need ~9 sqrt(a) terms, and the prefactor
+    # is formed without cancelling terms of size a log a
+    for a in (12.0, 1e3, 1e5, 1e6):
+        x = np.array([0.5 * a, 0.9 * a, a - np.sqrt(a), a, a + np.sqrt(a), 1.1 * a, 2 * a])
+        close = lambda f, g: np.testing.assert_allclose(
+            np.asarray(f(a, x)), g(a, x), rtol=2e-12, atol=1e-300)
+        close(sp.gammainc, ss.gammainc)
+        close(sp.gammaincc, ss.gammaincc)

@@ -40,7 +40,7 @@ from ..lax.special_math import lgamma as _lgamma64
 
 _EPS = np.finfo(np.float64).eps
 _TINY = 1e-300
-_MAX_ITER = 20000
+_MAX_ITER = 100000   # series/fractions near x = a need ~9 sqrt(a) terms: a up to ~1e8
 
 
 def _run(fn, *args):
@@ -275,6 +275,36 @@ def expi(x):
 
 # --- incomplete gamma -------------------------------------------------------------------
 
+def _log1pmx(t):
+    """``log(1 + t) - t`` without cancellation for small ``t``."""
+    out = np.log1p(t) - t
+    small = np.abs(t) < 0.1
+    ts = t[small]
+    power = ts * ts                      # t^k
+    acc = -power / 2
+    for k in range(3, 30):               # sum_k (-1)^(k+1) t^k / k, k >= 2
+        power = power * ts
+        acc += power / k if k % 2 else -power / k
+    out[small] = acc
+    return out
+
+
+def _log_gamma_prefactor(a, x):
+    """``a log x - x - lgamma(a + 1)``. For large ``a`` (>= 10) this is formed as
+    ``a (log1p(t) - t) - log(2 pi a) / 2 - c(a)``, ``x = a (1 + t)``, with Stirling's
+    correction ``c(a)``, which avoids cancelling terms of size ``a log a``."""
+    out = a * np.log(x) - x - _lgamma64(a + 1.0)
+    big = a >= 10
+    if big.any():
+        ab, xb = a[big], x[big]
+        t = (xb - ab) / ab
+        r = 1.0 / (ab * ab)
+        stirling = (1.0 / 12 - r * (1.0 / 360 - r * (1.0 / 1260 - r * (
+            1.0 / 1680 - r * (1.0 / 1188 - r * (691.0 / 360360 - r / 156)))))) / ab
+        out[big] = ab * _log1pmx(t) - 0.5 * np.log(2 * np.pi * ab) - stirling
+    return out
+
+
 def _gamma_series(a, x):
     """P, dP/da by the series (x < a + 1, x > 0, a > 0)."""
     term = np.ones_like(a)
@@ -292,8 +322,7 @@ def _gamma_series(a, x):
         done = (term[active] < _EPS * total[active]) & (
             np.abs(term[active] * dlog[active]) <= _EPS * np.abs(dtotal[active]) + 1e-300)
         active = active[~done]
-    log_pref = a * np.log(x) - x - _lgamma64(a + 1.0)
-    pref = np.exp(log_pref)
+    pref = np.exp(_log_gamma_prefactor(a, x))
     p = pref * total
     dp = p * (np.log(x) - _digamma64(a + 1.0)) + pref * dtotal
     return p, dp
@@ -334,8 +363,7 @@ def _gamma_cf(a, x):
         h[active], dh[active] = hn, dhn
         done = (np.abs(delta - 1.0) < _EPS) & (np.abs(ddelta) <= _EPS * np.abs(dhn / hn) + 1e-300)
         active = active[~done]
-    log_pref = a * np.log(x) - x - _lgamma64(a)
-    pref = np.exp(log_pref)
+    pref = np.exp(_log_gamma_prefactor(a, x) + np.log(a))     # x^a e^-x / Gamma(a)
     q = pref * h
     dq = q * (np.log(x) - _digamma64(a)) + pref * dh
     return q, dq
