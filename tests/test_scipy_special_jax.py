@@ -244,3 +244,12 @@ def test_incomplete_gamma_large_a(x64):
             np.asarray(f(a, x)), g(a, x), rtol=2e-12, atol=1e-300)
         close(sp.gammainc, ss.gammainc)
         close(sp.gammaincc, ss.gammaincc)
+
+
+def test_incomplete_beta_large_parameters(x64):
+    for a, b in ((12.0, 15.0), (1e3, 5e2), (1e5, 5e4), (1e7, 5e6)):
+        p = a / (a + b)
+        sd = np.sqrt(p * (1 - p) / (a + b))
+        x = np.array([p - 3 * sd, p - sd, p, p + sd, p + 3 * sd, 0.5 * p])
+        np.testing.assert_allclose(np.asarray(sp.betainc(a, b, x)), ss.betainc(a, b, x),
+                                   rtol=5e-12, atol=1e-300)

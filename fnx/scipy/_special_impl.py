@@ -433,6 +433,31 @@ def _beta_cf(a, b, x):
     return h
 
 
+def _stirling(a):
+    """``lgamma(a) - ((a - 1/2) log a - a + log(2 pi) / 2)`` for a >= 10."""
+    r = 1.0 / (a * a)
+    return (1.0 / 12 - r * (1.0 / 360 - r * (1.0 / 1260 - r * (
+        1.0 / 1680 - r * (1.0 / 1188 - r * (691.0 / 360360 - r / 156)))))) / a
+
+
+def _log_beta_prefactor(a, b, x):
+    """``log(x^a (1 - x)^b / (a B(a, b)))``. With ``a, b >= 10`` it is written around
+    ``p = a / (a + b)`` as ``a log1p((x - p)/p) + b log1p(-(x - p)/q)`` plus Stirling
+    terms, so that no terms of size ``a log a`` cancel."""
+    out = (a * np.log(x) + b * np.log1p(-x) - np.log(a)
+           - (_lgamma64(a) + _lgamma64(b) - _lgamma64(a + b)))
+    big = (a >= 10) & (b >= 10)
+    if big.any():
+        ab, bb, xb = a[big], b[big], x[big]
+        s = ab + bb
+        p, q = ab / s, bb / s
+        d = xb - p
+        out[big] = (ab * np.log1p(d / p) + bb * np.log1p(-d / q)
+                    + 0.5 * np.log(bb / (2 * np.pi * ab * s))
+                    - _stirling(ab) - _stirling(bb) + _stirling(s))
+    return out
+
+
 def _betainc_flat(a, b, x):
     out = np.full_like(a, np.nan)
     valid = (a >= 0) & (b >= 0) & (x >= 0) & (x <= 1) & ~((a == 0) & (b == 0))
@@ -453,8 +478,7 @@ def _betainc_flat(a, b, x):
         aa, bb, xx = a[m], b[m], x[m]
         if side:
             aa, bb, xx = bb, aa, 1.0 - xx
-        log_front = (aa * np.log(xx) + bb * np.log1p(-xx) - np.log(aa)
-                     - (_lgamma64(aa) + _lgamma64(bb) - _lgamma64(aa + bb)))
+        log_front = _log_beta_prefactor(aa, bb, xx)
         val = np.exp(log_front) * _beta_cf(aa, bb, xx)
         out[m] = 1.0 - val if side else val
     return out
