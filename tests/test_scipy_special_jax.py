@@ -253,3 +253,27 @@ def test_incomplete_beta_large_parameters(x64):
         x = np.array([p - 3 * sd, p - sd, p, p + sd, p + 3 * sd, 0.5 * p])
         np.testing.assert_allclose(np.asarray(sp.betainc(a, b, x)), ss.betainc(a, b, x),
                                    rtol=5e-12, atol=1e-300)
+
+
+def test_bessel_jn(x64):
+    z = np.concatenate([np.linspace(-70, 70, 141), [0.0, 1e-300, 0.01, 0.999, 1.0, 200.0]])
+    for v in (0, 1, 4, 20):
+        out = sp.bessel_jn(z, v=v)
+        assert out.shape == (v + 1,) + z.shape
+        np.testing.assert_allclose(np.asarray(out), ss.jv(np.arange(v + 1)[:, None], z),
+                                   atol=2e-15)
+    check_grads(lambda z: sp.bessel_jn(z, v=3), (np.array([0.3, 1.5, 7.0]),), order=2)
+    out = fnx.vmap(lambda z: sp.bessel_jn(z, v=1))(np.array([1.0, 2.0]))
+    np.testing.assert_allclose(np.asarray(out), ss.jv([0, 1], np.array([[1.0], [2.0]])),
+                               atol=1e-15)
+
+
+def test_bessel_jn_where_jax_is_nan():
+    # jax 0.10.2 (float32, n_iter=50): NaN for z in [0, 1], wrong signs at z = 60
+    z = f32(0, 0.01, 0.5, 1, 60)
+    out = sp.bessel_jn(z, v=2)
+    assert out.dtype == np.float32
+    np.testing.assert_allclose(np.asarray(out), ss.jv(np.arange(3)[:, None], z.astype(float)),
+                               atol=1e-6)
+    with pytest.raises(ValueError, match="non-negative"):
+        sp.bessel_jn(z, v=-1)

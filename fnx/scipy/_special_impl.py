@@ -119,6 +119,67 @@ def i1e(x):
     return _run(lambda v: _bessel_ie_flat(1, v), x)
 
 
+# --- Bessel J_0 ... J_v ----------------------------------------------------------------
+
+def _bessel_jn_flat(z, v):
+    """(v + 1, size): J_0(z) ... J_v(z) for real z. |z| < 1: the power series; else
+    Miller's backward recurrence from an order well past max(v, |z|), rescaled as it
+    grows and normalized by J_0 + 2 (J_2 + J_4 + ...) = 1. J_n(-z) = (-1)^n J_n(z)."""
+    out = np.full((v + 1, z.size), np.nan)
+    az = np.abs(z)
+    ok = np.isfinite(z)
+    small = ok & (az < 1)
+    zs = az[small] / 2
+    for n in range(v + 1):
+        term = np.ones_like(zs)
+        for k in range(1, n + 1):
+            term = term * zs / k                        # (z/2)^n / n!
+        total = term.copy()
+        q = -zs * zs
+        for k in range(1, 30):
+            term = term * q / (k * (n + k))
+            total += term
+        out[n, small] = total
+    big = ok & ~small
+    if big.any():
+        zb = az[big]
+        top = max(float(v), float(zb.max()))
+        N = int(top + 30 + 6 * np.sqrt(top))
+        N += N % 2
+        f_next = np.zeros_like(zb)          # f_(k+2)
+        f_cur = np.full_like(zb, 1e-30)     # f_(k+1), starting at k + 1 = N
+        norm = np.zeros_like(zb)
+        vals = np.zeros((v + 1, zb.size))
+        if N <= v:
+            vals[N] = f_cur
+        if N % 2 == 0:
+            norm += 2 * f_cur
+        for k in range(N - 1, -1, -1):
+            f = 2.0 * (k + 1) / zb * f_cur - f_next
+            f_next, f_cur = f_cur, f
+            if k <= v:
+                vals[k] = f
+            if k % 2 == 0:
+                norm += (1.0 if k == 0 else 2.0) * f
+            huge = np.abs(f) > 1e250
+            if huge.any():
+                scale = np.where(huge, 1e-250, 1.0)
+                f_next, f_cur, norm = f_next * scale, f_cur * scale, norm * scale
+                vals *= scale
+        out[:, big] = vals / norm
+    out[:, np.isinf(z)] = 0.0
+    sign = np.where((z < 0)[None, :] & (np.arange(v + 1) % 2 == 1)[:, None], -1.0, 1.0)
+    return out * sign
+
+
+def bessel_jn(z, v):
+    dtype = np.asarray(z).dtype
+    zf = np.asarray(z, np.float64)
+    with np.errstate(all="ignore"):
+        out = _bessel_jn_flat(zf.reshape(-1), int(v))
+    return out.reshape((int(v) + 1,) + zf.shape).astype(dtype)
+
+
 # --- Hurwitz zeta -----------------------------------------------------------------------
 
 _ZETA_B2J = (1 / 6, -1 / 30, 1 / 42, -1 / 30, 5 / 66, -691 / 2730, 7 / 6, -3617 / 510,

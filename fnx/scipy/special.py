@@ -27,7 +27,7 @@ __all__ = ["logsumexp", "erf", "erfc", "erfinv", "gammaln", "digamma", "polygamm
            "softmax", "log_softmax", "erfcx", "i0e", "i1e", "i0", "i1", "zeta", "gammainc",
            "gammaincc", "betainc", "betaln", "beta", "gamma", "gammasgn", "loggamma",
            "multigammaln", "factorial", "kl_div", "rel_entr", "expn", "exp1", "expi", "poch",
-           "comb", "boxcox", "boxcox1p", "bernoulli"]
+           "comb", "boxcox", "boxcox1p", "bernoulli", "bessel_jn"]
 
 
 def _float(name, *xs):
@@ -578,3 +578,53 @@ def bernoulli(n):
     for m in range(1, n + 1):
         b.append(-sum(_comb(m + 1, k) * b[k] for k in range(m)) / (m + 1))
     return fnp.asarray(np.array([float(v) for v in b]), dtype=dtypes.default_float())
+
+
+# bessel_jn(z, v): (v + 1, *z.shape), the orders stacked in front
+def _bessel_jn_rule(z, *, v):
+    if z.dtype.kind != "f":
+        raise ShapeError(f"bessel_jn: z must be real floating, got {z.dtype}{list(z.shape)}")
+    return ShapeDtypeStruct((v + 1,) + tuple(z.shape), z.dtype, z.weak_type)
+
+
+bessel_jn_p = Primitive("bessel_jn", shape_rule=_bessel_jn_rule, impl=_impl.bessel_jn)
+
+
+def _bessel_jn_batch(vals, dims, size, *, v):
+    return bessel_jn_p.bind(vals[0], v=v), 1        # the batch axis follows the orders
+
+
+bessel_jn_p.batch = _bessel_jn_batch
+
+
+def _bessel_jn_jvp(primals, tangents, *, v):
+    (z,), (t,) = primals, tangents
+    out = bessel_jn_p.bind(z, v=v)
+    if t is None:
+        return out, None
+    j = bessel_jn_p.bind(z, v=v + 1)                  # J_0 ... J_(v+1)
+    below = fnp.concatenate([-j[1:2], j[:v]], axis=0)  # J_(n-1), J_(-1) = -J_1
+    return out, (below - j[1:]) / 2 * t
+
+
+bessel_jn_p.jvp = _bessel_jn_jvp
+
+
+def bessel_jn(z, *, v, n_iter=50):
+    """Bessel functions of the first kind ``J_0(z) ... J_v(z)`` of real ``z``, stacked:
+    shape ``(v + 1, *z.shape)``. Computed in float64 (the power series for ``|z| < 1``,
+    else Miller's backward recurrence started far enough past ``max(v, |z|)``), so
+    ``n_iter`` (JAX's fixed recurrence length, which gives NaN for small ``z`` in float32
+    and wrong values for ``|z| > n_iter``) is accepted and not needed. Differentiable:
+    ``J_n' = (J_(n-1) - J_(n+1)) / 2``."""
+    del n_iter
+    try:
+        v = int(v)
+    except TypeError:
+        raise TypeError(f"bessel_jn: v must be a static non-negative int, got {v!r}") from None
+    if v < 0:
+        raise ValueError(f"bessel_jn: v must be non-negative, got {v}")
+    (z,) = _float("bessel_jn", z)
+    if z.dtype.kind == "c":
+        raise ValueError("bessel_jn: complex z is not supported (as in JAX)")
+    return bessel_jn_p.bind(z, v=v)
