@@ -75,6 +75,13 @@ def test_functions_new_in_2024_bind_as_the_standard_says():
     inspect.signature(fnp.cumulative_prod).bind(a, axis=0, dtype=None, include_initial=False)
 
 
+def test_capabilities_give_max_dimensions():
+    """2024.12 adds "max dimensions" (NumPy's limit, 64: a 64-dim array works)."""
+    caps = fnp.__array_namespace_info__().capabilities()
+    assert caps["max dimensions"] == 64
+    assert fnp.ones((1,) * 64).ndim == 64
+
+
 def test_dtype_objects_compare_unequal_to_non_dtypes():
     """``fnp.float32 == x`` is False for anything np.dtype rejects with TypeError *or*
     ValueError (dicts, comma strings): the suite's reporting compares dtypes with both."""

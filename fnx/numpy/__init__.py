@@ -90,8 +90,10 @@ class _ArrayNamespaceInfo:
 
     def capabilities(self):
         """Boolean masks and data-dependent shapes (``nonzero``, ``unique_*``) work on
-        concrete arrays; under ``jit`` they need a static ``size=`` instead."""
-        return {"boolean indexing": True, "data-dependent shapes": True}
+        concrete arrays; under ``jit`` they need a static ``size=`` instead. Arrays have
+        at most 64 dimensions (NumPy's limit)."""
+        return {"boolean indexing": True, "data-dependent shapes": True,
+                "max dimensions": 64}
 
     def default_device(self):
         return _array_module.CPU_DEVICE
