@@ -247,3 +247,67 @@ def test_lbfgs_options_and_jit():
     assert int(r.status) == 1 and int(r.nit) == 4       # checked before the step, as JAX
     with pytest.raises(TypeError, match="unknown options"):
         minimize(rosen, x0, method=LBFGS, options={"line_search_maxiter": 3})
+
+
+SIG = rng.normal(size=(2, 100))
+
+
+@pytest.mark.parametrize("kw", [dict(nperseg=16), dict(nperseg=20, noverlap=15, boundary="even",
+                                                       padded=False),
+                                dict(nperseg=20, boundary=None, window="blackman"),
+                                dict(nperseg=20, boundary="odd", nfft=25, detrend="linear")])
+def test_stft_against_scipy(kw, x64):
+    f, t, z = sg.stft(SIG, **kw)
+    F, T, Z = ss.stft(SIG, **kw)
+    np.testing.assert_allclose(np.asarray(f), F, atol=1e-15)
+    np.testing.assert_allclose(np.asarray(t), T, atol=1e-15)
+    np.testing.assert_allclose(np.asarray(z), Z, atol=1e-14)
+
+
+def test_istft_roundtrip_and_axes(x64):
+    _, _, z = sg.stft(SIG, nperseg=16)
+    t, x = sg.istft(z, nperseg=16)
+    T, X = ss.istft(ss.stft(SIG, nperseg=16)[2], nperseg=16)
+    np.testing.assert_allclose(np.asarray(x), X, atol=1e-14)
+    np.testing.assert_allclose(np.asarray(x)[:, :100], SIG, atol=1e-14)
+    # t has the signal's length (SciPy and JAX give x.shape[0] samples: 2 here)
+    np.testing.assert_allclose(np.asarray(t), np.arange(104.0))
+    t1, _ = sg.istft(sg.stft(SIG[0], nperseg=16)[2], nperseg=16)
+    np.testing.assert_allclose(np.asarray(t1), ss.istft(ss.stft(SIG[0], nperseg=16)[2],
+                                                        nperseg=16)[0])
+    x3 = rng.normal(size=(100, 3))
+    _, _, z = sg.stft(x3, nperseg=16, axis=0)
+    np.testing.assert_allclose(np.asarray(z), ss.stft(x3, nperseg=16, axis=0)[2], atol=1e-14)
+
+
+@pytest.mark.parametrize("kw", [dict(nperseg=16), dict(nperseg=16, average="median"),
+                                dict(nperseg=20, noverlap=5, nfft=32, detrend="linear",
+                                     scaling="spectrum"),
+                                dict(nperseg=20, return_onesided=False, window="hamming"),
+                                dict(nperseg=33, nfft=33)])
+def test_welch_csd_against_scipy(kw, x64):
+    f, p = sg.welch(SIG, **kw)
+    F, P = ss.welch(SIG, **kw)
+    np.testing.assert_allclose(np.asarray(f), F, atol=1e-15)
+    np.testing.assert_allclose(np.asarray(p), P, atol=1e-14)
+    f, p = sg.csd(SIG, SIG[::-1], **kw)
+    np.testing.assert_allclose(np.asarray(p), ss.csd(SIG, SIG[::-1], **kw)[1], atol=1e-14)
+
+
+def test_windows_and_spectral_dtypes():
+    for w in ("hann", "hamming", "blackman", "bartlett", "triang", "cosine", "boxcar",
+              ("kaiser", 8.0), ("tukey", 0.3)):
+        for n in (7, 8):
+            np.testing.assert_allclose(np.asarray(sg.get_window(w, n)), ss.get_window(w, n),
+                                       atol=1e-6)
+            np.testing.assert_allclose(np.asarray(sg.get_window(w, n, fftbins=False)),
+                                       ss.get_window(w, n, fftbins=False), atol=1e-6)
+    x = SIG.astype(np.float32)
+    f, t, z = sg.stft(x, nperseg=16)
+    assert (f.dtype, t.dtype, z.dtype) == (np.float32, np.float32, np.complex64)
+    assert sg.welch(x, nperseg=16)[1].dtype == np.float32
+    with pytest.raises(ValueError, match="unknown window"):
+        sg.get_window("gaussianish", 8)
+    with pytest.raises(ValueError, match="noverlap"):
+        sg.stft(x, nperseg=16, noverlap=16)
+    check_grads(lambda v: sg.welch(v, nperseg=16)[1], (x[0],), order=1, modes=("rev",))

@@ -8,8 +8,14 @@ give the default float (SciPy keeps integers), ``boundary`` is 'fill' with
 ``fillvalue=0`` only, and ``method`` ('auto', 'direct', 'fft') changes nothing: the
 convolution is direct. ``fftconvolve`` multiplies FFTs (``fnx.numpy.fft``) over the
 given ``axes``; the other axes broadcast (JAX requires them equal). ``detrend`` removes
-a least-squares line (per segment between breakpoints ``bp``) or the mean. Not
-provided: ``stft``, ``istft``, ``welch``, ``csd``.
+a least-squares line (per segment between breakpoints ``bp``) or the mean.
+
+``stft``, ``istft``, ``csd`` and ``welch`` follow SciPy's definitions and output layout
+(frequencies at ``axis``, segments last): segments are gathered with a static index
+table, detrended, windowed and transformed by ``fnx.numpy.fft``. Windows are named
+('hann', 'hamming', 'blackman', 'bartlett', 'triang', 'cosine', 'boxcar', ('kaiser',
+beta), ('tukey', alpha)) in SciPy's periodic (DFT-even) form, or given as an array;
+``get_window`` builds them (JAX calls SciPy's there; fnx needs no SciPy).
 """
 from __future__ import annotations
 
@@ -20,7 +26,8 @@ from .. import numpy as fnp
 from ..errors import ShapeError
 from ..numpy._util import promote
 
-__all__ = ["convolve", "correlate", "convolve2d", "correlate2d", "fftconvolve", "detrend"]
+__all__ = ["convolve", "correlate", "convolve2d", "correlate2d", "fftconvolve", "detrend",
+           "stft", "istft", "csd", "welch", "get_window"]
 
 _MODES = ("full", "same", "valid")
 
@@ -202,3 +209,289 @@ def detrend(data, axis=-1, type="linear", bp=0, overwrite_data=None):
         slope = fnp.sum(centred * tc, axis=-1, keepdims=True) / tt if tt > 0 else 0.0
         pieces.append(centred - slope * tc)
     return fnp.moveaxis(fnp.concatenate(pieces, axis=-1), -1, axis)
+
+
+# --- spectral analysis ----------------------------------------------------------------------
+
+def _sym_window(name, m, param):
+    n = np.arange(m)
+    if m == 1:
+        return np.ones(1)
+    if name in ("hann", "hanning"):
+        return 0.5 - 0.5 * np.cos(2 * np.pi * n / (m - 1))
+    if name == "hamming":
+        return 0.54 - 0.46 * np.cos(2 * np.pi * n / (m - 1))
+    if name == "blackman":
+        return (0.42 - 0.5 * np.cos(2 * np.pi * n / (m - 1))
+                + 0.08 * np.cos(4 * np.pi * n / (m - 1)))
+    if name == "bartlett":
+        return 1 - np.abs(2 * n / (m - 1) - 1)
+    if name == "triang":
+        k = np.arange(1, (m + 1) // 2 + 1)
+        if m % 2 == 0:
+            w = (2 * k - 1.0) / m
+            return np.concatenate([w, w[::-1]])
+        w = 2 * k / (m + 1.0)
+        return np.concatenate([w, w[-2::-1]])
+    if name == "cosine":
+        return np.sin(np.pi / m * (n + 0.5))
+    if name in ("boxcar", "box", "ones", "rect", "rectangular"):
+        return np.ones(m)
+    if name == "kaiser":
+        return np.kaiser(m, param)
+    if name == "tukey":
+        alpha = float(param)
+        if alpha <= 0:
+            return np.ones(m)
+        if alpha >= 1:
+            return _sym_window("hann", m, None)
+        w = np.ones(m)
+        width = int(np.floor(alpha * (m - 1) / 2.0))
+        n1, n3 = n[:width + 1], n[m - width - 1:]
+        w[:width + 1] = 0.5 * (1 + np.cos(np.pi * (-1 + 2.0 * n1 / alpha / (m - 1))))
+        w[m - width - 1:] = 0.5 * (1 + np.cos(np.pi * (-2.0 / alpha + 1 + 2.0 * n3 / alpha
+                                                       / (m - 1))))
+        return w
+    raise ValueError(f"get_window: unknown window {name!r}; fnx has 'hann', 'hamming', "
+                     "'blackman', 'bartlett', 'triang', 'cosine', 'boxcar', ('kaiser', beta) "
+                     "and ('tukey', alpha), or pass the window as an array")
+
+
+def get_window(window, Nx, fftbins=True, *, dtype=None):
+    """A window of ``Nx`` samples: periodic (``fftbins``, for spectral analysis, SciPy's
+    default) or symmetric. ``window`` is a name or a (name, parameter) tuple."""
+    from ..core import dtypes
+    name, param = (window[0], window[1] if len(window) > 1 else None) \
+        if isinstance(window, tuple) else (window, None)
+    if not isinstance(name, str):
+        raise ValueError(f"get_window: window must be a name or a (name, param) tuple, got "
+                         f"{window!r}")
+    if name in ("kaiser", "tukey") and param is None:
+        raise ValueError(f"get_window: the {name} window needs a parameter: ({name!r}, value)")
+    m = int(Nx)
+    w = _sym_window(name.lower(), m + 1, param)[:-1] if fftbins else \
+        _sym_window(name.lower(), m, param)
+    return fnp.asarray(w, dtype=dtypes.default_float() if dtype is None else dtype)
+
+
+def _window_and_nperseg(window, nperseg, length, dtype):
+    if isinstance(window, (str, tuple)):
+        if nperseg is None:
+            nperseg = 256
+        nperseg = min(int(nperseg), length) if length else int(nperseg)
+        return get_window(window, nperseg).astype(dtype), nperseg
+    win = fnp.asarray(window)
+    if win.ndim != 1:
+        raise ShapeError(f"spectral analysis: window must be 1-D, got shape {win.shape}")
+    if nperseg is not None and int(nperseg) != win.shape[0]:
+        raise ValueError(f"spectral analysis: nperseg ({nperseg}) must equal the window's "
+                         f"length ({win.shape[0]})")
+    if win.shape[0] > length:
+        raise ValueError(f"spectral analysis: the window ({win.shape[0]}) is longer than the "
+                         f"input ({length})")
+    return win.astype(dtype), win.shape[0]
+
+
+def _extend(x, n, how):
+    if how is None or n < 1:
+        return x
+    if how == "zeros":
+        return fnp.pad(x, [(0, 0)] * (x.ndim - 1) + [(n, n)])
+    if how == "constant":
+        return fnp.pad(x, [(0, 0)] * (x.ndim - 1) + [(n, n)], mode="edge")
+    if how == "even":
+        return fnp.pad(x, [(0, 0)] * (x.ndim - 1) + [(n, n)], mode="reflect")
+    if how == "odd":
+        if n > x.shape[-1] - 1:
+            raise ValueError(f"spectral analysis: the odd extension ({n}) must not exceed "
+                             f"the input length - 1 ({x.shape[-1] - 1})")
+        left = 2 * x[..., :1] - fnp.flip(x[..., 1:n + 1], -1)
+        right = 2 * x[..., -1:] - fnp.flip(x[..., -n - 1:-1], -1)
+        return fnp.concatenate([left, x, right], axis=-1)
+    raise ValueError(f"spectral analysis: boundary must be 'even', 'odd', 'constant', "
+                     f"'zeros' or None, got {how!r}")
+
+
+def _segments(x, win, nperseg, noverlap, nfft, detrend_how, twosided):
+    step = nperseg - noverlap
+    starts = np.arange(0, x.shape[-1] - nperseg + 1, step)
+    idx = (starts[:, None] + np.arange(nperseg)[None, :]).astype(np.int32)
+    seg = x[..., idx]                                   # (..., nseg, nperseg)
+    if callable(detrend_how):
+        seg = detrend_how(seg)
+    elif detrend_how in ("constant", "c"):
+        seg = seg - fnp.mean(seg, axis=-1, keepdims=True)
+    elif detrend_how in ("linear", "l"):
+        seg = detrend(seg, axis=-1)
+    elif detrend_how not in (False, None):
+        raise ValueError(f"spectral analysis: detrend must be 'constant', 'linear', False or "
+                         f"a function, got {detrend_how!r}")
+    seg = seg * win
+    return fnp.fft.fft(seg, n=nfft, axis=-1) if twosided else \
+        fnp.fft.rfft(fnp.real(seg) if seg.dtype.kind == "c" else seg, n=nfft, axis=-1)
+
+
+def _spectral(name, x, y, fs, window, nperseg, noverlap, nfft, detrend_how, onesided,
+              scaling, axis, mode, boundary=None, padded=False):
+    import warnings
+    if y is None:
+        (x,) = promote(name, x, to_inexact=True)
+    else:
+        x, y = promote(name, x, y, to_inexact=True)
+        if x.ndim != y.ndim:
+            raise ShapeError(f"{name}: x and y must have the same rank, got {x.shape} and "
+                             f"{y.shape}")
+    axis = int(axis) % x.ndim
+    cdtype = np.result_type(x.dtype, np.complex64)
+    rdtype = np.finfo(cdtype).dtype
+    x = fnp.moveaxis(x, axis, -1)
+    if y is not None:
+        y = fnp.moveaxis(y, axis, -1)
+        n = max(x.shape[-1], y.shape[-1])
+        x = fnp.pad(x, [(0, 0)] * (x.ndim - 1) + [(0, n - x.shape[-1])])
+        y = fnp.pad(y, [(0, 0)] * (y.ndim - 1) + [(0, n - y.shape[-1])])
+    win, nperseg = _window_and_nperseg(window, nperseg, x.shape[-1], rdtype)
+    noverlap = nperseg // 2 if noverlap is None else int(noverlap)
+    nfft = nperseg if nfft is None else int(nfft)
+    if nfft < nperseg:
+        raise ValueError(f"{name}: nfft ({nfft}) must be at least nperseg ({nperseg})")
+    if not 0 <= noverlap < nperseg:
+        raise ValueError(f"{name}: noverlap ({noverlap}) must be in [0, nperseg={nperseg})")
+    step = nperseg - noverlap
+    if boundary is not None:
+        x = _extend(x, nperseg // 2, boundary)
+        y = None if y is None else _extend(y, nperseg // 2, boundary)
+    if padded:
+        extra = (-(x.shape[-1] - nperseg) % step) % nperseg
+        pad = [(0, 0)] * (x.ndim - 1) + [(0, extra)]
+        x = fnp.pad(x, pad)
+        y = None if y is None else fnp.pad(y, pad)
+    if scaling == "density":
+        scale = 1.0 / (fs * fnp.sum(win * win))
+    elif scaling == "spectrum":
+        scale = 1.0 / fnp.sum(win) ** 2
+    else:
+        raise ValueError(f"{name}: scaling must be 'density' or 'spectrum', got {scaling!r}")
+    if mode == "stft":
+        scale = fnp.sqrt(scale)
+    twosided = not onesided
+    if onesided and (x.dtype.kind == "c" or (y is not None and y.dtype.kind == "c")):
+        warnings.warn(f"{name}: complex input: return_onesided=False is used", stacklevel=3)
+        twosided = True
+    freqs = (fnp.fft.fftfreq(nfft, 1 / fs) if twosided else fnp.fft.rfftfreq(nfft, 1 / fs))
+    freqs = freqs.astype(rdtype)
+    spec = _segments(x, win, nperseg, noverlap, nfft, detrend_how, twosided)
+    if y is not None:
+        spec = fnp.conj(spec) * _segments(y, win, nperseg, noverlap, nfft, detrend_how,
+                                          twosided)
+    elif mode == "psd":
+        spec = fnp.conj(spec) * spec
+    spec = spec * scale.astype(cdtype)
+    if not twosided and mode == "psd":
+        stop = nfft // 2 + (nfft % 2)          # double all but DC (and Nyquist for even nfft)
+        factor = np.ones(spec.shape[-1])
+        factor[1:stop] = 2
+        spec = spec * fnp.asarray(factor, dtype=rdtype)
+    times = np.arange(nperseg / 2, x.shape[-1] - nperseg / 2 + 1, step) / fs
+    if boundary is not None:
+        times = times - (nperseg / 2) / fs
+    spec = spec.astype(cdtype)
+    if y is None and mode != "stft":
+        spec = fnp.real(spec)
+    spec = fnp.moveaxis(spec, -1, -2)                  # (..., freqs, segments)
+    spec = fnp.moveaxis(spec, -2, axis) if axis != x.ndim - 1 else spec
+    return freqs, fnp.asarray(times, dtype=rdtype), spec
+
+
+def stft(x, fs=1.0, window="hann", nperseg=256, noverlap=None, nfft=None, detrend=False,
+         return_onesided=True, boundary="zeros", padded=True, axis=-1):
+    """The short-time Fourier transform ``(f, t, Zxx)`` (SciPy's scaling: by the window's
+    sum); ``Zxx`` has the frequencies at ``axis`` and the segments last."""
+    return _spectral("stft", x, None, fs, window, nperseg, noverlap, nfft, detrend,
+                     return_onesided, "spectrum", axis, "stft", boundary, padded)
+
+
+def csd(x, y, fs=1.0, window="hann", nperseg=None, noverlap=None, nfft=None,
+        detrend="constant", return_onesided=True, scaling="density", axis=-1,
+        average="mean"):
+    """The cross power spectral density of ``x`` and ``y`` by Welch's method: ``(f, Pxy)``,
+    the segments averaged by ``average`` ('mean' or 'median', bias-corrected)."""
+    if average not in ("mean", "median"):
+        raise ValueError(f"csd: average must be 'mean' or 'median', got {average!r}")
+    freqs, _, p = _spectral("csd", x, x if y is None else y, fs, window, nperseg, noverlap,
+                            nfft, detrend, return_onesided, scaling, axis, "psd")
+    if y is None:
+        p = fnp.real(p)
+    if p.shape[-1] == 0:
+        return freqs, p[..., 0] if p.ndim else p
+    if average == "median":
+        n = p.shape[-1]
+        k = 2 * np.arange(1, (n - 1) // 2 + 1)
+        bias = 1 + float(np.sum(1.0 / (k + 1) - 1.0 / k))
+        if p.dtype.kind == "c":
+            med = (fnp.median(fnp.real(p), axis=-1)
+                   + 1j * fnp.median(fnp.imag(p), axis=-1)).astype(p.dtype)
+        else:
+            med = fnp.median(p, axis=-1)
+        return freqs, med / bias
+    return freqs, fnp.mean(p, axis=-1)
+
+
+def welch(x, fs=1.0, window="hann", nperseg=None, noverlap=None, nfft=None,
+          detrend="constant", return_onesided=True, scaling="density", axis=-1,
+          average="mean"):
+    """The power spectral density of ``x`` by Welch's method: ``(f, Pxx)`` (real)."""
+    freqs, p = csd(x, None, fs, window, nperseg, noverlap, nfft, detrend, return_onesided,
+                   scaling, axis, average)
+    return freqs, fnp.real(p) if p.dtype.kind == "c" else p
+
+
+def istft(Zxx, fs=1.0, window="hann", nperseg=None, noverlap=None, nfft=None,
+          input_onesided=True, boundary=True, time_axis=-1, freq_axis=-2):
+    """The inverse of ``stft`` by weighted overlap-add: ``(t, x)``."""
+    Z = fnp.asarray(Zxx)
+    if Z.ndim < 2:
+        raise ShapeError(f"istft: Zxx must have at least 2 dimensions, got {Z.shape}")
+    t_ax, f_ax = int(time_axis) % Z.ndim, int(freq_axis) % Z.ndim
+    if t_ax == f_ax:
+        raise ValueError("istft: time_axis and freq_axis must differ")
+    Z = fnp.moveaxis(Z, (f_ax, t_ax), (-2, -1))
+    nfreq, nseg = Z.shape[-2:]
+    n_default = 2 * (nfreq - 1) if input_onesided else nfreq
+    if nperseg is None:
+        nperseg = n_default if isinstance(window, (str, tuple)) else np.shape(window)[0]
+    nperseg = int(nperseg)
+    nfft = n_default if nfft is None else int(nfft)
+    if nfft < nperseg:
+        raise ValueError(f"istft: nfft ({nfft}) must be at least nperseg ({nperseg})")
+    noverlap = nperseg // 2 if noverlap is None else int(noverlap)
+    if not 0 <= noverlap < nperseg:
+        raise ValueError(f"istft: noverlap ({noverlap}) must be in [0, nperseg={nperseg})")
+    step = nperseg - noverlap
+    cdtype = np.result_type(Z.dtype, np.complex64)
+    rdtype = np.finfo(cdtype).dtype
+    if isinstance(window, (str, tuple)):
+        win = get_window(window, nperseg).astype(rdtype)
+    else:
+        win = fnp.asarray(window).astype(rdtype)
+        if win.shape != (nperseg,):
+            raise ValueError(f"istft: the window must have nperseg ({nperseg}) samples")
+    Zt = fnp.moveaxis(Z, -1, -2)                       # (..., nseg, nfreq)
+    seg = fnp.fft.irfft(Zt, n=nfft, axis=-1) if input_onesided else \
+        fnp.fft.ifft(Zt, n=nfft, axis=-1)
+    seg = seg[..., :nperseg] * win * fnp.sum(win)     # undo stft's 1 / sum(win)
+    length = nperseg + (nseg - 1) * step
+    idx = (np.arange(nseg)[:, None] * step + np.arange(nperseg)[None, :]).ravel()
+    onehot = (idx[:, None] == np.arange(length)[None, :]).astype(np.float64)
+    flat = seg.reshape(seg.shape[:-2] + (nseg * nperseg,))
+    x = fnp.matmul(flat, fnp.asarray(onehot, dtype=rdtype).astype(flat.dtype))
+    norm = np.zeros(length)
+    wsq = np.asarray(win) ** 2
+    for i in range(nseg):
+        norm[i * step:i * step + nperseg] += wsq
+    if boundary:
+        x = x[..., nperseg // 2:length - nperseg // 2]
+        norm = norm[nperseg // 2:length - nperseg // 2]
+    x = x / fnp.asarray(np.where(norm > 1e-10, norm, 1.0), dtype=rdtype)
+    times = fnp.asarray(np.arange(x.shape[-1]) / fs, dtype=rdtype)
+    return times, x
