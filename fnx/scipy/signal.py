@@ -482,9 +482,10 @@ def istft(Zxx, fs=1.0, window="hann", nperseg=None, noverlap=None, nfft=None,
     seg = seg[..., :nperseg] * win * fnp.sum(win)     # undo stft's 1 / sum(win)
     length = nperseg + (nseg - 1) * step
     idx = (np.arange(nseg)[:, None] * step + np.arange(nperseg)[None, :]).ravel()
-    onehot = (idx[:, None] == np.arange(length)[None, :]).astype(np.float64)
     flat = seg.reshape(seg.shape[:-2] + (nseg * nperseg,))
-    x = fnp.matmul(flat, fnp.asarray(onehot, dtype=rdtype).astype(flat.dtype))
+    # overlap-add: one scatter-add of every segment's samples
+    x = fnp.zeros(flat.shape[:-1] + (length,), dtype=flat.dtype).at[
+        ..., idx.astype(np.int32)].add(flat)
     norm = np.zeros(length)
     wsq = np.asarray(win) ** 2
     for i in range(nseg):
