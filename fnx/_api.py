@@ -1,6 +1,9 @@
 """JAX's top-level names that are not transformations of their own: ``make_jaxpr``, the
 device queries, ``ensure_compile_time_eval``, ``named_call``/``named_scope``, ``typeof``,
-``device_get``, ``effects_barrier``, ``print_environment_info``.
+``device_get``, ``effects_barrier``, ``print_environment_info``, ``linear_transpose``,
+and the custom-derivative helpers ``closure_convert`` (closed-over traced values hoisted
+to trailing arguments) and ``custom_gradient`` (TensorFlow-style ``(value, vjp)`` pairs,
+a ``custom_vjp`` whose backward function is traced once in the forward pass).
 
 fnx runs on one device, the host CPU, in one process, so the device queries answer for
 that one device (``CpuDevice(id=0)``, as JAX on a CPU-only machine); asking for another
@@ -16,7 +19,7 @@ import numpy as np
 from . import tree_util
 from .core.array import CPU_DEVICE, Array, Tracer, _Device
 from .core.ir import format_ir
-from .core.primitive import aval_of
+from .core.primitive import ShapeDtypeStruct, aval_of
 from .core.trace import EVAL, Trace, _current
 from .core.tracing import make_ir
 
@@ -332,3 +335,128 @@ def linear_transpose(fun, *primals, reduce_axes=()):
         return tuple(tree_util.tree_unflatten(in_tree, in_cts))
 
     return transposed
+
+
+# --- closure_convert, custom_gradient ----------------------------------------------------------
+
+def _is_hoisted(c):
+    """A closed-over value AD may see: a traced value of an inexact dtype (as JAX's
+    closure_convert, which leaves concrete values and integer tracers closed over)."""
+    if not isinstance(c, Tracer):
+        return False
+    d = np.dtype(c.dtype)
+    return d.kind in "fc" or d.name == "bfloat16"
+
+
+def closure_convert(fun, *example_args):
+    """``(converted, hoisted)``: ``converted(*args, *hoisted)`` computes ``fun(*args)`` with
+    the traced floating-point values ``fun`` closes over (found by tracing it on
+    arguments shaped like ``example_args``) passed as trailing arguments, so a
+    ``custom_vjp`` rule can give them cotangents. Concrete closed-over values stay
+    closed over; with none traced, ``hoisted`` is empty."""
+    from .core.ir import eval_ir
+    ir, out_shapes = make_ir(fun, return_shape=True)(*example_args)
+    in_tree = tree_util.tree_structure(tuple(example_args))
+    out_tree = tree_util.tree_structure(out_shapes)
+    consts = list(ir.consts)
+    which = [_is_hoisted(c) for c in consts]
+    hoisted = [c for c, h in zip(consts, which) if h]
+    closed = [c for c, h in zip(consts, which) if not h]
+    n_hoisted = len(hoisted)
+
+    def converted(*args_and_hoisted):
+        n = len(args_and_hoisted) - n_hoisted
+        if n < 0:
+            raise TypeError(f"closure_convert: the converted function takes its arguments "
+                            f"followed by the {n_hoisted} hoisted values; got "
+                            f"{len(args_and_hoisted)} arguments in all")
+        args, extra = args_and_hoisted[:n], iter(args_and_hoisted[n:])
+        leaves, tree = tree_util.tree_flatten(tuple(args))
+        if tree != in_tree:
+            raise TypeError(f"closure_convert: the converted function's arguments must have "
+                            f"the structure of the example arguments, {in_tree}; got {tree}")
+        closed_it = iter(closed)
+        cs = [next(extra) if h else next(closed_it) for h in which]
+        from .core.array import to_array
+        outs = eval_ir(ir, *[to_array(x) for x in leaves], consts=cs)
+        return tree_util.tree_unflatten(out_tree, outs)
+
+    converted.__name__ = f"closure_converted_{getattr(fun, '__name__', 'fun')}"
+    return converted, hoisted
+
+
+def _dtype_of(a):
+    from .core.dtypes import dtype_and_weak
+    return dtype_and_weak(a)[0]
+
+
+def _weak_of(a):
+    from .core.dtypes import dtype_and_weak
+    return dtype_and_weak(a)[1]
+
+
+class _StaticRes:
+    """Residual data that is not an array (a traced rule's IR and tree structures): a
+    pytree node with no children, so transformations pass it through untouched."""
+
+    def __init__(self, value):
+        self.value = value
+
+
+tree_util.register_pytree_node(_StaticRes, lambda r: ((), r.value),
+                               lambda value, _: _StaticRes(value))
+
+
+def custom_gradient(fun):
+    """TensorFlow-style custom gradients (JAX's ``custom_gradient``): ``fun(*args)``
+    returns ``(value, vjp)``, where ``vjp(cotangent)`` returns one cotangent per argument
+    (a tuple; a lone value for a one-argument ``fun``). The result computes ``value``;
+    under ``grad``/``vjp`` its gradient is ``vjp``'s. ``vjp`` may close over values of
+    the forward pass (traced once per call, not re-run); it must not branch in Python on
+    their values. Forward mode (``jvp``) raises, as for any ``custom_vjp``."""
+    import functools
+    from .core.ir import eval_ir
+    from .transforms.custom import custom_vjp
+
+    def split(out, where):
+        if not (isinstance(out, (tuple, list)) and len(out) == 2 and callable(out[1])):
+            raise TypeError(f"custom_gradient: {getattr(fun, '__name__', 'fun')} must return "
+                            f"a pair (value, vjp_function); got {type(out).__name__} {where}")
+        return out
+
+    @functools.wraps(fun)
+    def primal(*args):
+        return split(fun(*args), "")[0]
+
+    wrapped = custom_vjp(primal)
+
+    def fwd(*args):
+        ans, rule = split(fun(*args), "")
+        n = len(args)
+
+        def flat_rule(ct):
+            cts = rule(ct)
+            if n == 1 and not isinstance(cts, (tuple, list)):
+                cts = (cts,)
+            if not isinstance(cts, (tuple, list)) or len(cts) != n:
+                raise TypeError(
+                    f"custom_gradient: the vjp function of {getattr(fun, '__name__', 'fun')} "
+                    f"must return one cotangent per argument ({n}, as a tuple); got "
+                    f"{type(cts).__name__}"
+                    + (f" of length {len(cts)}" if isinstance(cts, (tuple, list)) else ""))
+            return tuple(cts)
+
+        ct_example = tree_util.tree_map(
+            lambda a: ShapeDtypeStruct(np.shape(a), _dtype_of(a), _weak_of(a)), ans)
+        ir, ct_shapes = make_ir(flat_rule, return_shape=True)(ct_example)
+        return ans, (_StaticRes((ir, tree_util.tree_structure(ct_shapes))), list(ir.consts))
+
+    def bwd(res, ct):
+        static, consts = res
+        ir, out_tree = static.value
+        from .core.array import to_array
+        leaves = [to_array(x) for x in tree_util.tree_leaves(ct)]
+        return tree_util.tree_unflatten(out_tree, eval_ir(ir, *leaves, consts=list(consts)))
+
+    wrapped.defvjp(fwd, bwd)
+    return wrapped

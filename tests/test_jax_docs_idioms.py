@@ -160,3 +160,143 @@ def test_breakpoint_leaked_tracer_in_a_local_is_shown_not_used():
     fnx.jit(f)(3.0)
     assert "ended trace" in stdout.getvalue()
     assert "Array(3., dtype=float32" in stdout.getvalue()
+
+
+# --- custom_gradient, closure_convert ---------------------------------------------------------
+
+def test_custom_gradient_docstring_examples():
+    @fnx.custom_gradient
+    def f(x):
+        return x ** 2, lambda g: (g * x,)
+
+    assert float(f(3.0)) == 9.0
+    assert float(fnx.grad(f)(3.0)) == 3.0                 # JAX: 3.0 (the custom rule)
+    assert float(fnx.jit(fnx.grad(f))(3.0)) == 3.0
+    np.testing.assert_array_equal(fnx.vmap(fnx.grad(f))(fnp.arange(3.0)), [0.0, 1.0, 2.0])
+    assert float(fnx.grad(lambda x: fnx.grad(f)(x))(3.0)) == 1.0   # JAX: 1.0
+
+    @fnx.custom_gradient
+    def g(x, y):
+        return x * y, lambda ct: (ct * y * 10, ct * x * 100)
+
+    gx, gy = fnx.grad(g, argnums=(0, 1))(2.0, 3.0)
+    assert (float(gx), float(gy)) == (30.0, 200.0)        # JAX: (30., 200.)
+
+
+def test_custom_gradient_closes_over_forward_values_and_pytrees():
+    @fnx.custom_gradient
+    def softplus(x):
+        e = fnp.exp(x)
+        return fnp.log1p(e), lambda g: (g * e / (1 + e),)
+
+    np.testing.assert_allclose(fnx.grad(softplus)(2.0), 0.8807971, rtol=1e-6)
+    np.testing.assert_allclose(fnx.vmap(fnx.grad(softplus))(fnp.array([0.0, 1.0])),
+                               [0.5, 0.7310586], rtol=1e-6)
+    np.testing.assert_allclose(fnx.grad(lambda x: fnx.grad(lambda y: softplus(y) * y)(x))(1.0),
+                               1.6587291, rtol=1e-6)
+
+    @fnx.custom_gradient
+    def clip_grad(x):
+        return x, lambda g: (fnp.clip(g, -1.0, 1.0),)
+
+    np.testing.assert_array_equal(fnx.grad(lambda x: 5.0 * clip_grad(x).sum())(fnp.ones(3)),
+                                  [1.0, 1.0, 1.0])
+
+    @fnx.custom_gradient
+    def p(t):
+        return {"a": t[0] * t[1]}, lambda ct: ((ct["a"] * t[1], ct["a"] * t[0]),)
+
+    g0, g1 = fnx.grad(lambda t: p(t)["a"])((2.0, 5.0))
+    assert (float(g0), float(g1)) == (5.0, 2.0)
+
+    @fnx.custom_gradient
+    def lone(x):  # a one-argument rule may return the cotangent itself (JAX accepts it)
+        return x ** 2, lambda g: g * x
+
+    assert float(fnx.grad(lone)(3.0)) == 3.0
+
+
+def test_custom_gradient_errors():
+    @fnx.custom_gradient
+    def no_pair(x):
+        return x * 2
+
+    with pytest.raises(TypeError, match="pair"):
+        no_pair(1.0)
+
+    @fnx.custom_gradient
+    def short(x, y):
+        return x * y, lambda g: (g,)
+
+    with pytest.raises(TypeError, match="one cotangent per argument"):
+        fnx.grad(short)(1.0, 2.0)
+
+    @fnx.custom_gradient
+    def f(x):
+        return x ** 2, lambda g: (g * x,)
+
+    with pytest.raises(TypeError, match="forward mode"):  # JAX: TypeError as well
+        fnx.jvp(f, (3.0,), (1.0,))
+
+
+from functools import partial  # noqa: E402
+
+
+@partial(fnx.custom_vjp, nondiff_argnums=(0,))
+def _call(f, x, *args):
+    return f(x, *args)
+
+
+def _call_fwd(f, x, *args):
+    return _call(f, x, *args), (x, args)
+
+
+def _call_bwd(f, res, g):
+    x, args = res
+    return fnx.vjp(f, x, *args)[1](g)
+
+
+_call.defvjp(_call_fwd, _call_bwd)
+
+
+def _model(w, x):
+    scale = fnp.sin(w)
+    conv, hoisted = fnx.closure_convert(lambda v: v * scale, x)
+    return _call(conv, x, *hoisted)
+
+
+def test_closure_convert_hoists_traced_values_for_a_custom_vjp():
+    gw, gx = fnx.grad(_model, argnums=(0, 1))(0.5, 2.0)
+    np.testing.assert_allclose([gw, gx], [1.7551651, 0.47942555], rtol=1e-6)  # JAX's
+    np.testing.assert_allclose(fnx.jit(fnx.grad(_model))(0.5, 2.0), 1.7551651, rtol=1e-6)
+    np.testing.assert_allclose(fnx.vmap(fnx.grad(_model), in_axes=(0, None))(
+        fnp.array([0.5, 1.0]), 2.0), [1.7551651, 1.0806046], rtol=1e-6)
+
+
+def test_closure_convert_structure_and_what_is_hoisted():
+    conv, hoisted = fnx.closure_convert(lambda a, b: (a + b, {"s": a * 2}), 1.0, fnp.ones(2))
+    assert hoisted == []                                   # nothing traced is closed over
+    out = conv(2.0, fnp.arange(2.0))
+    np.testing.assert_array_equal(out[0], [2.0, 3.0])
+    assert float(out[1]["s"]) == 4.0
+    with pytest.raises(TypeError, match="structure"):
+        conv(2.0)
+    counts = []
+
+    def outer(x):
+        y, k = fnp.sin(x) * 2, fnp.arange(3)  # k: concrete (stays closed over)
+        conv, hoisted = fnx.closure_convert(lambda c: c * y + k.sum(), 1.0)
+        counts.append(len(hoisted))
+        return conv(4.0, *hoisted)
+
+    np.testing.assert_allclose(fnx.grad(outer)(1.0), 8 * np.cos(1.0), rtol=1e-6)
+    assert counts == [1]
+    int_closed = []
+
+    def with_int(n):
+        conv, hoisted = fnx.closure_convert(lambda c: c * n, 1.0)  # an int tracer
+        int_closed.append(len(hoisted))
+        return conv(2.0, *hoisted)
+
+    assert float(fnx.jit(with_int)(3)) == 6.0
+    assert int_closed == [0]
