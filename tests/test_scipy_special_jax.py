@@ -277,3 +277,23 @@ def test_bessel_jn_where_jax_is_nan():
                                atol=1e-6)
     with pytest.raises(ValueError, match="non-negative"):
         sp.bessel_jn(z, v=-1)
+
+
+def test_spence_dawsn(x64):
+    z = np.concatenate([rng.uniform(0, 3, 200), np.exp(rng.uniform(-20, 20, 200)),
+                        [0.0, 0.5, 1.0, 2.0]])
+    np.testing.assert_allclose(np.asarray(sp.spence(z)), ss.spence(z), rtol=1e-14, atol=1e-300)
+    x = np.concatenate([rng.normal(size=200) * 5, np.linspace(-0.3, 0.3, 31), [1e7, 1e9]])
+    np.testing.assert_allclose(np.asarray(sp.dawsn(x)), ss.dawsn(x), rtol=1e-14)
+    check_grads(sp.spence, (np.array([0.3, 1.0, 2.5, 40.0]),), order=2)
+    check_grads(sp.dawsn, (np.array([-3.0, 0.1, 1.0, 7.0]),), order=2)
+
+
+def test_spence_dawsn_edges_as_jax():
+    nan, inf = np.nan, np.inf
+    # jax 0.10.2: spence(-1) = nan, spence(0) = pi^2/6, spence(inf) = nan; dawsn(+-inf) = +-0
+    np.testing.assert_allclose(np.asarray(sp.spence(f32(-1, 0, 1, inf, nan))),
+                               f32(nan, np.pi ** 2 / 6, 0, nan, nan), rtol=1e-6)
+    out = np.asarray(sp.dawsn(f32(0, inf, -inf, nan)))
+    np.testing.assert_array_equal(out, f32(0, 0, -0.0, nan))
+    assert np.signbit(out[2])

@@ -27,7 +27,7 @@ __all__ = ["logsumexp", "erf", "erfc", "erfinv", "gammaln", "digamma", "polygamm
            "softmax", "log_softmax", "erfcx", "i0e", "i1e", "i0", "i1", "zeta", "gammainc",
            "gammaincc", "betainc", "betaln", "beta", "gamma", "gammasgn", "loggamma",
            "multigammaln", "factorial", "kl_div", "rel_entr", "expn", "exp1", "expi", "poch",
-           "comb", "boxcox", "boxcox1p", "bernoulli", "bessel_jn"]
+           "comb", "boxcox", "boxcox1p", "bernoulli", "bessel_jn", "spence", "dawsn"]
 
 
 def _float(name, *xs):
@@ -273,6 +273,8 @@ betainc_p = _elementwise_prim("betainc", _impl.betainc, 3)
 betaln_p = _elementwise_prim("betaln", _impl.betaln, 2)
 expn_p = _elementwise_prim("expn", _impl.expn, 2)
 expi_p = _elementwise_prim("expi", _impl.expi, 1)
+spence_p = _elementwise_prim("spence", _impl.spence, 1)
+dawsn_p = _elementwise_prim("dawsn", _impl.dawsn, 1)
 
 _INV_SQRT_PI_2 = float(2 / np.sqrt(np.pi))
 
@@ -290,6 +292,17 @@ def _expn_x_jvp(g, ans, n, x):
 
 defjvp(expn_p, _expn_order_jvp, _expn_x_jvp)
 defjvp(expi_p, lambda g, ans, x: g * fnp.exp(x) / x)
+defjvp(dawsn_p, lambda g, ans, x: g * (1 - 2 * x * ans))
+
+
+def _spence_jvp(g, ans, z):
+    # d/dz Li2(1 - z) = log(z) / (1 - z), -1 at z = 1
+    one = z == 1
+    zs = fnp.where(one, _const(2, z), z)
+    return g * fnp.where(one, _const(-1, z), fnp.log(zs) / (1 - zs))
+
+
+defjvp(spence_p, _spence_jvp)
 
 defjvp(betaln_p, lambda g, ans, a, b: g * (lax.digamma(a) - lax.digamma(a + b)),
        lambda g, ans, a, b: g * (lax.digamma(b) - lax.digamma(a + b)))
@@ -628,3 +641,17 @@ def bessel_jn(z, *, v, n_iter=50):
     if z.dtype.kind == "c":
         raise ValueError("bessel_jn: complex z is not supported (as in JAX)")
     return bessel_jn_p.bind(z, v=v)
+
+
+def spence(z):
+    """Spence's function ``int_1^z log(t) / (1 - t) dt = Li2(1 - z)`` for ``z >= 0`` (NaN
+    for ``z < 0`` and at inf, as SciPy and JAX); derivative ``log(z) / (1 - z)`` (JAX:
+    NaN)."""
+    (z,) = _float("spence", z)
+    return spence_p.bind(z)
+
+
+def dawsn(x):
+    """Dawson's integral ``exp(-x^2) int_0^x exp(t^2) dt``; derivative ``1 - 2 x D(x)``."""
+    (x,) = _float("dawsn", x)
+    return dawsn_p.bind(x)
