@@ -296,10 +296,15 @@ defjvp(dawsn_p, lambda g, ans, x: g * (1 - 2 * x * ans))
 
 
 def _spence_jvp(g, ans, z):
-    # d/dz Li2(1 - z) = log(z) / (1 - z), -1 at z = 1
-    one = z == 1
-    zs = fnp.where(one, _const(2, z), z)
-    return g * fnp.where(one, _const(-1, z), fnp.log(zs) / (1 - zs))
+    # d/dz Li2(1 - z) = log(z) / (1 - z) = -(1 - u/2 + u^2/3 - ...), u = z - 1, the series
+    # near z = 1 (so that higher derivatives are right there too)
+    near = fnp.abs(z - 1) < 0.01
+    u = fnp.where(near, z - 1, _const(0, z))
+    series = _const(0, z)
+    for k in range(9, 0, -1):
+        series = series * (-u) + (1.0 / k)
+    zs = fnp.where(near, _const(2, z), z)
+    return g * fnp.where(near, -series, fnp.log(zs) / (1 - zs))
 
 
 defjvp(spence_p, _spence_jvp)
