@@ -102,12 +102,53 @@ def make_jaxpr(fun, static_argnums=(), axis_env=None, return_shape=False,
 
 # --- names, types ----------------------------------------------------------------------------
 
+class ShapedArray(ShapeDtypeStruct):
+    """What ``typeof`` returns: a ``ShapeDtypeStruct`` (shape, dtype, weak type) printed
+    as JAX prints its ``ShapedArray``: ``str`` is ``float32[3,3]`` (``~float32[]`` when
+    weakly typed), ``repr`` is ``ShapedArray(float32[3,3])``."""
+    __slots__ = ()
+
+    def str_short(self, short_dtypes=False, mesh_axis_types=False):
+        from .core.dtypes import short_name
+        name = short_name(self.dtype) if short_dtypes else np.dtype(self.dtype).name
+        return f"{name}[{','.join(map(str, self.shape))}]"
+
+    def __str__(self):
+        return ("~" if self.weak_type else "") + self.str_short()
+
+    def __repr__(self):
+        weak = ", weak_type=True" if self.weak_type else ""
+        return f"ShapedArray({self.str_short()}{weak})"
+
+    def update(self, shape=None, dtype=None, weak_type=None):
+        return ShapedArray(self.shape if shape is None else shape,
+                           self.dtype if dtype is None else dtype,
+                           self.weak_type if weak_type is None else weak_type)
+
+    def update_weak_type(self, weak_type):
+        return self.update(weak_type=weak_type)
+
+    def strip_weak_type(self):
+        return self.update(weak_type=False)
+
+    @property
+    def itemsize(self):
+        return np.dtype(self.dtype).itemsize
+
+    @property
+    def nbytes(self):
+        return self.size * self.itemsize
+
+
 def typeof(x):
-    """The abstract value (shape, dtype, weak type) of an array, tracer or scalar."""
+    """The abstract value (shape, dtype, weak type) of an array, tracer or scalar, as a
+    ``ShapedArray`` (a ``ShapeDtypeStruct`` that prints as JAX's: ``float32[3,3]``)."""
     if isinstance(x, Array):
-        return x.aval
-    from .core.array import to_array
-    return aval_of(to_array(x, "typeof"))
+        a = x.aval
+    else:
+        from .core.array import to_array
+        a = aval_of(to_array(x, "typeof"))
+    return ShapedArray(a.shape, a.dtype, a.weak_type)
 
 
 def named_call(fun, *, name=None):

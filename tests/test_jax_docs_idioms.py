@@ -300,3 +300,30 @@ def test_closure_convert_structure_and_what_is_hoisted():
 
     assert float(fnx.jit(with_int)(3)) == 6.0
     assert int_closed == [0]
+
+
+# --- typeof prints as JAX's ShapedArray ---------------------------------------------------------
+
+@pytest.mark.parametrize("x,text,rep", [
+    (1.0, "~float32[]", "ShapedArray(float32[], weak_type=True)"),
+    (3, "~int32[]", "ShapedArray(int32[], weak_type=True)"),
+    (True, "bool[]", "ShapedArray(bool[])"),
+    (np.ones(2, "int8"), "int8[2]", "ShapedArray(int8[2])"),
+])
+def test_typeof_prints_as_jax(x, text, rep):
+    t = fnx.typeof(x)
+    assert (str(t), repr(t)) == (text, rep)
+
+
+def test_typeof_of_arrays_and_tracers():
+    t = fnx.typeof(fnp.ones((3, 3)))
+    assert str(t) == "float32[3,3]" and t.ndim == 2 and t.size == 9 and t.nbytes == 36
+    assert t == fnx.ShapeDtypeStruct((3, 3), np.float32)
+    assert str(t.update(shape=(2,))) == "float32[2]"
+    assert t.str_short(short_dtypes=True) == "f32[3,3]"
+    assert str(fnx.typeof(1.0).strip_weak_type()) == "float32[]"
+    seen = []
+    fnx.vmap(lambda x: seen.append(str(fnx.typeof(x))) or x)(fnp.arange(3))
+    assert seen == ["int32[]"]                          # JAX: jax.typeof(x) = int32[]
+    out = fnx.eval_shape(lambda x: x * 2, fnx.typeof(fnp.ones(3)))
+    assert out.shape == (3,) and out.dtype == np.float32
