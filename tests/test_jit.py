@@ -2,6 +2,7 @@
 generated code, buffer freeing, and errors."""
 import re
 import tracemalloc
+import warnings
 
 import numpy as np
 import pytest
@@ -28,7 +29,8 @@ def test_jit_matches_eager_and_traces_once_per_signature():
     assert calls == [] and g.trace_count == 1
     g(fnp.arange(5.0), fnp.ones(5))  # new shape: retrace
     g(fnp.arange(4), fnp.ones(4))  # new dtype: retrace
-    g(x.astype("float64"), y)
+    with fnx.enable_x64():  # float64 exists under x64 (a new signature, and a new context)
+        g(x.astype("float64"), y)
     assert g.trace_count == 4 and g._cache_size() == 4
 
 
@@ -84,8 +86,14 @@ def test_pytree_inputs_and_outputs():
 
 def test_numpy_and_python_inputs():
     g = fnx.jit(lambda x, s: x * s)
-    out = g(np.arange(3, dtype=np.float64), 2)
+    with fnx.enable_x64():
+        out = g(np.arange(3, dtype=np.float64), 2)
     assert out.dtype == np.float64 and isinstance(out, fnx.Array)
+    np.testing.assert_array_equal(out, [0, 2, 4])
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the one-time narrowing warning (see test_x64)
+        out = g(np.arange(3, dtype=np.float64), 2)
+    assert out.dtype == np.float32  # x64 off: a NumPy float64 argument narrows (as JAX)
     np.testing.assert_array_equal(out, [0, 2, 4])
 
 
@@ -275,12 +283,21 @@ def test_max_min_weights_fused_keep_half_at_ties_and_relu_zero(dtype):
                                   np.array([0.0, 0.0, 1.0], dtype))
 
 
+@pytest.fixture
+def x64():
+    """Run the test with jax_enable_x64 on (float64 arrays), restoring the flag."""
+    with fnx.enable_x64():
+        yield
+
+
 @pytest.mark.parametrize("dtype", [np.float32, np.int32, np.float64])
-def test_max_min_with_a_scalar_read_a_full_constant_and_keep_the_bits(dtype):
+def test_max_min_with_a_scalar_read_a_full_constant_and_keep_the_bits(dtype, request):
     """``maximum``/``minimum`` of a mid-sized float32/int32 array and a scalar read the
     scalar as a shared full-size constant (NumPy's SIMD loop), with the same bits as the
     scalar loop: NaN payloads, signed zeros, infinities; float64 gains nothing, keeps
     the scalar."""
+    if dtype is np.float64:  # float64 exists under x64
+        request.getfixturevalue("x64")
     rng = np.random.default_rng(3)
     raw = rng.integers(0, 256, size=(64, 200, np.dtype(dtype).itemsize), dtype=np.uint8)
     x = fnp.asarray(raw.view(dtype).reshape(64, 200))
@@ -546,7 +563,7 @@ def test_pytree_arguments_take_the_fast_path_and_still_check_everything():
         f(p, fnp.asarray(1.0))
     f({"a": fnp.ones(3), "c": fnp.ones(3)}, fnp.asarray(1.0))  # new keys: retrace
     f({"a": fnp.ones(3), "b": fnp.ones(4)}, fnp.asarray(1.0))  # new shape: retrace
-    f({"a": fnp.ones(3), "b": fnp.ones(3, dtype="float64")}, fnp.asarray(1.0))
+    f({"a": fnp.ones(3), "b": fnp.ones(3, dtype="int32")}, fnp.asarray(1.0))  # new dtype
     assert f.trace_count == 4
 
 
