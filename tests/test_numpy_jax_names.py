@@ -519,3 +519,19 @@ def test_ufunc_methods_and_frompyfunc(tmp_path):
     _eq(fnx.grad(lambda v: fnp.multiply.outer(v, v).sum())(fnp.arange(3.0)), [6, 6, 6])
     fnp.save(tmp_path / "b.npy", fnp.arange(2))
     _eq(fnp.load(tmp_path / "b.npy"), [0, 1])
+
+
+def test_jax_keyword_options():
+    x = fnp.ones(3, fnp.int8)
+    assert fnp.sum(x).dtype == np.int32 and fnp.sum(x, promote_integers=False).dtype == np.int8
+    assert fnp.prod(x, promote_integers=False).dtype == np.int8
+    assert fnp.sum(fnp.ones(3, bool), promote_integers=False).dtype == np.int32  # as JAX
+    bins = fnp.array([0.0, 1, 2])
+    for m in (None, "scan", "sort", "compare_all"):
+        _eq(fnp.digitize(fnp.array([0.5, 1.5]), bins, method=m), [1, 2])
+    for m in ("auto", "compare_all", "binary_search", "sort"):
+        assert fnp.isin(fnp.arange(3), fnp.arange(2), method=m).tolist() == [True, True, False]
+    with pytest.raises(ValueError, match="method"):
+        fnp.isin(fnp.arange(3), fnp.arange(2), method="x")
+    with pytest.raises(ValueError, match="method"):
+        fnp.digitize(fnp.array([0.5]), bins, method="x")

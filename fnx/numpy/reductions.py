@@ -35,7 +35,8 @@ def _sum_dtype(dtype, promote_integers=True):
 
 
 def _reduction(name, lax_fn, acc_dtype=None, bool_in=False, numpy_fn=None):
-    def f(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None):
+    def f(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None,
+          promote_integers=True):
         if out is not None:
             raise TypeError(f"{name}: fnx arrays are immutable; out= is not supported")
         if (numpy_fn is not None and type(a) is Array and dtype is None and initial is None
@@ -62,7 +63,8 @@ def _reduction(name, lax_fn, acc_dtype=None, bool_in=False, numpy_fn=None):
             raise ValueError(f"{name}: zero-size array to reduction operation {name} which "
                              "has no identity; pass initial= (or where=)")
         target = dtypes.canonical(dtype, name) if dtype is not None else (
-            acc_dtype(a.dtype) if acc_dtype else a.dtype)
+            (acc_dtype(a.dtype, promote_integers) if acc_dtype is _sum_dtype
+             else acc_dtype(a.dtype)) if acc_dtype else a.dtype)
         if target != a.dtype:
             a = lax.convert_element_type(a, target)
         if where is not None:
@@ -77,7 +79,10 @@ def _reduction(name, lax_fn, acc_dtype=None, bool_in=False, numpy_fn=None):
         return _keep(a, out, axes, keepdims)
     f.__name__ = name
     f.__qualname__ = name
-    f.__doc__ = f"``{name}`` over ``axis`` (None: all axes), as ``numpy.{name}``."
+    f.__doc__ = f"``{name}`` over ``axis`` (None: all axes), as ``numpy.{name}``." + (
+        " Small integers and bools accumulate in the default int unless "
+        "``promote_integers=False`` (JAX's)." if acc_dtype is _sum_dtype else
+        " (``promote_integers`` is accepted for a uniform signature and unused.)")
     return f
 
 

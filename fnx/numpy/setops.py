@@ -277,9 +277,14 @@ def unique_all(x, /, *, size=None, fill_value=None):
 
 # --- membership and set operations ---------------------------------------------------------------
 
-def isin(element, test_elements, assume_unique=False, invert=False, *, kind=None):
+def isin(element, test_elements, assume_unique=False, invert=False, *, kind=None,
+         method="auto"):
     """Whether each element of ``element`` is in ``test_elements`` (shape of ``element``;
-    sort + binary search, works under ``jit``; NaN is never found)."""
+    sort + binary search, works under ``jit``; NaN is never found). ``method`` (JAX's
+    algorithm choice) is validated; the result is the same."""
+    if method not in ("auto", "compare_all", "binary_search", "sort"):
+        raise ValueError(f"isin: method must be 'auto', 'compare_all', 'binary_search' or "
+                         f"'sort', got {method!r}")
     from .elementwise import equal, logical_not
     from ._indexing import take
     from .sorting import searchsorted, sort

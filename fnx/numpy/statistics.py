@@ -554,8 +554,15 @@ def histogram(a, bins=10, range=None, density=None, weights=None):
     return counts, edges
 
 
-def digitize(x, bins, right=False):
-    """Index of the bin of each ``x`` (int32): ``bins`` increasing or decreasing."""
+_SEARCH_METHODS = ("scan", "scan_unrolled", "sort", "compare_all")
+
+
+def digitize(x, bins, right=False, *, method=None):
+    """Index of the bin of each ``x`` (int32): ``bins`` increasing or decreasing.
+    ``method`` (JAX's search algorithm choice) is validated; the result is the same."""
+    if method is not None and method not in _SEARCH_METHODS:
+        raise ValueError(f"digitize: method must be one of {_SEARCH_METHODS} or None, got "
+                         f"{method!r}")
     from . import elementwise as ew
     from .sorting import searchsorted
     x, bins = promote("digitize", x, bins)
