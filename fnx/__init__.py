@@ -32,7 +32,10 @@ from . import datasets, serialization  # noqa: E402  (digits; flax-format checkp
 from . import extend, kernels, onnx  # noqa: E402  (kernels/onnx attach the primitives' hooks)
 from . import debug, example_libraries, test_util, tree  # noqa: E402,F401  (JAX's names)
 from . import dtypes  # noqa: E402,F401  (jax.dtypes)
-from ._api import closure_convert, custom_gradient  # noqa: E402,F401
+from ._api import (check_tracer_leaks, checking_leaks, closure_convert,  # noqa: E402,F401
+                   copy_to_host_async, custom_gradient, default_device, default_prng_impl,
+                   explain_cache_misses, threefry_partitionable)
+from .dtypes import float0  # noqa: E402,F401
 from ._api import (ClosedJaxpr, Device, default_backend, device_count,  # noqa: E402,F401
                    device_get, devices, effects_barrier, ensure_compile_time_eval,
                    host_count, host_id, host_ids, linear_transpose, local_device_count,

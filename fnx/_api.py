@@ -501,3 +501,50 @@ def custom_gradient(fun):
 
     wrapped.defvjp(fwd, bwd)
     return wrapped
+
+
+# --- flag context managers and host copies -----------------------------------------------------
+
+def explain_cache_misses(value=True):
+    """``with fnx.explain_cache_misses():`` logs why each jit cache lookup missed."""
+    from ._config import config
+    return config._override("jax_explain_cache_misses", value)
+
+
+def check_tracer_leaks(value=True):
+    """JAX's ``jax_check_tracer_leaks`` context manager. fnx detects a leaked tracer
+    whenever one is used (``LeakedTracerError``), with or without it."""
+    from ._config import config
+    return config._override("jax_check_tracer_leaks", value)
+
+
+def checking_leaks():
+    """``with fnx.checking_leaks():`` is ``check_tracer_leaks(True)``."""
+    return check_tracer_leaks(True)
+
+
+def default_device(device):
+    """``with fnx.default_device(d):``: ``d`` must be the one device, the CPU (or None,
+    'cpu'); anything else raises."""
+    from ._config import config
+    if device is not None and device is not CPU_DEVICE and device != "cpu":
+        raise ValueError(f"default_device: fnx has one device, {CPU_DEVICE!r}; got {device!r}")
+    return config._override("jax_default_device", device)
+
+
+def default_prng_impl(name):
+    """``with fnx.default_prng_impl('threefry2x32'):`` (the only implementation fnx has)."""
+    from ._config import config
+    return config._override("jax_default_prng_impl", name)
+
+
+def threefry_partitionable(value=True):
+    """``with fnx.threefry_partitionable(True):`` (fnx always derives keys the partitionable
+    way, JAX's default; False raises)."""
+    from ._config import config
+    return config._override("jax_threefry_partitionable", value)
+
+
+def copy_to_host_async(x):
+    """Returns ``x``: fnx arrays live in host memory already, so there is nothing to copy."""
+    return x

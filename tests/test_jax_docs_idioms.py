@@ -327,3 +327,30 @@ def test_typeof_of_arrays_and_tracers():
     assert seen == ["int32[]"]                          # JAX: jax.typeof(x) = int32[]
     out = fnx.eval_shape(lambda x: x * 2, fnx.typeof(fnp.ones(3)))
     assert out.shape == (3,) and out.dtype == np.float32
+
+
+# --- JAX's flag context managers, float0, copy_to_host_async -----------------------------------
+
+def test_flag_context_managers():
+    with fnx.checking_leaks():
+        assert fnx.config.jax_check_tracer_leaks
+    assert not fnx.config.jax_check_tracer_leaks
+    with fnx.default_device(fnx.devices()[0]):
+        assert str(fnp.ones(1).device) == "cpu:0"
+    with pytest.raises(ValueError, match="one device"):
+        with fnx.default_device("gpu"):
+            pass
+    with fnx.threefry_partitionable(True), fnx.default_prng_impl("threefry2x32"):
+        assert fnx.random.PRNGKey(0).shape == (2,)
+    with pytest.raises(ValueError):
+        with fnx.threefry_partitionable(False):
+            pass
+    with fnx.explain_cache_misses():
+        assert fnx.config.jax_explain_cache_misses
+    assert not fnx.config.jax_explain_cache_misses
+
+
+def test_float0_and_copy_to_host_async():
+    assert fnx.float0 == np.dtype([("float0", "V")])
+    tree = {"a": fnp.ones(2)}
+    assert fnx.copy_to_host_async(tree) is tree
