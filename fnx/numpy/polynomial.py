@@ -8,7 +8,7 @@ import numpy as np
 
 from .. import lax
 from ..core import dtypes
-from ..core.array import Array, Tracer, to_array
+from ..core.array import Tracer, to_array
 from ..errors import ConcretizationError, ShapeError
 from ._util import concrete_int, promote
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import lax
-from ..core.array import Array, Tracer, to_array
+from ..core.array import Array, Tracer
 from ..errors import ConcretizationError
 from ._util import normalize_axes, normalize_axis
 
