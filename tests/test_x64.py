@@ -437,6 +437,7 @@ def test_narrowing_warns_exactly_once_naming_the_flag():
         a = fnp.asarray(np.ones(3))                     # a NumPy float64 input
         b = fnp.zeros(3, dtype="float64")               # an explicit request
         c = fnp.ones(2).astype(np.int64)
+        fnp.asarray(np.array([2**40]))                  # an int64 that does not fit
         d = fnx.jit(lambda v: v * 2)(np.arange(3.0))    # through jit
     assert (a.dtype, b.dtype, c.dtype, d.dtype) == (np.float32, np.float32, np.int32,
                                                     np.float32)
@@ -450,11 +451,34 @@ def test_narrowing_warns_exactly_once_naming_the_flag():
 def test_no_warning_for_defaults_or_under_x64():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
+        # NumPy's default int64 with values that fit: narrowed without a loss, quietly
+        assert fnp.asarray(np.arange(3)).dtype == np.int32
+        assert fnx.jit(lambda i: i + 1)(np.arange(3)).dtype == np.int32
         fnp.asarray([1.0, 2.0]), fnp.zeros(3, dtype=float), fnp.array([1, 2]), fnp.asarray(0.5)
         fnp.ones(3) * np.float32(2)
         with fnx.enable_x64():
             assert fnp.asarray(np.ones(3)).dtype == np.float64
             assert fnp.zeros(3, dtype="int64").dtype == np.int64
+
+
+def test_an_int64_that_does_not_fit_warns():
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        fnp.asarray(np.arange(5))                # fits: quiet
+        assert not caught
+        fnp.asarray(np.array([2**40, 1]))        # does not fit: its values change
+    assert len(caught) == 1 and "int64 narrowed to int32" in str(caught[0].message)
+
+
+def test_namespace_info_default_dtypes_follow_the_flag():
+    info = fnp.__array_namespace_info__()
+    assert info.default_dtypes() == {"real floating": fnp.float32, "complex floating":
+                                     fnp.complex64, "integral": fnp.int32,
+                                     "indexing": fnp.int32}
+    with fnx.enable_x64():
+        assert info.default_dtypes() == {"real floating": fnp.float64, "complex floating":
+                                         fnp.complex128, "integral": fnp.int64,
+                                         "indexing": fnp.int64}
 
 
 def test_narrowed_values():

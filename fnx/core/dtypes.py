@@ -456,13 +456,23 @@ def canonical(dtype, where="dtype") -> np.dtype:
 
 def narrow_value(v, where="input"):
     """A NumPy array or scalar with a 64-bit dtype narrowed to 32 bits when x64 is off
-    (as JAX does with its inputs, silently; fnx warns once); else ``v`` itself."""
+    (as JAX does with its inputs, silently); else ``v`` itself. fnx warns once, on the
+    first narrowing that loses something: any float64/complex128, and 64-bit integers
+    whose values do not fit in 32 bits (NumPy's int64 ``np.arange(3)`` narrows quietly)."""
     n = _NARROW.get(v.dtype)
     if n is None:
         return v
-    _warn_narrowing(v.dtype, n, where)
+    if not _warned and not (v.dtype.kind in "iu" and _fits(v, n)):
+        _warn_narrowing(v.dtype, n, where)
     with np.errstate(over="ignore", invalid="ignore"):
         return v.astype(n)
+
+
+def _fits(v, dtype):
+    if not v.size:
+        return True
+    info = np.iinfo(dtype)
+    return info.min <= v.min() and v.max() <= info.max
 
 
 def _user_frame():
