@@ -7,7 +7,6 @@ import pytest
 import scipy.linalg as sl
 
 import fnx
-import fnx.numpy as fnp
 from fnx.scipy import linalg as la
 from fnx.testing import check_grads
 

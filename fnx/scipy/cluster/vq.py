@@ -1,8 +1,6 @@
 """``fnx.scipy.cluster.vq``: vector quantization (``vq``), as JAX's."""
 from __future__ import annotations
 
-import numpy as np
-
 from ... import numpy as fnp
 from ...errors import ShapeError
 from ...numpy._util import promote
