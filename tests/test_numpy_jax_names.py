@@ -536,3 +536,27 @@ def test_jax_keyword_options():
         fnp.isin(fnp.arange(3), fnp.arange(2), method="x")
     with pytest.raises(ValueError, match="method"):
         fnp.digitize(fnp.array([0.5]), bins, method="x")
+
+
+def test_linalg_additions(tmp_path):
+    x = fnp.array([[1.0, 2], [3, 4]])
+    nx = np.asarray(x)
+    for p in (None, "fro", -2, np.inf, 1):
+        _eq(fnp.linalg.cond(x, p), np.linalg.cond(nx, p), rtol=1e-5)
+    assert float(fnp.linalg.cond(fnp.array([[1.0, 0], [0, 0]]))) == np.inf
+    rng = np.random.default_rng(0)
+    a, b, c, d = (rng.random(s).astype(np.float32) for s in [(3,), (3, 4), (4, 5), (5,)])
+    _eq(_jit_same(lambda *m: fnp.linalg.multi_dot(m), a, b, c, d),
+        np.linalg.multi_dot([a, b, c, d]), rtol=1e-5)
+    _eq(fnp.linalg.multi_dot([b, c, c.T, b.T], precision="highest"),
+        np.linalg.multi_dot([b, c, c.T, b.T]), rtol=1e-5)
+    t = rng.random((4, 6, 8, 3)).astype(np.float32)
+    _eq(fnp.linalg.tensorinv(t, ind=2), np.linalg.tensorinv(t, ind=2), rtol=1e-3)
+    t = rng.random((6, 4, 2, 3, 4)).astype(np.float32)
+    rhs = rng.random((6, 4)).astype(np.float32)
+    _eq(fnp.linalg.tensorsolve(t, rhs), np.linalg.tensorsolve(t, rhs), rtol=1e-3)
+    t = rng.random((2, 3, 6)).astype(np.float32)
+    _eq(fnp.linalg.tensorsolve(t, rhs.ravel()[:6], axes=(0, 1)),
+        np.linalg.tensorsolve(t, rhs.ravel()[:6], axes=(0, 1)), rtol=1e-3)
+    np.arange(4, dtype=np.int32).tofile(tmp_path / "raw.bin")
+    _eq(fnp.fromfile(tmp_path / "raw.bin", dtype=fnp.int32), [0, 1, 2, 3], np.int32)

@@ -32,7 +32,7 @@ __all__ = [
     "compress", "extract", "packbits", "unpackbits", "apply_along_axis", "apply_over_axes",
     "vectorize", "block", "insert", "delete", "append", "resize", "rollaxis", "hsplit",
     "vsplit", "dsplit", "array_equiv", "matvec", "vecmat", "einsum_path", "histogram2d",
-    "histogramdd", "place", "put", "frombuffer", "fromiter", "fromstring", "load",
+    "histogramdd", "place", "put", "frombuffer", "fromfile", "fromiter", "fromstring", "load",
     "array_repr", "array_str", "get_printoptions", "set_printoptions", "printoptions",
 ]
 
@@ -1050,6 +1050,15 @@ def fromstring(string, dtype=float, count=-1, *, sep):
     from .creation import asarray
     return asarray(np.fromstring(string, dtype=np.float64 if dtype is float else np.dtype(dtype),
                                  count=count, sep=sep),
+                   dtype=None if dtype is float else dtypes.canonical(dtype))
+
+
+def fromfile(file, dtype=float, count=-1, sep="", offset=0):
+    """An Array from a binary or text file (NumPy's fromfile, read eagerly; JAX leaves
+    this out as impure, fnx reads the file at call time and is not traceable)."""
+    from .creation import asarray
+    return asarray(np.fromfile(file, dtype=np.float64 if dtype is float else np.dtype(dtype),
+                               count=count, sep=sep, offset=offset),
                    dtype=None if dtype is float else dtypes.canonical(dtype))
 
 

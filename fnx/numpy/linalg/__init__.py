@@ -29,7 +29,99 @@ __all__ = ["matrix_transpose", "matmul", "tensordot", "vecdot", "outer", "diagon
            "vector_norm", "matrix_norm", "norm", "cross", "inv", "solve", "det", "slogdet",
            "cholesky", "qr", "eigh", "eigvalsh", "svd", "svdvals", "matrix_power", "pinv",
            "lstsq", "matrix_rank", "kron", "SlogdetResult", "EighResult", "QRResult",
-           "SVDResult", "eig", "eigvals"]
+           "SVDResult", "eig", "eigvals", "cond", "multi_dot", "tensorinv", "tensorsolve"]
+
+
+def cond(x, p=None):
+    """The condition number of the matrices in the last two axes: the ratio of extreme
+    singular values for ``p`` None, 2 or -2, else ``norm(x, p) * norm(inv(x), p)``
+    (``p`` 'fro', 'nuc', inf, -inf, 1, -1). Singular matrices give inf, as NumPy."""
+    from .. import elementwise as ew
+    a = _inexact_matrix("cond", x)
+    if p is None or p in (2, -2):
+        s = svdvals(a)
+        big, small = s[..., 0], s[..., -1]
+        r = ew.divide(big, small) if p != -2 else ew.divide(small, big)
+    else:
+        if a.shape[-1] != a.shape[-2]:
+            raise ShapeError(f"cond: p={p!r} needs square matrices, got shape {a.shape}")
+        r = ew.multiply(matrix_norm(a, ord=p), matrix_norm(inv(a), ord=p))
+    return ew.where(ew.isnan(r), np.inf, r)
+
+
+def multi_dot(arrays, *, precision=None):
+    """The product of a chain of matrices in the cheapest order (dynamic programming
+    over the chain, as NumPy); the first may be a 1-D row and the last a 1-D column."""
+    arrays = [to_array(a, "multi_dot") for a in arrays]
+    n = len(arrays)
+    if n < 2:
+        raise ValueError(f"multi_dot: needs at least two arrays, got {n}")
+    if n == 2:
+        return matmul(arrays[0], arrays[1], precision=precision)
+    first_1d, last_1d = arrays[0].ndim == 1, arrays[-1].ndim == 1
+    if first_1d:
+        arrays[0] = lax.reshape(arrays[0], (1, arrays[0].shape[0]))
+    if last_1d:
+        arrays[-1] = lax.reshape(arrays[-1], (arrays[-1].shape[0], 1))
+    for k, a in enumerate(arrays):
+        if a.ndim != 2:
+            raise ShapeError(f"multi_dot: array {k} must be 2-D (the first and last may be "
+                             f"1-D), got shape {a.shape}")
+    dims = [arrays[0].shape[0]] + [a.shape[1] for a in arrays]
+    cost = [[0] * n for _ in range(n)]
+    split = [[0] * n for _ in range(n)]
+    for length in range(1, n):
+        for i in range(n - length):
+            j = i + length
+            cost[i][j] = None
+            for k in range(i, j):
+                c = cost[i][k] + cost[k + 1][j] + dims[i] * dims[k + 1] * dims[j + 1]
+                if cost[i][j] is None or c < cost[i][j]:
+                    cost[i][j], split[i][j] = c, k
+
+    def chain(i, j):
+        if i == j:
+            return arrays[i]
+        k = split[i][j]
+        return matmul(chain(i, k), chain(k + 1, j), precision=precision)
+    out = chain(0, n - 1)
+    if first_1d:
+        out = out[0]
+    if last_1d:
+        out = out[..., 0]
+    return out
+
+
+def tensorinv(a, ind=2):
+    """The inverse of ``a`` seen as a matrix from its first ``ind`` axes to the rest:
+    shape ``a.shape[ind:] + a.shape[:ind]``."""
+    a = to_array(a, "tensorinv")
+    ind = int(ind)
+    if ind <= 0:
+        raise ValueError(f"tensorinv: ind must be a positive int, got {ind}")
+    rows, cols = a.shape[:ind], a.shape[ind:]
+    nr, nc = int(np.prod(rows)), int(np.prod(cols))
+    if nr != nc:
+        raise ShapeError(f"tensorinv: prod(a.shape[:ind]) = {nr} must equal prod(a.shape[ind:]) "
+                         f"= {nc} (shape {a.shape}, ind={ind})")
+    return lax.reshape(inv(lax.reshape(a, (nr, nc))), cols + rows)
+
+
+def tensorsolve(a, b, axes=None):
+    """``x`` with ``tensordot(a, x, x.ndim) == b`` (``axes``: axes of ``a`` moved to the
+    end first)."""
+    from ..manipulation import moveaxis
+    a, b = promote("tensorsolve", a, b, to_inexact=True)
+    if axes is not None:
+        axes = [ax % a.ndim for ax in axes]
+        a = moveaxis(a, axes, list(range(a.ndim - len(axes), a.ndim)))
+    xshape = a.shape[b.ndim:]
+    nb, nx = int(np.prod(b.shape)), int(np.prod(xshape))
+    if a.shape[:b.ndim] != b.shape or nb != nx:
+        raise ShapeError(f"tensorsolve: a's leading dims {a.shape[:b.ndim]} must be b's shape "
+                         f"{b.shape} and span as many elements as the rest {xshape}")
+    x = solve(lax.reshape(a, (nb, nx)), lax.reshape(b, (nb,)))
+    return lax.reshape(x, xshape)
 
 
 def _complex_of(dtype):
