@@ -673,6 +673,9 @@ def check_grads(f, args, order=2, modes=("fwd", "rev"), atol=None, rtol=None, ep
                 seed=0):
     """Check ``f``'s forward- and reverse-mode derivatives at ``args`` numerically.
 
+    The check runs with ``jax_enable_x64`` on (restored afterwards): its differences and
+    references are taken in float64/complex128, which would otherwise narrow to 32 bits.
+
     ``f(*args)`` returns a pytree of arrays; ``args`` is a tuple of pytrees whose float
     and complex leaves are differentiated (integer, bool and other leaves are held
     fixed). ``order`` (>= 1) is the highest derivative order checked; ``modes`` is a
@@ -686,6 +689,12 @@ def check_grads(f, args, order=2, modes=("fwd", "rev"), atol=None, rtol=None, ep
     shapes and dtypes of the inputs. Errors raised by fnx itself (a missing rule, say)
     propagate with a note saying which check raised them.
     """
+    from .._config import enable_x64
+    with enable_x64():
+        return _check_grads(f, args, order, modes, atol, rtol, eps, seed)
+
+
+def _check_grads(f, args, order, modes, atol, rtol, eps, seed):
     if not isinstance(args, (tuple, list)):
         raise TypeError(f"check_grads: args must be a tuple of arguments (one entry per "
                         f"positional argument of f), got {type(args).__name__}")
