@@ -560,3 +560,13 @@ def test_linalg_additions(tmp_path):
         np.linalg.tensorsolve(t, rhs.ravel()[:6], axes=(0, 1)), rtol=1e-3)
     np.arange(4, dtype=np.int32).tofile(tmp_path / "raw.bin")
     _eq(fnp.fromfile(tmp_path / "raw.bin", dtype=fnp.int32), [0, 1, 2, 3], np.int32)
+
+
+def test_var_std_with_a_precomputed_mean():
+    x = np.random.default_rng(1).random((3, 4)).astype(np.float32)
+    m = x.mean(1, keepdims=True)
+    _eq(fnp.var(x, axis=1, mean=m), np.var(x, axis=1, mean=m), rtol=1e-5)
+    _eq(_jit_same(lambda x, m: fnp.std(x, axis=1, mean=m, ddof=1), x, m),
+        np.std(x, axis=1, mean=m, ddof=1), rtol=1e-5)
+    with pytest.raises(fnx.errors.ShapeError, match="keepdims=True"):
+        fnp.var(x, axis=1, mean=x.mean(1))

@@ -131,6 +131,9 @@ def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
     return true_divide(total, cnt)
 
 
+_mean = mean
+
+
 def broadcast_where(where, shape):
     from ._util import broadcast_to_shape
     w = to_array(where)
@@ -138,14 +141,22 @@ def broadcast_where(where, shape):
 
 
 def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None,
-        correction=None):
-    """Variance (``ddof``/``correction`` subtract from the count, as NumPy)."""
+        correction=None, mean=None):
+    """Variance (``ddof``/``correction`` subtract from the count, as NumPy); ``mean``: a
+    precomputed mean (with the reduced axes kept, as NumPy's ``keepdims=True`` gives)."""
     from . import elementwise as ew
     if correction is not None:
         ddof = correction
     (a,) = promote("var", a)
     axes = normalize_axes("var", axis, a.ndim)
-    m = mean(a, axis=axes, dtype=dtype, keepdims=True, where=where)
+    if mean is None:
+        m = _mean(a, axis=axes, dtype=dtype, keepdims=True, where=where)
+    else:
+        m = to_array(mean, "var")
+        want = tuple(1 if i in axes else d for i, d in enumerate(a.shape))
+        if m.shape != want and m.ndim != 0:
+            raise ShapeError(f"var: mean has shape {m.shape}; for a of shape {a.shape} "
+                             f"reduced over {axes} it must be {want} (keepdims=True)")
     centered = ew.subtract(a, m)
     sq = ew.real(ew.multiply(centered, ew.conj(centered))) if centered.dtype.kind == "c" \
         else ew.square(centered)
@@ -159,9 +170,10 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=Non
 
 
 def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None,
-        correction=None):
+        correction=None, mean=None):
     from .elementwise import sqrt
-    return sqrt(var(a, axis, dtype, out, ddof, keepdims, where=where, correction=correction))
+    return sqrt(var(a, axis, dtype, out, ddof, keepdims, where=where, correction=correction,
+                    mean=mean))
 
 
 def argmax(a, axis=None, out=None, keepdims=False):
