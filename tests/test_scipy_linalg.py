@@ -279,3 +279,26 @@ def test_matrix_constructors():
     for scale in (None, "sqrtn", "n"):
         close(la.dft(5, scale), sl.dft(5, scale), rtol=1e-6, atol=1e-6)
     assert la.dft(3).dtype == np.complex64 and la.hilbert(2).dtype == np.float32
+
+
+def test_qr_multiply_sylvester_inverse_matrices(x64):
+    a, c, c2 = rng.normal(size=(4, 3)), rng.normal(size=(5, 4)), rng.normal(size=(3, 2))
+    q, r = la.qr(a, mode="economic")
+    out, r2 = la.qr_multiply(a, c)
+    close(out, c @ np.asarray(q))
+    close(r2, np.asarray(r))
+    close(np.asarray(out) @ np.asarray(r2), c @ a)                  # c q r = c a
+    out, _ = la.qr_multiply(a, c2, mode="left")
+    close(out, np.asarray(q) @ c2)
+    ref, R = sl.qr_multiply(a, c)                                   # SciPy: same up to signs
+    close(np.abs(np.asarray(r2)), np.abs(R), atol=1e-12)
+    A, B, C = rng.normal(size=(3, 3)), rng.normal(size=(2, 2)), rng.normal(size=(3, 2))
+    x = la.solve_sylvester(A, B, C)
+    close(x, sl.solve_sylvester(A, B, C), rtol=1e-10, atol=1e-12)
+    close(A @ np.asarray(x) + np.asarray(x) @ B, C, atol=1e-12)
+    check_grads(lambda A, C: la.solve_sylvester(A, B, C), (A, C), order=1)
+    with pytest.raises(NotImplementedError, match="4096 unknowns"):
+        la.solve_sylvester(np.eye(70), np.eye(70), np.ones((70, 70)))
+    close(la.invhilbert(5), sl.invhilbert(5))
+    for kind in ("symmetric", "lower", "upper"):
+        close(la.invpascal(5, kind), sl.invpascal(5, kind))

@@ -14,8 +14,9 @@ Where JAX raises, fnx does more where it is cheap: ``eigh`` takes ``b`` (the gen
 problem ``a v = w b v``, type 1, through the Cholesky factor of ``b``); ``polar`` takes
 any shape and side (through the SVD; JAX's QDWH iteration refuses some). Not provided:
 ``qr(pivoting=True)``, ``eigh(eigvals=...)``, rectangular ``lu_factor``, ``sqrtm``,
-``schur``, ``hessenberg``, ``funm``, ``solve_sylvester``, ``rsf2csf``, ``qr_multiply``,
-``fiedler_companion``, ``invhilbert``, ``invpascal``.
+``schur``, ``hessenberg``, ``funm``, ``rsf2csf``, ``fiedler_companion``;
+``solve_sylvester`` solves the Kronecker-product system (up to 4096 unknowns) instead of
+Bartels-Stewart (which needs a Schur decomposition).
 """
 from __future__ import annotations
 
@@ -31,7 +32,7 @@ __all__ = ["cholesky", "cho_factor", "cho_solve", "solve_triangular", "lu", "lu_
            "lu_solve", "solve", "inv", "det", "eigh", "eigh_tridiagonal", "qr", "svd", "polar",
            "expm", "expm_frechet", "block_diag", "toeplitz", "hankel", "circulant",
            "companion", "leslie", "fiedler", "convolution_matrix", "hilbert", "pascal",
-           "helmert", "dft"]
+           "helmert", "dft", "qr_multiply", "solve_sylvester", "invhilbert", "invpascal"]
 
 
 def _matrix(name, a, square=True):
@@ -617,3 +618,82 @@ def dft(n, scale=None, *, dtype=None):
         m = m / n
     dtype = dtypes.default_complex() if dtype is None else dtypes.canonical(dtype)
     return fnp.asarray(m, dtype=dtype)
+
+
+def qr_multiply(a, c, mode="right", pivoting=False, conjugate=False, overwrite_a=False,
+                overwrite_c=False):
+    """``(c @ q, r)`` (``mode='right'``) or ``(q @ c, r)`` ('left') with the economic QR
+    decomposition ``a = q r``; ``conjugate`` uses ``conj(q)``."""
+    if pivoting:
+        raise NotImplementedError("qr_multiply: pivoting=True is not supported in fnx")
+    if mode not in ("right", "left"):
+        raise ValueError(f"qr_multiply: mode must be 'right' or 'left', got {mode!r}")
+    a, c = promote("qr_multiply", a, c, to_inexact=True)
+    a = _matrix("qr_multiply", a, square=False)
+    q, r = lax_linalg.qr(a, full_matrices=False)
+    if conjugate and q.dtype.kind == "c":
+        q = fnp.conj(q)
+    vector = c.ndim == 1
+    if mode == "right":
+        out = fnp.matmul(c, q)
+    else:
+        out = fnp.matmul(q, c[:, None] if vector else c)
+        out = out[:, 0] if vector else out
+    return out, r
+
+
+_SYLVESTER_MAX = 4096
+
+
+def solve_sylvester(A, B, C, *, method="schur", tol=1e-8):
+    """The solution ``X`` of ``A X + X B = C`` (``A`` (m, m), ``B`` (n, n), ``C`` (m, n)),
+    through the Kronecker system ``(I_n (x) A + B^T (x) I_m) vec(X) = vec(C)`` with an LU
+    solve (exact and differentiable; limited to ``m n <= 4096`` unknowns). ``method`` and
+    ``tol`` are accepted for JAX compatibility."""
+    del tol
+    if method not in ("schur", "eigen"):
+        raise ValueError(f"solve_sylvester: method must be 'schur' or 'eigen', got {method!r}")
+    A, B, C = promote("solve_sylvester", A, B, C, to_inexact=True)
+    m, n = A.shape[-1], B.shape[-1]
+    if A.shape != (m, m) or B.shape != (n, n) or C.shape != (m, n):
+        raise ShapeError(f"solve_sylvester: A must be (m, m), B (n, n) and C (m, n); got "
+                         f"{A.shape}, {B.shape}, {C.shape}")
+    if m * n > _SYLVESTER_MAX:
+        raise NotImplementedError(f"solve_sylvester: {m * n} unknowns; fnx solves the dense "
+                                  f"Kronecker system, up to {_SYLVESTER_MAX} unknowns")
+    k = (fnp.kron(fnp.eye(n, dtype=A.dtype), A)
+         + fnp.kron(fnp.swapaxes(B, 0, 1), fnp.eye(m, dtype=A.dtype)))
+    vec_c = fnp.reshape(fnp.swapaxes(C, 0, 1), (m * n,))        # column-major vec
+    x = fnp.linalg.solve(k, vec_c[:, None])[:, 0]
+    return fnp.swapaxes(fnp.reshape(x, (n, m)), 0, 1)
+
+
+def invhilbert(n, exact=False):
+    """The inverse of the ``n`` x ``n`` Hilbert matrix, from its closed form (integers,
+    exact in float64 up to n = 14; the default float)."""
+    from math import comb as _comb
+    if exact:
+        raise NotImplementedError("invhilbert: exact=True (Python integers) is not supported; "
+                                  "the result is the default float")
+    n = int(n)
+    m = np.empty((n, n))
+    for i in range(n):
+        for j in range(n):
+            m[i, j] = ((-1) ** (i + j) * (i + j + 1) * _comb(n + i, n - j - 1)
+                       * _comb(n + j, n - i - 1) * _comb(i + j, i) ** 2)
+    return fnp.asarray(m, dtype=_default_float())
+
+
+def invpascal(n, kind=None):
+    """The inverse of ``pascal(n, kind)`` (integers; the default float): the lower (upper)
+    Pascal matrix with alternating signs, and for 'symmetric' the product of the two."""
+    from math import comb as _comb
+    kind = "symmetric" if kind is None else kind
+    if kind not in ("symmetric", "lower", "upper"):
+        raise ValueError(f"invpascal: kind must be 'symmetric', 'lower' or 'upper', got "
+                         f"{kind!r}")
+    n = int(n)
+    lo = np.array([[(-1) ** (i + j) * _comb(i, j) for j in range(n)] for i in range(n)],
+                  dtype=np.float64).reshape(n, n)
+    m = lo if kind == "lower" else lo.T if kind == "upper" else lo.T @ lo
+    return fnp.asarray(m, dtype=_default_float())
