@@ -297,3 +297,30 @@ def test_spence_dawsn_edges_as_jax():
     out = np.asarray(sp.dawsn(f32(0, inf, -inf, nan)))
     np.testing.assert_array_equal(out, f32(0, 0, -0.0, nan))
     assert np.signbit(out[2])
+
+
+def test_sici_fresnel(x64):
+    x = np.concatenate([rng.normal(size=200) * 6, rng.uniform(-200, 200, 100),
+                        np.linspace(3.9, 4.1, 5), np.linspace(1.7, 1.9, 5), [1e4, 1e6]])
+    for ours, ref in ((sp.sici, ss.sici), (sp.fresnel, ss.fresnel)):
+        out = ours(x)
+        want = ref(x)
+        assert isinstance(out, tuple) and len(out) == 2
+        for o, w in zip(out, want):
+            np.testing.assert_allclose(np.asarray(o), w, rtol=1e-12, atol=5e-14)
+    xs = np.array([-3.0, 0.4, 2.5, 9.0])
+    check_grads(lambda x: sp.sici(x), (xs,), order=2)
+    check_grads(lambda x: sp.fresnel(x), (xs,), order=2)
+    out = fnx.vmap(sp.fresnel)(xs)
+    np.testing.assert_allclose(np.asarray(out[0]), ss.fresnel(xs)[0], rtol=1e-12)
+
+
+def test_sici_fresnel_edges_as_jax():
+    nan, inf = np.nan, np.inf
+    # jax 0.10.2's values at 0, +-inf and NaN
+    si, ci = sp.sici(f32(0, inf, -inf, nan))
+    np.testing.assert_array_equal(np.asarray(si), f32(0, np.pi / 2, -np.pi / 2, nan))
+    np.testing.assert_array_equal(np.asarray(ci), f32(-inf, 0, nan, nan))
+    s, c = sp.fresnel(f32(0, inf, -inf, nan))
+    np.testing.assert_array_equal(np.asarray(s), f32(0, 0.5, -0.5, nan))
+    np.testing.assert_array_equal(np.asarray(c), f32(0, 0.5, -0.5, nan))

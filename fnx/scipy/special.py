@@ -27,7 +27,8 @@ __all__ = ["logsumexp", "erf", "erfc", "erfinv", "gammaln", "digamma", "polygamm
            "softmax", "log_softmax", "erfcx", "i0e", "i1e", "i0", "i1", "zeta", "gammainc",
            "gammaincc", "betainc", "betaln", "beta", "gamma", "gammasgn", "loggamma",
            "multigammaln", "factorial", "kl_div", "rel_entr", "expn", "exp1", "expi", "poch",
-           "comb", "boxcox", "boxcox1p", "bernoulli", "bessel_jn", "spence", "dawsn"]
+           "comb", "boxcox", "boxcox1p", "bernoulli", "bessel_jn", "spence", "dawsn", "sici",
+           "fresnel"]
 
 
 def _float(name, *xs):
@@ -660,3 +661,62 @@ def dawsn(x):
     """Dawson's integral ``exp(-x^2) int_0^x exp(t^2) dt``; derivative ``1 - 2 x D(x)``."""
     (x,) = _float("dawsn", x)
     return dawsn_p.bind(x)
+
+
+def _pair_prim(name, impl):
+    """An elementwise primitive of one float operand with two outputs of its shape."""
+    def shape_rule(x):
+        if x.dtype.kind != "f":
+            raise ShapeError(f"{name}: x must be real floating, got {x.dtype}{list(x.shape)}")
+        out = ShapeDtypeStruct(x.shape, x.dtype, x.weak_type)
+        return [out, out]
+    prim = Primitive(name, shape_rule=shape_rule, impl=impl, multiple_results=True)
+
+    def batch(vals, dims, size):
+        return prim.bind(vals[0]), [0, 0]
+    prim.batch = batch
+    return prim
+
+
+sici_p = _pair_prim("sici", _impl.sici)
+fresnel_p = _pair_prim("fresnel", _impl.fresnel)
+
+
+def _sici_jvp(primals, tangents):
+    (x,), (t,) = primals, tangents
+    si, ci = sici_p.bind(x)
+    if t is None:
+        return [si, ci], [None, None]
+    zero = x == 0
+    xs = fnp.where(zero, _const(1, x), x)
+    dsi = fnp.where(zero, _const(1, x), fnp.sin(xs) / xs)      # sin(x) / x
+    dci = fnp.cos(x) / x                                         # cos(x) / x (inf at 0)
+    return [si, ci], [dsi * t, dci * t]
+
+
+def _fresnel_jvp(primals, tangents):
+    (x,), (t,) = primals, tangents
+    s, c = fresnel_p.bind(x)
+    if t is None:
+        return [s, c], [None, None]
+    phase = (np.pi / 2) * x * x
+    return [s, c], [fnp.sin(phase) * t, fnp.cos(phase) * t]
+
+
+sici_p.jvp = _sici_jvp
+fresnel_p.jvp = _fresnel_jvp
+
+
+def sici(x):
+    """The sine and cosine integrals ``(Si(x), Ci(x))``: ``Si = int_0^x sin(t)/t dt``,
+    ``Ci = gamma + log|x| + int_0^x (cos(t) - 1)/t dt`` (for ``x < 0`` the real part, as
+    SciPy); derivatives ``sin(x)/x`` and ``cos(x)/x``."""
+    (x,) = _float("sici", x)
+    return tuple(sici_p.bind(x))
+
+
+def fresnel(x):
+    """The Fresnel integrals ``(S(x), C(x))`` of ``sin`` and ``cos`` of ``pi t^2 / 2``;
+    derivatives ``sin(pi x^2 / 2)`` and ``cos(pi x^2 / 2)``."""
+    (x,) = _float("fresnel", x)
+    return tuple(fresnel_p.bind(x))
