@@ -324,3 +324,30 @@ def test_sici_fresnel_edges_as_jax():
     s, c = sp.fresnel(f32(0, inf, -inf, nan))
     np.testing.assert_array_equal(np.asarray(s), f32(0, 0.5, -0.5, nan))
     np.testing.assert_array_equal(np.asarray(c), f32(0, 0.5, -0.5, nan))
+
+
+def test_hyp1f1_owens_t(x64):
+    a, b, x = rng.uniform(-3, 5, 200), rng.uniform(0.2, 6, 200), rng.uniform(-30, 30, 200)
+    np.testing.assert_allclose(np.asarray(sp.hyp1f1(a, b, x)), ss.hyp1f1(a, b, x), rtol=1e-10)
+    h = np.concatenate([rng.normal(size=200) * 3, [0.0, 10.0, 30.0, 38.0]])
+    aa = np.concatenate([rng.normal(size=200) * 2, [0.5, 5.0, 0.5, 0.01]])
+    np.testing.assert_allclose(np.asarray(sp.owens_t(h, aa)), ss.owens_t(h, aa), rtol=1e-12,
+                               atol=1e-300)
+    check_grads(sp.owens_t, (np.array([0.3, -1.2, 2.0]), np.array([0.5, 2.0, -0.7])), order=2)
+    check_grads(lambda x: sp.hyp1f1(1.5, 2.5, x), (np.array([-4.0, 0.5, 3.0]),), order=2)
+    check_grads(lambda a, b: sp.hyp1f1(a, b, np.array([-2.0, 1.0, 4.0])),
+                (np.array([0.7, 1.5, -0.5]), np.array([2.0, 3.5, 1.2])), order=1)
+
+
+def test_hyp1f1_owens_t_as_jax():
+    # jax 0.10.2's values (float32)
+    np.testing.assert_allclose(
+        np.asarray(sp.hyp1f1(f32(1, 0.5, -2, 2, 1), f32(2, 1.5, 1, 3, 1), f32(1, -3, 2, 50, -30))),
+        [1.7182816, 0.50434369, -1.0, 2.032404e20, 9.3576229e-14], rtol=2e-6)
+    np.testing.assert_allclose(
+        np.asarray(sp.owens_t(f32(0, 0.5, -0.5, 1, 3, 10, np.inf, 1),
+                              f32(0.5, 1, 2, -1, 0.3, 5, 1, np.inf))),
+        [7.37917945e-02, 1.06671065e-01, 1.41580626e-01, -6.67418838e-02, 4.54789726e-04,
+         3.80992641e-24, 0.0, 7.93276355e-02], rtol=2e-6)
+    np.testing.assert_allclose(float(fnx.grad(sp.hyp1f1, argnums=0)(1.0, 2.0, 1.0)), 0.84748,
+                               rtol=1e-5)

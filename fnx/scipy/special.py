@@ -28,7 +28,7 @@ __all__ = ["logsumexp", "erf", "erfc", "erfinv", "gammaln", "digamma", "polygamm
            "gammaincc", "betainc", "betaln", "beta", "gamma", "gammasgn", "loggamma",
            "multigammaln", "factorial", "kl_div", "rel_entr", "expn", "exp1", "expi", "poch",
            "comb", "boxcox", "boxcox1p", "bernoulli", "bessel_jn", "spence", "dawsn", "sici",
-           "fresnel"]
+           "fresnel", "hyp1f1", "owens_t"]
 
 
 def _float(name, *xs):
@@ -720,3 +720,54 @@ def fresnel(x):
     derivatives ``sin(pi x^2 / 2)`` and ``cos(pi x^2 / 2)``."""
     (x,) = _float("fresnel", x)
     return tuple(fresnel_p.bind(x))
+
+
+hyp1f1_p = _elementwise_prim("hyp1f1", _impl.hyp1f1, 3)
+hyp1f1_grad_a_p = _elementwise_prim("hyp1f1_grad_a", _impl.hyp1f1_grad_a, 3)
+hyp1f1_grad_b_p = _elementwise_prim("hyp1f1_grad_b", _impl.hyp1f1_grad_b, 3)
+owens_t_p = _elementwise_prim("owens_t", _impl.owens_t, 2)
+
+
+def _hyp1f1_dx(g, ans, a, b, x):
+    return g * (a / b) * hyp1f1_p.bind(a + 1, b + 1, x)      # M' = (a / b) M(a+1, b+1, x)
+
+
+defjvp(hyp1f1_p, lambda g, ans, a, b, x: g * hyp1f1_grad_a_p.bind(a, b, x),
+       lambda g, ans, a, b, x: g * hyp1f1_grad_b_p.bind(a, b, x), _hyp1f1_dx)
+
+
+def _hyp1f1_second(g, ans, a, b, x):
+    raise ValueError("hyp1f1: second derivatives with respect to a and b are not "
+                     "implemented (first derivatives in a, b and all in x are)")
+
+
+defjvp(hyp1f1_grad_a_p, _hyp1f1_second, _hyp1f1_second,
+       lambda g, ans, a, b, x: g * (hyp1f1_p.bind(a + 1, b + 1, x) / b
+                                    + (a / b) * hyp1f1_grad_a_p.bind(a + 1, b + 1, x)))
+defjvp(hyp1f1_grad_b_p, _hyp1f1_second, _hyp1f1_second,
+       lambda g, ans, a, b, x: g * (-(a / (b * b)) * hyp1f1_p.bind(a + 1, b + 1, x)
+                                    + (a / b) * hyp1f1_grad_b_p.bind(a + 1, b + 1, x)))
+
+_INV_2PI = float(1 / (2 * np.pi))
+_INV_SQRT_2PI = float(1 / np.sqrt(2 * np.pi))
+defjvp(owens_t_p,
+       lambda g, ans, h, a: g * (-0.5 * _INV_SQRT_2PI) * fnp.exp(-0.5 * h * h)
+       * lax.erf(a * h * float(1 / np.sqrt(2))),
+       lambda g, ans, h, a: g * _INV_2PI * fnp.exp(-0.5 * h * h * (1 + a * a)) / (1 + a * a))
+
+
+def hyp1f1(a, b, x):
+    """Kummer's confluent hypergeometric function ``M(a, b, x) = 1F1(a; b; x)``: its
+    series (for ``x < 0`` after Kummer's transformation ``e^x M(b - a, b, -x)``), in
+    float64. Differentiable in ``x`` (``(a/b) M(a+1, b+1, x)``, any order) and once in
+    ``a`` and ``b``."""
+    a, b, x = _promote_broadcast("hyp1f1", a, b, x)
+    return hyp1f1_p.bind(a, b, x)
+
+
+def owens_t(h, a):
+    """Owen's T function ``int_0^a exp(-h^2 (1 + t^2) / 2) / (1 + t^2) dt / (2 pi)``
+    (Gauss-Legendre on geometric panels for ``|a| <= 1``, else the reflection identity
+    in upper-tail probabilities), with derivatives in both arguments."""
+    h, a = _promote_broadcast("owens_t", h, a)
+    return owens_t_p.bind(h, a)
