@@ -5,6 +5,18 @@ Integer inputs are promoted to the default float. Values and derivatives stay
 finite wherever the mathematical ones are: ``xlogy(0, y)`` is 0 with derivative 0 in
 ``y``, ``log_ndtr`` uses an asymptotic series far in its left tail, and branches that
 ``where`` discards are given safe operands.
+
+Functions without a closed form in ``fnx.lax`` ops are primitives defined here (through
+``fnx.extend``), each with a NumPy impl in ``fnx.scipy._special_impl`` (float64 inside,
+rounded once to the input's dtype) and jvp rules written with fnx ops: ``gammainc``,
+``gammaincc`` (derivatives in ``a`` and ``x``), ``betainc`` (in ``x``; in ``a``/``b`` it
+raises, as JAX), ``betaln``, ``erfcx``, ``i0e``, ``i1e``, ``zeta``, ``expn``/``exp1``,
+``expi``, ``spence``, ``dawsn``, ``sici``, ``fresnel``, ``hyp1f1``, ``owens_t`` and
+``bessel_jn``. They run eagerly, under ``jit`` (the generated code calls the impl),
+``vmap`` and both modes of differentiation. Where JAX's values are wrong or NaN and
+SciPy's are right (``bessel_jn`` for small or large ``z``, ``expn(n, 0)``, ``exp1(inf)``,
+``expi(0)``, ``gamma`` near integers), fnx gives SciPy's. Not provided: ``hyp2f1``,
+``wofz``, ``sph_harm_y``.
 """
 from __future__ import annotations
 
