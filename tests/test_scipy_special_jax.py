@@ -351,3 +351,27 @@ def test_hyp1f1_owens_t_as_jax():
          3.80992641e-24, 0.0, 7.93276355e-02], rtol=2e-6)
     np.testing.assert_allclose(float(fnx.grad(sp.hyp1f1, argnums=0)(1.0, 2.0, 1.0)), 0.84748,
                                rtol=1e-5)
+
+
+def test_wofz(x64):
+    for scale in (0.1, 1.0, 5.0, 30.0, 1e3):
+        z = (rng.normal(size=300) + 1j * rng.normal(size=300)) * scale
+        z = z[np.abs(z.imag) < 25]
+        np.testing.assert_allclose(np.asarray(sp.wofz(z)), ss.wofz(z), rtol=5e-13)
+    z = np.array([0, 1 + 1j, -2 + 0.5j, 3 - 2j])
+    _, t = fnx.jvp(sp.wofz, (z,), (np.ones(4, complex),))
+    h = 1e-6
+    np.testing.assert_allclose(np.asarray(t), (ss.wofz(z + h) - ss.wofz(z - h)) / (2 * h),
+                               atol=1e-8)
+    g = fnx.grad(lambda x: fnp.real(sp.wofz(x)))(1.0)
+    np.testing.assert_allclose(float(g), -2 * ss.wofz(1.0).real, rtol=1e-12)
+
+
+def test_wofz_as_jax():
+    # jax 0.10.2: real float32 input gives complex64
+    out = sp.wofz(f32(0, 1))
+    assert out.dtype == np.complex64
+    z = np.array([1 + 1j, -5 - 5j], np.complex64)
+    np.testing.assert_allclose(np.asarray(sp.wofz(z)),
+                               [3.04744244e-01 + 0.20821896j, 1.87296653 + 0.46891096j],
+                               rtol=2e-6)

@@ -490,6 +490,49 @@ def owens_t(h, a):
     return _run(_owens_t_flat, h, a)
 
 
+# --- the Faddeeva function ---------------------------------------------------------------
+
+def _weideman(n):
+    """The coefficients of Weideman's rational approximation of w (SIAM J. Numer. Anal. 31
+    (1994) 1497): a polynomial of degree n - 1 in Z = (L + iz) / (L - iz)."""
+    m = 2 * n
+    k = np.arange(-m + 1, m)
+    L = np.sqrt(n / np.sqrt(2))
+    t = L * np.tan(k * np.pi / m / 2)
+    f = np.concatenate([[0.0], np.exp(-t * t) * (L * L + t * t)])
+    a = np.real(np.fft.fft(np.fft.fftshift(f))) / (2 * m)
+    return L, a[1:n + 1][::-1]
+
+
+_WEIDEMAN_L, _WEIDEMAN_A = _weideman(40)
+
+
+def _wofz_upper(z):
+    """w(z) for Im z >= 0."""
+    d = _WEIDEMAN_L - 1j * z
+    zz = (_WEIDEMAN_L + 1j * z) / d
+    p = np.zeros_like(zz)
+    for c in _WEIDEMAN_A:
+        p = p * zz + c
+    return 2 * p / (d * d) + (1 / np.sqrt(np.pi)) / d
+
+
+def wofz(z):
+    """The Faddeeva function w(z) = exp(-z^2) erfc(-iz) (complex128 inside)."""
+    arr = np.asarray(z)
+    out_dtype = arr.dtype if arr.dtype.kind == "c" else np.result_type(arr.dtype, np.complex64)
+    zc = arr.astype(np.complex128).reshape(-1)
+    with np.errstate(all="ignore"):
+        out = np.empty_like(zc)
+        up = zc.imag >= 0
+        out[up] = _wofz_upper(zc[up])
+        zl = zc[~up]
+        out[~up] = 2 * np.exp(-zl * zl) - _wofz_upper(-zl)
+        big = np.abs(zc) > 1e8                     # w(z) ~ i / (sqrt(pi) z)
+        out[big & up] = 1j / (np.sqrt(np.pi) * zc[big & up])
+    return out.reshape(arr.shape).astype(out_dtype)
+
+
 # --- Hurwitz zeta -----------------------------------------------------------------------
 
 _ZETA_B2J = (1 / 6, -1 / 30, 1 / 42, -1 / 30, 5 / 66, -691 / 2730, 7 / 6, -3617 / 510,
