@@ -375,3 +375,34 @@ def test_wofz_as_jax():
     np.testing.assert_allclose(np.asarray(sp.wofz(z)),
                                [3.04744244e-01 + 0.20821896j, 1.87296653 + 0.46891096j],
                                rtol=2e-6)
+
+
+def test_sph_harm_y(x64):
+    n = rng.integers(0, 8, 200)
+    m = np.array([rng.integers(-k, k + 1) for k in n])
+    th, ph = rng.uniform(0, np.pi, 200), rng.uniform(0, 2 * np.pi, 200)
+    np.testing.assert_allclose(np.asarray(sp.sph_harm_y(n, m, th, ph)),
+                               ss.sph_harm_y(n, m, th, ph), atol=1e-14)
+    assert complex(sp.sph_harm_y(np.array(2), np.array(3), 0.3, 0.1)) == 0
+    out = fnx.jit(lambda n, m, t, p: sp.sph_harm_y(n, m, t, p, n_max=7))(n[:3], m[:3], th[:3],
+                                                                          ph[:3])
+    np.testing.assert_allclose(np.asarray(out), ss.sph_harm_y(n[:3], m[:3], th[:3], ph[:3]),
+                               atol=1e-14)
+    g = fnx.grad(lambda t: fnp.real(sp.sph_harm_y(np.array(3), np.array(1), t, 0.4)))(0.7)
+    h = 1e-6
+    fd = (ss.sph_harm_y(3, 1, 0.7 + h, 0.4) - ss.sph_harm_y(3, 1, 0.7 - h, 0.4)).real / (2 * h)
+    np.testing.assert_allclose(float(g), fd, rtol=1e-7)
+    # as JAX: degrees above n_max are clipped to it; float32 angles give complex64
+    np.testing.assert_allclose(
+        np.asarray(sp.sph_harm_y(np.array([5]), np.array([1]), 0.4, 0.2, n_max=3)),
+        ss.sph_harm_y(3, 1, 0.4, 0.2), atol=1e-14)
+    out = sp.sph_harm_y(np.array([1], np.int32), np.array([0], np.int32), np.float32(0.5),
+                        np.float32(0.0))
+    with pytest.raises(NotImplementedError, match="diff_n"):
+        sp.sph_harm_y(n, m, th, ph, diff_n=1)
+
+
+def test_sph_harm_y_dtype():
+    out = sp.sph_harm_y(np.array([1], np.int32), np.array([0], np.int32), np.float32(0.5),
+                        np.float32(0.0))
+    assert out.dtype == np.complex64

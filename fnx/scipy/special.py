@@ -15,8 +15,8 @@ raises, as JAX), ``betaln``, ``erfcx``, ``i0e``, ``i1e``, ``zeta``, ``expn``/``e
 ``bessel_jn``, and the complex ``wofz``. They run eagerly, under ``jit`` (the generated code calls the impl),
 ``vmap`` and both modes of differentiation. Where JAX's values are wrong or NaN and
 SciPy's are right (``bessel_jn`` for small or large ``z``, ``expn(n, 0)``, ``exp1(inf)``,
-``expi(0)``, ``gamma`` near integers), fnx gives SciPy's. Not provided: ``hyp2f1``,
-``sph_harm_y``.
+``expi(0)``, ``gamma`` near integers), fnx gives SciPy's. ``sph_harm_y`` is a composition (orthonormal Legendre recurrences up to
+a static ``n_max``). Not provided: ``hyp2f1``.
 """
 from __future__ import annotations
 
@@ -40,7 +40,7 @@ __all__ = ["logsumexp", "erf", "erfc", "erfinv", "gammaln", "digamma", "polygamm
            "gammaincc", "betainc", "betaln", "beta", "gamma", "gammasgn", "loggamma",
            "multigammaln", "factorial", "kl_div", "rel_entr", "expn", "exp1", "expi", "poch",
            "comb", "boxcox", "boxcox1p", "bernoulli", "bessel_jn", "spence", "dawsn", "sici",
-           "fresnel", "hyp1f1", "owens_t", "wofz"]
+           "fresnel", "hyp1f1", "owens_t", "wofz", "sph_harm_y"]
 
 
 def _float(name, *xs):
@@ -808,3 +808,53 @@ def wofz(z):
     if z.dtype.kind != "c":
         z = z.astype(np.result_type(z.dtype, np.complex64))
     return wofz_p.bind(z)
+
+
+def sph_harm_y(n, m, theta, phi, diff_n=None, n_max=None):
+    """Spherical harmonics ``Y_n^m(theta, phi)`` (SciPy's ``sph_harm_y``: ``theta`` the
+    colatitude, ``phi`` the longitude; orthonormal, with the Condon-Shortley phase),
+    complex. ``n_max`` (JAX's extra argument) bounds the degrees and is read from ``n``
+    when not given (which needs a concrete ``n``: pass ``n_max`` under ``jit``); degrees
+    above it are clipped to it, as JAX; ``|m| > n`` gives 0. From the stable recurrences
+    of the normalized associated Legendre functions, written with fnx ops, so it
+    differentiates in ``theta`` and ``phi``. ``diff_n`` is not supported (as JAX)."""
+    from ..core.array import Tracer
+    if diff_n not in (None, 0):
+        raise NotImplementedError("sph_harm_y: diff_n is not supported (as in JAX)")
+    n, m = fnp.asarray(n), fnp.asarray(m)
+    if n.dtype.kind not in "iu" or m.dtype.kind not in "iu":
+        raise TypeError(f"sph_harm_y: n and m must be integers, got {n.dtype} and {m.dtype}")
+    theta, phi = _float("sph_harm_y", theta, phi)
+    if n_max is None:
+        if isinstance(n, Tracer):
+            raise TypeError("sph_harm_y: under jit/vmap pass n_max (a Python int), the "
+                            "largest degree in n")
+        n_max = int(np.max(np.asarray(n))) if n.size else 0
+    n_max = int(n_max)
+    shape = np.broadcast_shapes(n.shape, m.shape, theta.shape, phi.shape)
+    n, m, theta, phi = (fnp.ravel(fnp.broadcast_to(v, shape)) for v in (n, m, theta, phi))
+    x, y = fnp.cos(theta), fnp.sin(theta)
+    zero = fnp.zeros_like(x)
+    table = [[zero] * (n_max + 1) for _ in range(n_max + 1)]     # table[l][k] = p_l^k
+    pmm = zero + float(np.sqrt(1 / (4 * np.pi)))
+    for k in range(n_max + 1):
+        if k > 0:
+            pmm = -float(np.sqrt((2 * k + 1) / (2 * k))) * y * pmm
+        table[k][k] = pmm
+        if k + 1 <= n_max:
+            table[k + 1][k] = float(np.sqrt(2 * k + 3)) * x * pmm
+        for l in range(k + 2, n_max + 1):
+            a_l = float(np.sqrt((4 * l * l - 1) / (l * l - k * k)))
+            a_prev = float(np.sqrt((4 * (l - 1) ** 2 - 1) / ((l - 1) ** 2 - k * k)))
+            table[l][k] = a_l * (x * table[l - 1][k] - table[l - 2][k] / a_prev)
+    stacked = fnp.stack([fnp.stack(row) for row in table])     # (n_max+1, n_max+1, K)
+    l_idx = fnp.clip(n, 0, n_max).astype(np.int32)
+    am = fnp.abs(m)
+    k_idx = fnp.clip(am, 0, n_max).astype(np.int32)
+    p = stacked[l_idx, k_idx, fnp.arange(l_idx.shape[0], dtype=np.int32)]
+    p = fnp.where((am > l_idx) | (am > n_max), zero, p)
+    sign = fnp.where((m < 0) & (am % 2 == 1), -1.0, 1.0).astype(p.dtype)
+    ang = m.astype(p.dtype) * phi
+    cdt = np.result_type(p.dtype, np.complex64)
+    out = (sign * p).astype(cdt) * (fnp.cos(ang).astype(cdt) + 1j * fnp.sin(ang).astype(cdt))
+    return out.reshape(shape)
