@@ -570,3 +570,8 @@ def test_var_std_with_a_precomputed_mean():
         np.std(x, axis=1, mean=m, ddof=1), rtol=1e-5)
     with pytest.raises(fnx.errors.ShapeError, match="keepdims=True"):
         fnp.var(x, axis=1, mean=x.mean(1))
+    y = x.copy()
+    y[0, 1] = np.nan
+    my = np.nanmean(y, 1, keepdims=True)
+    _eq(fnp.nanvar(y, axis=1, mean=my), np.nanvar(y, axis=1, mean=my), rtol=1e-5)
+    _eq(fnp.nanstd(y, axis=1, mean=my), np.nanstd(y, axis=1, mean=my), rtol=1e-5)

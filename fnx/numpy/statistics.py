@@ -298,8 +298,9 @@ def nanmean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
 
 
 def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None,
-           correction=None):
-    """``var`` of the non-NaN values (NaN where fewer than ``ddof`` + 1 values remain)."""
+           correction=None, mean=None):
+    """``var`` of the non-NaN values (NaN where fewer than ``ddof`` + 1 values remain);
+    ``mean``: a precomputed mean with the reduced axes kept."""
     from . import elementwise as ew
     from .reductions import sum as sum_
     _no_out("nanvar", out)
@@ -308,7 +309,8 @@ def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=
     (a,) = promote("nanvar", a)
     dt = _mean_dtype(a, dtype)
     a = lax.convert_element_type(a, dt)
-    m = nanmean(a, axis=axis, keepdims=True, where=where)
+    m = nanmean(a, axis=axis, keepdims=True, where=where) if mean is None else \
+        lax.convert_element_type(to_array(mean, "nanvar"), dt)
     _, nan = _nan_replaced("nanvar", a, 0)
     real_dt = np.empty(0, dt).real.dtype
     cnt, ok = _valid_count(a, nan, axis, keepdims, where, real_dt)
@@ -320,10 +322,11 @@ def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=
 
 
 def nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None,
-           correction=None):
+           correction=None, mean=None):
     """``std`` of the non-NaN values."""
     from .elementwise import sqrt
-    return sqrt(nanvar(a, axis, dtype, out, ddof, keepdims, where=where, correction=correction))
+    return sqrt(nanvar(a, axis, dtype, out, ddof, keepdims, where=where, correction=correction,
+                       mean=mean))
 
 
 def nancumsum(a, axis=None, dtype=None, out=None):
