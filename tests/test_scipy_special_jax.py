@@ -406,3 +406,20 @@ def test_sph_harm_y_dtype():
     out = sp.sph_harm_y(np.array([1], np.int32), np.array([0], np.int32), np.float32(0.5),
                         np.float32(0.0))
     assert out.dtype == np.complex64
+
+
+def test_check_op_on_the_primitives():
+    from hypothesis import strategies as st
+    from fnx.testing import check_op
+
+    def pos(lo, hi):
+        return st.floats(lo, hi).map(lambda v: np.float32(v))
+
+    skip = ("onnx",)   # no ONNX lowerings for these
+    check_op(sp.gammainc_p, (pos(0.5, 5), pos(0.1, 6)), reference=ss.gammainc, skip=skip,
+             order=1, tolerances={"impl": dict(rtol=2e-6, atol=1e-7)}, max_examples=5)
+    check_op(sp.erfcx_p, (pos(-2, 5),), reference=ss.erfcx, skip=skip,
+             tolerances={"impl": dict(rtol=2e-6, atol=0)}, max_examples=5)
+    check_op(sp.betainc_p, (pos(0.5, 4), pos(0.5, 4), pos(0.05, 0.95)), reference=ss.betainc,
+             skip=skip, nondiff_argnums=(0, 1), order=1,
+             tolerances={"impl": dict(rtol=2e-6, atol=1e-7)}, max_examples=5)
