@@ -302,3 +302,23 @@ def test_qr_multiply_sylvester_inverse_matrices(x64):
     close(la.invhilbert(5), sl.invhilbert(5))
     for kind in ("symmetric", "lower", "upper"):
         close(la.invpascal(5, kind), sl.invpascal(5, kind))
+
+
+def test_sqrtm(x64):
+    a = rng.normal(size=(4, 4))
+    spd = a @ a.T + np.eye(4)
+    for m in (spd, a, np.array([[4.0, 1], [2, 9]]), np.array([[-1.0, 0], [0, 4]])):
+        close(la.sqrtm(m), sl.sqrtm(m), rtol=1e-12, atol=1e-12)
+    d = rng.normal(size=(4, 4))
+    _, t = fnx.jvp(la.sqrtm, (spd.astype(complex),), (d.astype(complex),))
+    h = 1e-6
+    close(t, (sl.sqrtm(spd + h * d) - sl.sqrtm(spd - h * d)) / (2 * h), atol=1e-7)
+    assert fnx.vmap(la.sqrtm)(np.stack([spd, spd])).shape == (2, 4, 4)
+
+
+def test_sqrtm_as_jax():
+    # jax 0.10.2: complex64 for float32 input
+    out = la.sqrtm(np.array([[4.0, 1], [2, 9]], np.float32))
+    assert out.dtype == np.complex64
+    close(out, [[1.9796224, 0.20136625], [0.4027325, 2.9864535]], rtol=1e-5)
+    close(la.sqrtm(np.array([[-1.0, 0], [0, 4]], np.float32)), [[1j, 0], [0, 2]], atol=1e-6)

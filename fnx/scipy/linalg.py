@@ -13,10 +13,10 @@ as in JAX.
 Where JAX raises, fnx does more where it is cheap: ``eigh`` takes ``b`` (the generalized
 problem ``a v = w b v``, type 1, through the Cholesky factor of ``b``); ``polar`` takes
 any shape and side (through the SVD; JAX's QDWH iteration refuses some). Not provided:
-``qr(pivoting=True)``, ``eigh(eigvals=...)``, rectangular ``lu_factor``, ``sqrtm``,
-``schur``, ``hessenberg``, ``funm``, ``rsf2csf``, ``fiedler_companion``;
+``qr(pivoting=True)``, ``eigh(eigvals=...)``, rectangular ``lu_factor``, ``schur``, ``hessenberg``, ``funm``, ``rsf2csf``, ``fiedler_companion``;
 ``solve_sylvester`` solves the Kronecker-product system (up to 4096 unknowns) instead of
-Bartels-Stewart (which needs a Schur decomposition).
+Bartels-Stewart (which needs a Schur decomposition), and ``sqrtm`` goes through an
+eigendecomposition (JAX: a Schur decomposition), so it needs a diagonalizable matrix.
 """
 from __future__ import annotations
 
@@ -24,6 +24,7 @@ import numpy as np
 
 from .. import lax
 from .. import numpy as fnp
+from ..core.primitive import Primitive, ShapeDtypeStruct
 from ..errors import ShapeError
 from ..lax import linalg as lax_linalg
 from ..numpy._util import promote
@@ -32,7 +33,8 @@ __all__ = ["cholesky", "cho_factor", "cho_solve", "solve_triangular", "lu", "lu_
            "lu_solve", "solve", "inv", "det", "eigh", "eigh_tridiagonal", "qr", "svd", "polar",
            "expm", "expm_frechet", "block_diag", "toeplitz", "hankel", "circulant",
            "companion", "leslie", "fiedler", "convolution_matrix", "hilbert", "pascal",
-           "helmert", "dft", "qr_multiply", "solve_sylvester", "invhilbert", "invpascal"]
+           "helmert", "dft", "qr_multiply", "solve_sylvester", "invhilbert", "invpascal",
+           "sqrtm"]
 
 
 def _matrix(name, a, square=True):
@@ -697,3 +699,59 @@ def invpascal(n, kind=None):
                   dtype=np.float64).reshape(n, n)
     m = lo if kind == "lower" else lo.T if kind == "upper" else lo.T @ lo
     return fnp.asarray(m, dtype=_default_float())
+
+
+# --- sqrtm ----------------------------------------------------------------------------------
+
+def _sqrtm_rule(a):
+    if a.dtype.kind != "c" or a.ndim < 2 or a.shape[-1] != a.shape[-2]:
+        raise ShapeError(f"sqrtm: needs complex square matrices, got {a.dtype}{list(a.shape)}; "
+                         "call fnx.scipy.linalg.sqrtm, which converts")
+    return ShapeDtypeStruct(a.shape, a.dtype, a.weak_type)
+
+
+def _sqrtm_impl(a):
+    """The principal square root V diag(sqrt(w)) V^-1 from LAPACK's geev (complex128)."""
+    with np.errstate(all="ignore"):
+        w, v = np.linalg.eig(np.asarray(a, np.complex128))
+        out = (v * np.sqrt(w)[..., None, :]) @ np.linalg.inv(v)
+    return out.astype(a.dtype)
+
+
+sqrtm_p = Primitive("sqrtm", shape_rule=_sqrtm_rule, impl=_sqrtm_impl)
+
+
+def _sqrtm_batch(vals, dims, size):
+    return sqrtm_p.bind(vals[0]), 0
+
+
+def _sqrtm_jvp(primals, tangents):
+    # X dX + dX X = dA: in A's eigenbasis (V^-1 dX V)_ij = (V^-1 dA V)_ij / (s_i + s_j)
+    (a,), (t,) = primals, tangents
+    x = sqrtm_p.bind(a)
+    if t is None:
+        return x, None
+    w, v = fnp.linalg.eig(lax.stop_gradient(a))
+    w, v = w.astype(a.dtype), v.astype(a.dtype)
+    s = fnp.sqrt(w)
+    vinv = fnp.linalg.inv(v)
+    inner = fnp.matmul(fnp.matmul(vinv, t), v) / (s[..., :, None] + s[..., None, :])
+    return x, fnp.matmul(fnp.matmul(v, inner), vinv)
+
+
+sqrtm_p.batch = _sqrtm_batch
+sqrtm_p.jvp = _sqrtm_jvp
+
+
+def sqrtm(A, blocksize=1):
+    """The principal matrix square root (complex, as JAX: float32 gives complex64), from
+    an eigendecomposition ``A = V diag(w) V^-1`` as ``V diag(sqrt(w)) V^-1`` (the principal
+    ``sqrt`` of each eigenvalue). It needs a diagonalizable matrix: a defective one gives
+    NaNs or inaccurate values (JAX's Schur method handles those, except nilpotent ones,
+    where it gives NaNs too). Differentiable: the derivative solves the Sylvester
+    equation ``X dX + dX X = dA`` in the eigenbasis. ``blocksize`` is accepted."""
+    del blocksize
+    a = _matrix("sqrtm", A)
+    if a.dtype.kind != "c":
+        a = a.astype(np.result_type(a.dtype, np.complex64))
+    return sqrtm_p.bind(a)
