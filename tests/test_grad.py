@@ -29,6 +29,7 @@ def _data(seed):
     return fnp.asarray(rng.standard_normal((3, 2))), fnp.asarray(rng.standard_normal((4, 3)))
 
 
+@pytest.mark.x64  # the identity is checked to 1e-9: float64 work
 @pytest.mark.parametrize("name", sorted(FUNCS))
 @settings(max_examples=8, deadline=None)
 @given(seed=st.integers(0, 2**31))
@@ -47,6 +48,7 @@ def test_vjp_agrees_with_jvp_dot_product_identity(name, seed):
     assert np.isclose(lhs, rhs, rtol=1e-9, atol=1e-9), (lhs, rhs)
 
 
+@pytest.mark.x64  # central differences with eps=1e-6 need float64
 def test_grad_matches_finite_differences():
     w, x = _data(0)
     f = lambda w: (fnp.tanh(x @ w) ** 2).mean()  # noqa: E731
@@ -210,6 +212,7 @@ def test_aux_outputs_keep_the_derivatives_of_enclosing_transformations():
     assert type(aux) is fnx.Array and float(aux) == 2.0
 
 
+@pytest.mark.x64  # a float64 cotangent stays float64 only with x64 on
 def test_vjp_checks_cotangents():
     _, f_vjp = fnx.vjp(fnp.sin, fnp.ones(3, dtype="float32"))
     with pytest.raises(ValueError, match=r"cotangent 0 has shape \(4,\), but output 0"):
@@ -220,6 +223,19 @@ def test_vjp_checks_cotangents():
     (g,) = f_vjp64(1.0)  # a Python scalar takes the output's dtype
     assert g.dtype == np.float64
     np.testing.assert_allclose(np.asarray(g), np.cos(np.ones(3)))
+
+
+def test_vjp_cotangents_narrow_like_inputs_with_x64_off():
+    """As in JAX with x64 off: a NumPy float64 cotangent narrows to float32 and is accepted;
+    a cotangent of another dtype (float16, int32) is still an error."""
+    _, f_vjp = fnx.vjp(fnp.sin, fnp.ones(3, dtype="float32"))
+    (g,) = f_vjp(np.ones(3, np.float64))
+    assert g.dtype == np.float32
+    np.testing.assert_allclose(np.asarray(g), np.cos(np.ones(3)), rtol=1e-6)
+    with pytest.raises(TypeError, match="cotangent 0 has dtype float16"):
+        f_vjp(fnp.ones(3, dtype="float16"))
+    with pytest.raises(TypeError, match="cotangent 0 has dtype int32"):
+        f_vjp(np.ones(3, np.int32))
 
 
 def test_select_transpose_gives_real_zeros_to_the_unselected_case():
