@@ -322,3 +322,14 @@ def test_sqrtm_as_jax():
     assert out.dtype == np.complex64
     close(out, [[1.9796224, 0.20136625], [0.4027325, 2.9864535]], rtol=1e-5)
     close(la.sqrtm(np.array([[-1.0, 0], [0, 4]], np.float32)), [[1j, 0], [0, 2]], atol=1e-6)
+
+
+def test_funm(x64):
+    import fnx.numpy as fnp
+    a = np.array([[1.0, 2], [3, 4]])
+    close(la.funm(a, fnp.exp), sl.expm(a), rtol=1e-12)
+    b = rng.normal(size=(4, 4))
+    close(la.funm(b, fnp.sin), sl.funm(b, np.sin), atol=1e-12)
+    f, err = la.funm(a, fnp.exp, disp=False)
+    assert float(err) < 1e-12
+    assert la.funm(a.astype(np.float32), fnp.exp).dtype == np.complex64   # as JAX

@@ -16,7 +16,8 @@ any shape and side (through the SVD; JAX's QDWH iteration refuses some). Not pro
 ``qr(pivoting=True)``, ``eigh(eigvals=...)``, rectangular ``lu_factor``, ``schur``, ``hessenberg``, ``funm``, ``rsf2csf``, ``fiedler_companion``;
 ``solve_sylvester`` solves the Kronecker-product system (up to 4096 unknowns) instead of
 Bartels-Stewart (which needs a Schur decomposition), and ``sqrtm`` goes through an
-eigendecomposition (JAX: a Schur decomposition), so it needs a diagonalizable matrix.
+eigendecomposition (JAX: a Schur decomposition), so it needs a diagonalizable matrix;
+so does ``funm``, which has no derivative (``fnx.numpy.linalg.eig`` has none).
 """
 from __future__ import annotations
 
@@ -34,7 +35,7 @@ __all__ = ["cholesky", "cho_factor", "cho_solve", "solve_triangular", "lu", "lu_
            "expm", "expm_frechet", "block_diag", "toeplitz", "hankel", "circulant",
            "companion", "leslie", "fiedler", "convolution_matrix", "hilbert", "pascal",
            "helmert", "dft", "qr_multiply", "solve_sylvester", "invhilbert", "invpascal",
-           "sqrtm"]
+           "sqrtm", "funm"]
 
 
 def _matrix(name, a, square=True):
@@ -755,3 +756,24 @@ def sqrtm(A, blocksize=1):
     if a.dtype.kind != "c":
         a = a.astype(np.result_type(a.dtype, np.complex64))
     return sqrtm_p.bind(a)
+
+
+def funm(A, func, disp=True):
+    """The matrix function ``f(A) = V diag(func(w)) V^-1`` for diagonalizable ``A``
+    (``func`` elementwise on the complex eigenvalues); complex, as JAX. With
+    ``disp=False`` also an error estimate: the relative residual of ``f(A) A = A f(A)``
+    (JAX's Schur-Parlett method estimates its own error; it handles defective matrices).
+    Not differentiable (the eigendecomposition has no derivative rule)."""
+    a = _matrix("funm", A)
+    if a.ndim != 2:
+        raise ShapeError(f"funm: needs one square matrix, got shape {a.shape}")
+    w, v = fnp.linalg.eig(a)
+    fw = fnp.asarray(func(w)).astype(w.dtype)
+    f = fnp.matmul(v * fw[None, :], fnp.linalg.inv(v))
+    if disp:
+        return f
+    ac = a.astype(f.dtype)
+    commute = fnp.matmul(f, ac) - fnp.matmul(ac, f)
+    err = fnp.linalg.norm(commute, 1) / fnp.maximum(
+        fnp.linalg.norm(f, 1) * fnp.linalg.norm(ac, 1), np.finfo(f.real.dtype).tiny)
+    return f, err
