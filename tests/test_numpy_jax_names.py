@@ -575,3 +575,29 @@ def test_var_std_with_a_precomputed_mean():
     my = np.nanmean(y, 1, keepdims=True)
     _eq(fnp.nanvar(y, axis=1, mean=my), np.nanvar(y, axis=1, mean=my), rtol=1e-5)
     _eq(fnp.nanstd(y, axis=1, mean=my), np.nanstd(y, axis=1, mean=my), rtol=1e-5)
+
+
+def test_weighted_inverted_cdf_quantiles():
+    rng = np.random.default_rng(0)
+    q = np.array([0.0, 0.1, 0.25, 0.5, 0.9, 1.0], np.float32)
+    for shape in ((11,), (3, 7)):
+        x = rng.normal(size=shape).astype(np.float32)
+        w = rng.integers(0, 4, size=shape).astype(np.float32)
+        w[..., 0] += 1
+        _eq(fnp.quantile(x, q, axis=-1, method="inverted_cdf", weights=w),
+            np.quantile(x, q, axis=-1, method="inverted_cdf", weights=w))
+        _eq(_jit_same(lambda x: fnp.quantile(x, q, axis=-1, method="inverted_cdf"), x),
+            np.quantile(x, q, axis=-1, method="inverted_cdf"))
+    x = np.arange(6.0).reshape(2, 3)
+    w = np.array([[1.0, 0, 2], [0, 0, 1]])
+    # q = 0 skips leading zero weights (NumPy; JAX 0.10.2 gives 3 for the second row)
+    _eq(fnp.quantile(x, np.array([0.0, 0.5, 1.0]), axis=1, method="inverted_cdf", weights=w),
+        [[0, 5], [2, 5], [2, 5]])
+    _eq(fnp.percentile(np.arange(10.0), 30, method="inverted_cdf", weights=np.ones(10)), 2)
+    _eq(fnp.quantile(x, 0.5, axis=1, method="inverted_cdf", weights=np.array([1.0, 0, 2])),
+        [2, 5])
+    xn = np.array([1.0, 2, np.nan, 4])
+    _eq(fnp.nanquantile(xn, 0.5, method="inverted_cdf", weights=np.array([1.0, 1, 2, 0])),
+        np.nanquantile(xn, 0.5, method="inverted_cdf", weights=np.array([1.0, 1, 2, 0])))
+    with pytest.raises(ValueError, match="inverted_cdf"):
+        fnp.quantile(x, 0.5, weights=np.ones((2, 3)))

@@ -35,7 +35,7 @@ def _inexact(name, a):
 
 # --- quantiles ---------------------------------------------------------------------------------
 
-_METHODS = ("linear", "lower", "higher", "nearest", "midpoint")
+_METHODS = ("linear", "lower", "higher", "nearest", "midpoint", "inverted_cdf")
 
 
 def _to_end(name, a, axis):
@@ -68,10 +68,71 @@ def _q_array(name, q, scale):
     return q
 
 
-def _quantile(name, a, q, axis, method, keepdims, ignore_nan, scale=1):
+def _inverted_cdf(name, a, q, axis, weights, keepdims, ignore_nan, scale):
+    """``method='inverted_cdf'``, optionally weighted (NumPy's definition): the smallest
+    sorted value whose cumulative weight reaches ``q`` of the total."""
     from . import elementwise as ew
     from ._indexing import take_along_axis
     from .reductions import sum as sum_
+    a = to_array(a, name)
+    if a.dtype.kind == "c":
+        raise TypeError(f"{name}: a must be an array of real numbers, got {a.dtype}")
+    a = _inexact(name, a)
+    q = _q_array(name, q, scale)
+    qshape = q.shape
+    if weights is None:
+        w = _full(a.shape, 1, a.dtype)
+    else:
+        w = lax.convert_element_type(to_array(weights, name), a.dtype)
+        if w.shape != a.shape:
+            if axis is None or not isinstance(axis, (int, np.integer)) or w.ndim != 1 or \
+                    w.shape[0] != a.shape[axis]:
+                raise ShapeError(f"{name}: weights of shape {w.shape} must have a's shape "
+                                 f"{a.shape}, or be 1-D along an int axis")
+            ax = normalize_axes(name, axis, a.ndim)[0]
+            w = lax.broadcast_in_dim(w, a.shape, (ax,))
+        if not isinstance(w, Tracer) and bool(np.any(np.asarray(w) < 0)):
+            raise ValueError(f"{name}: weights must be non-negative")
+    x, rest, n, keep_shape = _to_end(name, a, axis)
+    wx = _to_end(name, w, axis)[0]
+    out_rest = keep_shape if keepdims else rest
+    nq = q.size
+    if n == 0:
+        return _full(qshape + out_rest, np.nan, a.dtype)
+    x, wx = lax.sort((x, wx), x.ndim - 1, num_keys=1)
+    nan = ew.isnan(x)
+    if ignore_nan:
+        wx = ew.where(nan, lax.convert_element_type(0, wx.dtype), wx)
+    cdf = lax.cumsum(wx, x.ndim - 1)
+    total = lax.slice_in_dim(cdf, n - 1, n, 1, x.ndim - 1)
+    cdf = ew.true_divide(cdf, total)
+    qf = lax.convert_element_type(lax.reshape(q, (nq,)), cdf.dtype)
+    # index of the first cdf >= q: the count of cdf values below q, where leading
+    # zero-weight values count as below (q = 0 picks the first value of positive weight)
+    c = lax.expand_dims(cdf, (x.ndim - 1,))
+    below = ew.logical_or(ew.less(c, lax.reshape(qf, (1,) * len(rest) + (nq, 1))),
+                          ew.equal(c, 0))
+    idx = sum_(below, axis=-1, dtype=dtypes.int32)
+    idx = ew.minimum(idx, n - 1)
+    res = take_along_axis(x, idx, axis=-1)
+    if ignore_nan:
+        res = ew.where(ew.equal(total, 0), lax.convert_element_type(np.nan, res.dtype), res)
+    else:
+        last = lax.slice_in_dim(x, n - 1, n, 1, x.ndim - 1)
+        res = ew.where(ew.isnan(last), last, res)
+    res = lax.transpose(res, (len(rest),) + tuple(range(len(rest))))
+    return lax.reshape(res, qshape + out_rest)
+
+
+def _quantile(name, a, q, axis, method, keepdims, ignore_nan, scale=1, weights=None):
+    from . import elementwise as ew
+    from ._indexing import take_along_axis
+    from .reductions import sum as sum_
+    if method == "inverted_cdf":
+        return _inverted_cdf(name, a, q, axis, weights, keepdims, ignore_nan, scale)
+    if weights is not None:
+        raise ValueError(f"{name}: only method='inverted_cdf' supports weights (as NumPy "
+                         f"and JAX), got method={method!r}")
     if method not in _METHODS and method != "_median":
         raise ValueError(f"{name}: method must be one of {_METHODS}, got {method!r}")
     a = to_array(a, name)
@@ -143,17 +204,19 @@ def _lerp(a, b, t):
 
 
 def quantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
-             keepdims=False, *, interpolation=None):
+             keepdims=False, *, weights=None, interpolation=None):
     """The ``q``-th quantiles along ``axis`` (q in [0, 1]; q's dims lead the result)."""
     _no_out("quantile", out)
-    return _quantile("quantile", a, q, axis, interpolation or method, keepdims, False)
+    return _quantile("quantile", a, q, axis, interpolation or method, keepdims, False,
+                     weights=weights)
 
 
 def percentile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
-               keepdims=False, *, interpolation=None):
+               keepdims=False, *, weights=None, interpolation=None):
     """The ``q``-th percentiles along ``axis`` (q in [0, 100])."""
     _no_out("percentile", out)
-    return _quantile("percentile", a, q, axis, interpolation or method, keepdims, False, 100)
+    return _quantile("percentile", a, q, axis, interpolation or method, keepdims, False, 100,
+                     weights=weights)
 
 
 def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
@@ -163,17 +226,19 @@ def median(a, axis=None, out=None, overwrite_input=False, keepdims=False):
 
 
 def nanquantile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
-                keepdims=False, *, interpolation=None):
+                keepdims=False, *, weights=None, interpolation=None):
     """``quantile`` ignoring NaNs (all-NaN slices give NaN)."""
     _no_out("nanquantile", out)
-    return _quantile("nanquantile", a, q, axis, interpolation or method, keepdims, True)
+    return _quantile("nanquantile", a, q, axis, interpolation or method, keepdims, True,
+                     weights=weights)
 
 
 def nanpercentile(a, q, axis=None, out=None, overwrite_input=False, method="linear",
-                  keepdims=False, *, interpolation=None):
+                  keepdims=False, *, weights=None, interpolation=None):
     """``percentile`` ignoring NaNs (all-NaN slices give NaN)."""
     _no_out("nanpercentile", out)
-    return _quantile("nanpercentile", a, q, axis, interpolation or method, keepdims, True, 100)
+    return _quantile("nanpercentile", a, q, axis, interpolation or method, keepdims, True, 100,
+                     weights=weights)
 
 
 def nanmedian(a, axis=None, out=None, overwrite_input=False, keepdims=False):
