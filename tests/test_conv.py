@@ -15,6 +15,10 @@ from fnx import lax
 from fnx.errors import ShapeError
 from fnx.lax import convolution as cv
 
+# The references are float64 NumPy computations checked to 1e-10: run with x64 on, as JAX's
+# suite does; test_default_mode_narrows_like_jax covers the default (x64 off) mode.
+pytestmark = pytest.mark.x64
+
 RNG = np.random.default_rng(0)
 
 
@@ -207,13 +211,33 @@ def test_errors():
     with pytest.raises(ShapeError, match="window_strides"):
         lax.conv(x, np.ones((4, 3, 3, 3), np.float32), (1,), "VALID")
     with pytest.raises(ShapeError, match="one dtype"):
-        lax.conv(x, np.ones((4, 3, 3, 3)), (1, 1), "VALID")
+        lax.conv(x, np.ones((4, 3, 3, 3), np.float16), (1, 1), "VALID")
     with pytest.raises(ShapeError, match="padding"):
         lax.conv(x, np.ones((4, 3, 3, 3), np.float32), (1, 1), "FULL")
     with pytest.raises(ShapeError, match="reduce_window.*computation"):
         lax.reduce_window(x, 1.0, lax.mul, (1, 1, 2, 2), (1, 1, 1, 1), "VALID")
     with pytest.raises(ShapeError, match="window_dimensions"):
         lax.reduce_window(x, 0.0, lax.add, (2, 2), (1, 1), "VALID")
+
+
+def test_default_mode_narrows_like_jax():
+    """With x64 off, float64 NumPy operands narrow to float32 in eager, jit, eval_shape, vmap and
+    grad alike (JAX: float32 everywhere); a float64 operand beside a float32 one is then not a
+    dtype mismatch, but float16 beside float32 still is."""
+    x, w = RNG.standard_normal((2, 3, 5, 6)), RNG.standard_normal((4, 3, 2, 3))
+    conv = lambda x, w: lax.conv(x, w, (1, 1), "SAME")  # noqa: E731
+    pool = lambda x: lax.reduce_window(x, -np.inf, lax.max, (1, 1, 2, 2), (1, 1, 2, 2), "VALID")  # noqa: E731
+    with fnx.enable_x64(False):
+        want = ref_conv(x, w, (1, 1), ((0, 1), (1, 1)), None, None, 1, 1)
+        for got in (conv(x, w), fnx.jit(conv)(x, w), conv(x.astype(np.float32), w),
+                    fnx.vmap(conv, (0, None))(x[:, None], w)[:, 0]):
+            assert got.dtype == np.float32
+            np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-5)
+        assert fnx.eval_shape(conv, x, w).dtype == np.float32
+        assert fnx.grad(lambda x: conv(x, w).sum())(x).dtype == np.float32
+        assert pool(x).dtype == fnx.jit(pool)(x).dtype == fnx.eval_shape(pool, x).dtype == np.float32
+        with pytest.raises(ShapeError, match="one dtype"):
+            lax.conv(x.astype(np.float32), w.astype(np.float16), (1, 1), "VALID")
 
 
 # --- a LeNet-style CNN against a hand-written NumPy backprop -----------------------------
