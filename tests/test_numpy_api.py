@@ -1880,8 +1880,8 @@ def _update_ref(op, x, idx, v):
     with np.errstate(all="ignore"):
         if op == "set":
             ref[idx] = v
-        elif op == "apply":
-            ref[idx] = np.negative(ref[idx])
+        elif op == "apply":  # once per occurrence, as np.negative.at and JAX's scatter_apply
+            np.negative.at(ref, idx)
         else:
             ufunc = {"add": np.add, "subtract": np.subtract, "multiply": np.multiply,
                      "mul": np.multiply, "divide": np.divide, "power": np.power,
@@ -1951,6 +1951,10 @@ def test_at_repeated_indices_accumulate():
     assert_close(X.at[fnp.asarray(i)].power(fnp.asarray([2.0, 1.0, 2.0, 1.0, 0.5])), ref)
     r = X.at[fnp.asarray([0, 0])].set(fnp.asarray([7.0, 7.0]))
     assert float(r[0]) == 7.0
+    # apply runs once per occurrence (JAX: [1., 2.].at[[0, 0, 1]].apply(negative) == [1., -2.])
+    np.testing.assert_array_equal(check_jit(lambda a, j: a.at[j].apply(fnp.negative),
+                                            fnp.asarray([1.0, 2.0]), fnp.asarray([0, 0, 1])),
+                                  [1.0, -2.0])
     ri = fnp.asarray([1, 2, 3], dtype=np.int32).at[1].divide(2)
     assert ri.dtype == F4 and float(ri[1]) == 1.0            # as JAX: divide gives a float
 
