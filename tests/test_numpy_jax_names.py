@@ -601,3 +601,12 @@ def test_weighted_inverted_cdf_quantiles():
         np.nanquantile(xn, 0.5, method="inverted_cdf", weights=np.array([1.0, 1, 2, 0])))
     with pytest.raises(ValueError, match="inverted_cdf"):
         fnp.quantile(x, 0.5, weights=np.ones((2, 3)))
+
+
+def test_argsort_index_dtype():
+    out = _jit_same(lambda a: fnp.argsort(a, dtype=fnp.int8), fnp.array([3, 1, 2]))
+    _eq(out, [1, 2, 0], np.int8)
+    _eq(fnp.argsort(fnp.array([3, 1, 2]), dtype="uint8", descending=True), [0, 2, 1], np.uint8)
+    assert fnp.argsort(fnp.array([3.0, 1])).dtype == np.int32
+    with pytest.raises(TypeError, match="integer"):
+        fnp.argsort(fnp.array([1, 2]), dtype=fnp.float32)

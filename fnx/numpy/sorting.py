@@ -28,15 +28,19 @@ def sort(a, axis=-1, kind=None, order=None, *, stable=True, descending=False):
     return lax.rev(out, (axis,)) if descending else out
 
 
-def argsort(a, axis=-1, kind=None, order=None, *, stable=True, descending=False):
-    """Indices that sort ``a`` along ``axis`` (stable; ``None``: flattened)."""
+def argsort(a, axis=-1, kind=None, order=None, *, stable=True, descending=False, dtype=None):
+    """Indices that sort ``a`` along ``axis`` (stable; ``None``: flattened), of ``dtype``
+    (an integer dtype; default the default int)."""
+    idx_dtype = dtypes.default_int() if dtype is None else dtypes.canonical(dtype)
+    if idx_dtype.kind not in "iu":
+        raise TypeError(f"argsort: dtype must be an integer dtype, got {idx_dtype}")
     (a,) = promote("argsort", a)
     if axis is None:
         a, axis = lax.reshape(a, (a.size,)), 0
     axis = normalize_axis("argsort", axis, a.ndim)
     if descending:
         a = lax.rev(a, (axis,))
-    idx = lax.broadcasted_iota(dtypes.default_int(), a.shape, axis)
+    idx = lax.broadcasted_iota(idx_dtype, a.shape, axis)
     _, perm = lax.sort((a, idx), axis, num_keys=1)
     if descending:
         n = a.shape[axis]
