@@ -1,8 +1,13 @@
 """jacfwd, jacrev and hessian: batched (vmap) jvps and vjps against closed forms."""
 import numpy as np
+import pytest
 
 import fnx
 import fnx.numpy as fnp
+
+# Closed forms checked to 1e-12 in float64: run with x64 on, as JAX's suite does;
+# test_default_mode_jacobians_are_float32 covers the default (x64 off) mode.
+pytestmark = pytest.mark.x64
 
 RNG = np.random.default_rng(0)
 A = RNG.standard_normal((3, 4))
@@ -15,6 +20,20 @@ def test_jacobians_of_a_vector_function_agree_with_the_closed_form():
     for jac in (fnx.jacfwd, fnx.jacrev):
         np.testing.assert_allclose(jac(f)(fnp.asarray(X)), ref, rtol=1e-12)
         np.testing.assert_allclose(fnx.jit(jac(f))(fnp.asarray(X)), ref, rtol=1e-12)
+
+
+def test_default_mode_jacobians_are_float32():
+    """With x64 off a float64 NumPy input narrows to float32, and every Jacobian (eager, jit,
+    eval_shape) is float32 and agrees with the closed form to float32 precision."""
+    f = lambda x: fnp.tanh(fnp.asarray(A) @ x)  # noqa: E731
+    ref = (1 - np.tanh(A @ X) ** 2)[:, None] * A
+    with fnx.enable_x64(False):
+        for jac in (fnx.jacfwd, fnx.jacrev, fnx.hessian):
+            got, jitted = jac(f)(X), fnx.jit(jac(f))(X)
+            assert got.dtype == jitted.dtype == fnx.eval_shape(jac(f), X).dtype == np.float32
+            if jac is not fnx.hessian:
+                np.testing.assert_allclose(np.asarray(got), ref, rtol=1e-5, atol=1e-6)
+                np.testing.assert_allclose(np.asarray(jitted), ref, rtol=1e-5, atol=1e-6)
 
 
 def test_hessian_and_jacfwd_of_jacrev():
