@@ -11,6 +11,11 @@ import fnx.numpy as fnp
 from fnx import lax
 from fnx.errors import MissingRuleError
 
+# float64 references and finite differences at 1e-6: the module runs with jax_enable_x64 on,
+# as JAX's own suite runs its 64-bit tests (test_jvp_in_default_mode_narrows_as_jax runs
+# with the flag off)
+pytestmark = pytest.mark.x64
+
 # (function, low, high) over float64 inputs inside each function's domain
 UNARY = [
     (lax.neg, -3, 3), (lax.abs, 0.1, 3), (lax.exp, -3, 3), (lax.exp2, -3, 3),
@@ -467,3 +472,26 @@ def test_float32_and_complex_rules_that_use_constants_abs_and_imag():
     np.testing.assert_allclose(h, 1.0, rtol=1e-14)
     np.testing.assert_allclose(fnx.grad(lambda v: lax.imag(v).sum())(z), [-1j] * 3)
     assert float(fnx.grad(lambda v: lax.imag(v) + v)(_f64(2.0))) == 1.0
+
+
+def test_jvp_in_default_mode_narrows_as_jax():
+    """With jax_enable_x64 off (the default), float64 primals and tangents narrow to float32
+    as in JAX 0.10.2, in eager jvp, linearize, jit, vmap and eval_shape alike; a tangent
+    of another kind than its primal is an error naming both dtypes."""
+    x, t = np.array([0.3, 0.7]), np.array([1.0, 2.0])
+    with fnx.enable_x64(False):
+        out, tan = fnx.jvp(fnp.sin, (x,), (t,))
+        assert out.dtype == tan.dtype == np.float32
+        np.testing.assert_allclose(tan, np.cos(x) * t, rtol=1e-6)
+        # a float32 primal with a float64 tangent: both float32 (JAX: float32, float32)
+        out, tan = fnx.jvp(lambda v: v * 2, (np.float32(1.0),), (np.float64(1.0),))
+        assert out.dtype == tan.dtype == np.float32 and float(tan) == 2.0
+        assert fnx.linearize(fnp.sin, x)[1](t).dtype == np.float32
+
+        def both(x, t):
+            return fnx.jvp(fnp.sin, (x,), (t,))
+        assert [o.dtype for o in fnx.jit(both)(x, t)] == [np.float32] * 2
+        assert [o.dtype for o in fnx.vmap(both)(x, t)] == [np.float32] * 2
+        assert [o.dtype for o in fnx.eval_shape(both, x, t)] == [np.float32] * 2
+        with pytest.raises(TypeError, match="tangent 0 has dtype int32.*float32"):
+            fnx.jvp(fnp.sin, (np.float32(1.0),), (np.int32(1),))
