@@ -333,3 +333,18 @@ def test_funm(x64):
     f, err = la.funm(a, fnp.exp, disp=False)
     assert float(err) < 1e-12
     assert la.funm(a.astype(np.float32), fnp.exp).dtype == np.complex64   # as JAX
+
+
+def test_hadamard_fiedler_companion():
+    assert la.hadamard(4).dtype == np.int32                 # as JAX (x64 off)
+    np.testing.assert_array_equal(np.asarray(la.hadamard(8)), sl.hadamard(8))
+    with pytest.raises(ValueError, match="power of 2"):
+        la.hadamard(6)
+    for a in ([1.0, 2, 3, 4, 5], [2.0, 3], [1.0, 2, 3], [1.0, 2, 3, 4, 5, 6, 7],
+              [3.0, 1, 2, 5, 7, 1, 2, 8]):
+        close(la.fiedler_companion(np.array(a, np.float32)), sl.fiedler_companion(a),
+              rtol=1e-6)
+    # its eigenvalues are the polynomial's roots
+    a = np.array([1.0, -6, 11, -6], np.float32)
+    w = np.sort(np.linalg.eigvals(np.asarray(la.fiedler_companion(a))).real)
+    close(w, [1, 2, 3], atol=1e-4)

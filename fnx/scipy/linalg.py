@@ -35,7 +35,7 @@ __all__ = ["cholesky", "cho_factor", "cho_solve", "solve_triangular", "lu", "lu_
            "expm", "expm_frechet", "block_diag", "toeplitz", "hankel", "circulant",
            "companion", "leslie", "fiedler", "convolution_matrix", "hilbert", "pascal",
            "helmert", "dft", "qr_multiply", "solve_sylvester", "invhilbert", "invpascal",
-           "sqrtm", "funm"]
+           "sqrtm", "funm", "hadamard", "fiedler_companion"]
 
 
 def _matrix(name, a, square=True):
@@ -777,3 +777,41 @@ def funm(A, func, disp=True):
     err = fnp.linalg.norm(commute, 1) / fnp.maximum(
         fnp.linalg.norm(f, 1) * fnp.linalg.norm(ac, 1), np.finfo(f.real.dtype).tiny)
     return f, err
+
+
+def hadamard(n, dtype=int):
+    """The Sylvester-Hadamard matrix of order ``n`` (a power of 2); ``int`` gives the
+    default int (as JAX)."""
+    from ..core import dtypes
+    n = int(n)
+    if n < 1 or n & (n - 1):
+        raise ValueError(f"hadamard: n must be a positive power of 2, got {n}")
+    h = np.ones((1, 1), dtype=np.int64)
+    while h.shape[0] < n:
+        h = np.block([[h, h], [h, -h]])
+    dt = dtypes.default_int() if dtype is int else (
+        dtypes.default_float() if dtype is float else dtypes.canonical(dtype))
+    return fnp.asarray(h, dtype=dt)
+
+
+def fiedler_companion(a):
+    """The Fiedler companion matrix of the polynomial with coefficients ``a`` (highest
+    first; pentadiagonal, with the same eigenvalues as ``companion(a)``)."""
+    (a,) = promote("fiedler_companion", a, to_inexact=True)
+    if a.ndim != 1 or a.shape[0] < 2:
+        raise ShapeError(f"fiedler_companion: a must be 1-D with at least 2 coefficients, "
+                         f"got shape {a.shape}")
+    n = a.shape[0] - 1
+    c = -a[1:] / a[0]                                   # -a_1 ... -a_n, normalized
+    rows, cols = [0], [0]                               # where -a_k goes, k = 1..n
+    for k in range(2, n + 1):
+        rows.append(2 * ((k - 1) // 2))
+        cols.append(2 * (k // 2) - 1)
+    ones = [(1, 0)] if n > 1 else []
+    ones += [(r, r - 2) for r in range(3, n, 2)] + [(r, r + 2) for r in range(0, n - 2, 2)]
+    m = fnp.zeros((n, n), dtype=a.dtype).at[np.array(rows, np.int32),
+                                            np.array(cols, np.int32)].set(c)
+    if ones:
+        r1, c1 = np.array(ones, np.int32).T
+        m = m.at[r1, c1].set(1)
+    return m
