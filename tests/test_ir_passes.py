@@ -172,8 +172,10 @@ def test_convert_to_own_type_removed():
                                                    weak_type=False), F32,
           gone=["convert_element_type"])
     check(lambda x: lax.convert_element_type(x, np.int32), I32, gone=["convert_element_type"])
+    # with x64 off a float64 request means float32 (as in JAX): the same type, removed
+    check(lambda x: lax.convert_element_type(x, np.float64), F32, gone=["convert_element_type"])
     # to another dtype, or to the weak version of the same one: kept
-    check(lambda x: lax.convert_element_type(x, np.float64), F32,
+    check(lambda x: lax.convert_element_type(x, np.float16), F32,
           kept=["convert_element_type"])
     check(lambda x: ew.convert_element_type_p.bind(x, new_dtype=np.dtype("float32"),
                                                    weak_type=True), F32,
