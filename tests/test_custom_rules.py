@@ -183,6 +183,7 @@ def test_checkpoint_under_vmap_inside_grad():
     assert names.count("remat_call") == 1 and names.count("tanh") == 1
 
 
+@pytest.mark.x64  # the four Hessian orders agree to 1e-12: float64 work
 def test_checkpoint_second_derivatives_in_every_mode():
     def f(x):
         return fnp.sum(fnp.sin(x) * fnp.exp(0.5 * x))
