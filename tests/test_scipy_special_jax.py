@@ -423,3 +423,20 @@ def test_check_op_on_the_primitives():
     check_op(sp.betainc_p, (pos(0.5, 4), pos(0.5, 4), pos(0.05, 0.95)), reference=ss.betainc,
              skip=skip, nondiff_argnums=(0, 1), order=1,
              tolerances={"impl": dict(rtol=2e-6, atol=1e-7)}, max_examples=5)
+
+
+def test_hyp2f1(x64):
+    a, b = rng.uniform(-3, 4, 200), rng.uniform(-3, 4, 200)
+    c, x = rng.uniform(0.5, 6, 200), rng.uniform(-50, 0.99, 200)
+    ref = ss.hyp2f1(a, b, c, x)
+    keep = np.abs(ref) > 1e-8
+    np.testing.assert_allclose(np.asarray(sp.hyp2f1(a, b, c, x))[keep], ref[keep], rtol=1e-10)
+    # jax 0.10.2 gives inf for x < -1 and 63.84 (SciPy 67.090) at x = 0.99
+    x = np.array([-5.0, -2, 0.5, 0.99, 1.0, 2.0])
+    np.testing.assert_allclose(np.asarray(sp.hyp2f1(1.5, 2.5, 3.3, x)),
+                               ss.hyp2f1(1.5, 2.5, 3.3, x), rtol=1e-12)
+    np.testing.assert_allclose(float(sp.hyp2f1(1.0, 2.0, 4.5, 1.0)),
+                               ss.hyp2f1(1.0, 2.0, 4.5, 1.0), rtol=1e-13)
+    check_grads(lambda x: sp.hyp2f1(1.5, 2.5, 3.3, x), (np.array([-3.0, 0.2, 0.7]),), order=2)
+    with pytest.raises(ValueError, match="hyp2f1: derivatives with respect to a"):
+        fnx.grad(lambda a: sp.hyp2f1(a, 1.0, 2.0, 0.5))(1.0)

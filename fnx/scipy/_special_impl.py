@@ -442,6 +442,52 @@ def hyp1f1_grad_b(a, b, x):
     return _run(lambda a, b, x: _hyp1f1_flat(a, b, x)[2], a, b, x)
 
 
+def _f21_series(a, b, c, z):
+    """sum (a)_n (b)_n / (c)_n z^n / n! for 0 <= z < 1 (terms summed until negligible)."""
+    term = np.ones_like(z)
+    total = term.copy()
+    active = np.arange(z.size)
+    for n in range(1, 40000):
+        if active.size == 0:
+            break
+        i = active
+        term[i] *= (a[i] + n - 1) * (b[i] + n - 1) / ((c[i] + n - 1) * n) * z[i]
+        total[i] += term[i]
+        done = (np.abs(term[i]) <= _EPS * np.abs(total[i])) | (term[i] == 0)
+        active = i[~done]
+    return total
+
+
+def _hyp2f1_flat(a, b, c, x):
+    """2F1(a, b; c; x) for real x <= 1: the series for 0 <= x < 1, Pfaff's transformation
+    (1 - x)^-a 2F1(a, c - b; c; x / (x - 1)) for x < 0, Gauss's sum at x = 1 (inf when
+    c - a - b <= 0), inf for x > 1 (as SciPy and JAX)."""
+    out = np.full_like(x, np.nan)
+    ok = ~(np.isnan(a) | np.isnan(b) | np.isnan(c) | np.isnan(x))
+    pos = ok & (x >= 0) & (x < 1)
+    if pos.any():
+        out[pos] = _f21_series(a[pos], b[pos], c[pos], x[pos])
+    neg = ok & (x < 0) & np.isfinite(x)
+    if neg.any():
+        an, bn, cn, xn = a[neg], b[neg], c[neg], x[neg]
+        z = xn / (xn - 1)
+        out[neg] = np.exp(-an * np.log1p(-xn)) * _f21_series(an, cn - bn, cn, z)
+    one = ok & (x == 1)
+    if one.any():
+        a1, b1, c1 = a[one], b[one], c[one]
+        s = c1 - a1 - b1
+        with np.errstate(all="ignore"):
+            val = np.exp(_lgamma64(c1) + _lgamma64(np.where(s > 0, s, 1.0))
+                         - _lgamma64(c1 - a1) - _lgamma64(c1 - b1))
+        out[one] = np.where(s > 0, val, np.inf)
+    out[ok & (x > 1)] = np.inf
+    return out
+
+
+def hyp2f1(a, b, c, x):
+    return _run(_hyp2f1_flat, a, b, c, x)
+
+
 _GL_X, _GL_W = np.polynomial.legendre.leggauss(24)
 
 
