@@ -348,3 +348,26 @@ def test_hadamard_fiedler_companion():
     a = np.array([1.0, -6, 11, -6], np.float32)
     w = np.sort(np.linalg.eigvals(np.asarray(la.fiedler_companion(a))).real)
     close(w, [1, 2, 3], atol=1e-4)
+
+
+def test_hessenberg(x64):
+    for n in (1, 2, 3, 5, 8):
+        a = rng.normal(size=(n, n))
+        cases = [a] + ([a + 1j * rng.normal(size=(n, n))] if n != 2 else [])
+        for m in cases:
+            h, q = la.hessenberg(m, calc_q=True)
+            H, Q = sl.hessenberg(m, calc_q=True)
+            close(h, H, atol=1e-12)
+            close(q, Q, atol=1e-12)
+            close(la.hessenberg(m), H, atol=1e-12)
+    check_grads(lambda m: la.hessenberg(m), (rng.normal(size=(4, 4)),), order=1)
+    assert la.hessenberg(np.stack([A, 2 * A])).shape == (2, 4, 4)
+
+
+def test_hessenberg_2x2_complex_as_jax():
+    # jax 0.10.2 (LAPACK zgehrd) makes the subdiagonal real even for 2 x 2 (SciPy returns
+    # the input unchanged there)
+    c = np.array([[1 + 1j, 2 - 1j], [3 + 2j, 4]], np.complex64)
+    h, q = la.hessenberg(c, calc_q=True)
+    close(h, [[1 + 1j, -2.218801 - 0.27735007j], [-3.6055512, 4]], atol=1e-5)
+    close(q, [[1, 0], [0, -0.8320503 - 0.5547002j]], atol=1e-6)

@@ -35,7 +35,7 @@ __all__ = ["cholesky", "cho_factor", "cho_solve", "solve_triangular", "lu", "lu_
            "expm", "expm_frechet", "block_diag", "toeplitz", "hankel", "circulant",
            "companion", "leslie", "fiedler", "convolution_matrix", "hilbert", "pascal",
            "helmert", "dft", "qr_multiply", "solve_sylvester", "invhilbert", "invpascal",
-           "sqrtm", "funm", "hadamard", "fiedler_companion"]
+           "sqrtm", "funm", "hadamard", "fiedler_companion", "hessenberg"]
 
 
 def _matrix(name, a, square=True):
@@ -815,3 +815,54 @@ def fiedler_companion(a):
         r1, c1 = np.array(ones, np.int32).T
         m = m.at[r1, c1].set(1)
     return m
+
+
+def hessenberg(a, *, calc_q=False, overwrite_a=False, check_finite=True):
+    """The upper Hessenberg form ``h = q^H a q`` by Householder reflections with LAPACK's
+    conventions (gehrd: ``beta = -sign(Re alpha) |x|``, unit-leading vectors), so ``h`` and
+    ``q`` match SciPy's; ``(h, q)`` with ``calc_q``. Written with fnx ops (one reflection
+    per column), so it differentiates, jits and vmaps."""
+    del overwrite_a, check_finite
+    h = _matrix("hessenberg", a)
+    n = h.shape[-1]
+    q = fnp.broadcast_to(fnp.eye(n, dtype=h.dtype), h.shape)
+    cplx = h.dtype.kind == "c"
+    # n - 1 reflections: the last acts on one entry (for complex input it makes the last
+    # subdiagonal entry real, as LAPACK; for real input it is the identity)
+    for k in range(n - 1):
+        x = h[..., k + 1:, k]
+        alpha = x[..., 0]
+        rest = x[..., 1:]
+        xnorm2 = fnp.sum(fnp.real(rest * fnp.conj(rest)) if cplx else rest * rest, axis=-1)
+        trivial = xnorm2 == 0
+        if cplx:
+            trivial = trivial & (fnp.imag(alpha) == 0)
+        anorm = fnp.sqrt(fnp.real(alpha * fnp.conj(alpha)) + xnorm2 if cplx
+                         else alpha * alpha + xnorm2)
+        re = fnp.real(alpha) if cplx else alpha
+        beta = -fnp.where(re >= 0, 1.0, -1.0).astype(anorm.dtype) * anorm
+        beta = fnp.where(trivial, fnp.ones_like(beta), beta)
+        alpha_s = fnp.where(trivial, fnp.zeros_like(alpha), alpha)
+        tau = ((beta.astype(h.dtype) - alpha_s) / beta.astype(h.dtype))
+        tau = fnp.where(trivial, fnp.zeros_like(tau), tau)
+        denom = fnp.where(trivial, fnp.ones_like(alpha), alpha_s - beta.astype(h.dtype))
+        v = fnp.concatenate([fnp.ones_like(alpha)[..., None], rest / denom[..., None]], axis=-1)
+        vc = fnp.conj(v) if cplx else v
+        # H_k = I - tau v v^H on rows/columns k+1..; a <- H_k^H a H_k, q <- q H_k
+        top = h[..., :k + 1, :]
+        low = h[..., k + 1:, :]
+        taus = tau[..., None, None]
+        low = low - (fnp.conj(taus) if cplx else taus) * v[..., :, None] * fnp.sum(
+            vc[..., :, None] * low, axis=-2, keepdims=True)
+        h = fnp.concatenate([top, low], axis=-2)
+        left = h[..., :, :k + 1]
+        right = h[..., :, k + 1:]
+        right = right - taus * fnp.sum(right * v[..., None, :], axis=-1,
+                                       keepdims=True) * vc[..., None, :]
+        h = fnp.concatenate([left, right], axis=-1)
+        qleft, qright = q[..., :, :k + 1], q[..., :, k + 1:]
+        qright = qright - taus * fnp.sum(qright * v[..., None, :], axis=-1,
+                                         keepdims=True) * vc[..., None, :]
+        q = fnp.concatenate([qleft, qright], axis=-1)
+    h = fnp.triu(h, -1)
+    return (h, q) if calc_q else h
