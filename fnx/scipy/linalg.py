@@ -12,12 +12,15 @@ as in JAX.
 
 Where JAX raises, fnx does more where it is cheap: ``eigh`` takes ``b`` (the generalized
 problem ``a v = w b v``, type 1, through the Cholesky factor of ``b``); ``polar`` takes
-any shape and side (through the SVD; JAX's QDWH iteration refuses some). Not provided:
-``qr(pivoting=True)``, ``eigh(eigvals=...)``, rectangular ``lu_factor``, ``schur``, ``hessenberg``, ``funm``, ``rsf2csf``, ``fiedler_companion``;
-``solve_sylvester`` solves the Kronecker-product system (up to 4096 unknowns) instead of
-Bartels-Stewart (which needs a Schur decomposition), and ``sqrtm`` goes through an
-eigendecomposition (JAX: a Schur decomposition), so it needs a diagonalizable matrix;
-so does ``funm``, which has no derivative (``fnx.numpy.linalg.eig`` has none).
+any shape and side (through the SVD; JAX's QDWH iteration refuses some); ``lu`` of
+rectangular matrices gives LAPACK's factors. ``hessenberg`` is Householder with LAPACK's
+conventions in fnx ops (differentiable). Done differently from JAX: ``solve_sylvester``
+solves the Kronecker-product system (up to 4096 unknowns) instead of Bartels-Stewart, and
+``sqrtm`` and ``funm`` go through an eigendecomposition instead of a Schur decomposition,
+so they need a diagonalizable matrix (``funm`` has no derivative:
+``fnx.numpy.linalg.eig`` has none; ``sqrtm``'s comes from the Sylvester equation). Not
+provided: ``schur``, ``rsf2csf``, ``qr(pivoting=True)``, ``eigh(eigvals=...)``,
+rectangular ``lu_factor``.
 """
 from __future__ import annotations
 
