@@ -440,3 +440,15 @@ def test_hyp2f1(x64):
     check_grads(lambda x: sp.hyp2f1(1.5, 2.5, 3.3, x), (np.array([-3.0, 0.2, 0.7]),), order=2)
     with pytest.raises(ValueError, match="hyp2f1: derivatives with respect to a"):
         fnx.grad(lambda a: sp.hyp2f1(a, 1.0, 2.0, 0.5))(1.0)
+
+
+def test_bfloat16_and_float16_round_once():
+    ml_dtypes = pytest.importorskip("ml_dtypes")
+    x = np.array([0.5, 1.5], ml_dtypes.bfloat16)
+    out = sp.gammainc(x, x)
+    assert out.dtype == ml_dtypes.bfloat16
+    np.testing.assert_allclose(np.asarray(out).astype(np.float32),
+                               ss.gammainc([0.5, 1.5], [0.5, 1.5]), rtol=1e-2)
+    assert sp.sici(x)[0].dtype == ml_dtypes.bfloat16
+    h = np.array([0.5, 1.5], np.float16)
+    assert sp.i0e(h).dtype == np.float16 and sp.betainc(h, h, h / 2).dtype == np.float16

@@ -45,8 +45,8 @@ _MAX_ITER = 100000   # series/fractions near x = a need ~9 sqrt(a) terms: a up t
 
 def _run(fn, *args):
     """``fn`` over float64 copies of ``args`` (broadcast), rounded to their dtype."""
-    dtype = np.result_type(*args)
-    if dtype.kind != "f":
+    dtype = np.result_type(*[np.asarray(a).dtype for a in args])
+    if dtype.kind not in "fV":          # V: bfloat16 (ml_dtypes)
         dtype = np.dtype(np.float64)
     arrays = np.broadcast_arrays(*[np.asarray(a, np.float64) for a in args])
     shape = arrays[0].shape
@@ -275,7 +275,7 @@ def dawsn(x):
 
 def _run2(fn, x):
     dtype = np.asarray(x).dtype
-    if dtype.kind != "f":
+    if dtype.kind not in "fV":
         dtype = np.dtype(np.float64)
     xf = np.asarray(x, np.float64)
     with np.errstate(all="ignore"):

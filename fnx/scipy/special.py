@@ -256,6 +256,11 @@ def log_softmax(x, axis=None):
 
 # --- primitives with NumPy impls (fnx.scipy._special_impl) and their derivatives ----------
 
+def _is_real_float(dtype):
+    from ..core import dtypes
+    return dtypes.is_inexact(dtype) and np.dtype(dtype).kind != "c"
+
+
 def _elementwise_prim(name, impl, nargs):
     """An elementwise primitive over ``nargs`` float operands of one dtype and shape, where
     a rank-0 operand stands for a full one (the public functions promote and broadcast
@@ -263,7 +268,7 @@ def _elementwise_prim(name, impl, nargs):
     def shape_rule(*xs):
         x0 = max(xs, key=lambda x: len(x.shape))
         if any((x.shape and x.shape != x0.shape) or x.dtype != x0.dtype for x in xs) \
-                or x0.dtype.kind != "f":
+                or not _is_real_float(x0.dtype):
             raise ShapeError(f"{name}: operands must be floating with one shape and dtype; got "
                              + ", ".join(f"{x.dtype}{list(x.shape)}" for x in xs)
                              + f". Call fnx.scipy.special.{name}, which promotes and "
@@ -613,7 +618,7 @@ def bernoulli(n):
 
 # bessel_jn(z, v): (v + 1, *z.shape), the orders stacked in front
 def _bessel_jn_rule(z, *, v):
-    if z.dtype.kind != "f":
+    if not _is_real_float(z.dtype):
         raise ShapeError(f"bessel_jn: z must be real floating, got {z.dtype}{list(z.shape)}")
     return ShapeDtypeStruct((v + 1,) + tuple(z.shape), z.dtype, z.weak_type)
 
@@ -678,7 +683,7 @@ def dawsn(x):
 def _pair_prim(name, impl):
     """An elementwise primitive of one float operand with two outputs of its shape."""
     def shape_rule(x):
-        if x.dtype.kind != "f":
+        if not _is_real_float(x.dtype):
             raise ShapeError(f"{name}: x must be real floating, got {x.dtype}{list(x.shape)}")
         out = ShapeDtypeStruct(x.shape, x.dtype, x.weak_type)
         return [out, out]
