@@ -47,6 +47,10 @@ from rules_support import (ALLDT, ANY, AWAY0, BITS, BOOL, CPLX, DISTINCT, FLOAT,
                            NUM, POS, SHAPES, SHAPES1, UNIT, C64, C128, F32, F64, Case, Dom,
                            arrays, coupled, elementwise, run_rule, structured, values)
 
+# The sweep draws float64 and complex128 operands (and int64 index dtypes): it runs with
+# jax_enable_x64 on, as JAX's own suite runs its 64-bit tests.
+pytestmark = pytest.mark.x64
+
 # Primitives that are not gradient-checked, and why.
 NO_GRAD = {
     **{p: "bool result: no derivative" for p in (
