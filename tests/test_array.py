@@ -98,7 +98,8 @@ def test_attributes():
     np.testing.assert_array_equal(x.T, np.asarray(x).T)
     assert x.mT.shape == (2, 4, 3)
     np.testing.assert_array_equal(x.mT, np.swapaxes(np.asarray(x), -1, -2))
-    assert str(x.device) == repr(x.device) and x.device.platform == "cpu"
+    assert str(x.device) == "cpu:0" and repr(x.device) == "CpuDevice(id=0)"   # as JAX's
+    assert x.device.platform == "cpu" and x.device.id == 0
     assert x.device in fnx.devices()
     assert x.to_device(x.device) is x
     s = fnp.asarray(3.0)

@@ -53,6 +53,7 @@ def test_choices_end_at_the_picked_set_and_are_ordered():
 
 
 @needs_openblas
+@pytest.mark.x64   # float64 GEMMs against a float64 reference to 1e-12
 def test_every_choice_computes_the_same_products(restore_kernels):
     """Each kernel set gives float32/float64 GEMMs (plain and against a transposed
     operand, in NumPy and in fnx eager and jit) within rounding of a float64 reference,
