@@ -610,3 +610,16 @@ def test_argsort_index_dtype():
     assert fnp.argsort(fnp.array([3.0, 1])).dtype == np.int32
     with pytest.raises(TypeError, match="integer"):
         fnp.argsort(fnp.array([1, 2]), dtype=fnp.float32)
+
+
+def test_bool_integer_ops_and_complex_rint():
+    """JAX's dtypes (literals: JAX 0.10.2): bool operands of the integer-only ops act as
+    the default int; rint rounds complex parts."""
+    b, c = fnp.array([True, False, True]), fnp.array([True, True, False])
+    for f, want in ((fnp.remainder, [0, 0, 0]), (fnp.left_shift, [2, 0, 1]),
+                    (fnp.right_shift, [0, 0, 1])):
+        _eq(_jit_same(f, b, c), want, np.int32)
+    assert fnp.floor_divide(b, c).dtype == np.int32 and fnp.fmod(b, c).dtype == np.int32
+    assert (b // c).dtype == np.int32
+    _eq(fnp.floor_divide(b, c)[:2], [1, 0])
+    _eq(fnp.rint(fnp.array([1.5 + 2.5j, -2.5 - 1.5j])), [2 + 2j, -2 - 2j], np.complex64)

@@ -147,7 +147,8 @@ multiply = _fast_binary("multiply", _binary("multiply", lax.mul, bool_fn=lax.bit
                        np.multiply, "biufc", _ew.mul_p)
 true_divide = _binary("true_divide", lax.div, to_inexact=True)
 divide = true_divide
-_floor_divide = _binary("floor_divide", lax.floor_divide)
+_floor_divide = _binary("floor_divide", lax.floor_divide,
+                        bool_fn=lambda x, y: lax.floor_divide(_numeric(x), _numeric(y)))
 
 
 def floor_divide(x1, x2, /):
@@ -170,7 +171,7 @@ hypot = _binary("hypot", lax.hypot, to_inexact=True)
 copysign = _binary("copysign", lax.copysign, to_inexact=True)
 nextafter = _binary("nextafter", lax.nextafter, to_inexact=True)
 logaddexp = _binary("logaddexp", lax.logaddexp, to_inexact=True)
-fmod = _binary("fmod", lax.rem)
+fmod = _binary("fmod", lax.rem, bool_fn=lambda x, y: lax.rem(_numeric(x), _numeric(y)))
 
 equal = _fast_binary("equal", _binary("equal", lax.eq), np.equal, "biuf", _ew.eq_p,
                      out_bool=True)
@@ -194,12 +195,16 @@ bitwise_xor = _fast_binary("bitwise_xor", _binary("bitwise_xor", lax.bitwise_xor
 
 def left_shift(x, y, /):
     x, y = promote_broadcast("left_shift", x, y)
+    if x.dtype == dtypes.bool_:   # bools shift as the default int (as JAX)
+        x, y = _numeric(x), _numeric(y)
     return lax.shift_left(x, y)
 
 
 def right_shift(x, y, /):
     """Arithmetic shift for signed ints, logical for unsigned (as NumPy)."""
     x, y = promote_broadcast("right_shift", x, y)
+    if x.dtype == dtypes.bool_:
+        x, y = _numeric(x), _numeric(y)
     return (lax.shift_right_logical if x.dtype.kind == "u" else lax.shift_right_arithmetic)(x, y)
 
 
@@ -209,6 +214,8 @@ bitwise_left_shift, bitwise_right_shift = left_shift, right_shift
 def remainder(x, y, /):
     """Python-style remainder: the result has the sign of the divisor."""
     x, y = promote_broadcast("remainder", x, y)
+    if x.dtype == dtypes.bool_:   # bools divide as the default int (as JAX)
+        x, y = _numeric(x), _numeric(y)
     r = lax.rem(x, y)
     if x.dtype.kind == "u":
         return r
@@ -458,6 +465,8 @@ fix = trunc
 def rint(x, /):
     """Round half to even; integers become floats (NumPy and JAX agree)."""
     (x,) = promote("rint", x, to_inexact=True)
+    if x.dtype.kind == "c":   # each part rounded (as JAX and NumPy)
+        return _round_complex(x, 0)
     return lax.round(x, lax.RoundingMethod.TO_NEAREST_EVEN)
 
 
