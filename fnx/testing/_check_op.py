@@ -301,7 +301,18 @@ def check_op(op, args, *, reference=None, params=None, checks=None, skip=(), ord
 
     Returns an ``OpReport``; raises ``OpCheckError`` on the first failing check, with
     the shrunk input. Call it in a test function, not inside another ``@given``.
+
+    The checks run with ``jax_enable_x64`` on (restored afterwards), as ``check_grads``
+    does: float64/int64 examples and float64 references would otherwise narrow to 32 bits.
     """
+    from .._config import enable_x64
+    with enable_x64():
+        return _check_op(op, args, reference, params, checks, skip, order, modes,
+                         nondiff_argnums, unbatched_argnums, tolerances, max_examples, name)
+
+
+def _check_op(op, args, reference, params, checks, skip, order, modes, nondiff_argnums,
+              unbatched_argnums, tolerances, max_examples, name):
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
 
