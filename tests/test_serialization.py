@@ -198,7 +198,8 @@ def test_bfloat16_encoding():
     assert out.dtype == a.dtype and out.tobytes() == a.tobytes()
 
 
-def test_reads_streams_written_the_flax_way():
+@pytest.mark.parametrize("x64", [False, True])
+def test_reads_streams_written_the_flax_way(x64):
     w = np.arange(12, dtype=np.float64).reshape(3, 4)
     state = {"params": {"w": w, "b": np.float32(0.5)}, "step": 3, "c": 1j,
              "raw_list": [1, 2], "nested": {"0": {"x": w[0]}}}
@@ -207,10 +208,14 @@ def test_reads_streams_written_the_flax_way():
     assert out["raw_list"] == [1, 2] and out["c"] == 1j and out["step"] == 3
     np.testing.assert_array_equal(out["params"]["w"], w)
     assert type(out["params"]["b"]) is np.float32
-    target = {"params": {"w": fnp.zeros((3, 4), dtype="float64"), "b": np.float32(0)},
-              "step": 0, "c": 0j, "raw_list": [0, 0], "nested": [{"x": np.zeros(4)}]}
-    got = ser.from_bytes(target, data)
+    with fnx.enable_x64(x64):   # x64 off: the float64 target is float32, and w narrows
+        target = {"params": {"w": fnp.zeros((3, 4), dtype="float64"), "b": np.float32(0)},
+                  "step": 0, "c": 0j, "raw_list": [0, 0], "nested": [{"x": np.zeros(4)}]}
+        got = ser.from_bytes(target, data)
     assert type(got["params"]["w"]) is fnx.Array and got["nested"][0]["x"][3] == 3.0
+    assert got["params"]["w"].dtype == (np.float64 if x64 else np.float32)
+    np.testing.assert_array_equal(got["params"]["w"], w)
+    assert got["nested"][0]["x"].dtype == np.float64     # NumPy leaves keep the file's dtype
 
 
 def test_chunked_arrays(monkeypatch):
@@ -464,7 +469,7 @@ def test_strict_mismatches_all_reported(tmp_path):
     path = tmp_path / "model.fnx"
     ser.save_states(path, make_model())
     other = make_model(hidden=4)                                  # shapes differ
-    other.blk1.conv1.bias = fnp.zeros(3, dtype="float64")         # dtype differs
+    other.blk1.conv1.bias = fnp.zeros(3, dtype="float16")         # dtype differs
     other.extra = fnp.zeros(2)                                    # missing in file
     del other.scale                                               # unexpected in file
     with pytest.raises(CheckpointError) as info:
@@ -474,7 +479,7 @@ def test_strict_mismatches_all_reported(tmp_path):
     assert "missing" in msg and "extra" in msg
     assert "unexpected" in msg and "scale" in msg
     assert "blk1.conv1.weight: file has float32[3, 2], module has float32[4, 2]" in msg
-    assert "blk1.conv1.bias: file has float32[3], module has float64[3]" in msg
+    assert "blk1.conv1.bias: file has float32[3], module has float16[3]" in msg
     assert "head.0.weight" in msg
 
 
@@ -484,17 +489,18 @@ def test_non_strict_loads_matching_entries(tmp_path):
     saved.blk1.conv1.weight = fnp.full((3, 2), 7.0, dtype="float32")
     ser.save_states(path, saved, aux_states=(1, 2))
     target = make_model(hidden=3)
-    target.blk1.conv1.bias = fnp.full(3, 9.0, dtype="float64")    # dtype mismatch
+    target.blk1.conv1.bias = fnp.full(3, 9.0, dtype="float16")    # dtype mismatch
     target.new = fnp.ones(1)
     with pytest.warns(ser.CheckpointWarning, match="blk1.conv1.bias") as rec:
         loaded, aux = ser.load_states(path, target, strict=False)
     assert "new" in str(rec[0].message)
     assert float(loaded.blk1.conv1.weight[0, 0]) == 7.0           # loaded
-    assert loaded.blk1.conv1.bias.dtype == np.float64             # kept, not cast
+    assert loaded.blk1.conv1.bias.dtype == np.float16             # kept, not cast
     assert float(loaded.blk1.conv1.bias[0]) == 9.0
     assert loaded.new is target.new and aux == (1, 2)
 
 
+@pytest.mark.x64   # with x64 off a float64 entry narrows into a float32 fnx leaf (below)
 def test_dtype_exact_no_casts(tmp_path):
     path = tmp_path / "model.fnx"
     ser.save_states(path, {"w": np.ones(2, np.float64)})
@@ -502,6 +508,40 @@ def test_dtype_exact_no_casts(tmp_path):
         ser.load_states(path, {"w": fnp.ones(2, dtype="float32")})
     loaded, _ = ser.load_states(path, {"w": np.zeros(2, np.float64)})
     assert type(loaded["w"]) is fnx.Array and loaded["w"].dtype == np.float64
+
+
+def test_64_bit_entries_narrow_into_fnx_leaves_without_x64(tmp_path):
+    """With jax_enable_x64 off, fnx (as JAX) makes 32-bit leaves of 64-bit values, so a
+    float64/int64 checkpoint loads into them, narrowed with the once-per-process warning;
+    NumPy leaves, other dtypes and x64 on stay exact, and errors say which way to go."""
+    path = tmp_path / "model.fnx"
+    w64, n64 = np.linspace(0, 1, 6).reshape(2, 3), np.arange(4, dtype=np.int64)
+    with fnx.enable_x64(True):
+        ser.save_states(path, {"w": fnp.asarray(w64), "n": fnp.asarray(n64)})
+        loaded, _ = ser.load_states(path, {"w": fnp.zeros((2, 3)), "n": fnp.zeros(4, int)})
+        assert loaded["w"].dtype == np.float64 and loaded["n"].dtype == np.int64
+        np.testing.assert_array_equal(loaded["w"], w64)         # float64 round-trips exactly
+        with pytest.raises(CheckpointError, match=r"file has float32\[3\], target has "
+                           r"float64\[3\] \(saved with jax_enable_x64 off"):
+            ser.from_bytes({"v": fnp.zeros(3)}, ser.to_bytes({"v": np.zeros(3, np.float32)}))
+    fnx.core.dtypes.reset_narrowing_warning()
+    with pytest.warns(UserWarning, match="loading a checkpoint.*float64 narrowed to float32"):
+        loaded, _ = ser.load_states(path, {"w": fnp.zeros((2, 3)), "n": fnp.zeros(4, int)})
+    assert loaded["w"].dtype == np.float32 and loaded["n"].dtype == np.int32
+    np.testing.assert_array_equal(loaded["w"], w64.astype(np.float32))
+    np.testing.assert_array_equal(loaded["n"], n64)
+    sds = ser.from_bytes({"w": fnx.ShapeDtypeStruct((2, 3), np.float32)},
+                         ser.to_bytes({"w": w64}))
+    assert type(sds["w"]) is fnx.Array and sds["w"].dtype == np.float32
+    with pytest.raises(CheckpointError, match=r"w: file has float64\[2, 3\], target has "
+                       r"float32\[2, 3\] \(with jax_enable_x64 off"):
+        ser.from_bytes({"w": np.zeros((2, 3), np.float32)}, ser.to_bytes({"w": w64}))
+    with pytest.raises(CheckpointError, match=r"file has float64\[2, 3\], target has "
+                       r"float16\[2, 3\]"):
+        ser.from_bytes({"w": fnp.zeros((2, 3), np.float16)}, ser.to_bytes({"w": w64}))
+    with pytest.raises(CheckpointError, match=r"file has float64\[6\], target has "
+                       r"float32\[2, 3\]"):
+        ser.from_bytes({"w": fnp.zeros((2, 3))}, ser.to_bytes({"w": w64.ravel()}))
 
 
 OptState = collections.namedtuple("OptState", "count mu nu")

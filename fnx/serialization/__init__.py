@@ -119,8 +119,10 @@ def from_bytes(target, data):
     """The tree in `data` in the structure of `target` (flax's ``from_bytes``).
 
     Every leaf of `target` must be in `data` and nothing else may be; array
-    leaves must have the saved shape and dtype; all mismatches are reported in
-    one CheckpointError by dotted name.  Array leaves come back as the target
+    leaves must have the saved shape and dtype (with ``jax_enable_x64`` off, a
+    64-bit entry also loads into an fnx leaf of its 32-bit form, narrowed as any
+    64-bit input, as a JAX port that saved float64 expects); all mismatches are
+    reported in one CheckpointError by dotted name.  Array leaves come back as the target
     leaf's kind (fnx Array, NumPy array or NumPy scalar); a ``None`` leaf of the
     target takes whatever is stored.  `data` may also be a whole checkpoint
     file's bytes."""
@@ -163,7 +165,9 @@ def load_states(path, module, strict=True, *, aux_target=None):
     for Python scalar leaves, type) are all listed by name in one
     CheckpointError; with ``strict=False`` the matching entries load, the others
     keep the module's values, and a CheckpointWarning lists them.  Loaded arrays
-    are fnx Arrays of exactly the module leaf's dtype (no casts).
+    are fnx Arrays of exactly the module leaf's dtype (no casts), except that with
+    ``jax_enable_x64`` off a 64-bit entry loads into a leaf of its 32-bit form (the
+    leaf fnx makes from a 64-bit value without the flag), narrowed as any 64-bit input.
 
     `aux_states` comes back with dicts, lists and tuples as saved (namedtuples
     and other nodes as dicts), arrays as NumPy arrays; pass `aux_target` to

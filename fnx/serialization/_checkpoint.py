@@ -193,9 +193,25 @@ def restore_leaf(target, stored, *, as_fnx=False, what="target"):
     if _is_arraylike(target):
         if not isinstance(stored, (np.ndarray, np.generic)):
             return None, f"file has {_describe(stored)}, {what} has {_describe(target)}"
+        to_fnx = as_fnx or not isinstance(target, (np.ndarray, np.generic))
+        if (to_fnx and not _dtypes.x64_enabled() and tuple(stored.shape) == tuple(target.shape)
+                and _dtypes._NARROWING.get(np.dtype(stored.dtype)) == np.dtype(target.dtype)):
+            # A 64-bit entry loading into an fnx leaf with x64 off: the leaf is the
+            # 32-bit form fnx (like JAX) makes of any 64-bit input, so the value narrows
+            # the same way (warned once, naming the flag) instead of failing to load.
+            stored = _dtypes.narrow_value(np.asarray(stored), where="loading a checkpoint")
         if (tuple(stored.shape) != tuple(target.shape)
                 or np.dtype(stored.dtype) != np.dtype(target.dtype)):
-            return None, f"file has {_describe(stored)}, {what} has {_describe(target)}"
+            why = f"file has {_describe(stored)}, {what} has {_describe(target)}"
+            if (_dtypes.x64_enabled() and np.dtype(stored.dtype) in _dtypes._NARROWING.values()
+                    and _dtypes._NARROWING.get(np.dtype(target.dtype)) == stored.dtype):
+                why += (" (saved with jax_enable_x64 off? build the target with the file's "
+                        "dtype, or load with the flag off)")
+            elif (not _dtypes.x64_enabled() and np.dtype(stored.dtype) in _dtypes._NARROWING
+                    and tuple(stored.shape) == tuple(target.shape)):
+                why += (" (with jax_enable_x64 off a 64-bit entry narrows into an fnx leaf "
+                        "of the 32-bit dtype; a NumPy leaf must have the file's dtype)")
+            return None, why
         if isinstance(target, np.generic) and not as_fnx:
             return np.asarray(stored)[()], None
         if isinstance(target, np.ndarray) and not as_fnx:
