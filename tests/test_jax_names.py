@@ -156,3 +156,24 @@ def test_linear_transpose():
             fnx.linear_transpose(nonlinear, 1.0)(1.0)
     with pytest.raises(TypeError, match="cotangent must match"):
         fnx.linear_transpose(lambda x: x, 1.0)(fnp.ones(2))
+
+
+def test_shape_dtype_struct_like_narrows_and_keeps_weak_types():
+    # jax.ShapeDtypeStruct.like, as JAX 0.10.2 answers (x64 off)
+    S = fnx.ShapeDtypeStruct
+    assert S.like(fnx.numpy.ones(3)) == S((3,), "float32")
+    assert S.like(1.0) == S((), "float32", weak_type=True)
+    assert S.like(2) == S((), "int32", weak_type=True)
+    assert S.like(True) == S((), "bool")
+    assert S.like(1j) == S((), "complex64", weak_type=True)
+    assert S.like(S((2,), "int8")) == S((2,), "int8")
+    with fnx.enable_x64():
+        assert S.like(np.ones(2)) == S((2,), "float64")
+
+
+def test_cond_with_a_concrete_predicate_returns_arrays():
+    # JAX: Array(2., dtype=float32, weak_type=True), not the Python float 2.0
+    out = fnx.lax.cond(True, lambda x: x + 1, lambda x: x - 1, 1.)
+    assert isinstance(out, fnx.Array) and out.dtype == "float32" and out.weak_type
+    out = fnx.lax.switch(0, [lambda x: (x, x * 2)], 3)
+    assert all(isinstance(o, fnx.Array) and o.dtype == "int32" for o in out)

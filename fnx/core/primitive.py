@@ -37,6 +37,17 @@ class ShapeDtypeStruct:
         self.dtype = dtype
         self.weak_type = bool(weak_type)
 
+    @classmethod
+    def like(cls, x):
+        """The struct of ``x`` (an array, a Python or NumPy scalar, a struct), with the dtype
+        fnx would make of it: a Python scalar is weakly typed, and 64-bit dtypes narrow
+        unless ``jax_enable_x64`` is on (``jax.ShapeDtypeStruct.like``)."""
+        shape = getattr(x, "shape", None)
+        if shape is None:
+            shape = np.shape(x)
+        dtype, weak = dtypes.dtype_and_weak(x)
+        return cls(shape, dtypes.canonical(dtype), weak)
+
     @property
     def ndim(self):
         return len(self.shape)

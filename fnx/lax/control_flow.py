@@ -382,7 +382,7 @@ def _run_chosen(name, k, branches, operands, labels=None):
     """Eagerly (concrete index): run branch ``k`` only. The other branches are traced
     abstractly, once per branch functions and operand types, so a branch mismatch is
     reported eagerly exactly as under ``jit``."""
-    out = branches[k](*operands)
+    out = tree_util.tree_map(to_array, branches[k](*operands))  # arrays, as under a trace
     if len(branches) == 1:
         return out
     leaves, tree = tree_util.tree_flatten(tuple(operands))
