@@ -108,17 +108,16 @@ class ShapedArray(ShapeDtypeStruct):
     weakly typed), ``repr`` is ``ShapedArray(float32[3,3])``."""
     __slots__ = ()
 
-    def str_short(self, short_dtypes=False, mesh_axis_types=False):
-        from .core.dtypes import short_name
-        name = short_name(self.dtype) if short_dtypes else np.dtype(self.dtype).name
-        return f"{name}[{','.join(map(str, self.shape))}]"
+    # str_short() stays fnx's (f32[3]: the IR printer uses it); str and repr are JAX's.
+    def _long(self):
+        return f"{np.dtype(self.dtype).name}[{','.join(map(str, self.shape))}]"
 
     def __str__(self):
-        return ("~" if self.weak_type else "") + self.str_short()
+        return ("~" if self.weak_type else "") + self._long()
 
     def __repr__(self):
         weak = ", weak_type=True" if self.weak_type else ""
-        return f"ShapedArray({self.str_short()}{weak})"
+        return f"ShapedArray({self._long()}{weak})"
 
     def update(self, shape=None, dtype=None, weak_type=None):
         return ShapedArray(self.shape if shape is None else shape,

@@ -320,7 +320,8 @@ def test_typeof_of_arrays_and_tracers():
     assert str(t) == "float32[3,3]" and t.ndim == 2 and t.size == 9 and t.nbytes == 36
     assert t == fnx.ShapeDtypeStruct((3, 3), np.float32)
     assert str(t.update(shape=(2,))) == "float32[2]"
-    assert t.str_short(short_dtypes=True) == "f32[3,3]"
+    assert t.str_short() == "f32[3,3]"                 # fnx's short form (JAX's short_dtypes)
+    assert "a:f32[3,3]" in str(fnx.make_jaxpr(lambda x: x * 2)(t))   # a placeholder for tracing
     assert str(fnx.typeof(1.0).strip_weak_type()) == "float32[]"
     seen = []
     fnx.vmap(lambda x: seen.append(str(fnx.typeof(x))) or x)(fnp.arange(3))
