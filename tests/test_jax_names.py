@@ -177,3 +177,14 @@ def test_cond_with_a_concrete_predicate_returns_arrays():
     assert isinstance(out, fnx.Array) and out.dtype == "float32" and out.weak_type
     out = fnx.lax.switch(0, [lambda x: (x, x * 2)], 3)
     assert all(isinstance(o, fnx.Array) and o.dtype == "int32" for o in out)
+
+
+def test_gradients_of_python_scalars_are_weakly_typed():
+    # JAX 0.10.2: grad(f)(3.) is Array(-1.979985, dtype=float32, weak_type=True), so it
+    # does not promote the float16 array it meets
+    f = lambda x: fnp.sin(x) * 2
+    for g in (fnx.grad(f)(3.), fnx.jit(fnx.grad(f))(3.), fnx.vjp(f, 3.)[1](1.)[0]):
+        assert g.dtype == "float32" and g.weak_type
+        np.testing.assert_allclose(float(g), 2 * np.cos(3.), rtol=1e-6)
+    assert (fnx.grad(f)(3.) * fnp.ones(2, dtype="float16")).dtype == "float16"
+    assert not fnx.grad(f)(fnp.float32(3.)).weak_type

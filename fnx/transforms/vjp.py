@@ -188,7 +188,8 @@ def vjp(fun, *primals, has_aux=False):
                 from .. import lax
                 ct_leaves[i] = lax.convert_element_type(c, o.dtype)  # a Python scalar
         cts = backward(ct_leaves)
-        cts = [zeros_like_tangent(p) if c is None else c for p, c in zip(p_leaves, cts)]
+        cts = [zeros_like_tangent(p) if c is None else _like_primal(c, p)
+               for p, c in zip(p_leaves, cts)]
         return tree_util.tree_unflatten(p_tree, cts)
 
     out_leaves = outs
@@ -315,7 +316,7 @@ def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=F
         grads, i = [], 0
         for tree, k in zip(trees, sizes):
             g = [np.zeros(p.shape, float0) if p.dtype.kind not in "fc" else
-                 zeros_like_tangent(p) if c is None else c
+                 zeros_like_tangent(p) if c is None else _like_primal(c, p)
                  for p, c in zip(leaves[i:i + k], cts[i:i + k])]
             grads.append(g[0] if tree is None else tree_util.tree_unflatten(tree, g))
             i += k
@@ -348,6 +349,15 @@ def _value_and_grad_one_array(fun, has_aux, args, kwargs, n, holomorphic=False):
     if g is None:
         g = zeros_like_tangent(args[n])
     return ((out, aux_box[0]), g) if has_aux else (out, g)
+
+
+def _like_primal(ct, primal):
+    """A gradient has its primal's type, weak type included (JAX: ``grad(f)(3.)`` is a
+    weakly typed float32, so it does not promote a float16 array it meets)."""
+    if primal.weak_type and not ct.weak_type and ct.dtype == primal.dtype:
+        from .. import lax
+        return lax.convert_element_type(ct, ct.dtype, weak_type=True)
+    return ct
 
 
 _ONES: dict = {}
