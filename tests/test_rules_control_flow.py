@@ -15,6 +15,10 @@ from rules_support import ANY, SHAPES, Case, arrays, run_rule, structured
 
 I32 = np.dtype("int32")
 
+# float64 lines: the sweep runs with jax_enable_x64 on, as JAX's own suite runs its
+# 64-bit tests
+pytestmark = pytest.mark.x64
+
 
 def _branch_index(x, n):
     """An integer index in [-1, n] from the data (switch clamps it)."""
@@ -41,7 +45,8 @@ def _while_fn(x, y):
     def body(c):
         i, v = c
         return lax.add(i, 1), lax.add(lax.mul(lax.sin(v), y), v)
-    return lax.while_loop(lambda c: lax.lt(c[0], n), body, (0, x))[1]
+    # an int32 counter: a Python 0 would be int64 with x64 on, and lax.lt does not promote
+    return lax.while_loop(lambda c: lax.lt(c[0], n), body, (np.int32(0), x))[1]
 
 
 def _scan_fn(reverse):

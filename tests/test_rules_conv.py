@@ -11,6 +11,10 @@ from fnx import lax
 from fnx.lax import convolution as cv
 from rules_support import ANY, DISTINCT, F32, F64, FLOAT, Case, arrays, run_rule, structured
 
+# float64 lines: the sweep runs with jax_enable_x64 on, as JAX's own suite runs its
+# 64-bit tests
+pytestmark = pytest.mark.x64
+
 NO_GRAD: dict = {}
 NO_BATCH: dict = {}
 

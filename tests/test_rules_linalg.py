@@ -20,6 +20,10 @@ from fnx import lax
 from fnx.lax import linalg as la
 from rules_support import C128, FLOAT, Case, Rule, run_rule
 
+# float64 lines: the sweep runs with jax_enable_x64 on, as JAX's own suite runs its
+# 64-bit tests
+pytestmark = pytest.mark.x64
+
 NO_GRAD = {}
 NO_BATCH = {}
 

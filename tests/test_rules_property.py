@@ -32,9 +32,11 @@ from __future__ import annotations
 
 import importlib
 import pathlib
+import warnings
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
@@ -646,3 +648,32 @@ def test_every_primitive_has_a_line():
     for r in rules:
         assert r.order == 2 and r.modes == ("fwd", "rev") or r.why, \
             f"{r.id}: checked to order {r.order} in {r.modes} without a reason"
+
+
+def _dtypes_of(tree):
+    return [np.dtype(x.dtype) for x in fnx.tree_util.tree_leaves(tree)]
+
+
+_64 = [r for r in RULES
+       if F64 in r.bdtypes + (r.gdtypes if r.prim not in NO_GRAD else ())]
+
+
+@pytest.mark.parametrize("rule", _64, ids=[r.id for r in _64])
+@settings(max_examples=2, deadline=None, suppress_health_check=list(HealthCheck))
+@given(data=st.data())
+def test_default_mode_narrows_alike_in_every_transform(rule, data):
+    """With jax_enable_x64 off (the default), float64 NumPy operands narrow to float32 as in
+    JAX: eager, jit, eval_shape and vmap give the same 32-bit result dtypes (JAX's
+    eval_shape, make_jaxpr and jit narrow exactly as eager does)."""
+    case = data.draw(rule.cases(F64), label="case")
+    seed = data.draw(st.integers(0, 2 ** 32 - 1), label="seed")
+    ops = case.example(np.random.default_rng(seed))
+    batch = [np.stack([o, o]) for o in ops]
+    with fnx.enable_x64(False), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        eager = _dtypes_of(case.fn(*ops))
+        assert all(d.itemsize <= 4 or d.kind == "c" and d.itemsize <= 8 for d in eager), eager
+        assert _dtypes_of(fnx.jit(case.fn)(*ops)) == eager, "jit"
+        assert _dtypes_of(fnx.eval_shape(case.fn, *ops)) == eager, "eval_shape"
+        if rule.prim not in NO_BATCH and not rule.unbatched:
+            assert _dtypes_of(fnx.vmap(case.fn)(*batch)) == eager, "vmap"

@@ -10,6 +10,10 @@ from hypothesis import strategies as st
 from fnx import lax
 from rules_support import ANY, DISTINCT, NUM, SHAPES1, Case, Dom, arrays, run_rule, structured
 
+# float64 lines: the sweep runs with jax_enable_x64 on, as JAX's own suite runs its
+# 64-bit tests
+pytestmark = pytest.mark.x64
+
 NO_GRAD = {}
 NO_BATCH = {}
 
