@@ -36,6 +36,10 @@ import pytest
 import fnx
 import fnx.numpy as fnp
 
+# The references are float64 finite differences: run with x64 on, as JAX's suite does;
+# test_default_mode_is_float32_in_every_composition covers the default (x64 off) mode.
+pytestmark = pytest.mark.x64
+
 B = 4             # examples per batch
 ALPHA = 0.1       # inner SGD step size for MAML
 H1 = 1e-6         # first-order central differences
@@ -125,8 +129,19 @@ class Case:
         self.shapes = {k: params[k].shape for k in self.keys}
         self.p_np, self.x_np, self.y_np = params, x, y
         self.theta = np.concatenate([params[k].ravel() for k in self.keys])
-        self.p = {k: fnp.asarray(v) for k, v in params.items()}
-        self.x, self.y = fnp.asarray(x), fnp.asarray(y)
+
+    # fnx arrays made at use, so they are float64 under x64 and float32 without it
+    @property
+    def p(self):
+        return {k: fnp.asarray(v) for k, v in self.p_np.items()}
+
+    @property
+    def x(self):
+        return fnp.asarray(self.x_np)
+
+    @property
+    def y(self):
+        return fnp.asarray(self.y_np)
 
     # fnx side
     def f(self, p, x, y):
@@ -367,6 +382,30 @@ def test_float32_stays_float32():
     flat = np.stack([np.concatenate([np.asarray(g[k][i]).ravel() for k in c.keys])
                      for i in range(B)])
     np.testing.assert_allclose(flat, ref_grads("attention"), rtol=1e-3, atol=1e-5)
+
+
+def test_default_mode_is_float32_in_every_composition():
+    """With x64 off (JAX's default) the float64 NumPy data narrows to float32, and every
+    composition gives float32 results that agree with the float64 references to float32
+    precision; eval_shape agrees with what is computed."""
+    c = CASES["attention"]
+    with fnx.enable_x64(False):
+        p, x, y = c.p, c.x, c.y
+        assert all(v.dtype == np.float32 for v in p.values()) and x.dtype == np.float32
+        per_example = fnx.vmap(fnx.grad(c.f), in_axes=(None, 0, 0))
+        for fn in (per_example, fnx.jit(per_example)):
+            g = fn(c.p_np, c.x_np, c.y_np)       # NumPy float64 in: narrowed as in JAX
+            assert all(g[k].dtype == np.float32 for k in c.keys)
+            flat = np.stack([np.concatenate([np.asarray(g[k][i]).ravel() for k in c.keys])
+                             for i in range(B)])
+            np.testing.assert_allclose(flat, ref_grads("attention"), rtol=1e-3, atol=1e-5)
+        shapes = fnx.eval_shape(per_example, c.p_np, c.x_np, c.y_np)
+        assert all(shapes[k].dtype == np.float32 for k in c.keys)
+        theta = fnp.asarray(c.theta)
+        hess = fnx.jit(fnx.hessian(c.f_flat))(theta, x[0], y[0])
+        assert hess.dtype == np.float32
+        assert fnx.eval_shape(fnx.hessian(c.f_flat), c.theta, c.x_np[0], c.y_np[0]).dtype \
+            == np.float32
 
 
 def test_batched_cross_entropy_with_fancy_indexed_labels():
