@@ -225,8 +225,12 @@ def test_default_mode_narrows_like_jax():
     grad alike (JAX: float32 everywhere); a float64 operand beside a float32 one is then not a
     dtype mismatch, but float16 beside float32 still is."""
     x, w = RNG.standard_normal((2, 3, 5, 6)), RNG.standard_normal((4, 3, 2, 3))
-    conv = lambda x, w: lax.conv(x, w, (1, 1), "SAME")  # noqa: E731
-    pool = lambda x: lax.reduce_window(x, -np.inf, lax.max, (1, 1, 2, 2), (1, 1, 2, 2), "VALID")  # noqa: E731
+    def conv(x, w):
+        return lax.conv(x, w, (1, 1), "SAME")
+
+    def pool(x):
+        return lax.reduce_window(x, -np.inf, lax.max, (1, 1, 2, 2), (1, 1, 2, 2), "VALID")
+
     with fnx.enable_x64(False):
         want = ref_conv(x, w, (1, 1), ((0, 1), (1, 1)), None, None, 1, 1)
         for got in (conv(x, w), fnx.jit(conv)(x, w), conv(x.astype(np.float32), w),
@@ -235,7 +239,8 @@ def test_default_mode_narrows_like_jax():
             np.testing.assert_allclose(np.asarray(got), want, rtol=1e-5, atol=1e-5)
         assert fnx.eval_shape(conv, x, w).dtype == np.float32
         assert fnx.grad(lambda x: conv(x, w).sum())(x).dtype == np.float32
-        assert pool(x).dtype == fnx.jit(pool)(x).dtype == fnx.eval_shape(pool, x).dtype == np.float32
+        assert pool(x).dtype == fnx.jit(pool)(x).dtype == np.float32
+        assert fnx.eval_shape(pool, x).dtype == np.float32
         with pytest.raises(ShapeError, match="one dtype"):
             lax.conv(x.astype(np.float32), w.astype(np.float16), (1, 1), "VALID")
 

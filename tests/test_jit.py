@@ -142,7 +142,7 @@ def test_lower_shows_ir_and_generated_code():
 
 
 def test_intermediate_buffers_are_freed_after_last_use():
-    n = 1_000_000  # 8 MB per float64 buffer
+    n = 1_000_000  # 4 MB per float32 buffer (x64 off: the float64 request narrows)
 
     def chain(x):
         for _ in range(12):
@@ -160,7 +160,7 @@ def test_intermediate_buffers_are_freed_after_last_use():
     finally:
         tracemalloc.stop()
     # 24 intermediates were made; at most a few live at once.
-    assert peak < 4 * 8 * n, f"peak {peak / 1e6:.0f} MB"
+    assert peak < 4 * x.dtype.itemsize * n, f"peak {peak / 1e6:.0f} MB"
 
 
 def test_donated_arguments_are_invalidated():
@@ -263,7 +263,7 @@ def test_broadcast_operands_and_literal_index_math_are_lowered_away():
         _bits(got, want)
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("dtype", [np.float32, pytest.param(np.float64, marks=pytest.mark.x64)])
 def test_max_min_weights_fused_keep_half_at_ties_and_relu_zero(dtype):
     x = np.array([[-1.0, 0.0, 2.0, np.nan], [np.inf, -np.inf, 0.5, 0.0]], dtype)
     y = np.array([[0.0, 0.0, 2.0, 1.0], [np.inf, 0.0, 0.25, -0.0]], dtype)
@@ -535,7 +535,7 @@ def test_scratch_over_budget_falls_back_to_fresh_buffers(monkeypatch):
         _bits(got, want)
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("dtype", [np.float32, pytest.param(np.float64, marks=pytest.mark.x64)])
 def test_cotangent_scaled_by_max_weights_without_storing_them(dtype):
     """``ct * weight`` of a max/min becomes one helper on ``ct`` (no float weights kept
     from the forward pass): bitwise equal to eager, ties (1/2), NaN and inf included."""
