@@ -46,6 +46,14 @@ from fnx.core.primitive import BUILTIN, REGISTRY
 from fnx.errors import ShapeError
 from fnx.lax.indexing import indexed_shape
 
+
+@pytest.fixture(autouse=True)
+def x64():
+    """The sweep covers every dtype a primitive takes, 64-bit ones included, which exist
+    only under jax_enable_x64 (as in JAX): every test runs with the flag on."""
+    with fnx.enable_x64():
+        yield
+
 # Primitives that deliberately have no line in the table, and why.
 NOT_IN_TABLE = {
     "jit": "the call primitive: its operand is an IR, not an array op (tests/test_jit.py)",
