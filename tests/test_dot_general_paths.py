@@ -43,6 +43,11 @@ SPECIAL = [0.0, -0.0, 1.0, -1.0, math.inf, -math.inf, math.nan, 0.5, -3.0]
 SETTINGS = settings(max_examples=250, deadline=None,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 
+# The strategies are checked over every dtype, 64-bit ones and float64 references included,
+# so the module runs with jax_enable_x64 on (as JAX's suite runs its 64-bit tests);
+# test_default_mode_narrows_requested_64_bit_types checks the default (x64 off) mode.
+pytestmark = pytest.mark.x64
+
 
 # --- cases -----------------------------------------------------------------------------------
 
@@ -277,6 +282,27 @@ def test_integer_overflow_wraps_and_preferred_widens():
     a2, b2 = np.full((1, 2), 100, np.int8), np.full((2, 1), 100, np.int8)
     out2 = np.asarray(lax.dot_general(fnp.asarray(a2), fnp.asarray(b2), dn))
     assert out2.dtype == np.int8 and int(out2[0, 0]) == _wrap_int(20000, np.int8)
+
+
+def test_default_mode_narrows_requested_64_bit_types():
+    """x64 off: a 64-bit preferred_element_type narrows as in JAX (f32 x f32 with float64
+    requested is float32, int8 x int8 with int64 is int32), eagerly, under jit and in
+    eval_shape alike; float64 operands narrow on the way in."""
+    dn = (((1,), (0,)), ((), ()))
+    a, b = np.arange(6.0).reshape(2, 3), np.arange(6.0).reshape(3, 2)
+    with fnx.enable_x64(False):
+        for x, y, pet, want in [(a.astype(F32), b.astype(F32), F64, F32),
+                                (a.astype(I8), b.astype(I8), I64, I32),
+                                (a.astype(C64), b.astype(C64), C128, C64),
+                                (a, b, None, F32)]:
+            f = lambda p, q: lax.dot_general(p, q, dn, preferred_element_type=pet)  # noqa: E731
+            eager = f(fnp.asarray(x), fnp.asarray(y))
+            assert eager.dtype == want, (x.dtype, pet, eager.dtype)
+            np.testing.assert_array_equal(np.asarray(eager), (a @ b).astype(want))
+            assert fnx.jit(f)(fnp.asarray(x), fnp.asarray(y)).dtype == want
+            spec = fnx.eval_shape(f, fnx.ShapeDtypeStruct(x.shape, x.dtype),
+                                  fnx.ShapeDtypeStruct(y.shape, y.dtype))
+            assert spec == fnx.ShapeDtypeStruct((2, 2), want), spec
 
 
 @pytest.mark.parametrize("lshape,rshape,dn", [

@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import tree_util
+from . import dtypes
 from .array import Array, Tracer, to_array
 from .._config import config
 from ..errors import IRCheckError
@@ -78,9 +79,13 @@ class IRTrace(Trace):
         return outs if prim.multiple_results else outs[0]
 
 
-def _abstractify(x):
+def _abstractify(x, where="make_ir"):
     if isinstance(x, ShapeDtypeStruct):
-        return x
+        # A placeholder's 64-bit dtype narrows as an array input's does (JAX's eval_shape,
+        # make_jaxpr and jit trace float64 placeholders as float32 when x64 is off), so
+        # eval_shape and make_ir agree with what the eager call returns.
+        d = dtypes.canonical(x.dtype, where)
+        return x if d is x.dtype else ShapeDtypeStruct(x.shape, d, x.weak_type)
     if isinstance(x, Tracer):
         return x.aval
     return to_array(x).aval
@@ -180,7 +185,7 @@ def make_ir(fun, static_argnums=(), *, return_shape=False):
         static, leaves, in_tree = flatten_static(args, kwargs, static_argnums, ())
         flat_fun, out_tree = rebuild_call(fun, static, in_tree, static_argnums)
         name = getattr(fun, "__name__", "fun")
-        ir = trace_flat(flat_fun, [_abstractify(x) for x in leaves], name)
+        ir = trace_flat(flat_fun, [_abstractify(x, name) for x in leaves], name)
         if return_shape:
             return ir, tree_util.tree_unflatten(out_tree[0], ir.out_avals)
         return ir

@@ -532,7 +532,7 @@ def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None,
     else:
         padding = _pairs(op, padding, nsp)
     pet = None if preferred_element_type is None else \
-        dtypes.canonicalize(preferred_element_type)
+        dtypes.canonical(preferred_element_type, "conv_general_dilated")
     return conv_general_dilated_p.bind(
         lhs, rhs, window_strides=window_strides, padding=padding, lhs_dilation=lhs_dilation,
         rhs_dilation=rhs_dilation, dimension_numbers=tuple(tuple(s) for s in dn),

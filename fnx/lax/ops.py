@@ -198,7 +198,7 @@ def broadcast(x, sizes):
 
 
 def broadcasted_iota(dtype, shape, dimension):
-    return sh.iota_p.bind(dtype=dtypes.canonicalize(dtype), shape=tuple(shape),
+    return sh.iota_p.bind(dtype=dtypes.canonical(dtype, "broadcasted_iota"), shape=tuple(shape),
                           dimension=int(dimension))
 
 
@@ -439,7 +439,8 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
     canonicalize_precision(precision, "dot_general")
     (lc, rc), (lb, rb) = dimension_numbers
     dn = ((tuple(map(int, lc)), tuple(map(int, rc))), (tuple(map(int, lb)), tuple(map(int, rb))))
-    pet = None if preferred_element_type is None else dtypes.canonicalize(preferred_element_type)
+    pet = None if preferred_element_type is None else \
+        dtypes.canonical(preferred_element_type, "dot_general")   # narrows without x64
     return la.dot_general_p.bind(to_array(lhs), to_array(rhs), dimension_numbers=dn,
                                  preferred_element_type=pet)
 
