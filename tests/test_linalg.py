@@ -16,6 +16,11 @@ from fnx.errors import ShapeError
 from fnx.lax import linalg as la
 from fnx.testing import Example, check_grads, check_op
 
+# float64/complex128 references to 1e-10: the module runs with jax_enable_x64 on, as JAX's
+# suite does (float32 inputs stay float32 under it); the default mode is checked in
+# test_default_mode_narrows_64_bit_inputs_alike.
+pytestmark = pytest.mark.x64
+
 LA = fnp.linalg
 DTYPES = [np.float32, np.float64, np.complex64, np.complex128]
 BATCHES = [(), (3,), (2, 2)]
@@ -449,3 +454,44 @@ def test_gaussian_process_likelihood_and_gradient():
         first = v if first is None else first
         q = q - 0.05 * np.asarray(gq)
     assert float(gp_nll(q, x, y)) < float(first)
+
+
+def test_default_mode_narrows_64_bit_inputs_alike():
+    """With x64 off (JAX's default) float64/complex128 operands narrow to 32 bits, and
+    eager, jit, eval_shape, vmap and grad agree on the dtypes; the GP likelihood and its
+    gradient hold to float32 accuracy."""
+    rng = np.random.default_rng(4)
+    fns = {"inv": LA.inv, "det": LA.det, "slogdet": lambda x: LA.slogdet(x).logabsdet,
+           "cholesky": LA.cholesky, "qr": lambda x: LA.qr(x).R, "pinv": LA.pinv,
+           "svdvals": LA.svdvals, "eigh": lambda x: LA.eigh(x).eigenvectors,
+           "eigvalsh": LA.eigvalsh}
+    fns = {k: (lambda f: lambda x, b: f(x))(f) for k, f in fns.items()}
+    fns["solve"] = LA.solve
+    fns["triangular_solve"] = lambda x, b: la.triangular_solve(x, b, left_side=True, lower=True)
+    with fnx.enable_x64(False):
+        for dt in (np.float64, np.complex128):
+            s, b = _spd(rng, (2, 3, 3), dt), _rand(rng, (2, 3, 2), dt)
+            for name, f in fns.items():
+                eager = f(s, b)
+                kinds = {np.dtype(eager.dtype), np.dtype(fnx.jit(f)(s, b).dtype),
+                         np.dtype(fnx.eval_shape(f, s, b).dtype),
+                         np.dtype(fnx.vmap(f)(s, b).dtype)}
+                assert len(kinds) == 1, (name, dt, kinds)
+                assert eager.dtype.itemsize == (8 if eager.dtype.kind == "c" else 4), (name, dt)
+        a = _well(rng, (2, 3, 3), np.float64)
+        g = fnx.grad(lambda x: LA.slogdet(x).logabsdet.sum())(a)
+        assert g.dtype == np.float32
+        np.testing.assert_allclose(g, np.swapaxes(np.linalg.inv(a), -1, -2), rtol=1e-4,
+                                   atol=1e-5)
+        x, y = _gp_data()
+        p = np.log(np.array([0.7, 1.0, 0.1]))
+        for f in (gp_nll, fnx.jit(gp_nll)):
+            out = f(p, x, y)
+            assert out.dtype == np.float32
+            np.testing.assert_allclose(out, _gp_nll_ref(p, x, y), rtol=1e-5)
+        eps = 1e-6
+        fd = [(_gp_nll_ref(p + eps * e, x, y) - _gp_nll_ref(p - eps * e, x, y)) / (2 * eps)
+              for e in np.eye(3)]
+        g = fnx.grad(gp_nll)(p, x, y)
+        assert g.dtype == np.float32
+        np.testing.assert_allclose(g, fd, rtol=1e-3, atol=1e-4)
