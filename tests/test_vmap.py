@@ -101,7 +101,8 @@ def test_errors(monkeypatch):
     # with x64 off a float64 padding value narrows to float32 first (as in JAX): no mismatch
     assert fnx.vmap(pad_with)(np.ones(3, np.float64)).dtype == np.float32
     with fnx.enable_x64(), pytest.raises(fnx.errors.ShapeError, match="padding_value f64"):
-        fnx.vmap(pad_with)(np.ones(3, np.float64))             # with x64 on it stays float64
+        fnx.vmap(lambda v: fnx.lax.pad(fnp.ones(2, "float32"), v, [(1, 1, 0)]))(
+            np.ones(3, np.float64))                            # with x64 on it stays float64
     monkeypatch.setattr(fnx.lax.shape.pad_p, "batch", None)            # a primitive without one
     with pytest.raises(MissingRuleError, match="pad has no batching rule"):
         fnx.vmap(lambda v: fnx.lax.pad(fnp.ones(2), v, [(1, 1, 0)]))(fnp.ones(3))
