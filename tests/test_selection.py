@@ -13,7 +13,7 @@ import fnx
 import fnx.numpy as fnp
 from fnx import lax
 from fnx.testing import check_op
-from test_nn_functions import FLOAT, SHAPES1, axis_of
+from test_nn_functions import FLOAT, FLOAT_CASES, SHAPES1, axis_of
 from test_nn_functions import example as _example
 
 
@@ -45,7 +45,7 @@ def test_cumlogsumexp_matches_numpy():
              reference=_cumlogsumexp_ref, name="lax.cumlogsumexp")
 
 
-@pytest.mark.parametrize("dtype", FLOAT)
+@pytest.mark.parametrize("dtype", FLOAT_CASES)   # float64 (1e-9 references) under x64
 @pytest.mark.parametrize("reverse", [False, True])
 def test_cumlogsumexp_extremes(dtype, reverse):
     """Entries +-1e4 and -inf: values as NumPy's, gradients finite and equal to
@@ -71,6 +71,7 @@ def test_cumlogsumexp_extremes(dtype, reverse):
     np.testing.assert_array_equal(np.asarray(g0), [0.0, 0.0, 1.0])
 
 
+@pytest.mark.x64   # float64 references to 1e-12
 def test_cumulative_functions_take_reverse():
     x = np.array([[1.0, 3.0, 2.0], [0.5, -1.0, 4.0]])
     for fn, ref in ((lax.cumsum, np.cumsum), (lax.cumprod, np.cumprod),
@@ -114,8 +115,8 @@ def test_top_k_ties_nan_and_integers():
 
 
 def test_top_k_grad_jit_vmap():
-    x = np.array([[0.3, 2.0, -1.0, 1.5], [4.0, 0.0, 3.0, -2.0]])
-    w = np.array([1.0, 10.0])
+    x = np.array([[0.3, 2.0, -1.0, 1.5], [4.0, 0.0, 3.0, -2.0]], np.float32)
+    w = np.array([1.0, 10.0], np.float32)
 
     def loss(v):
         return fnp.sum(lax.top_k(v, 2)[0] * w)
