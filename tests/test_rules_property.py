@@ -654,26 +654,36 @@ def _dtypes_of(tree):
     return [np.dtype(x.dtype) for x in fnx.tree_util.tree_leaves(tree)]
 
 
-_64 = [r for r in RULES
-       if F64 in r.bdtypes + (r.gdtypes if r.prim not in NO_GRAD else ())]
+def _wide_lines():
+    """The lines of every sweep that draw 64-bit operands, with their sweep's NO_BATCH, and
+    the 64-bit dtype (float64 or complex128)."""
+    out = []
+    for rules, no_grad, no_batch in _sweeps():
+        for r in rules:
+            dts = r.bdtypes + (r.gdtypes if r.prim not in no_grad else ())
+            wide = [d for d in (F64, C128) if d in dts]
+            if wide:
+                out.append(pytest.param(r, no_batch, wide[0], id=r.id))
+    return out
 
 
-@pytest.mark.parametrize("rule", _64, ids=[r.id for r in _64])
+@pytest.mark.parametrize("rule,no_batch,dtype", _wide_lines())
 @settings(max_examples=2, deadline=None, suppress_health_check=list(HealthCheck))
 @given(data=st.data())
-def test_default_mode_narrows_alike_in_every_transform(rule, data):
-    """With jax_enable_x64 off (the default), float64 NumPy operands narrow to float32 as in
-    JAX: eager, jit, eval_shape and vmap give the same 32-bit result dtypes (JAX's
-    eval_shape, make_jaxpr and jit narrow exactly as eager does)."""
-    case = data.draw(rule.cases(F64), label="case")
+def test_default_mode_narrows_alike_in_every_transform(rule, no_batch, dtype, data):
+    """With jax_enable_x64 off (the default), float64/complex128 NumPy operands narrow to
+    32 bits as in JAX: eager, jit, eval_shape and vmap give the same 32-bit result dtypes
+    (JAX's eval_shape, make_jaxpr and jit narrow exactly as eager does), for every line of
+    every sweep."""
+    case = data.draw(rule.cases(dtype), label="case")
     seed = data.draw(st.integers(0, 2 ** 32 - 1), label="seed")
     ops = case.example(np.random.default_rng(seed))
     batch = [np.stack([o, o]) for o in ops]
     with fnx.enable_x64(False), warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        eager = _dtypes_of(case.fn(*ops))
+        eager = _dtypes_of(case.fn(*[fnx.numpy.asarray(o) for o in ops]))
         assert all(d.itemsize <= 4 or d.kind == "c" and d.itemsize <= 8 for d in eager), eager
         assert _dtypes_of(fnx.jit(case.fn)(*ops)) == eager, "jit"
         assert _dtypes_of(fnx.eval_shape(case.fn, *ops)) == eager, "eval_shape"
-        if rule.prim not in NO_BATCH and not rule.unbatched:
+        if rule.prim not in no_batch and not rule.unbatched:
             assert _dtypes_of(fnx.vmap(case.fn)(*batch)) == eager, "vmap"
