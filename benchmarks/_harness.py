@@ -32,10 +32,17 @@ is missing, so a script can leave those rows out and say why.
 building the workloads, :func:`check_results` before timing, :func:`bench`,
 the goals, the printed report and the ``--json`` dump. A script supplies only
 its workloads, their reference results and its goals.
+
+A workload whose name ends in ``f64`` computes in float64: fnx, like JAX, narrows
+64-bit inputs to 32 bits unless ``jax_enable_x64`` is on, so the harness turns the
+flag on (:func:`x64_for`) around everything that runs such a workload's rows (its
+check, its warm-up and its timing, outside the timed batches) and turns it back
+off for the others; the report says which workloads ran with it.
 """
 from __future__ import annotations
 
 import argparse
+import contextlib
 import gc
 import importlib
 import importlib.util
@@ -52,7 +59,8 @@ from dataclasses import asdict, dataclass, field
 __all__ = ["Result", "optional_import", "optional_torch", "notes", "bench", "format_table",
            "machine_info", "dump_json", "arg_parser", "limit_threads", "pin_cpus", "to_numpy",
            "check_results", "train_step_rows", "jit_train_step", "autograd_train_step",
-           "check_train_step", "median_of", "status", "format_report", "run_main"]
+           "check_train_step", "median_of", "status", "format_report", "run_main",
+           "is_x64_workload", "x64_for"]
 
 _perf_ns = time.perf_counter_ns
 _NOTES: list[str] = []
@@ -169,31 +177,40 @@ def bench(workloads: dict, *, baseline: str = "fnx", repeats: int = 51, warmup_m
                 print(f"  timing {wname} ...", file=sys.stderr, flush=True)
             gc.enable()
             gc.collect()
-            names = list(libs)
-            for name in names:
-                _warm_up(libs[name], warmup_ms)
-            gc.disable()
-            ns = {name: _calibrate(libs[name], target_ns) for name in names}
-            samples = {name: [] for name in names}
-            order = random.Random(len(names) * 7919 + repeats)
-            for r in range(repeats):
-                for name in order.sample(names, len(names)):
-                    n = ns[name]
-                    samples[name].append(_time_batch(libs[name], n) / n - overhead_sub)
-            base = baseline if baseline in libs else names[0]
-            base_med = statistics.median(samples[base])
-            for name in names:
-                s = samples[name]
-                q = statistics.quantiles(s, n=4) if len(s) > 1 else [s[0]] * 3
-                med = statistics.median(s)
-                results.append(Result(
-                    workload=wname, library=name, median_ns=med,
-                    ratio=med / base_med if base_med > 0 else None, n=ns[name],
-                    repeats=repeats, p25_ns=q[0], p75_ns=q[2], min_ns=min(s), samples_ns=s))
+            with x64_for(wname):
+                results.extend(_bench_one(wname, libs, baseline, repeats, warmup_ms,
+                                          target_ns, overhead_sub))
     finally:
         if gc_was_enabled:
             gc.enable()
     return results, overhead
+
+
+def _bench_one(wname, libs, baseline, repeats, warmup_ms, target_ns, overhead_sub):
+    """The results of one workload (the collector is on at entry, off on return)."""
+    results = []
+    names = list(libs)
+    for name in names:
+        _warm_up(libs[name], warmup_ms)
+    gc.disable()
+    ns = {name: _calibrate(libs[name], target_ns) for name in names}
+    samples = {name: [] for name in names}
+    order = random.Random(len(names) * 7919 + repeats)
+    for r in range(repeats):
+        for name in order.sample(names, len(names)):
+            n = ns[name]
+            samples[name].append(_time_batch(libs[name], n) / n - overhead_sub)
+    base = baseline if baseline in libs else names[0]
+    base_med = statistics.median(samples[base])
+    for name in names:
+        s = samples[name]
+        q = statistics.quantiles(s, n=4) if len(s) > 1 else [s[0]] * 3
+        med = statistics.median(s)
+        results.append(Result(
+            workload=wname, library=name, median_ns=med,
+            ratio=med / base_med if base_med > 0 else None, n=ns[name],
+            repeats=repeats, p25_ns=q[0], p75_ns=q[2], min_ns=min(s), samples_ns=s))
+    return results
 
 
 # --- reporting ---------------------------------------------------------------------------
@@ -269,6 +286,26 @@ def arg_parser(description: str) -> argparse.ArgumentParser:
     return p
 
 
+# --- float64 workloads -------------------------------------------------------------------
+
+def is_x64_workload(wname: str) -> bool:
+    """A workload named ``... f64`` computes in float64 (needs ``jax_enable_x64``)."""
+    return wname.endswith(" f64")
+
+
+@contextlib.contextmanager
+def x64_for(wname: str):
+    """``jax_enable_x64`` on while this runs if ``wname`` is a float64 workload (builders
+    create its fnx arrays inside it, the harness runs its rows inside it); nothing
+    otherwise. Toggling costs microseconds, so it wraps whole phases, never a timed call."""
+    if not is_x64_workload(wname):
+        yield
+        return
+    fnx, _ = import_fnx()
+    with fnx.enable_x64(True):
+        yield
+
+
 # --- NumPy's BLAS kernels ----------------------------------------------------------------
 
 def choose_openblas_kernels(how, workloads):
@@ -290,11 +327,12 @@ def choose_openblas_kernels(how, workloads):
         blas.use_openblas_kernels(picked)
         why = "the set OpenBLAS picked (--openblas-kernels picked)"
     elif how == "fastest":
-        steps = [rows["fnx"] for rows in workloads.values() if "fnx" in rows]
+        steps = [(w, rows["fnx"]) for w, rows in workloads.items() if "fnx" in rows]
 
         def run():
-            for step in steps:
-                step()
+            for w, step in steps:
+                with x64_for(w):
+                    step()
         _best, times = blas.fastest_openblas_kernels(run)
         info["openblas_fastest_s"] = times
         why = ("fastest for the fnx step (" + ", ".join(
@@ -387,7 +425,9 @@ def check_results(workloads, references, *, rtol, atol, against="the reference")
         want = references[wname]
         for lib, fn in libs.items():
             try:
-                pairs = _leaf_pairs(fn(), want)
+                with x64_for(wname):
+                    got = fn()
+                pairs = _leaf_pairs(got, want)
             except (KeyError, TypeError, ValueError) as e:
                 raise AssertionError(f"{wname} / {lib}: result is not shaped like "
                                      f"{against} ({type(e).__name__}: {e})") from None
@@ -540,11 +580,12 @@ def _version(mod):
 
 
 def format_report(title, results, overhead_ns, goal_rows, *, raw=False, threads=None,
-                  pinned=None, fail="FAIL", late=None, sections=(), blas=None):
+                  pinned=None, fail="FAIL", late=None, sections=(), blas=None, x64=()):
     """The printed report: machine and library versions, how it measured, the threads
     (``threads=None``: the script has no ``--threads``), ``blas`` (a line on NumPy's
     BLAS kernels, from :func:`choose_openblas_kernels`), the table, ``sections`` (more
-    text blocks, measured outside :func:`bench`), notes, the goals
+    text blocks, measured outside :func:`bench`), ``x64`` (the float64 workloads, run with
+    ``jax_enable_x64`` on), notes, the goals
     (``{"goal", "measured", "passed"}`` rows; ``passed`` None prints SKIP)."""
     m = machine_info()
     vers = [f"NumPy {m.get('numpy', '?')}"] + [f"{mod} {_version(mod)}"
@@ -564,6 +605,9 @@ def format_report(title, results, overhead_ns, goal_rows, *, raw=False, threads=
                         "follows the affinity mask, not its flags)" if pinned else ""))
     if blas:
         lines.append(blas)
+    if x64:
+        lines.append("jax_enable_x64: on for the float64 workloads (" + "; ".join(x64)
+                     + "), as JAX's rows; off (fnx's default) for the others")
     if results:
         lines += ["", format_table(results)]
     for sec in sections:
@@ -636,11 +680,13 @@ def run_main(argv, doc, name, title, build, check, goals, *, target_ms=3.0, extr
                                   target_ms=target_ms, subtract_overhead=not args.raw)
         more = after(args) if after is not None else {}
         goal_rows = goals(results)
+        x64 = [w for w in workloads if is_x64_workload(w)]
         print(format_report(title, results, overhead, goal_rows, raw=args.raw, threads=n,
                             pinned=pinned, fail=fail, late=late,
-                            sections=more.get("sections", ()), blas=blas_line))
+                            sections=more.get("sections", ()), blas=blas_line, x64=x64))
         if args.json:
             extra = {} if n is None else {"threads": n, "pinned_cpus": pinned}
+            extra["x64_workloads"] = x64
             dump_json(args.json, results, benchmark=name, overhead_ns=overhead,
                       overhead_subtracted=not args.raw, **extra, **blas_json,
                       **more.get("json", {}),

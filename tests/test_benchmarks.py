@@ -89,3 +89,24 @@ def test_run_chain_and_elementwise_match_numpy():
     np.testing.assert_allclose(run.gelu_ln_numpy_inplace(a, y), want, rtol=1e-4, atol=1e-5)
     got = fnx.jit(lambda x, w: run.gelu_ln(fnp, x, w))(fnp.asarray(a), fnp.asarray(y))
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_float64_workloads_run_with_x64_and_only_they():
+    """A workload named ``... f64`` is checked and timed with jax_enable_x64 on (fnx would
+    narrow its float64 inputs otherwise); the others, and the caller, keep the flag off."""
+    import fnx
+    seen = []
+
+    def row(wname):
+        def call():
+            seen.append((wname, fnx.config.jax_enable_x64))
+            return fnx.numpy.asarray(np.ones(2)).dtype.itemsize
+        return call
+    work = {"w f64": {"fnx": row("w f64")}, "w f32": {"fnx": row("w f32")}}
+    H.check_results(work, {"w f64": 8, "w f32": 4}, rtol=0, atol=0)
+    H.bench(work, repeats=2, warmup_ms=0, target_ms=0.01)
+    assert seen and all(on == (w == "w f64") for w, on in seen)
+    assert {w for w, _ in seen} == {"w f64", "w f32"}
+    assert fnx.config.jax_enable_x64 is False
+    text = H.format_report("t", [], 0.0, [], x64=["w f64"])
+    assert "jax_enable_x64: on for the float64 workloads (w f64)" in text
