@@ -1,5 +1,6 @@
 """Rule sweep of ``fnx.scipy``'s primitives (see ``tests/rules_support.py``): the special
-functions with NumPy impls (``fnx.scipy._special_impl``) and ``sqrtm``.
+functions with NumPy impls (``fnx.scipy._special_impl``), ``sqrtm`` and the Sylvester
+solve its derivative makes (``sqrt_sylvester``).
 
 Each line draws its operands inside the function's domain, away from its poles, branch
 points and kinks (``i0e``/``i1e`` carry ``|x|``: away from 0; ``expi``/``sici``: away
@@ -66,6 +67,19 @@ def sqrtm_cases(draw, dtype):
                 f"{list(batch + (n, n))}")
 
 
+@st.composite
+def sqrt_sylvester_cases(draw, dtype):
+    """``x`` a matrix square root (eigenvalues with positive real parts), ``t`` anything."""
+    batch = draw(st.sampled_from([(), (2,)]))
+    n = draw(st.integers(1, 3))
+
+    def operands(rng):
+        x = _sqrtm_operand(rng, batch, n, dtype)
+        t = rng.standard_normal(batch + (n, n)) + 1j * rng.standard_normal(batch + (n, n))
+        return x, t.astype(dtype)
+    return Case(REGISTRY["sqrt_sylvester"].bind, operands, f"{list(batch + (n, n))}")
+
+
 RULES = [
     el("erfcx", Dom(-2.0, 3.0)),
     el("i0e", AWAY0), el("i1e", AWAY0),
@@ -99,6 +113,7 @@ RULES = [
     el("wofz", Dom(-2.0, 2.0, imag=1.0), bdtypes=CPLX, gdtypes=CPLX),
     Rule("bessel_jn", bessel_jn_cases),
     Rule("sqrtm", sqrtm_cases, bdtypes=CPLX, gdtypes=CPLX),
+    Rule("sqrt_sylvester", sqrt_sylvester_cases, bdtypes=CPLX, gdtypes=CPLX),
 ]
 
 

@@ -371,3 +371,22 @@ def test_hessenberg_2x2_complex_as_jax():
     h, q = la.hessenberg(c, calc_q=True)
     close(h, [[1 + 1j, -2.218801 - 0.27735007j], [-3.6055512, 4]], atol=1e-5)
     close(q, [[1, 0], [0, -0.8320503 - 0.5547002j]], atol=1e-6)
+
+
+def test_sqrtm_derivatives_of_every_order():
+    # d^k/da^k sqrt(a) for a 1x1 matrix, and a second derivative against finite differences:
+    # the first-derivative rule once read a stop_gradient'ed eigenbasis (second derivatives 0)
+    with fnx.enable_x64():
+        a, t = np.array([[3 + 0.1j]]), np.ones((1, 1), complex)
+        d1 = lambda a: fnx.jvp(la.sqrtm, (a,), (t,))[1]
+        d2 = lambda a: fnx.jvp(d1, (a,), (t,))[1]
+        np.testing.assert_allclose(np.asarray(d1(a)), 0.5 * a ** -0.5, rtol=1e-12)
+        np.testing.assert_allclose(np.asarray(d2(a)), -0.25 * a ** -1.5, rtol=1e-12)
+        np.testing.assert_allclose(np.asarray(fnx.jvp(d2, (a,), (t,))[1]),
+                                   0.375 * a ** -2.5, rtol=1e-12)
+        m = np.array([[4., 1, 0], [1, 3, 0.5], [0, 0.5, 2]]) + 0j
+        tm = np.random.RandomState(0).standard_normal((3, 3)) + 0j
+        g = lambda a: fnx.jvp(la.sqrtm, (a,), (tm,))[1]
+        eps = 1e-5
+        fd = (np.asarray(g(m + eps * tm)) - np.asarray(g(m - eps * tm))) / (2 * eps)
+        np.testing.assert_allclose(np.asarray(fnx.jvp(g, (m,), (tm,))[1]), fd, atol=1e-8)

@@ -730,17 +730,69 @@ def _sqrtm_batch(vals, dims, size):
 
 
 def _sqrtm_jvp(primals, tangents):
-    # X dX + dX X = dA: in A's eigenbasis (V^-1 dX V)_ij = (V^-1 dA V)_ij / (s_i + s_j)
+    # X dX + dX X = dA, solved with X itself (differentiable), so every order is right
     (a,), (t,) = primals, tangents
     x = sqrtm_p.bind(a)
     if t is None:
         return x, None
-    w, v = fnp.linalg.eig(lax.stop_gradient(a))
-    w, v = w.astype(a.dtype), v.astype(a.dtype)
-    s = fnp.sqrt(w)
-    vinv = fnp.linalg.inv(v)
-    inner = fnp.matmul(fnp.matmul(vinv, t), v) / (s[..., :, None] + s[..., None, :])
-    return x, fnp.matmul(fnp.matmul(v, inner), vinv)
+    return x, sqrt_sylvester_p.bind(x, t)
+
+
+# The solution d of  x d + d x = t  (x a matrix square root: eigenvalues with positive real
+# parts, so the equation has one solution), through x's eigendecomposition:
+# (V^-1 d V)_ij = (V^-1 t V)_ij / (s_i + s_j). Linear in t; its jvp in x differentiates the
+# equation: x dd + dd x = dt - (dx d + d dx), so derivatives of sqrtm of any order hold.
+
+def _sqrt_sylvester_rule(x, t):
+    if x.shape != t.shape or x.dtype != t.dtype:
+        raise ShapeError(f"sqrt_sylvester: x and t need one shape and dtype, got "
+                         f"{x.dtype}{list(x.shape)} and {t.dtype}{list(t.shape)}")
+    return ShapeDtypeStruct(t.shape, t.dtype, t.weak_type)
+
+
+def _sqrt_sylvester_impl(x, t):
+    with np.errstate(all="ignore"):
+        s, v = np.linalg.eig(np.asarray(x, np.complex128))
+        vinv = np.linalg.inv(v)
+        inner = (vinv @ t @ v) / (s[..., :, None] + s[..., None, :])
+        return (v @ inner @ vinv).astype(t.dtype)
+
+
+sqrt_sylvester_p = Primitive("sqrt_sylvester", shape_rule=_sqrt_sylvester_rule,
+                             impl=_sqrt_sylvester_impl)
+
+
+def _sqrt_sylvester_jvp(primals, tangents):
+    (x, t), (dx, dt) = primals, tangents
+    d = sqrt_sylvester_p.bind(x, t)
+    rhs = dt
+    if dx is not None:
+        move = fnp.matmul(dx, d) + fnp.matmul(d, dx)
+        rhs = -move if rhs is None else rhs - move
+    return d, None if rhs is None else sqrt_sylvester_p.bind(x, rhs)
+
+
+def _sqrt_sylvester_transpose(ct, x, t):
+    # <c, S^-1 t> = <S^-T c, t> with S(d) = x d + d x, whose transpose is d -> x^T d + d x^T
+    from ..transforms.vjp import is_linear
+    if is_linear(x):
+        raise ValueError("sqrt_sylvester: transpose with respect to x (it is not linear in x)")
+    if ct is None:
+        return [None, None]
+    return [None, sqrt_sylvester_p.bind(fnp.matrix_transpose(x), ct)]
+
+
+def _sqrt_sylvester_batch(vals, dims, size):
+    moved = [v if d is None else fnp.moveaxis(v, d, 0) for v, d in zip(vals, dims)]
+    shape = (size,) + (vals[1] if dims[0] is None else vals[0]).shape[-2:]
+    moved = [m if d is not None else fnp.broadcast_to(m, shape[:1] + m.shape)
+             for m, d in zip(moved, dims)]
+    return sqrt_sylvester_p.bind(*moved), 0
+
+
+sqrt_sylvester_p.jvp = _sqrt_sylvester_jvp
+sqrt_sylvester_p.transpose = _sqrt_sylvester_transpose
+sqrt_sylvester_p.batch = _sqrt_sylvester_batch
 
 
 sqrtm_p.batch = _sqrtm_batch
