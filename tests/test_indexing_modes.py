@@ -163,3 +163,13 @@ def test_modes_jit_and_vmap_agree_with_eager(idx, mode):
         per_index = [np.asarray(f(x, i[k])) for k in range(len(idx))]  # static ints
         np.testing.assert_array_equal(np.asarray(fnx.vmap(f, (None, 0))(x, i)),
                                       np.stack(per_index))
+
+
+def test_default_fill_of_unsigned_and_narrow_ints_is_the_dtype_extreme():
+    # JAX 0.10.2: take of uint32 out of range gives 4294967295, int8 gives -128 (the fill
+    # once went through a Python int, which overflowed int32 and broke jnp.unique on uint32)
+    x = jnp.asarray(np.array([1, 2, 3], np.uint32))
+    assert jnp.take(x, jnp.asarray([0, 5])).tolist() == [1, 4294967295]
+    assert jnp.unique(x).tolist() == [1, 2, 3]
+    y = jnp.asarray(np.array([1, 2, 3], np.int8))
+    assert jnp.take(y, jnp.asarray([0, 5])).tolist() == [1, -128]

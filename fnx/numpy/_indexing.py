@@ -252,7 +252,8 @@ def _default_fill(dtype):
     if dtype.kind == "b":
         return True
     info = np.iinfo(dtype)
-    return info.min if dtype.kind == "i" else info.max
+    # a NumPy scalar of the dtype itself: a Python int (uint32 max) need not fit int32
+    return dtype.type(info.min if dtype.kind == "i" else info.max)
 
 
 def _fill_out_of_range(x, spec, arrays, fill_value):
