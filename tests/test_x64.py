@@ -496,6 +496,8 @@ def test_python_ints_beyond_int32():
         fnp.asarray(2**40)
     with pytest.raises(OverflowError, match="int32"):
         fnp.array([1, 2**40])
+    with pytest.raises(OverflowError, match="int32"):
+        fnx.Array([1, -2**40])
     with pytest.raises(OverflowError):
         fnp.ones(3, dtype=np.int32) + 2**40
     with pytest.raises(OverflowError):

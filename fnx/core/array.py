@@ -52,6 +52,9 @@ class Array:
                 if isinstance(value, (np.ndarray, np.generic)) or hasattr(value, "__array__"):
                     v = dtypes.narrow_value(v, "Array")
                 else:  # Python numbers: the defaults, not a narrowing
+                    if v.dtype.kind in "iu" and not dtypes._fits(v, dtypes._NARROW[v.dtype]):
+                        big = v.max() if v.max() > np.iinfo(np.int32).max else v.min()
+                        dtypes.check_python_int(int(big), dtypes.int32, "Array")
                     v = v.astype(dtypes._NARROW[v.dtype])
         v.flags.writeable = False
         self._value = v
