@@ -118,7 +118,8 @@ def _fill(values, valid, fill_value):
 # --- nonzero -------------------------------------------------------------------------------
 
 def nonzero(a, *, size=None, fill_value=None):
-    """Indices of the non-zero elements, one default-int array per dimension (int32; int64 under x64).
+    """Indices of the non-zero elements, one default-int array per dimension (int32; int64
+    under x64).
 
     With ``size`` (static) the arrays have that length: truncated, or padded
     with ``fill_value`` (default 0; a scalar or one value per dimension). Without
