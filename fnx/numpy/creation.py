@@ -262,7 +262,9 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
     def bcast(v):
         return lax.broadcast_in_dim(v, (num,) + bshape, tuple(range(1 + nd - v.ndim, 1 + nd)))
 
-    idx = lax.broadcast_in_dim(lax.iota(calc, num), (num,) + bshape, (0,))
+    # (an int iota converted exactly: calc may be float64 whatever the x64 flag)
+    idx = lax.convert_element_type_exact(lax.iota(dtypes.int32, num), calc)
+    idx = lax.broadcast_in_dim(idx, (num,) + bshape, (0,))
     delta = subtract(stop, start)
     if div > 0:
         step = true_divide(delta, div)

@@ -493,7 +493,8 @@ def _pad_linear_ramp(x, ax, lo, hi, ends):
         step = true_divide(subtract(edge, endv), width)
         shape = [1] * x.ndim
         shape[ax] = width
-        i = lax.broadcasted_iota(calc, tuple(shape), ax)
+        i = lax.convert_element_type_exact(  # calc may be float64, whatever the x64 flag
+            lax.broadcasted_iota(dtypes.int32, tuple(shape), ax), calc)
         ramp = add(multiply(i, step), endv)
         if dt.kind in "iu":
             ramp = floor(ramp)
