@@ -1682,6 +1682,7 @@ def _arrays(case):
     return [fnx.Array(a) for a in case.args]
 
 
+@pytest.mark.x64    # 64-bit operands and references (float64 stays float64), as in JAX's suite
 @pytest.mark.parametrize("rec", OPS, ids=IDS)
 @SETTINGS
 @given(data=st.data())
@@ -1712,6 +1713,10 @@ def test_eval_shape_and_ir(rec, data):
     for g, s in zip(_leaves(got), _leaves(shapes)):
         assert s == fnx.ShapeDtypeStruct(g.shape, g.dtype, g.weak_type), \
             f"eval_shape gives {s}, eager gives {g.aval}"
+        # x64 off (the default): 64-bit operands and placeholders narrow, as in JAX, so no
+        # result is 64-bit (test_64_bit_paths_under_x64 checks the 64-bit paths)
+        assert fnx.config.values["jax_enable_x64"] or g.dtype not in WIDE64, \
+            f"{rec.prim}: a {g.dtype} result with jax_enable_x64 off"
     ir = fnx.make_ir(f)(*specs)
     fnx.check_ir(ir)
     names = [e.prim.name for e in ir.eqns]
@@ -1759,6 +1764,31 @@ def test_jit_matches_eager_and_caches(rec, data):
     same = ([(a.shape, a.dtype) for a in case.args] == [(a.shape, a.dtype) for a in case2.args]
             and case.params == case2.params)
     assert g.trace_count == (1 if same else 2)
+
+
+WIDE64 = (I64, np.dtype("uint64"), F64, C128)
+OPS_64 = [r for r in OPS if any(d in WIDE64 for d in r.dtypes)]
+
+
+@pytest.mark.x64
+@pytest.mark.parametrize("rec", OPS_64, ids=[r.prim for r in OPS_64])
+@settings(SETTINGS, max_examples=max(3, EXAMPLES // 4))
+@given(data=st.data())
+def test_64_bit_paths_under_x64(rec, data):
+    """With jax_enable_x64 on, 64-bit operands stay 64-bit: eval_shape matches eager and jit
+    is bitwise equal to eager (the default-mode tests above see them narrowed)."""
+    dtype = data.draw(st.sampled_from([d for d in rec.dtypes if d in WIDE64]), label="dtype")
+    case = data.draw(rec.cases(dtype), label="case")
+
+    def f(*a):
+        return rec.fn(*a, **case.params)
+    eager = f(*_arrays(case))
+    shapes = fnx.eval_shape(f, *[fnx.ShapeDtypeStruct(a.shape, a.dtype) for a in case.args])
+    for g, s in zip(_leaves(eager), _leaves(shapes)):
+        assert s == g.aval, f"eval_shape gives {s}, eager {g.aval}"
+    assert not case.args or any(np.asarray(a).dtype in WIDE64 for a in _arrays(case)), \
+        "the operands narrowed"
+    bitwise_equal(fnx.jit(f)(*_arrays(case)), eager, f"{rec.prim}: jit vs eager (x64)")
 
 
 @pytest.mark.parametrize("rec", OPS, ids=IDS)
