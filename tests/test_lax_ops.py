@@ -73,6 +73,16 @@ NOT_IN_TABLE = {
        for p in ("cholesky", "triangular_solve", "lu", "qr", "eigh", "svd")},
     **{p: "bits against JAX's recorded streams and samples by statistical tests "
           "(tests/test_random.py)" for p in ("threefry2x32", "random_gamma")},
+    "custom_vmap_call": "carries a user function and batching rule "
+                        "(tests/test_custom_batching.py)",
+    "fft": "values against numpy.fft, every rule by check_op (tests/test_fft.py, "
+           "tests/test_rules_fft.py)",
+    **{p: "fnx.scipy primitives: values against SciPy and JAX's (tests/test_scipy_*.py), "
+          "every rule by check_op (tests/test_rules_scipy.py)"
+       for p in ("bessel_jn", "betainc", "betaln", "dawsn", "erfcx", "expi", "expn",
+                 "fresnel", "gammainc", "gammainc_grad_a", "gammaincc", "hyp1f1",
+                 "hyp1f1_grad_a", "hyp1f1_grad_b", "hyp2f1", "i0e", "i1e", "owens_t", "sici",
+                 "spence", "sqrt_sylvester", "sqrtm", "wofz", "zeta", "zeta_grad_s")},
 }
 
 # Hypothesis examples per record and check; FNX_OP_EXAMPLES=500 for a deep run.
