@@ -52,10 +52,11 @@ def _to_end(name, a, axis):
 def _q_array(name, q, scale):
     """``q`` (divided by ``scale``) as a float array, checked to lie in [0, 1] when concrete."""
     if not isinstance(q, Array):
+        python = isinstance(q, (int, float, list, tuple))  # Python numbers: default float
         q = np.asarray(q)
         if q.dtype.kind not in "fiub":
             raise TypeError(f"{name}: q must be real numbers, got {q.dtype}")
-        q = to_array(q.astype(np.float64) if q.dtype.kind != "f" else q)
+        q = to_array(q.astype(dtypes.default_float()) if python or q.dtype.kind != "f" else q)
     if q.dtype.kind not in "f":
         (q,) = promote(name, q, to_inexact=True)
     if scale != 1:
