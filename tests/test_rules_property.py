@@ -478,6 +478,17 @@ _sin_mul_v.defvjp(lambda x, y: (lax.mul(lax.sin(x), y), (x, y)),
                                    lax.mul(lax.sin(res[0]), ct)))
 
 
+@fnx.custom_batching.custom_vmap
+def _sin_mul_b(x, y):
+    return lax.mul(lax.sin(x), y)
+
+
+@_sin_mul_b.def_vmap
+def _sin_mul_b_rule(size, in_batched, x, y):
+    # the batched form: the batch axis leads, an unbatched operand broadcasts against it
+    return fnx.numpy.sin(x) * y, any(in_batched)
+
+
 def call_cases(make_fn):
     @st.composite
     def cases(draw, dtype):
@@ -608,6 +619,12 @@ RULES = [
     structured("custom_vjp_call", call_cases(lambda: _sin_mul_v), modes=("rev",),
                why="a custom_vjp defines no forward mode"),
     structured("remat_call", call_cases(lambda: fnx.checkpoint(_body))),
+    structured("custom_vmap_call", call_cases(lambda: _sin_mul_b), modes=("fwd",),
+               why="a custom_vmap defines no reverse mode (as in JAX: put a custom_vjp "
+                   "around it)"),
+    structured("custom_vmap_call", call_cases(lambda: fnx.custom_batching.sequential_vmap(
+        _body)), modes=("fwd",), variant="sequential_vmap",
+        why="a custom_vmap defines no reverse mode"),
     structured("remat_lin", remat_lin_cases),
 ]
 
