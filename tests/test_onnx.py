@@ -54,7 +54,7 @@ LEFT_OUT = {"copysign", "nextafter", "erfc", "erf_inv", "lgamma", "digamma", "po
             "bessel_jn", "sici", "fresnel", "hyp1f1", "hyp1f1_grad_a", "hyp1f1_grad_b",
             "owens_t", "wofz", "sqrtm", "sqrt_sylvester", "hyp2f1"}
 # Call primitives: inlined by the exporter, tested through export below.
-CALLS = {"jit", "custom_jvp_call", "custom_vjp_call", "remat_call"}
+CALLS = {"jit", "custom_jvp_call", "custom_vjp_call", "remat_call", "custom_vmap_call"}
 
 
 # --- input makers ---------------------------------------------------------------------------
@@ -827,7 +827,7 @@ def test_export_inlines_jit_and_keeps_constants():
     assert len(model.graph.output) == 2
 
 
-def test_export_inlines_custom_derivative_and_checkpoint_calls():
+def test_export_inlines_custom_derivative_batching_and_checkpoint_calls():
     @fnx.custom_jvp
     def softplus(x):
         return fnp.logaddexp(x, 0.0)
@@ -846,13 +846,22 @@ def test_export_inlines_custom_derivative_and_checkpoint_calls():
     def block(x):
         return fnp.tanh(x) * 2.0
 
+    @fnx.custom_batching.custom_vmap
+    def cube(x):
+        return x * x * x
+
+    cube.def_vmap(lambda size, in_batched, xs: (xs ** 3, in_batched[0]))
+
     def f(x):
-        return block(softplus(x)) + clip_gradient(x)
+        return block(softplus(x)) + clip_gradient(x) + cube(x / 30)
 
     x = np.linspace(-30, 30, 13, dtype=np.float32)
     names = [e.prim.name for e in fnx.make_ir(f)(x).eqns]
-    assert {"custom_jvp_call", "custom_vjp_call", "remat_call"} <= set(names)
+    assert {"custom_jvp_call", "custom_vjp_call", "remat_call", "custom_vmap_call"} \
+        <= set(names)
     _export_and_compare(f, x)
+    # under vmap the custom_vmap rule is traced in its place: exported as it computes
+    _export_and_compare(fnx.vmap(f), np.stack([x, -x]))
 
 
 def test_export_ir_and_other_opsets():

@@ -2,8 +2,9 @@
 
 Export walks an IR equation by equation. Each equation's primitive lowers
 itself through its ``onnx`` rule (the hook contract below); call primitives
-(``jit``, ``custom_jvp_call``, ``custom_vjp_call``, ``remat_call``) have no
-rule of their own and are inlined: their body IR is lowered in place. IR
+(``jit``, ``custom_jvp_call``, ``custom_vjp_call``, ``remat_call``,
+``custom_vmap_call``) have no rule of their own and are inlined: their body IR is
+lowered in place. IR
 constants become initializers, literals become ``Constant`` nodes, and the
 graph gets typed inputs and outputs with static shapes. Every model is checked
 with ``onnx.checker.check_model(full_check=True)`` (which runs strict shape
@@ -237,9 +238,9 @@ def _inline_body(eqn: Eqn) -> IR | None:
     name = eqn.prim.name
     if name == "jit":
         return eqn.params["ir"]
-    if name in ("custom_jvp_call", "custom_vjp_call", "remat_call"):
+    if name in ("custom_jvp_call", "custom_vjp_call", "remat_call", "custom_vmap_call"):
         # they hold a flat Python function of Arrays; its IR is what it computes
-        # (the custom derivative rules do not matter for inference)
+        # (the custom derivative and batching rules do not matter for inference)
         from ..core.tracing import trace_flat
         return trace_flat(eqn.params["fun"], [v.aval for v in eqn.inputs],
                           eqn.params.get("name", name))
