@@ -100,8 +100,12 @@ def test_nested_call_prints_sub_ir():
 def test_make_ir_static_argnums_and_placeholders():
     ir = fnx.make_ir(lambda x, n: x * n, static_argnums=1)(
         fnx.ShapeDtypeStruct((2, 5), "float64"), 3)
-    assert str(ir).startswith("{ lambda a:f64[2,5]. let")
+    assert str(ir).startswith("{ lambda a:f32[2,5]. let")   # x64 off: narrowed, as in JAX
     assert "mul a 3" in str(ir)
+    with fnx.enable_x64():
+        ir = fnx.make_ir(lambda x, n: x * n, static_argnums=1)(
+            fnx.ShapeDtypeStruct((2, 5), "float64"), 3)
+    assert str(ir).startswith("{ lambda a:f64[2,5]. let")
 
 
 def test_eval_shape_placeholders_pytrees_and_no_compute():
@@ -120,9 +124,16 @@ def test_eval_shape_placeholders_pytrees_and_no_compute():
     assert calls == [1]
 
 
-def test_eval_shape_keeps_64_bit_and_weak_types():
-    out = fnx.eval_shape(lambda x: x * 2.0, fnx.ShapeDtypeStruct((3,), "float64"))
-    assert out.dtype == np.float64
+def test_eval_shape_narrows_64_bit_as_eager_and_keeps_weak_types():
+    # x64 off: a float64 placeholder traces as float32, as a float64 array does eagerly
+    # (JAX's eval_shape gives float32 too); with x64 on it stays float64
+    f = lambda x: x * 2.0  # noqa: E731
+    out = fnx.eval_shape(f, fnx.ShapeDtypeStruct((3,), "float64"))
+    assert out == fnx.ShapeDtypeStruct((3,), "float32") == f(fnp.asarray(np.zeros(3))).aval
+    assert fnx.eval_shape(f, fnx.ShapeDtypeStruct((), "int64", weak_type=True)) == \
+        fnx.ShapeDtypeStruct((), "float32", weak_type=True)
+    with fnx.enable_x64():
+        assert fnx.eval_shape(f, fnx.ShapeDtypeStruct((3,), "float64")).dtype == np.float64
     assert fnx.eval_shape(lambda: fnp.float32(1.0) * 2).weak_type is False
     assert fnx.eval_shape(lambda: fnp.asarray(1.0) * 2).weak_type is True  # as in JAX
 
