@@ -124,7 +124,9 @@ class custom_vmap:
     ``@f.def_vmap``."""
 
     def __init__(self, fun):
-        functools.update_wrapper(self, fun)
+        # name and doc only: copying fun.__dict__ would overwrite this object's fields
+        # with a wrapped custom_jvp's or jit's (its `fun`), dropping their rules
+        functools.update_wrapper(self, fun, updated=())
         # (names of our own: jit copies a wrapped callable's __dict__ onto itself)
         self._cvmap_fun = fun
         self.vmap_rule = None

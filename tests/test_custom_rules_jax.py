@@ -464,3 +464,23 @@ def test_checkpoint_called_outside_transformations_is_plain_python():
 
     close(fnx.checkpoint(f)(3.0), 6.0)
     assert calls == [1]
+
+
+def test_jit_of_a_custom_rule_keeps_the_rule():
+    # @jit stacked on @custom_jvp/@custom_vjp (JAX: grad(jit(f))(1.) == 100.); the jit
+    # wrapper once copied the custom object's fields and differentiated sin instead
+    @fnx.custom_jvp
+    def f(x):
+        return jnp.sin(x)
+    f.defjvp(lambda p, t: (f(p[0]), 100.0 * t[0]))
+
+    @fnx.custom_vjp
+    def g(x):
+        return jnp.sin(x)
+    g.defvjp(lambda x: (g(x), None), lambda r, ct: (7.0 * ct,))
+
+    h = fnx.custom_jvp(fnx.jit(lambda x: jnp.cos(x)))
+    h.defjvp(lambda p, t: (h(p[0]), 5.0 * t[0]))
+    assert float(fnx.grad(fnx.jit(f))(1.0)) == 100.0
+    assert float(fnx.grad(fnx.jit(g))(1.0)) == 7.0
+    assert float(fnx.grad(fnx.jit(h))(1.0)) == 5.0

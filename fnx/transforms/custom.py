@@ -236,7 +236,9 @@ class _Custom:
         self.fun = fun
         self.nondiff_argnums = (nondiff_argnums,) if isinstance(nondiff_argnums, int) \
             else tuple(nondiff_argnums)
-        functools.update_wrapper(self, fun)
+        # name and doc only: copying fun.__dict__ would overwrite this object's fields
+        # with a wrapped custom_jvp's or jit's (its `fun`), dropping their rules
+        functools.update_wrapper(self, fun, updated=())
         try:
             self._sig = inspect.signature(fun)
         except (TypeError, ValueError):

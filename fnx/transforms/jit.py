@@ -351,7 +351,9 @@ class JitFunction:
         self._cache = self._c.entries
         self._fast = self._c.fast
         self._fast_trees = self._c.fast_trees
-        functools.update_wrapper(self, fun)
+        # name and doc only: copying fun.__dict__ would overwrite this object's fields
+        # with a wrapped custom_jvp's or jit's (its `fun`), dropping their rules
+        functools.update_wrapper(self, fun, updated=())
 
     def _resolve(self, static_argnums, static_argnames, donate_argnums, donate_argnames):
         static_argnums, static_argnames, sig = _resolve_args(
