@@ -75,6 +75,13 @@ def _precision(name, value):
     return value
 
 
+def _cpu_devices(name, value):
+    if int(value) not in (-1, 1):
+        raise ValueError(f"fnx.config: {name}={value!r}: fnx has one CPU device "
+                         "(fnx.devices()); use -1 or 1")
+    return int(value)
+
+
 def _true_only(reason):
     def check(name, value):
         value = _bool(name, value)
@@ -120,6 +127,19 @@ FLAGS = {
     "jax_use_shardy_partitioner": (False, _anything, "recorded; no partitioner"),
     "jax_cpu_enable_async_dispatch": (True, _anything, "recorded; dispatch is synchronous"),
     "jax_pprint_use_color": (True, _anything, "recorded"),
+    "jax_num_cpu_devices": (-1, _cpu_devices, "one CPU device (-1 or 1)"),
+    "jax_remat3": (False, _bool, "recorded; checkpoint's results do not depend on it"),
+    "jax_optimization_level": ("UNKNOWN", _anything, "recorded; no XLA"),
+    "jax_memory_fitting_level": ("O2", _anything, "recorded; no XLA"),
+    "jax_use_simplified_jaxpr_constants": (False, _bool, "recorded"),
+    "jax_include_full_tracebacks_in_locations": (True, _bool, "recorded"),
+    "jax_captured_constants_warn_bytes": (2_000_000_000, _anything, "recorded"),
+    "jax_raise_persistent_cache_errors": (False, _bool, "recorded; no persistent cache"),
+    "jax_softmax_custom_jvp": (False, _bool, "recorded; fnx.nn.softmax's derivative is exact"),
+    "jax_legacy_prng_key": ("allow", _choice("allow", "warn", "error"),
+                            "recorded; fnx keys are uint32[2] arrays"),
+    "jax_enable_custom_prng": (False, _choice(False), "fnx.random is threefry-2x32"),
+    "jax_random_seed_offset": (0, _choice(0), "seeds are used as given"),
 }
 
 # Flags whose value changes what a traced function computes: part of jit's cache key.
