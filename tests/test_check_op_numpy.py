@@ -72,3 +72,19 @@ LINES = [
 @pytest.mark.parametrize("name,fn,ref,args,kw", LINES, ids=[line[0] for line in LINES])
 def test_numpy_function(name, fn, ref, args, kw):
     check_op(fn, args, reference=ref, name=f"fnx.numpy.{name}", **kw)
+
+
+def test_shape_check_covers_the_default_mode(monkeypatch):
+    """check_op runs with x64 on, and its shape check also runs each example with x64 off:
+    an eval_shape that kept 64-bit placeholders while eager narrows (a bug fnx had) fails."""
+    import fnx.core.tracing as tracing
+    from fnx.testing import OpCheckError
+
+    x64 = fst.arrays(np.float64, fst.shapes(max_dims=2)).map(lambda x: (x,))
+    report = check_op(fnp.sin, x64, reference=np.sin, checks=("impl", "shape"),
+                      max_examples=5)
+    assert report.ran["shape"] == 5
+    monkeypatch.setattr(tracing, "_abstractify", lambda x, where="": x if isinstance(
+        x, tracing.ShapeDtypeStruct) else tracing.to_array(x).aval)
+    with pytest.raises(OpCheckError, match="jax_enable_x64 off, eval_shape gives"):
+        check_op(fnp.sin, x64, reference=np.sin, checks=("impl", "shape"), max_examples=5)

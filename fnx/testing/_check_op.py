@@ -6,7 +6,8 @@ this order, and stops at the first that fails:
 ==========  ===================================================================
 ``impl``    the op (eager, the NumPy impl) against a NumPy ``reference``
 ``shape``   ``fnx.eval_shape`` (the shape rule) against the actual output's
-            shape and dtype
+            shape and dtype; and again with ``jax_enable_x64`` off, where
+            64-bit operands and placeholders must narrow alike
 ``jit``     ``fnx.jit(op)`` against eager
 ``vmap``    ``fnx.vmap(op, in_axes)`` over a batch of 2-3 inputs against a
             Python loop; each argument mapped at a drawn axis (first, last, in
@@ -55,6 +56,7 @@ import traceback
 import numpy as np
 
 from .. import tree_util
+from .._config import enable_x64
 from ..core import dtypes
 from ..core.array import Array, to_array
 from ..core.primitive import Primitive, ShapeDtypeStruct
@@ -275,6 +277,32 @@ def _lane(a, k):
     return np.roll(a.ravel(), 1).reshape(a.shape)
 
 
+# --- the default mode -------------------------------------------------------------------------
+
+def _check_default_mode(f, np_args, avals, fail):
+    """With ``jax_enable_x64`` off (what users run by default), eager narrows 64-bit
+    operands to 32 bits; ``eval_shape`` on the 64-bit placeholders must narrow alike and
+    give eager's shapes and dtypes. An example eager rejects in that mode (a Python int
+    past int32) is not checked."""
+    with enable_x64(False):
+        try:
+            out = tree_util.tree_leaves(f(*_as_fnx(np_args)))
+        except Exception:   # noqa: BLE001 - a 32-bit limit; the 64-bit checks cover the op
+            return
+        try:
+            shapes = tree_util.tree_leaves(eval_shape(f, *avals))
+        except Exception as e:
+            fail("shape", f"with jax_enable_x64 off, eval_shape raised {type(e).__name__}: "
+                          f"{e}, while eager returns {[_sig(np.asarray(o)) for o in out]}")
+    got = [(tuple(s.shape), s.dtype) for s in shapes]
+    want = [(tuple(np.shape(o)), np.asarray(o).dtype) for o in out]
+    if got != want:
+        fail("shape", "with jax_enable_x64 off, eval_shape gives "
+                      f"{[s.str_short() for s in shapes]} and eager "
+                      f"{[_sig(np.asarray(o)) for o in out]} (64-bit operands and "
+                      "placeholders must narrow alike)")
+
+
 # --- check_op -----------------------------------------------------------------------------------
 
 def check_op(op, args, *, reference=None, params=None, checks=None, skip=(), order=2,
@@ -303,9 +331,14 @@ def check_op(op, args, *, reference=None, params=None, checks=None, skip=(), ord
     the shrunk input. Call it in a test function, not inside another ``@given``.
 
     The checks run with ``jax_enable_x64`` on (restored afterwards), as ``check_grads``
-    does: float64/int64 examples and float64 references would otherwise narrow to 32 bits.
+    does and as JAX's suite runs its 64-bit tests: the strategies draw float64/int64
+    examples and references are computed in float64, which would otherwise narrow to 32
+    bits (JAX's test utilities instead drop 64-bit dtypes when the flag is off, which
+    would leave the 64-bit paths untested in the default mode). The default mode is not
+    left out: the ``shape`` check also runs each example with the flag off, where eager
+    narrows 64-bit operands, and ``eval_shape`` on the example's (64-bit) placeholders
+    must give the same shapes and dtypes.
     """
-    from .._config import enable_x64
     with enable_x64():
         return _check_op(op, args, reference, params, checks, skip, order, modes,
                          nondiff_argnums, unbatched_argnums, tolerances, max_examples, name)
@@ -394,6 +427,7 @@ def _check_op(op, args, reference, params, checks, skip, order, modes, nondiff_a
             if len(shapes) != len(out_leaves):
                 fail("shape", f"the shape rule gives {len(shapes)} outputs, the impl "
                               f"{len(out_leaves)}")
+            _check_default_mode(f, np_args, avals, fail)
             report.ran["shape"] += 1
 
         if "jit" in selected:
