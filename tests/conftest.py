@@ -29,3 +29,10 @@ def _x64_marker(request):
         return
     with fnx.enable_x64(True):
         yield
+
+
+@pytest.fixture
+def x64():
+    """``jax_enable_x64`` on for one test (a test asks for it by name); restored after."""
+    with fnx.enable_x64(True):
+        yield

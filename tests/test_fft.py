@@ -21,14 +21,6 @@ NORMS = (None, "backward", "ortho", "forward")
 FT = lax.FftType
 
 
-@pytest.fixture
-def x64():
-    old = fnx.config.values["jax_enable_x64"]
-    fnx.config.update("jax_enable_x64", True)
-    yield
-    fnx.config.update("jax_enable_x64", old)
-
-
 def _rng(seed=0):
     return np.random.default_rng(seed)
 

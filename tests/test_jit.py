@@ -283,13 +283,6 @@ def test_max_min_weights_fused_keep_half_at_ties_and_relu_zero(dtype):
                                   np.array([0.0, 0.0, 1.0], dtype))
 
 
-@pytest.fixture
-def x64():
-    """Run the test with jax_enable_x64 on (float64 arrays), restoring the flag."""
-    with fnx.enable_x64():
-        yield
-
-
 @pytest.mark.parametrize("dtype", [np.float32, np.int32, np.float64])
 def test_max_min_with_a_scalar_read_a_full_constant_and_keep_the_bits(dtype, request):
     """``maximum``/``minimum`` of a mid-sized float32/int32 array and a scalar read the

@@ -110,13 +110,6 @@ SAMPLERS = {
 }
 
 
-@pytest.fixture
-def x64():
-    """Run the test with jax_enable_x64 on (float64 samples), restoring the flag."""
-    with fnx.enable_x64():
-        yield
-
-
 @pytest.mark.parametrize("name", list(SAMPLERS))
 def test_same_key_same_numbers_eager_jit_vmap(name, request):
     if name.endswith("64"):

@@ -11,14 +11,6 @@ from fnx.scipy import linalg as la
 from fnx.testing import check_grads
 
 
-@pytest.fixture
-def x64():
-    old = fnx.config.read("jax_enable_x64")
-    fnx.config.update("jax_enable_x64", True)
-    yield
-    fnx.config.update("jax_enable_x64", old)
-
-
 rng = np.random.default_rng(0)
 A = rng.normal(size=(4, 4))
 SPD = A @ A.T + 4 * np.eye(4)

@@ -15,14 +15,6 @@ from fnx.scipy import cluster, fft, integrate, interpolate, ndimage, sparse
 from fnx.testing import check_grads
 
 
-@pytest.fixture
-def x64():
-    old = fnx.config.read("jax_enable_x64")
-    fnx.config.update("jax_enable_x64", True)
-    yield
-    fnx.config.update("jax_enable_x64", old)
-
-
 rng = np.random.default_rng(0)
 
 

@@ -13,14 +13,6 @@ from fnx.scipy.optimize import OptimizeResults, minimize
 from fnx.testing import check_grads
 
 
-@pytest.fixture
-def x64():
-    old = fnx.config.read("jax_enable_x64")
-    fnx.config.update("jax_enable_x64", True)
-    yield
-    fnx.config.update("jax_enable_x64", old)
-
-
 rng = np.random.default_rng(0)
 SHAPES = [((7,), (3,)), ((3,), (7,)), ((6,), (6,)), ((5,), (4,)), ((5, 6), (2, 3)),
           ((2, 3), (5, 6)), ((5, 6), (2, 4)), ((4, 4), (4, 4)), ((4, 5, 3), (2, 2, 2))]

@@ -12,14 +12,6 @@ import fnx.random as fr
 from fnx.scipy.spatial.transform import Rotation, Slerp
 
 
-@pytest.fixture
-def x64():
-    old = fnx.config.read("jax_enable_x64")
-    fnx.config.update("jax_enable_x64", True)
-    yield
-    fnx.config.update("jax_enable_x64", old)
-
-
 rng = np.random.default_rng(0)
 Q = rng.normal(size=(6, 4))
 V = rng.normal(size=(6, 3))

@@ -11,14 +11,6 @@ from fnx.scipy import special as sp
 from fnx.testing import check_grads
 
 
-@pytest.fixture
-def x64():
-    old = fnx.config.read("jax_enable_x64")
-    fnx.config.update("jax_enable_x64", True)
-    yield
-    fnx.config.update("jax_enable_x64", old)
-
-
 def f32(*a):
     return np.array(a, np.float32)
 
