@@ -38,6 +38,7 @@ from ._api import (check_tracer_leaks, checking_leaks, closure_convert,  # noqa:
 from .dtypes import float0  # noqa: E402,F401
 from . import image  # noqa: E402,F401  (jax.image)
 from . import custom_batching  # noqa: E402,F401  (jax.custom_batching)
+from . import sharding  # noqa: E402,F401  (jax.sharding: SingleDeviceSharding)
 from ._api import (ClosedJaxpr, Device, default_backend, device_count,  # noqa: E402,F401
                    device_get, devices, effects_barrier, ensure_compile_time_eval,
                    host_count, host_id, host_ids, linear_transpose, local_device_count,

@@ -108,6 +108,11 @@ class Array:
         """The set of devices holding the array (JAX's API): the CPU."""
         return {CPU_DEVICE}
 
+    @property
+    def sharding(self):
+        """How the array is laid out over devices (JAX's API): whole, on the one CPU."""
+        return SINGLE_DEVICE_SHARDING
+
     def to_device(self, device, /, *, stream=None):
         if device is not CPU_DEVICE and device != CPU_DEVICE:
             raise ValueError(f"to_device: only {CPU_DEVICE} is available, got {device!r}")
@@ -278,6 +283,8 @@ class Array:
     def reshape(self, *shape, order="C"):
         if len(shape) == 1 and not isinstance(shape[0], int):
             shape = shape[0]
+            if isinstance(shape, Array) and shape.ndim == 0:
+                shape = (shape,)  # x.reshape(n) with a 0-d array n: one dimension, as JAX
         return fnp.reshape(self, shape, order=order)
 
     def transpose(self, *axes):
@@ -473,6 +480,73 @@ class _Device:
 CPU_DEVICE = _Device()
 
 
+class SingleDeviceSharding:
+    """JAX's ``SingleDeviceSharding``: the whole array on one device. fnx has one
+    device (the CPU), so every array's ``.sharding`` is this, on ``CPU_DEVICE``."""
+    __slots__ = ("_device", "_memory_kind")
+
+    def __init__(self, device=None, *, memory_kind=None):
+        device = CPU_DEVICE if device is None else device
+        if device is not CPU_DEVICE and device != CPU_DEVICE:
+            raise ValueError(f"SingleDeviceSharding: only {CPU_DEVICE!r} is available, "
+                             f"got {device!r}")
+        if memory_kind not in (None, "device"):
+            raise ValueError(f"SingleDeviceSharding: memory_kind must be 'device' (the CPU's "
+                             f"only memory) or None, got {memory_kind!r}")
+        self._device = CPU_DEVICE
+        self._memory_kind = "device"
+
+    def __repr__(self):
+        return f"SingleDeviceSharding(device={self._device!r}, memory_kind={self._memory_kind})"
+
+    def __eq__(self, other):
+        return isinstance(other, SingleDeviceSharding)
+
+    def __hash__(self):
+        return hash(SingleDeviceSharding)
+
+    def __reduce__(self):
+        return (SingleDeviceSharding, ())
+
+    @property
+    def device_set(self):
+        return {self._device}
+
+    @property
+    def addressable_devices(self):
+        return {self._device}
+
+    @property
+    def _device_assignment(self):
+        return (self._device,)
+
+    num_devices = 1
+    is_fully_replicated = True
+    is_fully_addressable = True
+    has_addressable_devices = True
+
+    @property
+    def memory_kind(self):
+        return self._memory_kind
+
+    def with_memory_kind(self, kind):
+        return SingleDeviceSharding(self._device, memory_kind=kind)
+
+    def is_equivalent_to(self, other, ndim):
+        return isinstance(other, SingleDeviceSharding)
+
+    def shard_shape(self, global_shape):
+        return tuple(global_shape)
+
+    def devices_indices_map(self, global_shape):
+        return {self._device: (slice(None),) * len(global_shape)}
+
+    addressable_devices_indices_map = devices_indices_map
+
+
+SINGLE_DEVICE_SHARDING = SingleDeviceSharding()
+
+
 class Tracer(Array):
     """An abstract value inside a transformation: shape and dtype, no data."""
     __slots__ = ("_trace", "_aval", "_origin")
@@ -510,6 +584,13 @@ class Tracer(Array):
 
     def __str__(self):
         return repr(self)
+
+    def __format__(self, spec):
+        # "{}".format(t) / f"{t}" prints the tracer, as JAX's; a format spec (".2f", ">8")
+        # needs the value, so it raises the ConcretizationError (a TypeError, as JAX's).
+        if not spec:
+            return str(self)
+        self._concrete(f"format() with the spec {spec!r}")
 
     def __reduce__(self):
         self._concrete("pickling")

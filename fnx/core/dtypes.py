@@ -351,7 +351,7 @@ class finfo:
                "smallest_subnormal")
 
     def __init__(self, dtype):
-        dtype = getattr(dtype, "dtype", dtype)
+        dtype = _dtype_attr(dtype)
         if bfloat16 is not None and np.dtype(dtype) == bfloat16:
             info = _ml_dtypes.finfo(bfloat16)
         else:
@@ -387,7 +387,14 @@ class finfo:
 def iinfo(dtype):
     """``np.iinfo`` accepting fnx arrays and dtype-likes (its ``min``/``max`` are
     Python ints)."""
-    return np.iinfo(canonicalize(getattr(dtype, "dtype", dtype)))
+    return np.iinfo(canonicalize(_dtype_attr(dtype)))
+
+
+def _dtype_attr(x):
+    """``x.dtype`` for arrays and fnx.numpy scalar types; ``x`` itself otherwise. (On a
+    NumPy scalar type, np.float32, ``.dtype`` is a descriptor, not a dtype.)"""
+    inner = getattr(x, "dtype", None)
+    return inner if isinstance(inner, np.dtype) else x
 
 
 SHORT_NAMES = {bool_: "bool", int8: "i8", int16: "i16", int32: "i32", int64: "i64",

@@ -50,8 +50,10 @@ integer, signedinteger, unsignedinteger = _np.integer, _np.signedinteger, _np.un
 
 
 def issubdtype(arg1, arg2):
-    return _np.issubdtype(_dtypes.canonicalize(arg1) if not isinstance(arg1, type) or
-                          not issubclass(arg1, _np.generic) else arg1, arg2)
+    """``numpy.issubdtype`` with JAX's extra types: bfloat16 is under ``floating``
+    (``inexact``, ``number``), as in ``jax.numpy``; it is ``fnx.dtypes.issubdtype``."""
+    from ..dtypes import issubdtype as _issubdtype  # fnx.dtypes imports fnx.numpy's parts
+    return _issubdtype(arg1, arg2)
 
 
 _KINDS = {"bool": "b", "signed integer": "i", "unsigned integer": "u", "integral": "iu",

@@ -52,6 +52,13 @@ def array(object, dtype=None, copy=True, order=None, ndmin=0):
 
 
 def _array(name, object, dtype, ndmin=0):
+    if object is None or (isinstance(object, (list, tuple)) and not _python_only(object)
+                          and any(v is None for v in _leaves(object))):
+        # JAX raises ValueError here too; NumPy would make an object array (or NaN)
+        raise ValueError(
+            f"{name}: None is not a valid value for an array"
+            f"{'' if object is None else ' element'}. Use fnx.numpy.nan for a missing float "
+            "value, or test an optional argument with `is None` before converting it.")
     dtype = None if dtype is None else dtypes.canonical(dtype, name)
     if dtype is not None and _python_values(object):
         # Python numbers with an explicit dtype convert once, straight to it (through the
