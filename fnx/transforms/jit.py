@@ -37,7 +37,9 @@ from ..core.array import Array, Tracer, _Deleted, to_array
 from ..core.ir import IR, check_ir
 from ..core.primitive import Primitive
 from ..core.trace import EVAL, check_ir_values, get_trace, nonfinite_kind, user_frame_info
-from ..core.tracing import flatten_static, rebuild_call, trace_flat, _normalize_argnums
+from ..core.primitive import ShapeDtypeStruct
+from ..core.tracing import (_abstractify, _normalize_argnums, flatten_static, rebuild_call,
+                            trace_flat)
 from ..errors import ShapeError
 
 # --- the call primitive --------------------------------------------------------------------
@@ -100,15 +102,150 @@ batch_by_inlining(jit_p, _jit_body)
 
 # --- the user-facing wrapper -----------------------------------------------------------------
 
-class Lowered:
-    """What ``jitted.lower(*args)`` returns: the IR and the generated NumPy code."""
+class ArgInfo:
+    """One dynamic argument leaf of a staged function (JAX's ``stages.ArgInfo``): its
+    abstract value (``shape``, ``dtype``) and whether it is donated."""
+    __slots__ = ("_aval", "donated")
 
-    def __init__(self, entry, name):
+    def __init__(self, aval, donated):
+        from .._api import ShapedArray
+        self._aval = ShapedArray(aval.shape, aval.dtype, aval.weak_type)
+        self.donated = bool(donated)
+
+    shape = property(lambda self: self._aval.shape)
+    dtype = property(lambda self: self._aval.dtype)
+
+    def __eq__(self, other):
+        return (type(other) is ArgInfo and self.donated == other.donated
+                and (self.shape, self.dtype) == (other.shape, other.dtype))
+
+    def __hash__(self):
+        return hash((self.shape, self.dtype, self.donated))
+
+    def __repr__(self):
+        return f"ArgInfo(_aval={self._aval!r}, donated={self.donated})"
+
+
+class _StageInfo:
+    """What every stage of an ahead-of-time compiled function tells about it (JAX's
+    ``Traced``, ``Lowered`` and ``Compiled`` share these): ``in_tree``/``out_tree``,
+    ``args_info`` (the dynamic arguments as a pytree ``(args, kwargs)`` of ``ArgInfo``;
+    static ones are not in it), ``out_info`` (the outputs as a pytree of
+    ``ShapeDtypeStruct``), ``in_avals`` and ``donate_argnums``."""
+    __slots__ = ()
+
+    @property
+    def _stage_entry(self):
+        return self._entry
+
+    in_tree = property(lambda self: self._stage_entry.in_tree)
+    out_tree = property(lambda self: self._stage_entry.out_tree)
+
+    @property
+    def args_info(self):
+        e = self._stage_entry
+        donated = set(e.donated)
+        return tree_util.tree_unflatten(e.in_tree, [ArgInfo(a, i in donated)
+                                                    for i, a in enumerate(e.ir.in_avals)])
+
+    @property
+    def in_avals(self):
+        from .._api import ShapedArray
+        e = self._stage_entry
+        return tree_util.tree_unflatten(e.in_tree, [ShapedArray(a.shape, a.dtype, a.weak_type)
+                                                    for a in e.ir.in_avals])
+
+    @property
+    def out_info(self):
+        e = self._stage_entry
+        return tree_util.tree_unflatten(e.out_tree, [
+            ShapeDtypeStruct(a.shape, a.dtype, a.weak_type) for a in e.ir.out_avals])
+
+    @property
+    def donate_argnums(self):
+        return tuple(getattr(self, "_donate_argnums", ()))
+
+    def cost_analysis(self):
+        """An estimate of the work the function does, as JAX's dict: ``'flops'`` (one per
+        element of each arithmetic result, ``2*M*N*K`` per contraction, ``n - 1`` adds per
+        reduced group), ``'transcendentals'`` (one per element of exp, sin, tanh, ...) and
+        ``'bytes accessed'`` (the inputs and outputs). Counted on fnx's IR, not XLA's fused
+        program, so only the contraction and elementwise counts match JAX's exactly."""
+        return _cost_analysis(self._stage_entry.ir)
+
+
+_ARITH = frozenset("""abs add and clamp copysign div eq floor_divide ge gt le lt max min mul ne
+neg not or rem select_n sign square sub xor integer_pow reciprocal ceil floor round
+is_finite isinf isnan shift_left shift_right_arithmetic shift_right_logical cumsum cummax
+cummin cumprod""".split())
+_TRANSCENDENTAL = frozenset("""acos acosh asin asinh atan atan2 atanh cbrt cos cosh erf erf_inv
+erfc exp exp2 expm1 lgamma digamma log log10 log1p log2 logaddexp logistic pow rsqrt sin
+sinh sqrt tan tanh""".split())
+
+
+def _size(aval):
+    return int(np.prod(aval.shape, dtype=np.int64))
+
+
+def _cost_analysis(ir):
+    flops = trans = 0
+    for e in ir.eqns:
+        name = e.prim.name
+        if name == "dot_general":
+            (lc, _), _ = e.params["dimension_numbers"]
+            k = int(np.prod([e.inputs[0].aval.shape[d] for d in lc], dtype=np.int64))
+            flops += 2 * k * _size(e.outputs[0].aval)
+        elif name in _ARITH:
+            flops += sum(_size(v.aval) for v in e.outputs)
+        elif name in _TRANSCENDENTAL:
+            trans += sum(_size(v.aval) for v in e.outputs)
+        elif name.startswith("reduce_") and not name.startswith("reduce_window"):
+            flops += _size(e.inputs[0].aval) - _size(e.outputs[0].aval)
+    nbytes = sum(_size(a) * np.dtype(a.dtype).itemsize for a in (*ir.in_avals, *ir.out_avals))
+    return {"flops": float(flops), "transcendentals": float(trans),
+            "bytes accessed": float(nbytes)}
+
+
+class Traced(_StageInfo):
+    """What ``jit(f).trace(*args)`` returns (JAX's ``stages.Traced``): the traced function
+    as a ``ClosedJaxpr`` (``.jaxpr``; ``str()`` is the jaxpr text), its name
+    (``.fun_name``), argument and output types (``.args_info``, ``.out_info``), and
+    ``.lower()``, whose ``.compile()`` gives the function compiled for these types."""
+
+    def __init__(self, entry, name, donate_argnums=()):
+        self._entry = entry
+        self.fun_name = name
+        self._donate_argnums = donate_argnums
+
+    @property
+    def jaxpr(self):
+        from .._api import ClosedJaxpr
+        return ClosedJaxpr(self._entry.ir)
+
+    out_avals = property(lambda self: list(self._entry.ir.out_avals))
+
+    def lower(self, *, lowering_platforms=None):
+        if lowering_platforms is not None and tuple(lowering_platforms) != ("cpu",):
+            raise ValueError(f"jit({self.fun_name}).trace(...).lower: fnx lowers for the CPU "
+                             f"only, got lowering_platforms={lowering_platforms!r}")
+        return Lowered(self._entry, self.fun_name, self._donate_argnums)
+
+    def __repr__(self):
+        return f"<fnx Traced stage of {self.fun_name}>"
+
+
+class Lowered(_StageInfo):
+    """What ``jitted.lower(*args)`` (or ``.trace(*args).lower()``) returns: the IR
+    (``.ir``, ``.as_text()``), the generated NumPy code (``.source``) and ``.compile()``,
+    the function compiled for these argument types."""
+
+    def __init__(self, entry, name, donate_argnums=()):
         self._entry = entry
         self.ir = entry.ir
         self.name = name
+        self._donate_argnums = donate_argnums
 
-    def as_text(self):
+    def as_text(self, dialect=None, **kwargs):
         return str(self.ir)
 
     __str__ = as_text
@@ -117,12 +254,13 @@ class Lowered:
     def source(self):
         return self._entry.compiled.source
 
-    def compile(self):
+    def compile(self, compiler_options=None):
         return self._entry
 
 
-class _Entry:
-    """One cached signature: IR, out tree, generated code."""
+class _Entry(_StageInfo):
+    """One cached signature: IR, out tree, generated code (also what
+    ``jit(f).lower(...).compile()`` returns: call it with arguments of the lowered types)."""
     __slots__ = ("ir", "out_tree", "compiled", "fn", "out_weak", "in_tree", "in_avals", "name",
                  "single_array", "hoisted", "donated", "ctx", "checked")
 
@@ -141,6 +279,11 @@ class _Entry:
         self.ctx = None      # the trace context it was made under (the fast path checks it)
         self.checked = None  # the variant returning intermediates too (jax_debug_nans)
 
+    _stage_entry = property(lambda self: self)
+
+    def as_text(self):
+        return str(self.ir)
+
     def run(self, raw, offered=None):
         """The outputs as Arrays; ``offered``: the donated buffers the call may reuse."""
         outs = self.fn(*raw) if offered is None else self.fn(*raw, _dn=offered)
@@ -152,6 +295,14 @@ class _Entry:
         if in_tree != self.in_tree:
             raise TypeError(f"{self.name}: compiled for arguments structured as {self.in_tree}, "
                             f"called with {in_tree}")
+        for x in leaves:
+            if isinstance(x, (Tracer, ShapeDtypeStruct)):
+                raise TypeError(
+                    f"{self.name}: a function lowered and compiled for one signature takes "
+                    f"concrete arrays, got a {type(x).__name__} "
+                    f"({x.aval.str_short() if isinstance(x, Tracer) else x}); "
+                    "transformations (vmap, grad, ...) and placeholders need the jitted "
+                    "function itself: apply them to jit(f), not to jit(f).lower(...).compile()")
         arrays = [to_array(x) for x in leaves]
         for i, (a, want) in enumerate(zip(arrays, self.in_avals)):
             if a.shape != want.shape or a.dtype != want.dtype:
@@ -172,6 +323,9 @@ def _leaf_key(x):
         return ((), r[0], r[1])
     if isinstance(x, Tracer):
         return (x.shape, x.dtype, x.weak_type, "tracer")
+    if isinstance(x, ShapeDtypeStruct):  # a placeholder (trace/lower without data)
+        a = _abstractify(x, "jit")
+        return (a.shape, a.dtype, a.weak_type)
     a = to_array(x)
     return (a.shape, a.dtype, a.weak_type)
 
@@ -426,7 +580,7 @@ class JitFunction:
     def _trace(self, static, leaves, in_tree, nums=None):
         flat_fun, out_tree = rebuild_call(self.fun, static, in_tree,
                                           self.static_argnums if nums is None else nums)
-        avals = [x.aval if isinstance(x, Array) else to_array(x).aval for x in leaves]
+        avals = [x.aval if isinstance(x, Array) else _abstractify(x, "jit") for x in leaves]
         log = config.values["jax_log_compiles"]
         t0 = time.perf_counter()
         ir = trace_flat(flat_fun, avals, self.name)
@@ -576,7 +730,7 @@ class JitFunction:
             entry, ir, out_tree = self._entry(key, static, leaves, in_tree, args, kwargs)
             raw = []
             for x in leaves:
-                v = x._value if type(x) is Array else to_array(x)._value
+                v = x._value if type(x) is Array else _call_value(x, self.name)
                 if type(v) is _Deleted:
                     v.dtype  # raises DeletedArrayError
                 raw.append(v)
@@ -644,7 +798,19 @@ class JitFunction:
         if entry is None:
             raise TypeError(f"jit({self.name}).lower: arguments include tracers of an "
                             "enclosing transformation; call lower outside it")
-        return Lowered(entry, self.name)
+        return Lowered(entry, self.name, self.donate_argnums)
+
+    def trace(self, *args, **kwargs):
+        """``jit(f).trace(*args, **kwargs)``: ``f`` traced for arguments like these (arrays,
+        Python scalars or ``ShapeDtypeStruct`` placeholders: nothing is computed), as a
+        ``Traced`` stage: ``.jaxpr``, ``.out_info``, ``.args_info``, ``.fun_name`` and
+        ``.lower()`` (then ``.compile()``). It shares the traces of calls to ``jit(f)``."""
+        key, static, leaves, in_tree = self._signature(args, kwargs)
+        entry, ir, out_tree = self._entry(key, static, leaves, in_tree, args, kwargs)
+        if entry is None:
+            raise TypeError(f"jit({self.name}).trace: arguments include tracers of an "
+                            "enclosing transformation; call trace outside it")
+        return Traced(entry, self.name, self.donate_argnums)
 
     def eval_shape(self, *args, **kwargs):
         from ..core.tracing import eval_shape
@@ -727,6 +893,14 @@ def _sole_refs():
 
 
 _SOLE_REFS = _sole_refs()
+
+
+def _call_value(x, name):
+    if isinstance(x, ShapeDtypeStruct):
+        raise TypeError(f"jit({name}): got a ShapeDtypeStruct {x} as an argument; placeholders "
+                        "carry no data, so a call needs arrays: pass placeholders to "
+                        f"jit({name}).trace(...) or .lower(...), or to fnx.eval_shape")
+    return to_array(x)._value
 
 
 def _fast_key(a):
