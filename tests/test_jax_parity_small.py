@@ -113,3 +113,17 @@ def test_issubdtype_matches_jax():
     jax = [True, True, True, True, True, False, True, False, False, True, True, True, True,
            True, False, True, True, False, True, False, True, False]
     assert [bool(P.issubdtype(a, b)) for a, b in cases] == jax
+
+
+# --- F10: what the rule-definers return ------------------------------------------------
+def test_custom_rule_definers_return_as_jax():
+    f = fnx.custom_jvp(fnp.sin)
+    assert f.defjvps(lambda t, ans, x: fnp.cos(x) * t) is None          # JAX: None
+    assert float(fnx.grad(f)(0.5)) == pytest.approx(np.cos(0.5))
+    g = fnx.custom_jvp(fnp.sin)
+    rule = lambda p, t: (fnp.sin(p[0]), 3.0 * t[0])  # noqa: E731
+    assert g.defjvp(rule) is rule            # JAX: the rule (so @f.defjvp keeps the name)
+    assert float(fnx.grad(g)(0.5)) == 3.0
+    h = fnx.custom_vjp(fnp.sin)
+    assert h.defvjp(lambda x: (fnp.sin(x), x), lambda x, ct: (2.0 * ct,)) is None  # JAX
+    assert float(fnx.grad(h)(0.5)) == 2.0

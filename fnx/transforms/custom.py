@@ -350,8 +350,7 @@ class custom_jvp(_Custom):
                 total = zero_from_primal(out)
             return out, total
 
-        self.defjvp(jvp)
-        return jvp
+        self.defjvp(jvp)  # returns None, as JAX's defjvps
 
     def __call__(self, *args, **kwargs):
         if self.jvp is None:
@@ -438,7 +437,7 @@ class custom_vjp(_Custom):
     def defvjp(self, fwd, bwd, symbolic_zeros=False, optimize_remat=False):
         self.fwd, self.bwd = fwd, bwd
         self.symbolic_zeros = bool(symbolic_zeros)
-        return self
+        # returns None, as JAX's (defvjp is called for its effect, not as a decorator)
 
     def __call__(self, *args, **kwargs):
         if self.fwd is None:
