@@ -52,10 +52,28 @@ The rules, and the signature each slot takes:
 ``unary_elementwise(name, impl, kinds)`` and ``binary_elementwise(...)`` make
 an elementwise primitive with the standard shape/dtype rule and batching rule
 in one line. A complete worked example is in the README ("Adding an op").
+
+``fnx.extend.core`` is JAX's ``jax.extend.core`` where fnx's IR has the same thing:
+``Literal``, ``Var``, ``JaxprEqn``, ``Jaxpr``, ``ClosedJaxpr`` (what ``fnx.make_jaxpr``
+returns), ``Primitive`` (also JAX's ``Primitive(name)`` + ``def_impl`` +
+``def_abstract_eval`` form), ``jaxpr_as_fun``, ``check_jaxpr``, ``concrete_or_error``,
+``valid_jaxtype`` and ``primitives`` (every primitive as ``<name>_p``, as ``fnx.lax``).
+So an interpreter written over jaxprs (``for eqn in jaxpr.eqns: eqn.primitive.bind(...)``)
+runs on fnx's IR unchanged.
 """
 from __future__ import annotations
 
-from .core.array import Array
+import sys
+import types
+
+import numpy as np
+
+from .core.array import Array, Tracer, to_array
+from .core.ir import Eqn as _Eqn
+from .core.ir import Literal as _Literal
+from .core.ir import Var as _Var
+from .core.ir import check_ir as _check_ir
+from .core.ir import eval_ir as _eval_ir
 from .core.primitive import REGISTRY, Primitive, ShapeDtypeStruct
 from .errors import MissingRuleError, ShapeError
 from .lax._rules import binop as binary_elementwise
@@ -67,5 +85,119 @@ from .transforms.vmap import batch_elementwise, move_to_front
 __all__ = [
     "Array", "MissingRuleError", "Primitive", "REGISTRY", "ShapeDtypeStruct", "ShapeError",
     "UndefinedPrimal", "batch_elementwise", "binary_elementwise", "defjvp", "defjvp_zero",
-    "deflinear", "deflinear_in", "is_linear", "move_to_front", "unary_elementwise",
+    "core", "deflinear", "deflinear_in", "is_linear", "move_to_front", "unary_elementwise",
 ]
+
+
+# --- fnx.extend.core: JAX's jax.extend.core names over fnx's IR -------------------------
+
+class _JaxStylePrimitive(Primitive):
+    """``Primitive(name)`` with JAX's ``def_impl`` / ``def_abstract_eval``, as well as fnx's
+    keyword form (``Primitive(name, shape_rule=..., impl=...)``). ``def_impl``'s function
+    takes fnx Arrays (it may call ``fnx.numpy``); ``def_abstract_eval``'s takes and returns
+    ``ShapeDtypeStruct``s (``fnx.core.ShapedArray`` too)."""
+
+    def __init__(self, name, *, shape_rule=None, impl=None, multiple_results=False):
+        super().__init__(name, shape_rule=shape_rule or self._missing_shape_rule,
+                         impl=impl or self._missing_impl, multiple_results=multiple_results)
+
+    def _missing_shape_rule(self, *avals, **params):
+        raise MissingRuleError(f"primitive {self.name}: no abstract evaluation rule; define "
+                               "one with def_abstract_eval (or shape_rule=)")
+
+    def _missing_impl(self, *vals, **params):
+        raise MissingRuleError(f"primitive {self.name}: no implementation; define one with "
+                               "def_impl (or impl=)")
+
+    def def_impl(self, impl):
+        def numpy_impl(*vals, **params):
+            out = impl(*[Array(np.asarray(v)) for v in vals], **params)
+            if self.multiple_results:
+                return [np.asarray(o) for o in out]
+            return np.asarray(out)
+        self.impl = numpy_impl
+        return impl
+
+    def def_abstract_eval(self, abstract_eval):
+        def shape_rule(*avals, **params):
+            out = abstract_eval(*avals, **params)
+            if self.multiple_results:
+                return [_as_struct(o, self.name) for o in out]
+            return _as_struct(out, self.name)
+        self.shape_rule = shape_rule
+        return abstract_eval
+
+
+def _as_struct(a, name):
+    if not (hasattr(a, "shape") and hasattr(a, "dtype")):
+        raise TypeError(f"primitive {name}: the abstract evaluation rule must return a "
+                        f"ShapeDtypeStruct (shape and dtype), got {type(a).__name__}")
+    return ShapeDtypeStruct(tuple(a.shape), a.dtype, bool(getattr(a, "weak_type", False)))
+
+
+def _jaxpr_as_fun(closed_jaxpr):
+    """The function a ``ClosedJaxpr`` (or fnx ``IR``) stands for: ``f(*args)`` returns the
+    list of its outputs, computed by binding each equation on the current trace (so it can
+    itself be jitted, differentiated or batched)."""
+    ir = getattr(closed_jaxpr, "ir", closed_jaxpr)
+
+    def fun(*args):
+        return _eval_ir(ir, *[to_array(a, "jaxpr_as_fun") for a in args])
+    return fun
+
+
+def _check_jaxpr(jaxpr):
+    """Re-check every equation's types (``fnx.check_ir``); raises on an ill-typed jaxpr."""
+    _check_ir(getattr(jaxpr, "ir", jaxpr))
+
+
+def _concrete_or_error(force, val, context=""):
+    """``force(val)`` for a concrete ``val``; a ``ConcretizationError`` (a TypeError) naming
+    ``context`` for a traced one."""
+    if isinstance(val, Tracer):
+        val._concrete(context or "a concrete value")
+    return val if force is None else force(val)
+
+
+def _valid_jaxtype(x):
+    """Whether ``x`` can be a value of the IR: arrays, NumPy values and Python numbers."""
+    from .core import dtypes
+    if isinstance(x, Array):
+        return True
+    if isinstance(x, (np.ndarray, np.generic)):
+        try:
+            dtypes.canonicalize(x.dtype)
+        except TypeError:
+            return False
+        return True
+    return dtypes.python_scalar_dtype(x) is not None
+
+
+def _make_core():
+    from . import _api
+    core = types.ModuleType("fnx.extend.core", "JAX's jax.extend.core names over fnx's IR "
+                            "(see fnx.extend).")
+    primitives = types.ModuleType("fnx.extend.core.primitives",
+                                  "Every primitive as <name>_p (JAX's names), as fnx.lax.")
+
+    def primitive_attr(name):
+        from . import lax
+        return getattr(lax, name) if name.endswith("_p") else _no_attr(primitives, name)
+    primitives.__getattr__ = primitive_attr
+    core.__dict__.update(
+        Literal=_Literal, Var=_Var, JaxprEqn=_Eqn, Jaxpr=_api.Jaxpr,
+        ClosedJaxpr=_api.ClosedJaxpr, Primitive=_JaxStylePrimitive,
+        jaxpr_as_fun=_jaxpr_as_fun, check_jaxpr=_check_jaxpr,
+        concrete_or_error=_concrete_or_error, valid_jaxtype=_valid_jaxtype,
+        primitives=primitives)
+    core.__all__ = sorted(k for k in core.__dict__ if not k.startswith("_"))
+    sys.modules[core.__name__] = core
+    sys.modules[primitives.__name__] = primitives
+    return core
+
+
+def _no_attr(module, name):
+    raise AttributeError(f"module {module.__name__!r} has no attribute {name!r}")
+
+
+core = _make_core()

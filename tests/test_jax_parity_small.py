@@ -127,3 +127,76 @@ def test_custom_rule_definers_return_as_jax():
     h = fnx.custom_vjp(fnp.sin)
     assert h.defvjp(lambda x: (fnp.sin(x), x), lambda x, ct: (2.0 * ct,)) is None  # JAX
     assert float(fnx.grad(h)(0.5)) == 2.0
+
+
+# --- F13: jax.extend.core and lax.<name>_p ----------------------------------------------
+def test_lax_exports_primitives_as_name_p():
+    import fnx.lax as lax
+    for name in ["exp_p", "tanh_p", "add_p", "mul_p", "dot_general_p", "broadcast_in_dim_p",
+                 "reduce_sum_p", "cond_p", "while_p", "scan_p", "select_n_p", "gather_p",
+                 "bessel_i0e_p", "igamma_p", "regularized_incomplete_beta_p"]:  # JAX's names
+        assert getattr(lax, name).name in (name[:-2], "i0e", "gammainc", "betainc")
+    jaxpr = fnx.make_jaxpr(lambda x: fnp.exp(fnp.tanh(x)))(fnp.ones(5))
+    assert [e.primitive for e in jaxpr.jaxpr.eqns] == [lax.tanh_p, lax.exp_p]
+    assert lax.threefry2x32_p is fnx.extend.REGISTRY["threefry2x32"]
+    with pytest.raises(AttributeError):
+        lax.no_such_primitive_p
+
+
+def test_extend_core_interpreter_runs_on_fnx_ir():
+    from fnx.extend import core
+    import fnx.lax as lax
+    inverses = {lax.exp_p: fnp.log, lax.tanh_p: fnp.arctanh}
+
+    def inverse(fun):
+        def wrapped(x):
+            closed = fnx.make_jaxpr(fun)(x)
+            env = dict(zip(closed.jaxpr.outvars, [x]))
+            for eqn in closed.jaxpr.eqns[::-1]:
+                assert type(eqn.invars[0]) is core.Var and type(eqn) is core.JaxprEqn
+                env[eqn.invars[0]] = inverses[eqn.primitive](env[eqn.outvars[0]])
+            return env[closed.jaxpr.invars[0]]
+        return wrapped
+
+    f = lambda x: fnp.exp(fnp.tanh(x))  # noqa: E731
+    out = fnx.jit(fnx.vmap(fnx.grad(inverse(f))))((fnp.arange(5) + 1.0) / 5.0)
+    # JAX (the doc's last cell): [-3.1440797, 15.584931, 2.2551253, 1.3155028, 1.]
+    np.testing.assert_allclose(out, [-3.1440797, 15.584931, 2.2551253, 1.3155028, 1.0],
+                               rtol=2e-6)
+    closed = fnx.make_jaxpr(lambda x: x + 1)(1)
+    assert isinstance(closed, core.ClosedJaxpr) and isinstance(closed.jaxpr, core.Jaxpr)
+    assert type(closed.jaxpr.eqns[0].invars[1]) is core.Literal
+
+
+def test_extend_core_functions():
+    import fnx.extend.core as core
+    from fnx.extend.core import primitives
+    assert primitives.exp_p is fnx.lax.exp_p
+    closed = fnx.make_jaxpr(lambda x, y: (fnp.sin(x) * 2.0 + y, x))(1.0, 2)
+    outs = core.jaxpr_as_fun(closed)(1.0, 2)
+    # JAX: [Array(3.682942, dtype=float32, weak_type=True), 1.0]
+    assert float(outs[0]) == pytest.approx(3.682942) and outs[0].weak_type
+    assert float(outs[1]) == 1.0
+    assert [float(o) for o in fnx.jit(core.jaxpr_as_fun(closed))(1.0, 2)] == [
+        float(o) for o in outs]
+    assert core.check_jaxpr(closed.jaxpr) is None
+    assert core.concrete_or_error(int, 3.0) == 3                       # JAX: 3
+    with pytest.raises(ConcretizationError, match="ctx"):
+        fnx.jit(lambda x: core.concrete_or_error(int, x, "ctx"))(1)
+    # JAX: True False True False
+    assert [core.valid_jaxtype(v) for v in (1.0, "a", fnp.ones(2), None)] == [
+        True, False, True, False]
+
+
+def test_extend_core_primitive_jax_style():
+    from fnx.extend import core
+    p = core.Primitive("parity_small_multiply_add")
+    p.def_impl(lambda x, y, z: fnp.add(fnp.multiply(x, y), z))
+    p.def_abstract_eval(lambda x, y, z: fnx.ShapeDtypeStruct(x.shape, x.dtype))
+    x = fnp.arange(3.0)
+    np.testing.assert_array_equal(p.bind(x, x, x), [0.0, 2.0, 6.0])
+    np.testing.assert_array_equal(fnx.jit(lambda a: p.bind(a, a, a))(x), [0.0, 2.0, 6.0])
+    assert "parity_small_multiply_add" in str(fnx.make_jaxpr(lambda a: p.bind(a, a, a))(x))
+    q = core.Primitive("parity_small_no_rules")
+    with pytest.raises(fnx.extend.MissingRuleError, match="def_abstract_eval"):
+        q.bind(x)
