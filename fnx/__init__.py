@@ -25,7 +25,7 @@ from .transforms.vmap import vmap
 from .transforms.jacobian import hessian, jacfwd, jacrev
 from .transforms.custom import checkpoint, checkpoint_policies, custom_jvp, custom_vjp, remat
 from . import ad_checkpoint, custom_derivatives  # noqa: E402,F401  (JAX's module names)
-from .transforms.vjp import grad, linearize, value_and_grad, vjp
+from .transforms.vjp import fwd_and_bwd, grad, linearize, value_and_grad, vjp
 from . import testing  # noqa: E402  (after the transforms it checks)
 from . import nn, optim, random, scipy  # noqa: E402  (user-level libraries over numpy/lax)
 from . import datasets, serialization  # noqa: E402  (digits; flax-format checkpoints)

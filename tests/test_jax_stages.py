@@ -116,3 +116,123 @@ def test_cost_analysis():
     c = fnx.jit(lambda a, b: jnp.tanh(a @ b).sum()).trace(
         jnp.ones((4, 3)), jnp.ones((3, 2))).lower().compile().cost_analysis()
     assert c["flops"] == 55.0 and c["transcendentals"] == 8.0
+
+
+# --- vjp functions are pytrees (new_docs/301/vjp-objects) ------------------------------------
+
+
+def layer(W, x):
+    return jnp.tanh(x @ W)
+
+
+def two_layers(W1, W2, x):
+    return jnp.sum(layer(W2, layer(W1, x)))
+
+
+W1, W2 = jnp.ones((3, 3)), 2. * jnp.ones((3, 3))
+x0 = jnp.ones((2, 3))
+
+
+def test_vjp_function_through_jit():
+    def fwd(*args):
+        return fnx.vjp(layer, *args)
+
+    def bwd(f_vjp, y_bar):
+        return f_vjp(y_bar)
+
+    fwd, bwd = fnx.jit(fwd), fnx.jit(bwd)
+    x1, res1 = fwd(W1, x0)
+    x2, res2 = fwd(W2, x1)
+    dW2, dx1 = bwd(res2, jnp.ones_like(x2))
+    dW1, dx0 = bwd(res1, dx1)
+    dW1_ref, dW2_ref = fnx.grad(two_layers, argnums=(0, 1))(W1, W2, x0)
+    # JAX prints: True True
+    assert bool(jnp.allclose(dW1, dW1_ref)) and bool(jnp.allclose(dW2, dW2_ref))
+    assert fwd.trace_count == 1 and bwd.trace_count == 1   # each compiles once
+
+
+def test_fwd_and_bwd():
+    fwd, bwd = fnx.fwd_and_bwd(layer, argnums=(0, 1))
+    y, residuals = fwd(W1, x0)
+    dW1, dx0 = bwd(residuals, jnp.ones_like(y))
+    assert (dW1.shape, dx0.shape) == ((3, 3), (2, 3))      # JAX: (3, 3) (2, 3)
+    ref = fnx.grad(lambda W, x: layer(W, x).sum(), argnums=(0, 1))(W1, x0)
+    np.testing.assert_allclose(dW1, ref[0], rtol=1e-6)
+    np.testing.assert_allclose(dx0, ref[1], rtol=1e-6)
+    # an int argnums: one cotangent, not a tuple (JAX: [1.0806046 1.0806046])
+    fwd, bwd = fnx.fwd_and_bwd(lambda a, b: jnp.sin(a) * b, argnums=0)
+    y, r = fwd(jnp.ones(2), 2.)
+    np.testing.assert_allclose(bwd(r, jnp.ones(2)), [1.0806046, 1.0806046], rtol=1e-6)
+    fwd, bwd = fnx.fwd_and_bwd(lambda a, b: (jnp.sin(a) * b, a), argnums=1, has_aux=True,
+                               jitted=False)
+    y, r, aux = fwd(jnp.ones(2), 2.)
+    np.testing.assert_allclose(aux, [1., 1.])
+    with pytest.raises(TypeError, match="VJP object"):
+        bwd(lambda c: c, jnp.ones(2))
+
+
+@pytest.mark.parametrize("jitted", [False, True])
+def test_args_res(jitted):
+    def vjp(f, *args):
+        if jitted:
+            return fnx.jit(lambda *a: fnx.vjp(f, *a))(*args)
+        return fnx.vjp(f, *args)
+
+    for _ in range(2):  # eagerly: the tape's first (linearized) and compiled paths
+        y, f_vjp = vjp(layer, W1, x0)
+        # JAX: args_res is [W1, x0] (x @ W reads both verbatim)
+        assert len(f_vjp.args_res) == 2
+        np.testing.assert_array_equal(f_vjp.args_res[0], W1)
+        np.testing.assert_array_equal(f_vjp.args_res[1], x0)
+        leaves = fnx.tree.leaves(f_vjp)
+        assert len(leaves) == 2 + len(f_vjp.opaque_residuals)
+        np.testing.assert_allclose(f_vjp(jnp.ones_like(y))[0],
+                                   fnx.grad(lambda W: layer(W, x0).sum())(W1), rtol=1e-6)
+    # JAX: [NotNeeded(), NotNeeded()] and one f32[3,3] opaque residual (cos W)
+    y, f_vjp = vjp(lambda a, b: jnp.sin(a) + b, W1, W1)
+    assert f_vjp.args_res == [fnx.transforms.vjp.NotNeeded()] * 2
+    assert [r.shape for r in f_vjp.opaque_residuals] == [(3, 3)]
+    # JAX: [(Array([1., 1.]), Array([0., 1.])), NotNeeded()] for a dict argument
+    d = {"a": jnp.ones(2), "b": jnp.arange(2.)}
+    y, f_vjp = vjp(lambda d, b: jnp.sum(d["a"] * d["b"]) + b, d, 3.)
+    (da, db), nn = f_vjp.args_res
+    np.testing.assert_array_equal(da, [1., 1.])
+    np.testing.assert_array_equal(db, [0., 1.])
+    assert repr(nn) == "NotNeeded()"
+    # JAX: [(NotNeeded(), Array([0., 1.]))]; cotangents {'a': [3, 3], 'b': [0, 2]}
+    y, f_vjp = vjp(lambda d: jnp.sum(d["a"] * 3 + d["b"] * d["b"]), d)
+    ((nn, db),) = f_vjp.args_res
+    assert repr(nn) == "NotNeeded()"
+    np.testing.assert_array_equal(db, [0., 1.])
+    (g,) = f_vjp(1.0)
+    np.testing.assert_allclose(g["a"], [3., 3.])
+    np.testing.assert_allclose(g["b"], [0., 2.])
+
+
+def test_vjp_pytree_roundtrip_and_restore():
+    y, f_vjp = fnx.vjp(layer, W1, x0)
+    leaves, tree = fnx.tree.flatten(f_vjp)
+    g = fnx.tree.unflatten(tree, leaves)
+    np.testing.assert_allclose(g(jnp.ones_like(y))[0], f_vjp(jnp.ones_like(y))[0])
+    # new residual values change the result (W1 -> 0: dx = 0)
+    h = f_vjp.replace(args_res=[jnp.zeros((3, 3)), x0])
+    np.testing.assert_allclose(h(jnp.ones_like(y))[1], np.zeros((2, 3)))
+    f_vjp.args_res[0] = fnx.transforms.vjp.NotNeeded()
+    with pytest.raises(ValueError, match="restore it"):
+        f_vjp(jnp.ones_like(y))
+    f_vjp.args_res[0] = W1
+    np.testing.assert_allclose(f_vjp(jnp.ones_like(y))[0], g(jnp.ones_like(y))[0])
+
+
+def test_vjp_function_under_transformations():
+    x = jnp.array(0.5)
+    d2 = fnx.grad(lambda x: fnx.vjp(jnp.sin, x)[1](1.0)[0])
+    np.testing.assert_allclose(d2(x), -np.sin(0.5), rtol=1e-6)
+    np.testing.assert_allclose(fnx.jit(d2)(x), -np.sin(0.5), rtol=1e-6)
+    xs = jnp.arange(3.)
+    y, f = fnx.vjp(jnp.sin, xs)
+    np.testing.assert_allclose(fnx.vmap(f)(jnp.eye(3))[0], np.diag(np.cos(xs)), atol=1e-7)
+    np.testing.assert_allclose(fnx.jit(f)(jnp.ones(3))[0], np.cos(xs), rtol=1e-6)
+    # a vjp object built inside jit, its residuals batched by vmap
+    per = fnx.vmap(lambda x: fnx.vjp(jnp.sin, x)[1](1.0)[0])(xs)
+    np.testing.assert_allclose(per, np.cos(xs), rtol=1e-6)

@@ -344,9 +344,10 @@ def _compile_rule(prim, params, avals, mask):
 
 # --- entry point ---------------------------------------------------------------------------
 
-def vjp_flat(fun, primals):
+def vjp_flat(fun, primals, parts=False):
     """Eager ``vjp`` of ``fun(*primals) -> list``: (output primals, ``backward``), where
-    ``backward(output cotangents)`` returns one cotangent per primal (None: zero)."""
+    ``backward(output cotangents)`` returns one cotangent per primal (None: zero). With
+    ``parts``, also ``(tape, input nodes, output nodes)`` (for ``TapeSpec``)."""
     tape = TapeTrace()
     token = _set_trace(tape)  # trace_context, without a generator's cost
     try:
@@ -384,7 +385,65 @@ def vjp_flat(fun, primals):
         res = tape.backward_traced(seeds)
         return [None if n is None else res.get(n) for n in in_nodes]
 
+    if parts:
+        return out_primals, backward, (tape, in_nodes, out_nodes)
     return out_primals, backward
+
+
+class TapeSpec:
+    """A tape's structure without its values (the static part of an eager vjp function
+    as a pytree): per entry its rule (a linear IR's constants stripped), how many
+    residuals it reads, and its input and output nodes. ``backward(residuals, cts)``
+    runs the backward pass with the residuals given (concrete or traced)."""
+
+    def __init__(self, tape, in_nodes, out_nodes):
+        self.in_nodes, self.out_nodes = tuple(in_nodes), tuple(out_nodes)
+        self.entries = []
+        residuals = []
+        for rule, res, ins, outs in tape.entries:
+            if type(rule) is IR:
+                consts = [c if isinstance(c, Array) else Array._wrap(np.asarray(c))
+                          for c in rule.consts]
+                self.entries.append((rule.replace(consts=()), len(consts), ins, outs))
+                residuals.extend(consts)
+            else:
+                self.entries.append((rule, len(res), ins, outs))
+                residuals.extend(Array._wrap(r) for r in res)
+        self.all_cached = tape.all_cached
+        self.residuals = residuals  # the values (taken by the caller, not kept)
+
+    def _entries(self, residuals, numpy):
+        out, k = [], 0
+        for rule, n, ins, outs in self.entries:
+            res = residuals[k:k + n]
+            k += n
+            if type(rule) is IR:
+                out.append((rule.replace(consts=list(res)), (), ins, outs))
+            else:
+                out.append((rule, tuple(r._value for r in res) if numpy else tuple(res),
+                            ins, outs))
+        return out
+
+    def backward(self, residuals, cts):
+        concrete = (get_trace() is EVAL and all(type(c) is Array for c in cts)
+                    and all(type(r) is Array for r in residuals))
+        seeds = {}
+        for n, c in zip(self.out_nodes, cts):
+            if n is None or c is None:
+                continue
+            if concrete:
+                c = c._value
+            prev = seeds.get(n)
+            seeds[n] = c if prev is None else (prev + c if concrete else _add(prev, c))
+        entries = self._entries(residuals, concrete)
+        if concrete:
+            holder = TapeTrace()
+            holder.entries, holder.all_cached = entries, self.all_cached
+            res = holder.backward_numpy(seeds, self.in_nodes)
+            return [None if n is None or n not in res else Array._wrap(res[n])
+                    for n in self.in_nodes]
+        res = _backward_traced(entries, seeds, lambda k, r: list(r))
+        return [None if n is None else res.get(n) for n in self.in_nodes]
 
 
 def _add(a, b):

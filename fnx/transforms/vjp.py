@@ -160,8 +160,18 @@ def _vjp_flat(flat, leaves):
     return outs, functools.partial(backward_pass, ir)
 
 
-def vjp(fun, *primals, has_aux=False):
-    """``(fun(*primals), f_vjp)``; ``f_vjp(cotangent)`` returns one cotangent per primal."""
+def vjp(fun, *primals, has_aux=False, reduce_axes=()):
+    """``(fun(*primals), f_vjp)``; ``f_vjp(cotangent)`` returns one cotangent per primal.
+
+    As in JAX, ``f_vjp`` is a ``VJP`` object: a pytree whose leaves are the residuals the
+    backward pass reads (``f_vjp.args_res``: the primal inputs it needs as they were,
+    mirroring the arguments, ``NotNeeded()`` for the others; ``f_vjp.opaque_residuals``:
+    values the forward pass computed), with the backward computation as its static
+    structure. So it can be returned from a jitted function and passed to another
+    (``fnx.fwd_and_bwd``)."""
+    if reduce_axes:
+        raise NotImplementedError("vjp: reduce_axes was removed from JAX; sum the "
+                                  "cotangents over those axes instead")
     p_leaves, p_tree = tree_util.tree_flatten(primals)
     p_leaves = [to_array(p) for p in p_leaves]
     out_tree, aux_box = [None], [None]
@@ -174,29 +184,236 @@ def vjp(fun, *primals, has_aux=False):
         leaves, out_tree[0] = tree_util.tree_flatten(out)
         return leaves
 
-    outs, backward = _vjp_flat(flat, p_leaves)
-
-    def f_vjp(ct):
-        ct_leaves, ct_tree = tree_util.tree_flatten(ct)
-        if ct_tree != out_tree[0]:
-            raise TreeMismatchError(f"vjp: the cotangent must be structured like the output "
-                             f"({out_tree[0]}), got {ct_tree}")
-        ct_leaves = [to_array(c) for c in ct_leaves]
-        for i, (c, o) in enumerate(zip(ct_leaves, out_leaves)):
-            _check_cotangent(i, c, o)
-            if c.weak_type and c.dtype != o.dtype and dtypes.is_inexact(o.dtype):
-                from .. import lax
-                ct_leaves[i] = lax.convert_element_type(c, o.dtype)  # a Python scalar
-        cts = backward(ct_leaves)
-        cts = [zeros_like_tangent(p) if c is None else _like_primal(c, p)
-               for p, c in zip(p_leaves, cts)]
-        return tree_util.tree_unflatten(p_tree, cts)
-
-    out_leaves = outs
+    if get_trace() is EVAL:  # eager: a tape of compiled per-call vjps (tape.py)
+        outs, _, parts = tape.vjp_flat(flat, p_leaves, parts=True)
+        backward = tape.TapeSpec(*parts)
+        residuals, backward.residuals = backward.residuals, None
+    else:
+        outs, ir = linearize_flat(flat, p_leaves)
+        residuals = [c if isinstance(c, Array) else Array._wrap(np.asarray(c))
+                     for c in ir.consts]
+        backward = _IRBackward(ir.replace(consts=()))
+    spec = _VJPSpec(backward, p_tree, [_aval(p) for p in p_leaves], out_tree[0],
+                    [_aval(o) for o in outs], primals)
+    f_vjp = VJP._build(spec, residuals, p_leaves)
     out = tree_util.tree_unflatten(out_tree[0], outs)
     if has_aux:
         return out, f_vjp, aux_box[0]
     return out, f_vjp
+
+
+def _aval(x):
+    from ..core.primitive import ShapeDtypeStruct
+    return ShapeDtypeStruct(x.shape, x.dtype, getattr(x, "weak_type", False))
+
+
+class _IRBackward:
+    """The backward pass of a linear IR whose constants (the residuals) are given."""
+
+    def __init__(self, ir):
+        self.ir = ir
+
+    def backward(self, residuals, cts):
+        return backward_pass(self.ir.replace(consts=list(residuals)), cts)
+
+
+class NotNeeded:
+    """In ``VJP.args_res``: an argument the backward pass does not read (an empty pytree
+    node, so it adds no leaves)."""
+    __slots__ = ()
+
+    def __repr__(self):
+        return "NotNeeded()"
+
+    def __eq__(self, other):
+        return type(other) is NotNeeded
+
+    def __hash__(self):
+        return hash(NotNeeded)
+
+
+tree_util.register_pytree_node(NotNeeded, lambda n: ((), None), lambda aux, ch: NotNeeded())
+
+
+class _VJPSpec:
+    """The static part of a VJP object: the backward computation, the input and output
+    structures and types, and where each residual slot comes from (an argument leaf
+    saved verbatim, or an opaque residual). Compared by identity, so a jitted function
+    returning VJP objects of one trace gives the same tree structure every call."""
+
+    def __init__(self, backward, p_tree, p_avals, out_tree, out_avals, primals):
+        self.backward = backward
+        self.p_tree, self.p_avals = p_tree, p_avals
+        self.out_tree, self.out_avals = out_tree, out_avals
+        # each positional argument's leaf count and whether it is a bare leaf
+        self.arg_shapes = [(len(tree_util.tree_leaves(a)),
+                            tree_util.treedef_is_leaf(tree_util.tree_structure(a)))
+                           for a in primals]
+        self.slots = None  # per residual slot: ("arg", flat leaf index) or ("opaque", j)
+        self.n_opaque = 0
+
+
+class VJP:
+    """The function ``fnx.vjp`` returns (JAX's ``VJP``): call it with a cotangent shaped
+    like the output to get one cotangent per primal input. A pytree: its leaves are
+    ``args_res`` (the argument values the backward pass reads verbatim, one entry per
+    argument, ``NotNeeded()`` where none is read; a tuple of leaves for a container
+    argument) then ``opaque_residuals`` (values computed by the forward pass)."""
+
+    def __init__(self, spec, args_res, opaque_residuals):
+        self._spec = spec
+        self.args_res = list(args_res)
+        self.opaque_residuals = list(opaque_residuals)
+
+    @classmethod
+    def _build(cls, spec, residuals, p_leaves):
+        """Sort ``residuals`` into argument leaves (by identity with ``p_leaves``: the
+        same Array, tracer or NumPy buffer) and opaque ones."""
+        by_id = {}
+        for k, p in enumerate(p_leaves):
+            by_id.setdefault(id(p), k)
+            if type(p) is Array:
+                by_id.setdefault(id(p._value), k)
+        slots, opaque, args, seen_opaque = [], [], {}, {}
+        for r in residuals:
+            k = by_id.get(id(r))
+            if k is None and type(r) is Array:
+                k = by_id.get(id(r._value))
+            if k is not None:
+                args[k] = r
+                slots.append(("arg", k))
+            else:
+                j = seen_opaque.get(id(r))
+                if j is None:
+                    j = seen_opaque[id(r)] = len(opaque)
+                    opaque.append(r)
+                slots.append(("opaque", j))
+        spec.slots, spec.n_opaque = slots, len(opaque)
+        flat = [args.get(k, NotNeeded()) for k in range(len(p_leaves))]
+        return cls(spec, _group_args(spec, flat), opaque)
+
+    def replace(self, args_res=None, opaque_residuals=None):
+        return VJP(self._spec, self.args_res if args_res is None else args_res,
+                   self.opaque_residuals if opaque_residuals is None else opaque_residuals)
+
+    in_tree = property(lambda self: self._spec.p_tree)
+    out_tree = property(lambda self: self._spec.out_tree)
+
+    def _residuals(self):
+        spec = self._spec
+        flat = []
+        if len(self.args_res) != len(spec.arg_shapes):
+            raise ValueError(f"vjp function: args_res has {len(self.args_res)} entries, but "
+                             f"the function took {len(spec.arg_shapes)} arguments")
+        for i, (a, (n, bare)) in enumerate(zip(self.args_res, spec.arg_shapes)):
+            if type(a) is NotNeeded:
+                flat.extend([a] * n)
+            elif bare:
+                flat.append(a)
+            else:
+                leaves = list(a) if isinstance(a, (tuple, list)) and len(a) == n else \
+                    tree_util.tree_leaves(a, is_leaf=lambda x: type(x) is NotNeeded)
+                if len(leaves) != n:
+                    raise ValueError(f"vjp function: args_res[{i}] has {len(leaves)} "
+                                     f"leaves, but argument {i} had {n}")
+                flat.extend(leaves)
+        if len(self.opaque_residuals) != spec.n_opaque:
+            raise ValueError(f"vjp function: {len(self.opaque_residuals)} opaque residuals, "
+                             f"expected {spec.n_opaque}")
+        out = []
+        for kind, k in spec.slots:
+            if kind == "arg":
+                r = flat[k]
+                if type(r) is NotNeeded:
+                    raise ValueError(f"vjp function: the backward pass needs argument leaf "
+                                     f"{k}, but args_res holds NotNeeded() there; restore it "
+                                     "by assigning into f_vjp.args_res")
+            else:
+                r = self.opaque_residuals[k]
+            out.append(r if isinstance(r, Array) else to_array(r, "vjp residual"))
+        return out
+
+    def __call__(self, ct):
+        spec = self._spec
+        ct_leaves, ct_tree = tree_util.tree_flatten(ct)
+        if ct_tree != spec.out_tree:
+            raise TreeMismatchError(f"vjp: the cotangent must be structured like the output "
+                                    f"({spec.out_tree}), got {ct_tree}")
+        ct_leaves = [to_array(c) for c in ct_leaves]
+        for i, (c, o) in enumerate(zip(ct_leaves, spec.out_avals)):
+            _check_cotangent(i, c, o)
+            if c.weak_type and c.dtype != o.dtype and dtypes.is_inexact(o.dtype):
+                from .. import lax
+                ct_leaves[i] = lax.convert_element_type(c, o.dtype)  # a Python scalar
+        cts = spec.backward.backward(self._residuals(), ct_leaves)
+        cts = [zeros_like_tangent(p) if c is None else _like_primal(c, p)
+               for p, c in zip(spec.p_avals, cts)]
+        return tree_util.tree_unflatten(spec.p_tree, cts)
+
+    def __repr__(self):
+        return (f"VJP(in_tree={self._spec.p_tree}, out_tree={self._spec.out_tree}, "
+                f"args_res={self.args_res!r}, opaque_residuals={self.opaque_residuals!r})")
+
+
+def _group_args(spec, flat):
+    """Flat per-leaf argument residuals -> one entry per positional argument."""
+    out, i = [], 0
+    for n, bare in spec.arg_shapes:
+        part = flat[i:i + n]
+        i += n
+        if bare:
+            out.append(part[0])
+        elif all(type(x) is NotNeeded for x in part) and n == 0:
+            out.append(NotNeeded())
+        else:
+            out.append(tuple(part))
+    return out
+
+
+tree_util.register_pytree_node(
+    VJP, lambda v: ((v.args_res, v.opaque_residuals), v._spec),
+    lambda spec, ch: VJP(spec, *ch))
+
+
+def fwd_and_bwd(fun, argnums, has_aux=False, jitted=True):
+    """``(fwd, bwd)``: ``fwd(*args)`` is ``(out, residuals)`` (``(out, residuals, aux)``
+    with ``has_aux``), the forward pass of ``fun`` differentiated with respect to
+    ``args[argnums]``, and ``bwd(residuals, cotangent)`` the cotangents of those
+    arguments (a tuple when ``argnums`` is a sequence). ``residuals`` is a VJP object;
+    with ``jitted`` (the default) both are jitted, so each compiles once."""
+    single = isinstance(argnums, int)
+    nums = (argnums,) if single else tuple(argnums)
+    if not nums or not all(isinstance(n, int) and not isinstance(n, bool) for n in nums):
+        raise ArgnumsError(f"fwd_and_bwd: argnums must be an int or a non-empty sequence of "
+                           f"ints, got {argnums!r}")
+
+    def fwd(*args):
+        n_args = len(args)
+        for n in nums:
+            if not -n_args <= n < n_args:
+                raise ArgnumsError(f"fwd_and_bwd: argnums {argnums} out of range for "
+                                   f"{n_args} positional arguments")
+        idx = [n % n_args for n in nums]
+
+        def of_diff(*diff):
+            full = list(args)
+            for i, d in zip(idx, diff):
+                full[i] = d
+            return fun(*full)
+
+        return vjp(of_diff, *[args[i] for i in idx], has_aux=has_aux)
+
+    def bwd(f_vjp, ct):
+        if not isinstance(f_vjp, VJP):
+            raise TypeError(f"fwd_and_bwd: bwd takes the residuals fwd returned (a VJP "
+                            f"object) and a cotangent, got {type(f_vjp).__name__}")
+        cts = f_vjp(ct)
+        return cts[0] if single else cts
+
+    if jitted:
+        from .jit import jit
+        return jit(fwd), jit(bwd)
+    return fwd, bwd
 
 
 def _check_cotangent(i, ct, out):
