@@ -18,7 +18,9 @@ For every record:
 3. ``fnx.jit`` is bitwise equal to eager, a second call with same-shaped
    inputs does not retrace and a new signature does;
 4. bad inputs raise ``ShapeError`` naming the op and the offending
-   shapes/dtypes (eagerly and under ``eval_shape``).
+   shapes/dtypes (eagerly and under ``eval_shape``);
+5. with ``jax_enable_x64`` off, 64-bit operands narrow, and eager, ``eval_shape``,
+   ``make_ir`` and ``jit`` agree on the narrowed dtypes (the rest runs with it on).
 
 ``test_every_primitive_has_a_table_line`` fails when a primitive is
 registered without a line here.
@@ -47,12 +49,10 @@ from fnx.errors import ShapeError
 from fnx.lax.indexing import indexed_shape
 
 
-@pytest.fixture(autouse=True)
-def x64():
-    """The sweep covers every dtype a primitive takes, 64-bit ones included, which exist
-    only under jax_enable_x64 (as in JAX): every test runs with the flag on."""
-    with fnx.enable_x64():
-        yield
+# The sweep covers every dtype a primitive takes, 64-bit ones included, which exist only
+# under jax_enable_x64 (as in JAX): every test runs with the flag on, except
+# test_default_mode_narrows_alike, which turns it off (the mode users run by default).
+pytestmark = pytest.mark.x64
 
 # Primitives that deliberately have no line in the table, and why.
 NOT_IN_TABLE = {
@@ -1692,7 +1692,6 @@ def _arrays(case):
     return [fnx.Array(a) for a in case.args]
 
 
-@pytest.mark.x64    # 64-bit operands and references (float64 stays float64), as in JAX's suite
 @pytest.mark.parametrize("rec", OPS, ids=IDS)
 @SETTINGS
 @given(data=st.data())
@@ -1723,10 +1722,6 @@ def test_eval_shape_and_ir(rec, data):
     for g, s in zip(_leaves(got), _leaves(shapes)):
         assert s == fnx.ShapeDtypeStruct(g.shape, g.dtype, g.weak_type), \
             f"eval_shape gives {s}, eager gives {g.aval}"
-        # x64 off (the default): 64-bit operands and placeholders narrow, as in JAX, so no
-        # result is 64-bit (test_64_bit_paths_under_x64 checks the 64-bit paths)
-        assert fnx.config.values["jax_enable_x64"] or g.dtype not in WIDE64, \
-            f"{rec.prim}: a {g.dtype} result with jax_enable_x64 off"
     ir = fnx.make_ir(f)(*specs)
     fnx.check_ir(ir)
     names = [e.prim.name for e in ir.eqns]
@@ -1777,28 +1772,31 @@ def test_jit_matches_eager_and_caches(rec, data):
 
 
 WIDE64 = (I64, np.dtype("uint64"), F64, C128)
-OPS_64 = [r for r in OPS if any(d in WIDE64 for d in r.dtypes)]
 
 
-@pytest.mark.x64
-@pytest.mark.parametrize("rec", OPS_64, ids=[r.prim for r in OPS_64])
+@pytest.mark.parametrize("rec", OPS, ids=IDS)
 @settings(SETTINGS, max_examples=max(3, EXAMPLES // 4))
 @given(data=st.data())
-def test_64_bit_paths_under_x64(rec, data):
-    """With jax_enable_x64 on, 64-bit operands stay 64-bit: eval_shape matches eager and jit
-    is bitwise equal to eager (the default-mode tests above see them narrowed)."""
-    dtype = data.draw(st.sampled_from([d for d in rec.dtypes if d in WIDE64]), label="dtype")
-    case = data.draw(rec.cases(dtype), label="case")
+def test_default_mode_narrows_alike(rec, data):
+    """With jax_enable_x64 off (the default), 64-bit operands narrow to 32 bits, as in JAX,
+    and eager, eval_shape (on the 64-bit placeholders), make_ir and jit agree on every
+    output's shape, dtype and weak type; no output is 64-bit."""
+    case = _draw_case(rec, data)
 
     def f(*a):
         return rec.fn(*a, **case.params)
-    eager = f(*_arrays(case))
-    shapes = fnx.eval_shape(f, *[fnx.ShapeDtypeStruct(a.shape, a.dtype) for a in case.args])
-    for g, s in zip(_leaves(eager), _leaves(shapes)):
-        assert s == g.aval, f"eval_shape gives {s}, eager {g.aval}"
-    assert not case.args or any(np.asarray(a).dtype in WIDE64 for a in _arrays(case)), \
-        "the operands narrowed"
-    bitwise_equal(fnx.jit(f)(*_arrays(case)), eager, f"{rec.prim}: jit vs eager (x64)")
+    with fnx.enable_x64(False):
+        got = _leaves(f(*_arrays(case)))
+        specs = [fnx.ShapeDtypeStruct(a.shape, a.dtype) for a in case.args]
+        shapes = _leaves(fnx.eval_shape(f, *specs))
+        ir = fnx.make_ir(f)(*specs)
+        jitted = _leaves(fnx.jit(f)(*_arrays(case)))
+    assert shapes == [g.aval for g in got], \
+        f"{rec.prim}: eval_shape gives {shapes}, eager {[g.aval for g in got]}"
+    assert ir.out_avals == [g.aval for g in got], f"{rec.prim}: make_ir gives {ir.out_avals}"
+    assert [j.aval for j in jitted] == [g.aval for g in got], f"{rec.prim}: jit vs eager"
+    wide = [g.aval for g in got if g.dtype in WIDE64]
+    assert not wide, f"{rec.prim}: 64-bit results {wide} with jax_enable_x64 off"
 
 
 @pytest.mark.parametrize("rec", OPS, ids=IDS)
