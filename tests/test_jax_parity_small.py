@@ -200,3 +200,91 @@ def test_extend_core_primitive_jax_style():
     q = core.Primitive("parity_small_no_rules")
     with pytest.raises(fnx.extend.MissingRuleError, match="def_abstract_eval"):
         q.bind(x)
+
+
+# --- F6: loop carries keep JAX's weak types ----------------------------------------------
+def _types(tree):
+    return [(str(a.dtype), bool(a.weak_type)) for a in fnx.tree_util.tree_leaves(tree)]
+
+
+H = fnp.ones(3, fnp.float16)
+LOOPS = {   # JAX 0.10.2's (dtype, weak_type) of every output leaf
+    "fori_python_bounds": (lambda: fnx.lax.fori_loop(0, 10, lambda i, x: x + i, 0),
+                           [("int32", True)]),
+    "fori_array_bounds": (lambda: fnx.lax.fori_loop(fnp.int32(0), fnp.int32(3),
+                                                    lambda i, x: x + i, 0), [("int32", True)]),
+    "fori_traced_bound": (lambda: fnx.jit(lambda n: fnx.lax.fori_loop(
+        0, n, lambda i, x: x + i, 0))(3), [("int32", True)]),
+    "fori_traced_int8_bound": (lambda: fnx.jit(lambda n: fnx.lax.fori_loop(
+        0, n, lambda i, x: x + i, 0))(fnp.int8(3)), [("int8", False)]),
+    "fori_int8_carry": (lambda: fnx.lax.fori_loop(0, 3, lambda i, x: x + i, fnp.int8(0)),
+                        [("int8", False)]),
+    "fori_tuple": (lambda: fnx.lax.fori_loop(0, 3, lambda i, c: (c[0] + 1, c[1] * 2.0),
+                                             (0, fnp.ones(2))),
+                   [("int32", True), ("float32", False)]),
+    "fori_promoted": (lambda: fnx.lax.fori_loop(0, 3, lambda i, x: x + fnp.float32(1), 0.0),
+                      [("float32", False)]),
+    "scan_ys_weak": (lambda: fnx.lax.scan(lambda c, x: (c + x, c), 0.0, fnp.arange(3.0)),
+                     [("float32", False), ("float32", True)]),
+    "scan_ys_strong": (lambda: fnx.lax.scan(lambda c, x: (c + 1.0, x * 2), 0.0,
+                                            fnp.arange(3.0)),
+                       [("float32", True), ("float32", False)]),
+    "scan_weak_carry_times_f16": (lambda: fnx.lax.scan(lambda c, x: (c + x, c * H), 0.0,
+                                                       fnp.arange(3.0)),
+                                  [("float32", False), ("float16", False)]),
+    "scan_int_to_float": (lambda: fnx.lax.scan(lambda c, x: (c + x, c), 0, fnp.arange(3.0)),
+                          [("float32", False), ("float32", False)]),
+    "scan_python_int": (lambda: fnx.lax.scan(lambda c, x: (c + 1, c * 2), 1, None, length=3),
+                        [("int32", True), ("int32", True)]),
+    "while_weak": (lambda: fnx.lax.while_loop(lambda c: c < 10, lambda c: c + 1, 0),
+                   [("int32", True)]),
+    "while_strong_body": (lambda: fnx.lax.while_loop(lambda c: c < 10,
+                                                     lambda c: c + fnp.float32(1), 0.0),
+                          [("float32", False)]),
+    "while_f16": (lambda: fnx.lax.while_loop(lambda c: c[0] < 3,
+                                             lambda c: (c[0] + fnp.float32(1), c[0] * H),
+                                             (0.0, H)),
+                  [("float32", False), ("float16", False)]),
+    "jit_scan": (lambda: fnx.jit(lambda: fnx.lax.scan(lambda c, x: (c + x, c), 0.0,
+                                                      fnp.arange(3.0)))(),
+                 [("float32", False), ("float32", True)]),
+    "vmap_scan": (lambda: fnx.vmap(lambda a: fnx.lax.scan(lambda c, x: (c + x * a, c), 0.0,
+                                                          fnp.arange(3.0)))(fnp.ones(2)),
+                  [("float32", False), ("float32", True)]),
+}
+
+
+@pytest.mark.parametrize("name", sorted(LOOPS))
+def test_loop_weak_types_match_jax(name):
+    fn, expected = LOOPS[name]
+    assert _types(fn()) == expected
+
+
+def test_loop_values_unchanged():
+    assert int(fnx.lax.fori_loop(0, 10, lambda i, x: x + i, 0)) == 45
+    c, ys = fnx.lax.scan(lambda c, x: (c + x, c * H), 0.0, fnp.arange(3.0))
+    assert float(c) == 3.0 and ys.tolist() == [[0.0] * 3, [0.0] * 3, [1.0] * 3]   # JAX
+    f = lambda a: fnx.lax.fori_loop(0, 3, lambda i, x: x * a + i, 1.0)  # noqa: E731
+    assert float(fnx.grad(f)(2.0)) == 13.0 and float(fnx.jit(fnx.grad(f))(2.0)) == 13.0
+    g = lambda a: fnx.lax.scan(lambda c, x: (c + x * a, c), 0.0, fnp.arange(3.0))[1].sum()  # noqa: E731
+    assert float(fnx.grad(g)(2.0)) == 1.0                                          # JAX: 1.0
+    with fnx.enable_checks(True):   # the loops' IRs (weak carry in, strong out) type-check
+        assert float(fnx.jit(fnx.grad(g))(2.0)) == 1.0
+        assert float(fnx.jit(fnx.vmap(f))(fnp.full(2, 2.0))[0]) == 12.0
+
+
+# --- abs/real/imag of a weakly typed complex value -----------------------------------------
+@pytest.mark.parametrize("fn", [
+    fnp.abs, fnp.real, fnp.imag, fnp.angle, lambda z: fnx.lax.abs(fnp.asarray(z)),
+    fnx.jit(fnp.abs)], ids=["abs", "real", "imag", "angle", "lax_abs", "jit_abs"])
+def test_real_part_of_weak_complex_is_weak(fn):
+    out = fn(1 + 2j)
+    assert (out.dtype, out.weak_type) == (np.float32, True)          # JAX: float32, weak
+    assert (fnp.abs(1 + 2j) * H).dtype == np.float16                   # so it takes f16's type
+    strong = fn(fnp.complex64(1 + 2j))
+    assert (strong.dtype, strong.weak_type) == (np.float32, False)
+
+
+def test_grad_through_real_of_weak_complex():
+    out = fnx.grad(lambda x: fnp.abs(x * (1 + 1j)))(1.0)
+    assert float(out) == pytest.approx(np.sqrt(2.0)) and out.weak_type   # JAX: weak

@@ -630,28 +630,31 @@ def while_loop(cond_fun, body_fun, init_val):
         out = body_fun(tree_util.tree_unflatten(tree, list(xs)))
         out_leaves, out_box[0] = tree_util.tree_flatten(out)
         return _match_carry("while_loop", "body_fun", tree, avals, out_box[0],
-                            [to_array(x) for x in out_leaves], promote)
+                            [to_array(x) for x in out_leaves], promote, strong)
 
-    promote = {}
+    promote, strong = {}, set()
     bir, bc = _closed(body_flat, avals, "while_body")
     if promote:
         _promoted(leaves, avals, promote)
         promote = None
+        strong.clear()
         bir, bc = _closed(body_flat, avals, "while_body")
     cir, cc = _closed(cond_flat, avals, "while_cond")
     outs = while_p.bind(*cc, *bc, *leaves, cond_ir=cir, body_ir=bir, cond_nconsts=len(cc),
                         body_nconsts=len(bc))
-    return tree_util.tree_unflatten(tree, outs)
+    return tree_util.tree_unflatten(tree, _strengthened(outs, strong))
 
 
 _KIND_RANK = {"b": 0, "u": 1, "i": 1, "f": 2, "c": 3}
 
 
-def _match_carry(name, fname, tree, avals, out_tree, outs, promote=None):
+def _match_carry(name, fname, tree, avals, out_tree, outs, promote=None, strong=None):
     """The body's new carry, checked against the old one. A weakly typed initial carry
-    that the body returns strongly typed (``0.0`` summed with float32 arrays) is noted in
-    ``promote`` (the caller traces again with that type, as JAX does); otherwise the
-    output is converted to the carry's exact type."""
+    that the body returns with another dtype (``0`` summed with float32 arrays) is noted in
+    ``promote`` (the caller traces again with that type, as JAX does); one it returns with
+    the same dtype, strongly typed (``0.0`` summed with float32 arrays), keeps its weak type
+    inside the loop and is noted in ``strong`` (the loop's result is strongly typed: JAX's
+    types). The output is converted to the carry's exact type."""
     from .ops import convert_element_type
     if out_tree != tree:
         raise TypeError(f"{name}: {fname} must return a carry with the same pytree structure "
@@ -663,7 +666,7 @@ def _match_carry(name, fname, tree, avals, out_tree, outs, promote=None):
     for k, (p, a, o) in enumerate(zip(paths, avals, outs)):
         # a weak initial value takes the body's type where JAX's promotion would give it
         # (0 -> float32), not where it would lose its kind (0.0 -> int32: an error)
-        weak_init = a.weak_type and o.dtype.kind in "biufc" and (
+        weak_init = a.weak_type and o.dtype.kind in "biufc" and o.dtype != a.dtype and (
             _KIND_RANK[o.dtype.kind] > _KIND_RANK[a.dtype.kind] or
             (not o.weak_type and _KIND_RANK[o.dtype.kind] == _KIND_RANK[a.dtype.kind]))
         if tuple(o.shape) != a.shape or (o.dtype != a.dtype and not o.weak_type
@@ -675,10 +678,22 @@ def _match_carry(name, fname, tree, avals, out_tree, outs, promote=None):
                 "the output's type (e.g. .astype(...) or fnx.numpy.zeros(shape, dtype)).")
         if weak_init and promote is not None:
             promote[k] = ShapeDtypeStruct(a.shape, o.dtype, False)
-        if o.dtype != a.dtype or o.weak_type != a.weak_type:
+        if a.weak_type and not o.weak_type and o.dtype == a.dtype and strong is not None:
+            strong.add(k)  # the body's output stays strong: only the type flag differs
+        elif o.dtype != a.dtype or o.weak_type != a.weak_type:
             o = convert_element_type(o, a.dtype, weak_type=a.weak_type)
         fixed.append(o)
     return fixed
+
+
+def _strengthened(outs, strong):
+    """The loop's final carry with the leaves in ``strong`` strongly typed (the body made
+    them so from a weakly typed initial value of the same dtype)."""
+    from .ops import convert_element_type
+    outs = list(outs)
+    for k in strong:
+        outs[k] = convert_element_type(outs[k], outs[k].dtype, weak_type=False)
+    return outs
 
 
 def _promoted(leaves, avals, promote):
@@ -699,16 +714,23 @@ def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
         raise TypeError(f"fori_loop: lower and upper must be integers, got "
                         f"{_describe_aval(lo.aval)} and {_describe_aval(hi.aval)}")
     from .ops import add, convert_element_type, lt
-    dt = lo.dtype if lo.dtype == hi.dtype else np.result_type(lo.dtype, hi.dtype)
+    if lo.dtype == hi.dtype:
+        dt = lo.dtype
+    elif lo.weak_type != hi.weak_type:  # a Python int bound takes the other's dtype (JAX)
+        dt = lo.dtype if hi.weak_type else hi.dtype
+    else:
+        dt = np.result_type(lo.dtype, hi.dtype)
     concrete = not isinstance(lo, Tracer) and not isinstance(hi, Tracer)
     if concrete:
         a, b = int(lo._concrete("fori_loop")), int(hi._concrete("fori_loop"))
         n = builtins.max(b - a, 0)
-        i0 = convert_element_type(lo, dt)
+        # the index is a Python int's type (weakly typed default int), as in JAX, whatever
+        # the bounds' dtypes: `x + i` keeps x's type
+        i0 = to_array(a)
 
         def step(carry, _):
             i, v = carry
-            return (add(i, to_array(1).astype(dt)), body_fun(i, v)), None
+            return (add(i, _one_like(i)), body_fun(i, v)), None
         (_, out), _ = scan(step, (i0, init_val), None, length=n,
                            unroll=1 if unroll is None else unroll)
         return out
@@ -718,10 +740,16 @@ def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
 
     def body(carry):
         i, u, v = carry
-        return add(i, to_array(1).astype(dt)), u, body_fun(i, v)
-    _, _, out = while_loop(cond_fun, body, (convert_element_type(lo, dt),
-                                            convert_element_type(hi, dt), init_val))
+        return add(i, _one_like(i)), u, body_fun(i, v)
+    if lo.dtype != hi.dtype:  # else each keeps its type (a Python int lower stays weak: JAX)
+        lo, hi = convert_element_type(lo, dt), convert_element_type(hi, dt)
+    _, _, out = while_loop(cond_fun, body, (lo, hi, init_val))
     return out
+
+
+def _one_like(i):
+    from .ops import convert_element_type
+    return convert_element_type(to_array(1), i.dtype, weak_type=i.weak_type)
 
 
 # === scan =====================================================================================
@@ -1340,19 +1368,20 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
         c_leaves, c_tree = tree_util.tree_flatten(out[0])
         y_leaves, y_tree[0] = tree_util.tree_flatten(out[1])
         c = _match_carry("scan", f"f ({_fun_name(f)})", init_tree, avals, c_tree,
-                         [to_array(x) for x in c_leaves], promote)
+                         [to_array(x) for x in c_leaves], promote, strong)
         return c + [to_array(y) for y in y_leaves]
 
-    promote = {}
+    promote, strong = {}, set()
     body, consts = _closed(flat, avals + x_avals, "scan_body")
     if promote:
         _promoted(init_leaves, avals, promote)
         promote = None
+        strong.clear()
         body, consts = _closed(flat, avals + x_avals, "scan_body")
 
     outs = _bind_scan(consts, init_leaves, xs_leaves, body=body, length=n,
                       reverse=bool(reverse), unroll=int(unroll))
-    carry = tree_util.tree_unflatten(init_tree, outs[:len(avals)])
+    carry = tree_util.tree_unflatten(init_tree, _strengthened(outs[:len(avals)], strong))
     return carry, tree_util.tree_unflatten(y_tree[0], outs[len(avals):])
 
 

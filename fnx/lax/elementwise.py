@@ -95,6 +95,21 @@ isnan_p = unop("isnan", np.isnan, "float", out_dtype=lambda d: dtypes.bool_)
 not_p = unop("not", np.invert, "intbool")
 real_p = unop("real", np.real, "any", out_dtype=_real_dtype)
 imag_p = unop("imag", np.imag, "any", out_dtype=_real_dtype)
+
+
+def _weak_real_part(p):
+    """As JAX: the real result of a weakly typed complex value (``abs(1 + 2j)``,
+    ``real(1j)``) is weakly typed too, so it takes the other operand's float type."""
+    rule = p.shape_rule
+
+    def shape_rule(x):
+        out = rule(x)
+        return ShapeDtypeStruct(out.shape, out.dtype, x.weak_type)
+    p.shape_rule = shape_rule
+
+
+for _p in (abs_p, real_p, imag_p):
+    _weak_real_part(_p)
 conj_p = unop("conj", lambda x: np.conjugate(x) if x.dtype.kind == "c" else x,
                "any")  # np.conjugate turns bool into int8
 stop_gradient_p = unop("stop_gradient", lambda x: x, "any")  # identity whose derivative is 0
