@@ -266,7 +266,8 @@ def test_loop_values_unchanged():
     assert float(c) == 3.0 and ys.tolist() == [[0.0] * 3, [0.0] * 3, [1.0] * 3]   # JAX
     f = lambda a: fnx.lax.fori_loop(0, 3, lambda i, x: x * a + i, 1.0)  # noqa: E731
     assert float(fnx.grad(f)(2.0)) == 13.0 and float(fnx.jit(fnx.grad(f))(2.0)) == 13.0
-    g = lambda a: fnx.lax.scan(lambda c, x: (c + x * a, c), 0.0, fnp.arange(3.0))[1].sum()  # noqa: E731
+    def g(a):
+        return fnx.lax.scan(lambda c, x: (c + x * a, c), 0.0, fnp.arange(3.0))[1].sum()
     assert float(fnx.grad(g)(2.0)) == 1.0                                          # JAX: 1.0
     with fnx.enable_checks(True):   # the loops' IRs (weak carry in, strong out) type-check
         assert float(fnx.jit(fnx.grad(g))(2.0)) == 1.0
