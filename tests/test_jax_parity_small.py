@@ -289,3 +289,11 @@ def test_real_part_of_weak_complex_is_weak(fn):
 def test_grad_through_real_of_weak_complex():
     out = fnx.grad(lambda x: fnp.abs(x * (1 + 1j)))(1.0)
     assert float(out) == pytest.approx(np.sqrt(2.0)) and out.weak_type   # JAX: weak
+
+
+def test_literal_has_jax_val():
+    # a JAX-style interpreter reads literal operands through ``.val``
+    import fnx
+    jaxpr = fnx.make_jaxpr(lambda x: x + 1.0)(2.0).jaxpr
+    lits = [v for e in jaxpr.eqns for v in e.invars if isinstance(v, fnx.extend.core.Literal)]
+    assert lits and all(float(v.val) == 1.0 == float(v.value) for v in lits)

@@ -40,6 +40,8 @@ class Literal:
         self.value = value
         self.aval = aval
 
+    val = property(lambda self: self.value)  # JAX's name (interpreters read ``lit.val``)
+
     def __repr__(self):
         return f"Literal({self.value!r})"
 
