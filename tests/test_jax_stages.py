@@ -236,3 +236,160 @@ def test_vjp_function_under_transformations():
     # a vjp object built inside jit, its residuals batched by vmap
     per = fnx.vmap(lambda x: fnx.vjp(jnp.sin, x)[1](1.0)[0])(xs)
     np.testing.assert_allclose(per, np.cos(xs), rtol=1e-6)
+
+
+# --- print_saved_residuals and save policies (gradient-checkpointing doc) ---------------------
+# JAX's lines carry a column (file:6:9); fnx's sources are file:line (fn).
+
+import re  # noqa: E402
+
+from fnx.ad_checkpoint import checkpoint_name, print_saved_residuals, saved_residuals  # noqa: E402
+
+
+def g(W, x):
+    y = jnp.dot(W, x)
+    return jnp.sin(y)
+
+
+def fdoc(W1, W2, W3, x):
+    x = g(W1, x)
+    x = g(W2, x)
+    x = g(W3, x)
+    return x
+
+
+def f2(W1, W2, W3, x):
+    x = fnx.checkpoint(g)(W1, x)
+    x = fnx.checkpoint(g)(W2, x)
+    x = fnx.checkpoint(g)(W3, x)
+    return x
+
+
+def f4(W1, W2, W3, x):
+    x = checkpoint_name(g(W1, x), name="a")
+    x = checkpoint_name(g(W2, x), name="b")
+    x = checkpoint_name(g(W3, x), name="c")
+    return x
+
+
+WS = (jnp.ones((5, 4)), jnp.ones((6, 5)), jnp.ones((7, 6)), jnp.ones(4))
+ARGS = ["f32[5,4] from the argument W1", "f32[6,5] from the argument W2",
+        "f32[7,6] from the argument W3", "f32[4] from the argument x"]
+
+
+def _lines(fun, *args, **kwargs):
+    """saved_residuals as JAX's printed lines, with the source reduced to (function)."""
+    return [a.str_short() + " " + re.sub(r"from \S+:\d+ ", "from ", d)
+            for a, d in saved_residuals(fun, *args, **kwargs)]
+
+
+def test_print_saved_residuals_plain(capsys):
+    assert _lines(fdoc, *WS) == ARGS + [
+        "f32[5] output of sin from (g)", "f32[5] output of cos from (g)",
+        "f32[6] output of sin from (g)", "f32[6] output of cos from (g)",
+        "f32[7] output of cos from (g)"]
+    print_saved_residuals(fdoc, *WS)
+    out = capsys.readouterr().out.splitlines()
+    assert out[:4] == ARGS
+    assert re.fullmatch(r"f32\[5\] output of sin from .*test_jax_stages\.py:\d+ \(g\)", out[4])
+
+
+def test_print_saved_residuals_checkpoint():
+    # only the inputs of each checkpointed g: the arguments and two sin outputs
+    assert _lines(f2, *WS) == ARGS + ["f32[5] output of sin from (g)",
+                                      "f32[6] output of sin from (g)"]
+    assert _lines(fnx.checkpoint(fdoc), *WS) == ARGS
+
+
+def test_policy_dots_with_no_batch_dims_saveable():
+    f3 = fnx.checkpoint(fdoc, policy=fnx.checkpoint_policies.dots_with_no_batch_dims_saveable)
+    assert _lines(f3, *WS) == ARGS + ["f32[5] output of dot_general from (g)",
+                                      "f32[6] output of dot_general from (g)",
+                                      "f32[7] output of dot_general from (g)"]
+    assert _lines(fnx.checkpoint(fdoc, policy=fnx.checkpoint_policies.dots_saveable), *WS) \
+        == _lines(f3, *WS)
+    assert _lines(fnx.checkpoint(fdoc, policy=fnx.checkpoint_policies.nothing_saveable),
+                  *WS) == ARGS
+
+
+def test_policy_names():
+    only_a = fnx.checkpoint(f4, policy=fnx.checkpoint_policies.save_only_these_names("a"))
+    assert _lines(only_a, *WS) == ARGS + ["f32[5] named 'a' from (f4)"]
+    but_a = fnx.checkpoint(f4, policy=fnx.checkpoint_policies.save_any_names_but_these("a"))
+    assert _lines(but_a, *WS) == ARGS + ["f32[6] named 'b' from (f4)"]   # JAX: the same
+    # names without a checkpoint: the named values are the saved sin outputs
+    assert _lines(f4, *WS) == ARGS + [
+        "f32[5] output of cos from (g)", "f32[5] named 'a' from (f4)",
+        "f32[6] output of cos from (g)", "f32[6] named 'b' from (f4)",
+        "f32[7] output of cos from (g)"]
+
+
+@pytest.mark.parametrize("policy", [
+    None, "dots_saveable", "dots_with_no_batch_dims_saveable", "nothing_saveable",
+    "everything_saveable", ("save_only_these_names", "a"), ("save_any_names_but_these", "a"),
+    ("save_anything_except_these_names", "b")])
+def test_policies_keep_gradients(policy):
+    if isinstance(policy, tuple):
+        pol = getattr(fnx.checkpoint_policies, policy[0])(policy[1])
+    else:
+        pol = None if policy is None else getattr(fnx.checkpoint_policies, policy)
+    ref = fnx.grad(lambda *a: f4(*a).sum(), argnums=(0, 1, 2, 3))(*WS)
+    ck = fnx.checkpoint(f4, policy=pol)
+    loss = lambda *a: ck(*a).sum()  # noqa: E731
+    for got in (fnx.grad(loss, argnums=(0, 1, 2, 3))(*WS),
+                fnx.jit(fnx.grad(loss, argnums=(0, 1, 2, 3)))(*WS)):
+        for a, b in zip(got, ref):
+            np.testing.assert_allclose(a, b, rtol=1e-5)
+    # forward mode, vmap of grad, and a second derivative go through the same rules
+    np.testing.assert_allclose(fnx.jvp(ck, WS, tuple(jnp.ones_like(w) for w in WS))[1],
+                               fnx.jvp(f4, WS, tuple(jnp.ones_like(w) for w in WS))[1],
+                               rtol=1e-5)
+    xs = jnp.stack([WS[3], 2 * WS[3]])
+    np.testing.assert_allclose(
+        fnx.vmap(fnx.grad(lambda x: ck(*WS[:3], x).sum()))(xs),
+        fnx.vmap(fnx.grad(lambda x: f4(*WS[:3], x).sum()))(xs), rtol=1e-5)
+    h = lambda x: ck(*WS[:3], x).sum()  # noqa: E731
+    np.testing.assert_allclose(fnx.jit(fnx.hessian(h))(WS[3] * 0.1),
+                               fnx.hessian(lambda x: f4(*WS[:3], x).sum())(WS[3] * 0.1),
+                               rtol=1e-4, atol=1e-6)
+
+
+def test_saved_policy_drops_recomputation():
+    """With dots saved, the jitted gradient runs each forward product once and no
+    remat call: the backward pass reads the saved products."""
+    f3 = fnx.checkpoint(fdoc, policy=fnx.checkpoint_policies.dots_saveable)
+    ir = fnx.jit(fnx.grad(lambda *a: f3(*a).sum(), argnums=(0, 1, 2, 3))).lower(*WS).ir
+    names = [e.prim.name for e in ir.eqns]
+    assert names.count("dot_general") == 9 and "remat_call" not in names
+    # what a jitted forward pass hands the backward pass: the saved products, or (saving
+    # nothing) the inputs of the checkpointed function only
+    _, f_vjp = fnx.jit(lambda *a: fnx.vjp(f3, *a))(*WS)
+    assert [r.shape for r in f_vjp.opaque_residuals] == [(5,), (6,), (7,)]
+    np.testing.assert_allclose(f_vjp.opaque_residuals[0], 4 * np.ones(5))   # W1 @ x
+    nothing = fnx.checkpoint(fdoc, policy=fnx.checkpoint_policies.nothing_saveable)
+    _, f_vjp = fnx.jit(lambda *a: fnx.vjp(nothing, *a))(*WS)
+    assert f_vjp.opaque_residuals == []
+
+
+def test_saved_residuals_arguments_and_placeholders():
+    # JAX: f32[3] from the argument y / f32[] output of cos ... for sin(x) * y
+    lines = _lines(lambda x, y: jnp.sin(x) * y, 2., jnp.ones(3))
+    assert lines[0] == "f32[3] from the argument y"
+    assert "f32[] output of cos from (<lambda>)" in lines
+    assert _lines(lambda x, y: jnp.sin(x) * y, x=2., y=jnp.ones(3))[0] == \
+        "f32[3] from the argument y"
+    assert _lines(lambda d: jnp.sin(d["a"]) * d["b"], {"a": 2., "b": jnp.ones(3)})[0] == \
+        "f32[3] from the argument d['b']"
+
+    def k(*ws):
+        return jnp.sin(ws[0]) * ws[1]
+    assert _lines(k, 1., 2.) == ["f32[] from the argument ws[1]",
+                                 "f32[] output of sin from (k)", "f32[] output of cos from (k)"]
+
+    def h(w, xs):
+        return jnp.tanh(xs @ w).sum()
+    lines = _lines(h, fnx.ShapeDtypeStruct((3, 2), jnp.float32),
+                   fnx.ShapeDtypeStruct((4, 3), jnp.float32))
+    assert lines[:2] == ["f32[3,2] from the argument w", "f32[4,3] from the argument xs"]
+    with pytest.raises(TypeError, match="checkpoint_name: name must be a string"):
+        checkpoint_name(jnp.ones(2), 3)

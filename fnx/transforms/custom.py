@@ -21,7 +21,7 @@ import numpy as np
 
 from .. import tree_util
 from ..core.array import Array, Tracer, to_array
-from ..core.ir import eval_ir
+from ..core.ir import Literal, eval_ir
 from ..core.primitive import Primitive, ShapeDtypeStruct
 from ..core.trace import EVAL, get_trace
 from ..core.tracing import trace_flat
@@ -539,8 +539,10 @@ def _remat_lin_rule(*args, num_res, fun, out_avals):
 
 
 def _remat_lin_eval(*args, num_res, fun):
-    from .jvp import jvp
+    from .jvp import jvp, zeros_like_tangent
     res, tangents = list(args[:num_res]), list(args[num_res:])
+    # residuals past the tangents (values a policy saved) have zero tangents
+    tangents += [zeros_like_tangent(r) for r in res[len(tangents):]]
     return list(jvp(lambda *xs: fun(*xs), tuple(res), tuple(tangents))[1])
 
 
@@ -559,7 +561,7 @@ def _remat_lin_transpose(cts, *args, num_res, fun, out_avals):
     cts = [Array._wrap(np.zeros(a.shape, a.dtype)) if c is None else c
            for c, a in zip(cts, out_avals)]
     _, f_vjp = vjp(lambda *xs: fun(*xs), *res)
-    return [None] * num_res + list(f_vjp(cts))
+    return [None] * num_res + list(f_vjp(cts))[:len(args) - num_res]
 
 
 def _remat_lin_jvp(primals, tangents, *, num_res, fun, out_avals):
@@ -605,8 +607,20 @@ remat_call_p = Primitive("remat_call", shape_rule=_remat_call_rule, impl=_remat_
 
 
 def _remat_call_jvp(primals, tangents, *, fun, name):
+    saved = getattr(fun, "saved", None)
     if _runs_eagerly(get_trace(), primals):  # eager grad: run it, do not trace it
         outs = fun(*primals)
+    elif saved:  # a policy saves some intermediates: the forward pass returns them too
+        ir = fun.ir
+        n = len(ir.outvars)
+        both = _eval_inline(ir.replace(outvars=list(ir.outvars) + saved), primals)
+        outs, values = list(both[:n]), list(both[n:])
+        ts = [instantiate(t, p) for p, t in zip(primals, tangents)]
+        res = list(primals) + values
+        out_t = remat_lin_p.bind(*res, *ts, num_res=len(res),
+                                 fun=_with_saved(ir, saved, len(primals), name),
+                                 out_avals=tuple(o.aval for o in outs))
+        return outs, out_t
     else:
         outs = remat_call_p.bind(*primals, fun=fun, name=name)
     ts = [instantiate(t, p) for p, t in zip(primals, tangents)]
@@ -618,6 +632,169 @@ def _remat_call_jvp(primals, tangents, *, fun, name):
 remat_call_p.jvp = _remat_call_jvp
 
 
+def _eval_inline(ir, args):
+    """``eval_ir`` that keeps each equation's source line where the enclosing trace
+    records it (the forward pass of a checkpointed function with saved values is
+    inlined into the caller: its lines are the function's, not the caller's)."""
+    from ..core.tracing import IRTracer
+    env = {v: c if isinstance(c, Array) else Array._wrap(c)
+           for v, c in zip(ir.constvars, ir.consts)}
+    env.update(zip(ir.invars, args))
+
+    def read(v):
+        if type(v) is Literal:
+            return Array._wrap(v.value, v.aval.weak_type)
+        return env[v]
+
+    for e in ir.eqns:
+        out = e.prim.bind(*[read(v) for v in e.inputs], **e.params)
+        outs = out if e.prim.multiple_results else [out]
+        first = outs[0] if outs else None
+        if isinstance(first, IRTracer):
+            eqns = first._trace.eqns
+            if eqns and first.var in eqns[-1].outputs:
+                eqns[-1].source = e.source
+                for o in outs:
+                    o._origin = e.source
+            if _NAME_SINKS:  # a checkpoint_name of the inner value names the new one
+                sink = _NAME_SINKS[-1]
+                for v, o in zip(e.outputs, outs):
+                    if v in sink and isinstance(o, IRTracer):
+                        sink[o.var] = sink[v]
+        env.update(zip(e.outputs, outs))
+    return [read(v) for v in ir.outvars]
+
+
+def _with_saved(ir, saved, n_in, name):
+    """``ir`` as a function of its inputs and the values a policy saved (``saved``: vars
+    of ``ir``), for ``remat_lin``: differentiated, each saved value's primal is read
+    instead of recomputed (its tangent still flows from the inputs), so the forward
+    intermediates it was computed from are dead and removed."""
+    from .jvp import JVPTracer
+    where = {v: i for i, v in enumerate(saved)}
+
+    def call(*xs):
+        ins, values = xs[:n_in], xs[n_in:]
+        env = {v: c if isinstance(c, Array) else Array._wrap(c)
+               for v, c in zip(ir.constvars, ir.consts)}
+        env.update(zip(ir.invars, ins))
+
+        def read(v):
+            if type(v) is Literal:
+                return Array._wrap(v.value, v.aval.weak_type)
+            return env[v]
+
+        for e in ir.eqns:
+            out = e.prim.bind(*[read(v) for v in e.inputs], **e.params)
+            for v, o in zip(e.outputs, out if e.prim.multiple_results else [out]):
+                i = where.get(v)
+                if i is not None and type(o) is JVPTracer and o._trace is get_trace():
+                    s = values[i]
+                    if type(s) is JVPTracer and s._trace is o._trace:
+                        s = s.primal
+                    o = JVPTracer(o._trace, s, o.tangent)
+                env[v] = o
+        return [read(v) for v in ir.outvars]
+
+    call.__name__ = name
+    return call
+
+
+# --- names and policies: what a checkpointed function saves ----------------------------------
+# checkpoint_name records a value's name while a checkpointed function (or
+# print_saved_residuals) traces: the innermost recording IR variable under it is
+# mapped to (name, source line) in the active sink.
+
+_NAME_SINKS: list = []
+
+
+class _NamePrim:
+    """What a policy is asked about for a value named by ``checkpoint_name``: JAX's
+    ``name_p`` (``policy(prim, aval, name=...)``)."""
+    name = "name"
+
+    def __repr__(self):
+        return "name"
+
+
+name_p = _NamePrim()
+
+
+def _ir_var(x):
+    """The IR variable a traced value stands for (through jvp tracers), else None."""
+    from ..core.tracing import IRTracer
+    from .jvp import JVPTracer
+    while type(x) is JVPTracer:
+        x = x.primal
+    return x.var if isinstance(x, IRTracer) else None
+
+
+def _eqn_count(x):
+    """How many equations the trace recording ``x`` holds (where a name was given)."""
+    from .jvp import JVPTracer
+    while type(x) is JVPTracer:
+        x = x.primal
+    return len(getattr(x._trace, "eqns", ()))
+
+
+def _policy_saves(policy, e, v, names):
+    if policy(e.prim, *[u.aval for u in e.inputs], **e.params):
+        return True
+    named = names.get(v)
+    return named is not None and bool(policy(name_p, v.aval, name=named[0]))
+
+
+def _saved_by_policy(ir, policy, names):
+    """The intermediates of ``ir`` that ``policy`` lets the forward pass save and the
+    backward pass reads (a value it does not read is not saved)."""
+    candidates = [v for e in ir.eqns if e.prim.name not in ("remat_call", "jit")
+                  for v in e.outputs
+                  if np.dtype(v.aval.dtype).kind in "fc" and _policy_saves(policy, e, v, names)]
+    if not candidates:
+        return []
+    from ..core.trace import trace_context
+    from ..core.tracing import IRTrace, IRTracer
+    from .jvp import JVPTracer
+    from .vjp import linearize_flat
+    probe = IRTrace(EVAL, "checkpoint_policy")
+    env = {}
+    with trace_context(probe):
+        ins = [probe.new_arg(a) for a in ir.in_avals]
+
+        def run(*xs):
+            local = dict(zip(ir.constvars, [c if isinstance(c, Array) else Array._wrap(c)
+                                            for c in ir.consts]))
+            local.update(zip(ir.invars, xs))
+
+            def read(v):
+                if type(v) is Literal:
+                    return Array._wrap(v.value, v.aval.weak_type)
+                return local[v]
+
+            for e in ir.eqns:
+                out = e.prim.bind(*[read(v) for v in e.inputs], **e.params)
+                local.update(zip(e.outputs, out if e.prim.multiple_results else [out]))
+            env.update(local)
+            return [read(v) for v in ir.outvars]
+
+        _, lin = linearize_flat(run, ins)
+    # what the backward pass reads, and every forward value those are computed from:
+    # a saveable value among them is saved instead of recomputed
+    producer = {v: e for e in probe.eqns for v in e.outputs}
+    reached, stack = set(), [c.var for c in lin.consts
+                             if isinstance(c, IRTracer) and c._trace is probe]
+    while stack:
+        v = stack.pop()
+        if v in reached:
+            continue
+        reached.add(v)
+        e = producer.get(v)
+        if e is not None:
+            stack.extend(u for u in e.inputs if type(u) is not Literal)
+    return [v for v in candidates if type(env.get(v)) is JVPTracer
+            and isinstance(env[v].primal, IRTracer) and env[v].primal.var in reached]
+
+
 def _dot_like(prim):
     return getattr(prim, "name", prim) in ("dot_general", "dot", "matmul", "conv",
                                             "conv_general_dilated")
@@ -626,9 +803,16 @@ def _dot_like(prim):
 class checkpoint_policies:
     """JAX's rematerialization policies, for ``checkpoint(f, policy=...)``. A policy
     says which intermediates the backward pass may keep instead of recomputing: it only
-    trades memory for time, never values. ``everything_saveable`` keeps them all (no
-    rematerialization); every other policy here recomputes all of the checkpointed
-    function's intermediates from its inputs (the least memory any policy allows)."""
+    trades memory for time, never values. A policy is called as
+    ``policy(prim, *input_types, **params)`` for each operation of the checkpointed
+    function, and as ``policy(name_p, type, name=...)`` for a value named by
+    ``checkpoint_name``; a value it allows is saved if the backward pass reads it or
+    recomputes from it. ``everything_saveable`` keeps all (no rematerialization),
+    ``nothing_saveable`` none; ``dots_saveable`` the products and convolutions,
+    ``dots_with_no_batch_dims_saveable`` the products without batch dimensions, and
+    the name-based ones the named values. Unlike JAX, the operations asked about are the
+    function's own, not those of its derivative (``cos`` in ``sin``'s), which are
+    recomputed from the saved values."""
 
     @staticmethod
     def everything_saveable(*_, **__):
@@ -645,22 +829,28 @@ class checkpoint_policies:
     checkpoint_dots = dots_saveable
 
     @staticmethod
-    def dots_with_no_batch_dims_saveable(prim, *_, **__):
-        return _dot_like(prim)
+    def dots_with_no_batch_dims_saveable(prim, *_, **params):
+        if getattr(prim, "name", prim) != "dot_general":
+            return False
+        (_, (lb, rb)) = params["dimension_numbers"]
+        return not lb and not rb
 
     checkpoint_dots_with_no_batch_dims = dots_with_no_batch_dims_saveable
 
     @staticmethod
     def save_anything_except_these_names(*names):
-        return lambda *_, **__: True
+        names = frozenset(names)
+        return lambda prim, *_, **params: not (prim is name_p and params["name"] in names)
 
     @staticmethod
     def save_any_names_but_these(*names):
-        return lambda *_, **__: False
+        names = frozenset(names)
+        return lambda prim, *_, **params: prim is name_p and params["name"] not in names
 
     @staticmethod
     def save_only_these_names(*names):
-        return lambda *_, **__: False
+        names = frozenset(names)
+        return lambda prim, *_, **params: prim is name_p and params["name"] in names
 
     @staticmethod
     def save_from_both_policies(policy_1, policy_2):
@@ -674,14 +864,26 @@ class checkpoint_policies:
     def save_and_offload_only_these_names(*, names_which_can_be_saved=(),
                                           names_which_can_be_offloaded=(),
                                           offload_src="device", offload_dst="pinned_host"):
-        return lambda *_, **__: False
+        # one memory here: a value that may be offloaded is saved
+        names = frozenset(names_which_can_be_saved) | frozenset(names_which_can_be_offloaded)
+        return lambda prim, *_, **params: prim is name_p and params["name"] in names
 
 
 def checkpoint_name(x, name):
-    """``x`` unchanged: a name that JAX's name-based policies match. Here every policy but
-    ``everything_saveable`` recomputes, so the name changes nothing."""
+    """``x`` unchanged, named for JAX's name-based policies (``save_only_these_names``,
+    ``save_any_names_but_these``, ...) and ``print_saved_residuals``: inside a
+    checkpointed function the value is saved for the backward pass if the policy allows
+    its name. ``x`` may be a pytree."""
     if not isinstance(name, str):
         raise TypeError(f"checkpoint_name: name must be a string, got {type(name).__name__}")
+    if _NAME_SINKS:
+        from ..core.trace import user_frame_info
+        sink, source = _NAME_SINKS[-1], None
+        for leaf in tree_util.tree_leaves(x):
+            v = _ir_var(leaf)
+            if v is not None:
+                source = source or user_frame_info(2)
+                sink[v] = (name, source, _eqn_count(leaf))
     return x
 
 
@@ -690,9 +892,9 @@ def checkpoint(fun=None, *, prevent_cse=True, policy=None, static_argnums=()):
     them: reverse mode saves only its inputs (``fnx.remat`` is the same function).
 
     As JAX's: ``static_argnums`` arguments are Python values the function may branch
-    on; ``policy`` (from ``fnx.checkpoint_policies``) may allow saving intermediates,
-    which here means all of them for ``everything_saveable`` (then nothing is
-    recomputed) and none otherwise; ``prevent_cse`` is accepted (fnx's CSE never
+    on; ``policy`` (from ``fnx.checkpoint_policies``) says which intermediates the
+    forward pass saves instead (``everything_saveable``: all, so nothing is recomputed;
+    ``fnx.ad_checkpoint.print_saved_residuals`` shows the choice); ``prevent_cse`` is accepted (fnx's CSE never
     merges a recomputation with the forward pass). Usable as ``@checkpoint`` or
     ``@partial(checkpoint, policy=...)``.
     """
@@ -724,14 +926,26 @@ def checkpoint(fun=None, *, prevent_cse=True, policy=None, static_argnums=()):
         # Closure conversion: traced once, with the values it closes over (tracers of
         # enclosing transformations, e.g. weights a scan body reads) made explicit
         # operands, so every transformation of the call sees and differentiates them.
-        ir = trace_flat(fun_flat, [ShapeDtypeStruct(a.shape, a.dtype, a.weak_type)
-                                   for a in leaves], name)
+        names = {}
+        _NAME_SINKS.append(names)
+        try:
+            ir = trace_flat(fun_flat, [ShapeDtypeStruct(a.shape, a.dtype, a.weak_type)
+                                       for a in leaves], name)
+        finally:
+            _NAME_SINKS.pop()
+        if _NAME_SINKS and names:  # names seen from outside too (print_saved_residuals)
+            _NAME_SINKS[-1].update(names)
         if any(isinstance(c, Tracer) for c in ir.consts):
             closed, consts = ir.hoist_consts()
+            call = _ir_function(closed, name)
+            if policy is not None:
+                call.saved = _saved_by_policy(closed, policy, names)
             outs = remat_call_p.bind(*[to_array(c) for c in consts], *leaves,
-                                     fun=_ir_function(closed, name), name=name)
+                                     fun=call, name=name)
         else:  # closes over constants only: recomputed by calling it again
             fun_flat.ir = ir
+            if policy is not None:
+                fun_flat.saved = _saved_by_policy(ir, policy, names)
             outs = remat_call_p.bind(*leaves, fun=fun_flat, name=name)
         return tree_util.tree_unflatten(out_tree[0], outs)
 
@@ -814,7 +1028,7 @@ def _remat_lin_batch(vals, dims, size, *, num_res, fun, out_avals):
     # being batched, so where one of the pair is, the other is broadcast to match.
     from .vmap import _full
     vals, dims = list(vals), list(dims)
-    for i in range(num_res):
+    for i in range(len(vals) - num_res):  # (saved residuals past them have no tangent)
         j = num_res + i
         if dims[i] != dims[j]:
             k = i if dims[i] is None else j
