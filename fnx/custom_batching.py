@@ -124,9 +124,10 @@ class custom_vmap:
     ``@f.def_vmap``."""
 
     def __init__(self, fun):
-        # name and doc only: copying fun.__dict__ would overwrite this object's fields
-        # with a wrapped custom_jvp's or jit's (its `fun`), dropping their rules
-        functools.update_wrapper(self, fun, updated=())
+        # fun's name, doc and attributes first (as functools.wraps; a custom_vmap's def_vmap
+        # stays reachable through decorators stacked on it), then this object's own fields,
+        # so a wrapped custom_jvp's or jit's `fun` never replaces ours
+        functools.update_wrapper(self, fun)
         # (names of our own: jit copies a wrapped callable's __dict__ onto itself)
         self._cvmap_fun = fun
         self.vmap_rule = None

@@ -233,12 +233,13 @@ def _check_like(name, what, got, like, i):
 
 class _Custom:
     def __init__(self, fun, nondiff_argnums=()):
+        # fun's name, doc and attributes first (as functools.wraps; a custom_vmap's def_vmap
+        # stays reachable through decorators stacked on it), then this object's own fields,
+        # so a wrapped custom_jvp's or jit's `fun` never replaces ours
+        functools.update_wrapper(self, fun)
         self.fun = fun
         self.nondiff_argnums = (nondiff_argnums,) if isinstance(nondiff_argnums, int) \
             else tuple(nondiff_argnums)
-        # name and doc only: copying fun.__dict__ would overwrite this object's fields
-        # with a wrapped custom_jvp's or jit's (its `fun`), dropping their rules
-        functools.update_wrapper(self, fun, updated=())
         try:
             self._sig = inspect.signature(fun)
         except (TypeError, ValueError):

@@ -479,6 +479,10 @@ class JitFunction:
                  donate_argnames=(), keep_unused=False, inline=False):
         if not callable(fun):
             raise TypeError(f"jit: expected a function, got {type(fun).__name__} {fun!r}")
+        # fun's name, doc and attributes first (as functools.wraps; a custom_vmap's def_vmap
+        # stays reachable through decorators stacked on it), then this object's own fields,
+        # so a wrapped custom_jvp's or jit's `fun` never replaces ours
+        functools.update_wrapper(self, fun)
         self.fun = fun
         self.name = getattr(fun, "__name__", type(fun).__name__)
         per_fun = _per_fun(fun)
@@ -505,9 +509,6 @@ class JitFunction:
         self._cache = self._c.entries
         self._fast = self._c.fast
         self._fast_trees = self._c.fast_trees
-        # name and doc only: copying fun.__dict__ would overwrite this object's fields
-        # with a wrapped custom_jvp's or jit's (its `fun`), dropping their rules
-        functools.update_wrapper(self, fun, updated=())
 
     def _resolve(self, static_argnums, static_argnames, donate_argnums, donate_argnames):
         static_argnums, static_argnames, sig = _resolve_args(
