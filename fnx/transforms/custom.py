@@ -859,7 +859,8 @@ class checkpoint_policies:
 
     @staticmethod
     def offload_dot_with_no_batch_dims(offload_src="device", offload_dst="pinned_host"):
-        return lambda *_, **__: False
+        # one memory here: a product that may be offloaded is saved
+        return checkpoint_policies.dots_with_no_batch_dims_saveable
 
     @staticmethod
     def save_and_offload_only_these_names(*, names_which_can_be_saved=(),
