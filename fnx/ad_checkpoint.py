@@ -7,7 +7,6 @@ from __future__ import annotations
 import inspect
 
 from . import tree_util
-from .core.array import Array
 from .core.primitive import ShapeDtypeStruct
 from .core.trace import trace_context
 from .core.tracing import IRTrace, IRTracer, _abstractify
@@ -107,7 +106,8 @@ def saved_residuals(f, *args, **kwargs):
         var = c.var if isinstance(c, IRTracer) and c._trace is trace else None
         aval = ShapeDtypeStruct(c.shape, c.dtype)
         if var in position:
-            from_args.append((position[var], (aval, f"from the argument {arg_names[position[var]]}")))
+            i = position[var]
+            from_args.append((i, (aval, f"from the argument {arg_names[i]}")))
         else:
             named = names.get(var)
             at = order.get(var, len(order))
@@ -127,5 +127,3 @@ def print_saved_residuals(f, *args, **kwargs):
     for aval, description in saved_residuals(f, *args, **kwargs):
         print(f"{aval.str_short()} {description}")
 
-
-del Array

@@ -896,8 +896,8 @@ def checkpoint(fun=None, *, prevent_cse=True, policy=None, static_argnums=()):
     As JAX's: ``static_argnums`` arguments are Python values the function may branch
     on; ``policy`` (from ``fnx.checkpoint_policies``) says which intermediates the
     forward pass saves instead (``everything_saveable``: all, so nothing is recomputed;
-    ``fnx.ad_checkpoint.print_saved_residuals`` shows the choice); ``prevent_cse`` is accepted (fnx's CSE never
-    merges a recomputation with the forward pass). Usable as ``@checkpoint`` or
+    ``fnx.ad_checkpoint.print_saved_residuals`` shows the choice); ``prevent_cse`` is
+    accepted. Usable as ``@checkpoint`` or
     ``@partial(checkpoint, policy=...)``.
     """
     if fun is None:
