@@ -188,3 +188,12 @@ def test_gradients_of_python_scalars_are_weakly_typed():
         np.testing.assert_allclose(float(g), 2 * np.cos(3.), rtol=1e-6)
     assert (fnx.grad(f)(3.) * fnp.ones(2, dtype="float16")).dtype == "float16"
     assert not fnx.grad(f)(fnp.float32(3.)).weak_type
+
+
+def test_zero_gradients_of_python_scalars_are_weakly_typed():
+    # JAX: grad(fun)(Point(1., 2.)) gives y=Array(0., dtype=float32, weak_type=True)
+    g = fnx.grad(lambda p: p[0] * 2.)((1., 2.))
+    assert all(x.dtype == "float32" and x.weak_type for x in g)
+    assert float(g[1]) == 0.0
+    (_, gy) = fnx.vjp(lambda x, y: x * 2, 1., 2.)[1](1.)
+    assert gy.weak_type and float(gy) == 0.0

@@ -346,7 +346,7 @@ class VJP:
                 from .. import lax
                 ct_leaves[i] = lax.convert_element_type(c, o.dtype)  # a Python scalar
         cts = spec.backward.backward(self._residuals(), ct_leaves)
-        cts = [zeros_like_tangent(p) if c is None else _like_primal(c, p)
+        cts = [_like_primal(zeros_like_tangent(p) if c is None else c, p)
                for p, c in zip(spec.p_avals, cts)]
         return tree_util.tree_unflatten(spec.p_tree, cts)
 
@@ -533,7 +533,7 @@ def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=F
         grads, i = [], 0
         for tree, k in zip(trees, sizes):
             g = [np.zeros(p.shape, float0) if p.dtype.kind not in "fc" else
-                 zeros_like_tangent(p) if c is None else _like_primal(c, p)
+                 _like_primal(zeros_like_tangent(p) if c is None else c, p)
                  for p, c in zip(leaves[i:i + k], cts[i:i + k])]
             grads.append(g[0] if tree is None else tree_util.tree_unflatten(tree, g))
             i += k
