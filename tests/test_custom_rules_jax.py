@@ -484,3 +484,20 @@ def test_jit_of_a_custom_rule_keeps_the_rule():
     assert float(fnx.grad(fnx.jit(f))(1.0)) == 100.0
     assert float(fnx.grad(fnx.jit(g))(1.0)) == 7.0
     assert float(fnx.grad(fnx.jit(h))(1.0)) == 5.0
+
+
+def test_jit_of_a_custom_jvp_function_runs_its_python_once():
+    # JAX's notebook: a print inside a custom_jvp function under jit runs once (at trace
+    # time); later calls run the compiled code, not the Python function
+    calls = []
+
+    @fnx.custom_jvp
+    def f(x):
+        calls.append(1)
+        return jnp.sin(x)
+    f.defjvp(lambda p, t: (f(p[0]), 100.0 * t[0]))
+    g = fnx.jit(f)
+    np.testing.assert_allclose(float(g(1.0)), np.sin(1.0), rtol=1e-6)
+    g(2.0)
+    assert len(calls) == 1
+    assert float(fnx.jit(fnx.grad(f))(1.0)) == 100.0

@@ -41,6 +41,10 @@ def _call_rule(*args, fun, rule, name):
 
 
 def _call_impl(*vals, fun, rule, name):
+    ir = getattr(fun, "ir", None)
+    if ir is not None:  # traced already (under jit): run its code, not the Python again,
+        from .jit import _compiled  # so a print in the function runs once, as in JAX
+        return list(_compiled(ir)(*vals))
     return [o._value for o in fun(*[Array._wrap(v) for v in vals])]
 
 
