@@ -1,6 +1,6 @@
 """Small programs in the idioms of JAX's documentation (debugging, tracing, callbacks, ...)
 that once failed or differed when ported by changing imports. Expected values are JAX
-0.10.2's results for the same programs (recorded under /tmp/jaxvenv), or the documented
+0.10.2's results for the same programs, or the documented
 behaviour where fnx differs on purpose."""
 import io
 

@@ -1,5 +1,5 @@
 """fnx.dtypes (JAX's jax.dtypes): every expected value below is JAX 0.10.2's result for the
-same call (recorded under /tmp/jaxvenv), with jax_enable_x64 off unless a test turns it on."""
+same call, with jax_enable_x64 off unless a test turns it on."""
 import numpy as np
 import pytest
 
