@@ -313,14 +313,15 @@ def linear_transpose(fun, *primals, reduce_axes=()):
     from .core.ir import IR, Literal, Var
     from .core.primitive import ShapeDtypeStruct
     from .core.tracing import trace_flat
+    from .core.tracing import _abstractify
     from .transforms.vjp import backward_pass
 
     if reduce_axes:
         raise NotImplementedError("linear_transpose: reduce_axes (pmap's named axes) has "
                                   "no meaning in fnx; leave it out")
     leaves, in_tree = tree_util.tree_flatten(primals)
-    avals = [x if isinstance(x, ShapeDtypeStruct) else to_array(x, "linear_transpose").aval
-             for x in leaves]
+    avals = [_abstractify(x, "linear_transpose") if isinstance(x, ShapeDtypeStruct)
+             else to_array(x, "linear_transpose").aval for x in leaves]
     out_tree = [None]
 
     def flat(*xs):

@@ -197,3 +197,14 @@ def test_zero_gradients_of_python_scalars_are_weakly_typed():
     assert float(g[1]) == 0.0
     (_, gy) = fnx.vjp(lambda x, y: x * 2, 1., 2.)[1](1.)
     assert gy.weak_type and float(gy) == 0.0
+
+
+def test_linear_transpose_narrows_64_bit_placeholders_like_eager():
+    # x64 off: a float64 placeholder is a float32 input (as in JAX), so a float32
+    # cotangent is the right type
+    t = fnx.linear_transpose(lambda x: 2 * x, fnx.ShapeDtypeStruct((3,), "float64"))
+    (g,) = t(fnp.ones(3, dtype="float32"))
+    assert g.dtype == "float32" and g.tolist() == [2.0, 2.0, 2.0]
+    with fnx.enable_x64():
+        t = fnx.linear_transpose(lambda x: 2 * x, fnx.ShapeDtypeStruct((3,), "float64"))
+        assert t(np.ones(3))[0].dtype == "float64"
