@@ -162,8 +162,11 @@ def format_ir(ir: IR, indent: int = 0, namer=None, *, jaxpr=False) -> str:
 
 # --- evaluation ----------------------------------------------------------------
 
-def eval_ir(ir: IR, *args, consts=None):
-    """Evaluate ``ir`` on Arrays/tracers by binding each equation on the current trace."""
+def eval_ir(ir: IR, *args, consts=None, after=None):
+    """Evaluate ``ir`` on Arrays/tracers by binding each equation on the current trace.
+
+    ``after(eqn, outs) -> outs``, if given, sees each equation's outputs (a list) as they
+    are bound and returns the values the rest of the IR reads."""
     from .array import Array  # local: array imports nothing from here
     if len(args) != len(ir.invars):
         raise TypeError(f"eval_ir: the IR takes {len(ir.invars)} inputs, got {len(args)}")
@@ -180,7 +183,9 @@ def eval_ir(ir: IR, *args, consts=None):
 
     for e in ir.eqns:
         out = e.prim.bind(*[read(v) for v in e.inputs], **e.params)
-        if e.prim.multiple_results:
+        if after is not None:
+            env.update(zip(e.outputs, after(e, out if e.prim.multiple_results else [out])))
+        elif e.prim.multiple_results:
             env.update(zip(e.outputs, out))
         else:
             env[e.outputs[0]] = out

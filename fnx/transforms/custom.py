@@ -642,18 +642,8 @@ def _eval_inline(ir, args):
     records it (the forward pass of a checkpointed function with saved values is
     inlined into the caller: its lines are the function's, not the caller's)."""
     from ..core.tracing import IRTracer
-    env = {v: c if isinstance(c, Array) else Array._wrap(c)
-           for v, c in zip(ir.constvars, ir.consts)}
-    env.update(zip(ir.invars, args))
 
-    def read(v):
-        if type(v) is Literal:
-            return Array._wrap(v.value, v.aval.weak_type)
-        return env[v]
-
-    for e in ir.eqns:
-        out = e.prim.bind(*[read(v) for v in e.inputs], **e.params)
-        outs = out if e.prim.multiple_results else [out]
+    def after(e, outs):
         first = outs[0] if outs else None
         if isinstance(first, IRTracer):
             eqns = first._trace.eqns
@@ -666,8 +656,9 @@ def _eval_inline(ir, args):
                 for v, o in zip(e.outputs, outs):
                     if v in sink and isinstance(o, IRTracer):
                         sink[o.var] = sink[v]
-        env.update(zip(e.outputs, outs))
-    return [read(v) for v in ir.outvars]
+        return outs
+
+    return eval_ir(ir, *args, after=after)
 
 
 def _with_saved(ir, saved, n_in, name):
@@ -680,26 +671,19 @@ def _with_saved(ir, saved, n_in, name):
 
     def call(*xs):
         ins, values = xs[:n_in], xs[n_in:]
-        env = {v: c if isinstance(c, Array) else Array._wrap(c)
-               for v, c in zip(ir.constvars, ir.consts)}
-        env.update(zip(ir.invars, ins))
 
-        def read(v):
-            if type(v) is Literal:
-                return Array._wrap(v.value, v.aval.weak_type)
-            return env[v]
-
-        for e in ir.eqns:
-            out = e.prim.bind(*[read(v) for v in e.inputs], **e.params)
-            for v, o in zip(e.outputs, out if e.prim.multiple_results else [out]):
-                i = where.get(v)
+        def after(e, outs):
+            outs = list(outs)
+            for k, v in enumerate(e.outputs):
+                i, o = where.get(v), outs[k]
                 if i is not None and type(o) is JVPTracer and o._trace is get_trace():
                     s = values[i]
                     if type(s) is JVPTracer and s._trace is o._trace:
                         s = s.primal
-                    o = JVPTracer(o._trace, s, o.tangent)
-                env[v] = o
-        return [read(v) for v in ir.outvars]
+                    outs[k] = JVPTracer(o._trace, s, o.tangent)
+            return outs
+
+        return eval_ir(ir, *ins, after=after)
 
     call.__name__ = name
     return call
