@@ -99,3 +99,99 @@ def test_accuracy():
     np.testing.assert_allclose(nn.accuracy(x, y), 0.75)
     np.testing.assert_allclose(nn.accuracy(x, np.eye(2, dtype=np.float32)[y]), 0.75)
     np.testing.assert_allclose(fnx.jit(nn.accuracy)(x, y), 0.75)
+
+
+# --- bad inputs raise (or give NaN under tracing), never a silently wrong loss ----------
+
+X3 = np.array([[1.0, 2.0, 0.5], [0.1, 0.2, 3.0]], np.float32)
+
+
+@pytest.mark.parametrize("bad", [[0, 7], [-1, 2], [3, 3]])
+def test_cross_entropy_labels_out_of_range_raise(bad):
+    with pytest.raises(ValueError) as err:
+        nn.cross_entropy(X3, np.array(bad))
+    msg = str(err.value)
+    assert "softmax_cross_entropy" in msg and "3 classes" in msg
+    first = next(i for i, b in enumerate(bad) if not 0 <= b < 3)
+    assert f"{bad[first]} at ({first},)" in msg
+    # label smoothing and other reductions go through the same check
+    with pytest.raises(ValueError, match="out of range"):
+        nn.softmax_cross_entropy(X3, np.array(bad), label_smoothing=0.1, reduction="none")
+
+
+def test_cross_entropy_labels_out_of_range_checked_with_traced_logits():
+    # labels are concrete (closed over) while the logits are traced: still raises
+    with pytest.raises(ValueError, match="7 at"):
+        fnx.grad(lambda z: nn.cross_entropy(z, np.array([0, 7])))(X3)
+    with pytest.raises(ValueError, match="7 at"):
+        fnx.jit(lambda z: nn.cross_entropy(z, np.array([0, 7])))(X3)
+
+
+def test_cross_entropy_traced_bad_labels_give_nan():
+    y = np.array([0, 7])
+    out = fnx.jit(nn.cross_entropy)(X3, y)
+    assert np.isnan(out)
+    per = fnx.jit(lambda x, y: nn.cross_entropy(x, y, reduction="none"))(X3, np.array([2, -1]))
+    assert np.isfinite(per[0]) and np.isnan(per[1])
+    np.testing.assert_allclose(per[0], nn.cross_entropy(X3[:1], np.array([2])), rtol=1e-6)
+    vm = fnx.vmap(lambda x, y: nn.cross_entropy(x, y))(X3, np.array([1, 3]))
+    assert np.isfinite(vm[0]) and np.isnan(vm[1])
+    # valid labels under jit are unchanged
+    np.testing.assert_allclose(fnx.jit(nn.cross_entropy)(X3, np.array([0, 2])),
+                               nn.cross_entropy(X3, np.array([0, 2])), rtol=1e-6)
+
+
+def test_cross_entropy_label_shape_mismatch():
+    with pytest.raises(ValueError, match=r"cross_entropy.*\(1,\).*\(2, 3\)"):
+        nn.cross_entropy(X3, np.array([0]))      # used to broadcast one label over both rows
+
+
+def test_accuracy_bad_labels():
+    with pytest.raises(ValueError) as err:
+        nn.accuracy(X3, np.array([2, 5]))
+    assert "accuracy" in str(err.value) and "5 at (1,)" in str(err.value)
+    assert "3 classes" in str(err.value)
+    with pytest.raises(ValueError, match="-1 at"):
+        nn.accuracy(X3, np.array([-1, 2]))
+    assert np.isnan(fnx.jit(nn.accuracy)(X3, np.array([2, 5])))
+    np.testing.assert_allclose(fnx.jit(nn.accuracy)(X3, np.array([1, 2])), 1.0)
+    with pytest.raises(ValueError, match=r"accuracy.*\(2, 1\)"):
+        nn.accuracy(X3, np.array([[1], [2]]))   # would broadcast to a 2x2 comparison
+    # integer one-hot labels are one-hot, not indices
+    np.testing.assert_allclose(nn.accuracy(X3, np.eye(3, dtype=np.int32)[[1, 0]]), 0.5)
+
+
+@pytest.mark.parametrize("loss,names", [
+    (nn.mse_loss, ("pred", "target")),
+    (nn.huber_loss, ("pred", "target")),
+    (nn.binary_cross_entropy_with_logits, ("logits", "targets")),
+])
+def test_regression_losses_shape_mismatch(loss, names):
+    p = np.arange(3, dtype=np.float32).reshape(3, 1)
+    t = np.array([0.0, 1.0, 1.0], np.float32)
+    with pytest.raises(ValueError) as err:
+        loss(p, t)
+    msg = str(err.value)
+    assert loss.__name__ in msg and "(3, 1)" in msg and "(3,)" in msg and "(3, 3)" in msg
+    assert f"{names[0]} of shape" in msg and "allow_broadcast=True" in msg
+    assert isinstance(err.value, fnx.errors.ShapeError)
+    with pytest.raises(ValueError, match=r"\(2,\).*\(3,\)"):
+        loss(np.zeros(2, np.float32), t)           # no broadcast at all
+    with pytest.raises(ValueError, match=r"\(\).*\(3,\)"):
+        loss(np.float32(0.5), t)                   # a 0-d prediction is not a target
+    with pytest.raises(ValueError, match=loss.__name__):
+        fnx.jit(loss)(p, t)                        # shapes are checked under tracing too
+    # opt-in: the old broadcasting result
+    got = loss(p, t, allow_broadcast=True, reduction="none")
+    assert got.shape == (3, 3)
+    # same shapes, and a 0-d target (a Python number or a 0-d array), are fine
+    np.testing.assert_allclose(loss(p[:, 0], t, reduction="none"),
+                               loss(p, t[:, None], reduction="none")[:, 0])
+    np.testing.assert_allclose(loss(p, 1.0, reduction="none"),
+                               loss(p, np.ones((3, 1), np.float32), reduction="none"))
+    np.testing.assert_allclose(loss(p, np.float32(1.0)), loss(p, np.ones_like(p)))
+
+
+def test_mse_scalar_target_keeps_dtype():
+    x = fnp.ones(3, dtype=np.float16)
+    assert nn.mse_loss(x, 0.0).dtype == np.float16
