@@ -20,6 +20,7 @@ import inspect
 import numpy as np
 
 from .. import tree_util
+from .._config import config
 from ..core.array import Array, Tracer, to_array
 from ..core.ir import Literal, eval_ir
 from ..core.primitive import Primitive, ShapeDtypeStruct
@@ -144,9 +145,12 @@ def _closure_convert(fun_flat, leaves, name):
                                for a in leaves], name)
     if not any(isinstance(c, Tracer) for c in ir.consts):
         fun_flat.ir = ir  # its output types, so the shape rule need not trace it again
+        fun_flat.out_avals = ir.out_avals
         return fun_flat, None
     closed, consts = ir.hoist_consts()
-    return _ir_function(closed, name), [to_array(c) for c in consts]
+    fun_c = _ir_function(closed, name)
+    fun_c.out_avals = ir.out_avals
+    return fun_c, [to_array(c) for c in consts]
 
 
 def _no_closure_tangents(name, tangents, n):
@@ -226,12 +230,17 @@ def _check_like(name, what, got, like, i):
             f"{name}: {what} {i} has shape {tuple(got.shape)}, but its primal has shape "
             f"{tuple(like.shape)}; a rule must return one value per primal, shaped like it")
     if got.dtype != like.dtype and like.dtype.kind in "fc":
-        if got.weak_type or got.dtype.kind not in "fc" or like.dtype.kind == "c":
+        # a Python number (weakly typed) or a real value for a complex primal converts
+        # exactly; an integer, boolean or differently sized float array is a bug in the
+        # rule (JAX lets bwd's pass as a "temporary exception" and raises for jvp's)
+        kind = got.dtype.kind
+        if (got.weak_type and kind in "iuf") or (like.dtype.kind == "c" and kind == "f"):
             from .. import lax
             return lax.convert_element_type(got, like.dtype)
         raise CustomRuleError(
             f"{name}: {what} {i} has dtype {got.dtype}, but its primal has dtype "
-            f"{like.dtype}; convert it with .astype({like.dtype.name!r})")
+            f"{like.dtype}; a rule must return values of its primal's dtype: convert it "
+            f"with .astype({like.dtype.name!r})")
     return got
 
 
@@ -294,6 +303,23 @@ class _Custom:
             return [to_array(o) for o in flat]
         fun_flat.__name__ = getattr(self.fun, "__name__", "custom")
         return fun_flat
+
+    @staticmethod
+    def _check_rule_outs(name, rule, known, outs):
+        """The primal outputs a rule returned against the function's own, where those are
+        known without running the function again (it was traced: under jit and other
+        recording transformations), as JAX: shape and dtype must match."""
+        if known is None:
+            return
+        if len(known) != len(outs):
+            raise CustomRuleError(f"{name}: the {rule} returned {len(outs)} primal outputs, "
+                                  f"but the function returns {len(known)}")
+        for i, (o, w) in enumerate(zip(outs, known)):
+            if tuple(o.shape) != tuple(w.shape) or o.dtype != w.dtype:
+                raise CustomRuleError(
+                    f"{name}: the {rule}'s primal output {i} is {o.aval.str_short()}, but the "
+                    f"function returns {w.str_short()}; the rule must return the function's "
+                    "output (same shape and dtype), e.g. by calling the function")
 
     def _set_out_tree(self, box, tree, rule):
         if box[0] is None:
@@ -372,6 +398,7 @@ class custom_jvp(_Custom):
         fun_flat = self._flat_fun(static, tree, out_tree)
         nondiff = [static[i] for i in sorted(static)]
         name = f"custom_jvp {self.__name__}"
+        known = [None]
 
         def rule(primals, tangents):  # tangents: None for a symbolic zero
             p = tree_util.tree_unflatten(tree, primals)
@@ -394,6 +421,7 @@ class custom_jvp(_Custom):
                     f"{name}: the jvp rule's tangent output is structured as {ttree}, but its "
                     f"primal output as {otree}; return one tangent per output")
             outs = [to_array(o) for o in out_leaves]
+            self._check_rule_outs(name, "jvp rule", known[0], outs)
             out_ts = [None if _is_zero_marker(v) else
                       _check_like(name, "output tangent", to_array(v), o, i)
                       for i, (v, o) in enumerate(zip(t_leaves, outs))]
@@ -401,6 +429,7 @@ class custom_jvp(_Custom):
 
         fun_c, consts = _closure_convert(fun_flat, leaves, self.__name__) \
             if _records(trace) else (None, None)
+        known[0] = getattr(fun_c, "out_avals", None)  # the function's output types
         if consts:
             n = len(consts)
 
@@ -459,6 +488,7 @@ class custom_vjp(_Custom):
         nondiff = [static[i] for i in sorted(static)]
         res_tree = [None]
         name = f"custom_vjp {self.__name__}"
+        known = [None]
 
         def fwd_flat(primals, perturbed):
             if self.symbolic_zeros:
@@ -472,7 +502,9 @@ class custom_vjp(_Custom):
             out_leaves, otree = tree_util.tree_flatten(out)
             self._set_out_tree(out_tree, otree, "fwd rule")
             res_leaves, res_tree[0] = tree_util.tree_flatten(r)
-            return [to_array(o) for o in out_leaves], [to_array(x) for x in res_leaves]
+            outs = [to_array(o) for o in out_leaves]
+            self._check_rule_outs(name, "fwd rule", known[0], outs)
+            return outs, [to_array(x) for x in res_leaves]
 
         def bwd_flat(res, cts, out_avals):  # cts: None for a zero cotangent
             if any(c is None for c in cts):
@@ -486,6 +518,7 @@ class custom_vjp(_Custom):
 
         fun_c, consts = _closure_convert(fun_flat, leaves, self.__name__) \
             if _records(trace) else (None, None)
+        known[0] = getattr(fun_c, "out_avals", None)  # the function's output types
         if consts:
             n = len(consts)
 

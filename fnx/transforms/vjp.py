@@ -455,6 +455,21 @@ def _check_grad_input(n, a, holomorphic, allow_int, what="grad"):
             "is then a float0 zero).")
 
 
+def _check_single_output(out):
+    """A function ``grad`` differentiates returns one value: a tuple, list or dict would
+    otherwise be stacked into one array (or fail in ``stack``)."""
+    leaves, tree = tree_util.tree_flatten(out)
+    if tree_util.treedef_is_leaf(tree) and leaves:
+        return
+    kind = type(out).__name__
+    n = f" of {len(out)} values" if isinstance(out, (tuple, list, dict)) else ""
+    raise GradOutputError(
+        f"grad: the function returned a {kind}{n}, but grad differentiates a single real "
+        "scalar (gradient only defined for scalar-output functions). If it returns "
+        "(loss, aux), pass has_aux=True; otherwise return one scalar, or use fnx.vjp / "
+        "fnx.jacrev for several outputs.")
+
+
 def _check_grad_output(out, holomorphic):
     if not isinstance(out, Array) or out.shape != ():
         raise GradOutputError(
@@ -525,6 +540,8 @@ def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=F
             if has_aux:
                 out, aux = split_aux(out, "grad")
                 aux_box[0] = tree_util.tree_map(_own_primal, aux)
+            elif not isinstance(out, Array):
+                _check_single_output(out)
             return [out]
 
         (out,), backward = _vjp_flat(flat, leaves)
@@ -556,6 +573,8 @@ def _value_and_grad_one_array(fun, has_aux, args, kwargs, n, holomorphic=False):
         if has_aux:
             out, aux = split_aux(out, "grad")
             aux_box[0] = tree_util.tree_map(_own_primal, aux)
+        elif not isinstance(out, Array):
+            _check_single_output(out)
         return [out]
 
     (out,), backward = _vjp_flat(flat, [args[n]])
