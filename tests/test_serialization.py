@@ -17,7 +17,7 @@ import fnx
 import fnx.numpy as fnp
 import fnx.serialization as ser
 from fnx import tree_util
-from fnx.serialization import _codec, CheckpointError
+from fnx.serialization import _checkpoint as _ckpt, _codec, CheckpointError
 from fnx.testing import strategies as fst
 
 try:
@@ -410,6 +410,67 @@ def test_crash_mid_save_keeps_old_file(tmp_path, monkeypatch, fail):
     assert path.read_bytes() == before
     assert os.listdir(tmp_path) == ["ckpt.fnx"]
     np.testing.assert_array_equal(ser.load(path)["w"], old["w"])
+
+
+_KILLED_SAVER = """
+import sys, time
+import numpy as np
+from fnx.serialization import _checkpoint
+
+def parts():
+    yield b"x" * (1 << 20)   # a first MiB reaches the temporary, then the writer stalls
+    print("writing", flush=True)
+    time.sleep(60)
+    yield b""
+
+_checkpoint.atomic_write(sys.argv[1], parts())
+"""
+
+
+@pytest.mark.skipif(os.name != "posix", reason="SIGKILL and pid liveness are POSIX's")
+def test_killed_saves_leave_temporaries_the_next_save_removes(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    path = tmp_path / "ckpt.fnx"
+    ser.save(path, {"w": np.arange(4.0)})
+    seen = set()
+    for _ in range(3):  # saves killed mid-write: each leaves one full-size temporary,
+        proc = subprocess.Popen([sys.executable, "-c", _KILLED_SAVER, str(path)],
+                                stdout=subprocess.PIPE, text=True)
+        assert proc.stdout.readline().strip() == "writing"
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        proc.stdout.close()
+        stale = [n for n in os.listdir(tmp_path) if n.endswith(".tmp")]
+        # ... and the next save removed the one before
+        assert len(stale) == 1 and os.path.getsize(tmp_path / stale[0]) == 1 << 20
+        assert stale[0] not in seen
+        seen.add(stale[0])
+    # the old file is intact, and load ignores the temporaries beside it
+    np.testing.assert_array_equal(ser.load(path)["w"], np.arange(4.0))
+    # a temporary of a live writer (this process, or another one still running) stays
+    live = tmp_path / f".ckpt.fnx.{_ckpt._HOST}-{os.getpid()}.0123456789ab.tmp"
+    live.write_bytes(b"in progress")
+    other = tmp_path / ".ckpt.fnx.bak.0123456789ab.tmp"  # another target's
+    other.write_bytes(b"x")
+    ser.save(path, {"w": np.arange(5.0)})
+    assert sorted(os.listdir(tmp_path)) == sorted(["ckpt.fnx", live.name, other.name])
+    np.testing.assert_array_equal(ser.load(path)["w"], np.arange(5.0))
+
+
+def test_stale_temporaries_of_other_hosts_go_by_age(tmp_path):
+    path = tmp_path / "m.fnx"
+    old = tmp_path / ".m.fnx.deadbeef-12.0123456789ab.tmp"   # another host's writer
+    legacy = tmp_path / ".m.fnx.0123456789ab.tmp"            # the earlier naming
+    fresh = tmp_path / ".m.fnx.deadbeef-13.ba9876543210.tmp"
+    for f in (old, legacy, fresh):
+        f.write_bytes(b"partial")
+    t = os.stat(old).st_mtime - _ckpt.STALE_TMP_SECONDS - 5
+    os.utime(old, (t, t))
+    os.utime(legacy, (t, t))
+    assert sorted(_ckpt.remove_stale_temporaries(path)) == sorted([old.name, legacy.name])
+    assert sorted(os.listdir(tmp_path)) == [fresh.name]
 
 
 def test_save_replaces_and_keeps_mode(tmp_path):

@@ -6,8 +6,10 @@ import contextlib
 import hashlib
 import os
 import secrets
+import socket
 import stat
 import struct
+import time
 import warnings
 import zlib
 
@@ -134,14 +136,79 @@ def _fsync_dir(directory: str) -> None:
         os.close(fd)
 
 
+# Temporaries are named ``.{target}.{host}-{pid}.{random}.tmp``: a save that dies (SIGKILL,
+# power loss) leaves one behind, and the next save of the same target removes it once
+# its writer is known to be gone: a process of this host that no longer exists, or, for
+# a temporary of another host (a shared file system) or of an older naming, one nobody
+# has written to for ``STALE_TMP_SECONDS`` (a live writer writes without pause and
+# renames at once). A live writer's temporary, this process's included, is never touched.
+STALE_TMP_SECONDS = 600
+_HOST = hashlib.sha256(socket.gethostname().encode()).hexdigest()[:8]
+
+
+def _tmp_prefix(path: str) -> str:
+    return f".{os.path.basename(path)}."
+
+
+def _pid_gone(pid: int) -> bool:
+    if os.name != "posix" or pid <= 0:
+        return False
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except OSError:  # exists, owned by someone else
+        return False
+    return False
+
+
+def remove_stale_temporaries(path) -> list:
+    """Remove the temporaries that interrupted saves of ``path`` left behind (see above);
+    returns the names removed."""
+    path = os.fspath(path)
+    directory = os.path.dirname(os.path.abspath(path))
+    prefix = _tmp_prefix(path)
+    removed = []
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return removed
+    now = time.time()
+    for name in names:
+        if not (name.startswith(prefix) and name.endswith(".tmp")):
+            continue
+        middle = name[len(prefix):-len(".tmp")].split(".")
+        full = os.path.join(directory, name)
+        if len(middle) == 2 and middle[0].count("-") == 1:  # this naming: host-pid.random
+            host, pid = middle[0].split("-")
+        elif len(middle) == 1 and len(middle[0]) == 12:     # the earlier one: random only
+            host = pid = ""
+        else:  # another target's (``path`` is a prefix of its name), or not a temporary
+            continue
+        if host == _HOST and pid.isdigit():
+            stale = int(pid) != os.getpid() and _pid_gone(int(pid))
+        else:
+            try:
+                stale = now - os.stat(full).st_mtime > STALE_TMP_SECONDS
+            except OSError:
+                continue
+        if stale:
+            with contextlib.suppress(OSError):
+                os.unlink(full)
+                removed.append(name)
+    return removed
+
+
 def atomic_write(path, parts) -> None:
     """Write `parts` to `path` so that a reader (or a crash) sees either the old
     file or the complete new one: a temporary file in the same directory,
-    flushed and fsynced, then ``os.replace``, then an fsync of the directory."""
+    flushed and fsynced, then ``os.replace``, then an fsync of the directory.
+    Temporaries that earlier, interrupted saves of `path` left are removed first."""
     path = os.fspath(path)
     directory = os.path.dirname(os.path.abspath(path))
-    tmp = os.path.join(directory,
-                       f".{os.path.basename(path)}.{secrets.token_hex(6)}.tmp")
+    remove_stale_temporaries(path)
+    tmp = os.path.join(directory, f"{_tmp_prefix(path)}{_HOST}-{os.getpid()}."
+                                  f"{secrets.token_hex(6)}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0),
                  0o666)
     try:
