@@ -35,7 +35,7 @@ from .. import tree_util
 from ..core import dtypes
 from ..core.ir import IR, Eqn, Literal, Var
 from ..core.primitive import REGISTRY, Primitive, ShapeDtypeStruct
-from ..errors import MissingRuleError
+from ..errors import MissingRuleError, ShapeError
 
 DEFAULT_OPSET = 18
 MIN_OPSET = 18     # the lowerings use opset-18 operator signatures (axes as inputs, ...)
@@ -445,6 +445,12 @@ def lower_primitive(prim, in_avals, params=None, opset: int = DEFAULT_OPSET):
     For checking one primitive's lowering against its NumPy impl.
     """
     if isinstance(prim, str):
+        if prim not in REGISTRY:
+            import difflib
+            close = difflib.get_close_matches(prim, list(REGISTRY), n=3)
+            hint = f"; did you mean {', '.join(map(repr, close))}?" if close else ""
+            raise ValueError(f"lower_primitive: no primitive named {prim!r} (the names are "
+                             f"the keys of fnx.core.primitive.REGISTRY){hint}")
         prim = REGISTRY[prim]
     if not isinstance(prim, Primitive):
         raise TypeError(f"lower_primitive: expected a Primitive or a primitive name, got "
@@ -468,25 +474,70 @@ def _model_bytes(model) -> bytes:
     return model.SerializeToString()
 
 
+def _input_dtype(onnx, vi, i):
+    """The NumPy dtype graph input ``vi`` (the ``i``-th) declares, or a ValueError saying
+    what is wrong with its declaration."""
+    fix = (f"set it, e.g. model.graph.input[{i}].type.tensor_type.elem_type = "
+           "onnx.TensorProto.FLOAT, or re-export the model with a typed input")
+    kind = vi.type.WhichOneof("value")
+    if kind != "tensor_type":
+        what = "no type" if kind is None else f"a {kind.replace('_type', '')} type"
+        raise ValueError(f"run: the model's input {vi.name!r} (input {i}) has {what}; "
+                         f"fnx.onnx.run feeds tensors only: {fix}")
+    elem = vi.type.tensor_type.elem_type
+    if elem == onnx.TensorProto.UNDEFINED:
+        raise ValueError(f"run: the model's input {vi.name!r} (input {i}) has an undefined "
+                         f"element type (elem_type 0, UNDEFINED), so the dtype to feed is "
+                         f"unknown: {fix}")
+    try:
+        return np.dtype(onnx.helper.tensor_dtype_to_np_dtype(elem))
+    except (KeyError, TypeError, ValueError):
+        raise ValueError(f"run: the model's input {vi.name!r} (input {i}) has element type "
+                         f"{elem}, which this onnx version does not know: {fix}") from None
+
+
+def _check_input_shape(vi, arr):
+    tt = vi.type.tensor_type
+    if not tt.HasField("shape"):
+        return
+    want = tuple(d.dim_value if d.HasField("dim_value") else None for d in tt.shape.dim)
+    if len(want) != arr.ndim or any(w is not None and w != g for w, g in zip(want, arr.shape)):
+        shown = "(" + ", ".join("?" if w is None else str(w) for w in want) + \
+            ("," if len(want) == 1 else "") + ")"
+        raise ShapeError(f"run: input {vi.name!r} must have shape {shown} (as the model "
+                         f"declares it; ? is any size), got {arr.shape}")
+
+
 def run(model, *args) -> list[np.ndarray]:
     """Run ``model`` with onnxruntime (CPU) on ``args``, flattened like ``export``'s.
 
     Python scalars take the dtype of the graph input they feed; arrays must already
     have it. Returns the outputs as a list of NumPy arrays.
+
+    A model onnxruntime cannot load (an unknown operator, an input no node or
+    initializer defines...) raises a ``ValueError`` carrying onnxruntime's reason, as
+    does a graph input of undefined or non-tensor type; inputs of the wrong dtype raise
+    a ``TypeError`` and of the wrong shape a ``ShapeError``, naming the input.
     """
     onnx = _onnx()
     ort = _onnxruntime()
+    if not isinstance(model, (bytes, bytearray)) and not hasattr(model, "SerializeToString"):
+        raise TypeError(f"run: model must be an onnx.ModelProto (as fnx.onnx.export returns) "
+                        f"or its serialized bytes, got {type(model).__name__}")
     data = _model_bytes(model)
     if isinstance(model, (bytes, bytearray)):
-        model = onnx.load_from_string(data)
+        try:
+            model = onnx.load_from_string(data)
+        except Exception as err:
+            raise ValueError(f"run: the bytes given are not an ONNX model ({err})") from err
     leaves = tree_util.tree_leaves(args)
     graph_inputs = list(model.graph.input)
     if len(leaves) != len(graph_inputs):
         raise TypeError(f"run: the model takes {len(graph_inputs)} inputs, got {len(leaves)} "
                         "array leaves")
     feed = {}
-    for leaf, vi in zip(leaves, graph_inputs):
-        want = np.dtype(onnx.helper.tensor_dtype_to_np_dtype(vi.type.tensor_type.elem_type))
+    for i, (leaf, vi) in enumerate(zip(leaves, graph_inputs)):
+        want = _input_dtype(onnx, vi, i)
         if isinstance(leaf, ShapeDtypeStruct):
             raise TypeError(f"run: input {vi.name!r} is a ShapeDtypeStruct; pass an array")
         if isinstance(leaf, (bool, int, float)):
@@ -496,6 +547,13 @@ def run(model, *args) -> list[np.ndarray]:
             if arr.dtype != want:
                 raise TypeError(f"run: input {vi.name!r} must be {want.name}, got "
                                 f"{arr.dtype.name}")
+        _check_input_shape(vi, arr)
         feed[vi.name] = arr
-    session = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+    try:
+        session = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
+    except Exception as err:
+        reason = str(err).strip().rstrip(".")
+        raise ValueError(f"run: onnxruntime cannot load the model: {reason}. "
+                         "onnx.checker.check_model(model, full_check=True) reports what is "
+                         "malformed; models from fnx.onnx.export pass it.") from err
     return [np.asarray(o) for o in session.run(None, feed)]
