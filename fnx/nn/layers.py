@@ -6,17 +6,25 @@ Layout is channels-first (NCHW; Conv1d takes NCL) as in PyTorch.  Linear's weigh
 num_features, ...) may be left out and are inferred by ``fnx.nn.init`` from
 placeholders; give them together with ``key=`` to create the params at construction.
 Layers default to training mode (as PyTorch); use ``m.eval()`` / ``m.train()``.
+
+An input of the wrong rank or feature/channel count raises a ``ShapeError`` (a
+``TypeError`` and a ``ValueError``) naming the layer (its class, and its dotted name in
+the model being called when it can be found), the size it was built for and the input's
+shape; these are shape checks at trace time, free under ``jit``.
 """
 from __future__ import annotations
 
 import math
+import sys
 
 import numpy as np
 
 from .. import lax
 from .. import numpy as fnp
 from .. import random
+from ..core.array import Tracer
 from ..core.primitive import ShapeDtypeStruct
+from ..errors import IndexOutOfBoundsError, ShapeError
 from . import functions as F
 from . import initializers as I
 from .module import Module, _record_states, next_key
@@ -65,6 +73,54 @@ def _dropout(key, p, x):
     return fnp.where(keep, x / (1 - p), fnp.zeros_like(x))
 
 
+def _layer_path(layer):
+    """The dotted name of ``layer`` in the outermost module being called (found from the
+    ``self`` of the calling frames), or None.  Only used to word an error."""
+    try:
+        frame = sys._getframe(1)
+    except (AttributeError, ValueError):  # pragma: no cover - no frame support
+        return None
+    found = None
+    while frame is not None:
+        outer = frame.f_locals.get("self")
+        if isinstance(outer, Module) and outer is not layer:
+            try:
+                found = next((n for n, m in outer.modules() if m is layer and n), found)
+            except Exception:  # pragma: no cover - a half-built module
+                pass
+        frame = frame.f_back
+    return found
+
+
+def _describe(layer):
+    path = _layer_path(layer)
+    name = type(layer).__name__
+    return f"{name} '{path}'" if path else name
+
+
+def _shape_of(x):
+    return tuple(np.shape(x))
+
+
+def _check_rank(layer, x, ranks, layout, hint=""):
+    """ShapeError unless ``x``'s rank is in ``ranks`` (``layout`` names the axes)."""
+    shape = _shape_of(x)
+    if len(shape) not in ranks:
+        want = " or ".join(f"{r}-d" for r in ranks)
+        raise ShapeError(f"{_describe(layer)} expects a {want} input {layout}, got shape "
+                         f"{shape} ({len(shape)}-d){hint}")
+    return shape
+
+
+def _check_size(layer, x, axis, want, what, hint=""):
+    """ShapeError unless ``x.shape[axis] == want``."""
+    shape = _shape_of(x)
+    got = shape[axis]
+    if got != want:
+        raise ShapeError(f"{_describe(layer)} was built for {want} {what} but got an input "
+                         f"of shape {shape} with {got} on axis {axis % len(shape)}{hint}")
+
+
 def _eager(layer, key, aval):
     if key is not None:
         layer.__dict__.update(layer._create(key, aval))
@@ -96,7 +152,13 @@ class Linear(Module):
         return _weight_bias(self, key, (self.out_features, n), self.out_features, n)
 
     def __call__(self, x):
+        if not _shape_of(x):
+            raise ShapeError(f"{_describe(self)} expects an input of rank >= 1 (..., "
+                             f"in_features), got a 0-d one; reshape it, e.g. x.reshape(1)")
         m = self._lazy(x)
+        _check_size(self, x, -1, m.weight.shape[1], "input features (the last axis)",
+                    f"; give it inputs of {m.weight.shape[1]} features or build it with "
+                    f"Linear({_shape_of(x)[-1]}, {m.out_features})")
         y = fnp.matmul(x, m.weight.T)
         return y + m.bias if m.use_bias else y
 
@@ -172,8 +234,17 @@ class _ConvNd(Module):
         fan_in = math.prod(shape[1:])
         return _weight_bias(self, key, shape, self.out_channels, fan_in)
 
+    def _layout(self):
+        return "(N, C, " + (", ".join("DHW"[3 - self._nsp:]) if self._nsp > 1 else "L") + ")"
+
     def __call__(self, x):
+        _check_rank(self, x, (self._nsp + 2,), self._layout(),
+                    "; add a batch axis with x[None]"
+                    if len(_shape_of(x)) == self._nsp + 1 else "")
         m = self._lazy(x)
+        cin = m.weight.shape[1] * self.groups
+        _check_size(self, x, 1, cin, "input channels (axis 1)",
+                    "; check the previous layer's output channels")
         pads = _pad_arg(self.padding, self._nsp, self.kernel_size, self.dilation, self.stride,
                         x.shape[2:])
         x, pads = _pad_input(x, pads, self.padding_mode)
@@ -233,7 +304,10 @@ class SeparableConv2d(Module):
         return out
 
     def __call__(self, x):
+        _check_rank(self, x, (4,), "(N, C, H, W)")
         m = self._lazy(x)
+        _check_size(self, x, 1, m.depthwise_weight.shape[0] // self.depth_multiplier,
+                    "input channels (axis 1)", "; check the previous layer's output channels")
         pads = _pad_arg(self.padding, 2, self.kernel_size, self.dilation, self.stride,
                         x.shape[2:])
         y = lax.conv_general_dilated(x, m.depthwise_weight, self.stride, pads,
@@ -276,7 +350,10 @@ class ConvTranspose2d(Module):
         return _weight_bias(self, key, shape, self.out_channels, fan_in)
 
     def __call__(self, x):
+        _check_rank(self, x, (4,), "(N, C, H, W)")
         m = self._lazy(x)
+        _check_size(self, x, 1, m.weight.shape[0], "input channels (axis 1)",
+                    "; check the previous layer's output channels")
         w = fnp.flip(m.weight, (2, 3)).transpose((1, 0, 2, 3))
         pads = [(d * (k - 1) - p, d * (k - 1) - p + op) for k, p, d, op in
                 zip(self.kernel_size, self.padding, self.dilation, self.output_padding)]
@@ -288,6 +365,7 @@ class ConvTranspose2d(Module):
 class _BatchNorm(Module):
     __params__ = ("weight", "bias")
     __states__ = ("running_mean", "running_var", "num_batches_tracked")
+    _ranks, _layout, _rank_hint = (2, 3, 4, 5), "(N, C, ...)", ""  # the subclasses narrow it
 
     def __init__(self, num_features=None, eps=1e-5, momentum=0.1, affine=True, dtype=None,
                  key=None):
@@ -314,7 +392,12 @@ class _BatchNorm(Module):
         return out
 
     def __call__(self, x):
+        _check_rank(self, x, self._ranks, self._layout, self._rank_hint)
         m = self._lazy(x)
+        c = m.running_mean.shape[0]
+        _check_size(self, x, 1, c, "channels (axis 1)",
+                    f"; build it with {type(self).__name__}({_shape_of(x)[1]}) (or no size, "
+                    "inferred by fnx.nn.init), or check the previous layer's output channels")
         axes = (0,) + tuple(range(2, x.ndim))
         shape = (1, -1) + (1,) * (x.ndim - 2)
         if self.training:
@@ -341,10 +424,14 @@ class BatchNorm1d(_BatchNorm):
     ``running_mean``/``running_var`` (unbiased variance) as
     ``(1 - momentum) * running + momentum * batch`` and ``num_batches_tracked``; eval
     mode normalizes with the running statistics."""
+    _ranks, _layout = (2, 3), "(N, C) or (N, C, L)"
+    _rank_hint = "; use BatchNorm2d for (N, C, H, W) inputs"
 
 
 class BatchNorm2d(_BatchNorm):
     """Batch normalization over (N, C, H, W); see BatchNorm1d."""
+    _ranks, _layout = (4,), "(N, C, H, W)"
+    _rank_hint = "; use BatchNorm1d for (N, C) or (N, C, L) inputs"
 
 
 class LayerNorm(Module):
@@ -370,6 +457,17 @@ class LayerNorm(Module):
         return {"weight": fnp.ones(shape, self.dtype), "bias": fnp.zeros(shape, self.dtype)}
 
     def __call__(self, x):
+        shape = _shape_of(x)
+        if not shape:
+            raise ShapeError(f"{_describe(self)} expects an input of rank >= 1, got a 0-d "
+                             "one")
+        want = self.normalized_shape
+        if want is None and self.elementwise_affine and self.weight is not None:
+            want = tuple(self.weight.shape)
+        if want is not None and tuple(shape[max(len(shape) - len(want), 0):]) != want:
+            raise ShapeError(f"{_describe(self)} normalizes over trailing axes of shape "
+                             f"{want} (normalized_shape) but got an input of shape {shape}; "
+                             "its last axes must be exactly those")
         m = self._lazy(x)
         k = len(self.normalized_shape) if self.normalized_shape else 1
         axes = tuple(range(x.ndim - k, x.ndim))
@@ -401,11 +499,19 @@ class GroupNorm(Module):
         return {"weight": fnp.ones((c,), self.dtype), "bias": fnp.zeros((c,), self.dtype)}
 
     def __call__(self, x):
+        shape = _shape_of(x)
+        if len(shape) < 2:
+            raise ShapeError(f"{_describe(self)} expects an input (N, C, ...) of rank >= 2, "
+                             f"got shape {shape} ({len(shape)}-d)")
         m = self._lazy(x)
+        if self.affine:
+            _check_size(self, x, 1, m.weight.shape[0], "channels (axis 1)",
+                        "; check the previous layer's output channels")
         n, c = x.shape[:2]
         g = self.num_groups
         if c % g:
-            raise ValueError(f"GroupNorm: {c} channels are not divisible by {g} groups")
+            raise ShapeError(f"{_describe(self)}: {c} channels (input shape {shape}) are "
+                             f"not divisible by {g} groups")
         xg = x.reshape((n, g, -1))
         mean = fnp.mean(xg, axis=2, keepdims=True)
         var = fnp.var(xg, axis=2, keepdims=True)
@@ -490,7 +596,10 @@ class Flatten(Module):
 
 
 class Embedding(Module):
-    """Lookup table ``weight`` (num_embeddings, embedding_dim), init N(0, 1)."""
+    """Lookup table ``weight`` (num_embeddings, embedding_dim), init N(0, 1).
+
+    Indices outside ``[0, num_embeddings)`` (negative ones too) raise an ``IndexError``
+    when their values are known; under ``jit``/``vmap`` their rows are NaN."""
     __params__ = ("weight",)
 
     def __init__(self, num_embeddings, embedding_dim, embedding_init=None, dtype=None,
@@ -507,6 +616,24 @@ class Embedding(Module):
 
     def __call__(self, idx):
         m = self._lazy(idx)
+        idx = fnp.asarray(idx)
+        n = m.weight.shape[0]
+        if idx.dtype.kind in "iu":
+            if isinstance(idx, Tracer):
+                # values unknown: out-of-range rows come out NaN (take's fill), negative
+                # indices too instead of wrapping around
+                idx = fnp.where(idx < 0, n, idx)
+            elif idx.size:
+                vals = np.asarray(idx)
+                bad = (vals < 0) | (vals >= n)
+                if bad.any():
+                    pos = np.argwhere(bad)
+                    shown = ", ".join(f"{vals[tuple(p)]} at {tuple(int(i) for i in p)}"
+                                      for p in pos[:5])
+                    more = f" and {len(pos) - 5} more" if len(pos) > 5 else ""
+                    raise IndexOutOfBoundsError(
+                        f"{_describe(self)} has {n} embeddings (valid indices 0 to {n - 1}) "
+                        f"but got {len(pos)} index(es) out of range: {shown}{more}")
         return fnp.take(m.weight, idx, axis=0)
 
 
@@ -554,7 +681,16 @@ class MultiHeadAttention(Module):
                  key_padding_mask=None, is_causal=False, need_weights=False):
         key = query if key is None else key
         value = key if value is None else value
+        for what, t in (("query", query), ("key", key), ("value", value)):
+            _check_rank(self, t, (3,), "(N, L, E)" if self.batch_first else "(L, N, E)",
+                        f" for {what}")
         m = self._lazy(query)
+        e_ = m.out_proj_weight.shape[0]
+        for what, t in (("query", query), ("key", key), ("value", value)):
+            _check_size(self, t, -1, e_, f"embedding features (the last axis of {what})")
+        if _shape_of(key)[:2] != _shape_of(value)[:2]:
+            raise ShapeError(f"{_describe(self)}: key of shape {_shape_of(key)} and value of "
+                             f"shape {_shape_of(value)} must have the same batch and length")
         if not self.batch_first:
             query, key, value = (fnp.swapaxes(t, 0, 1) for t in (query, key, value))
         n, lq, e = query.shape
@@ -638,7 +774,10 @@ class _RNN(Module):
         return out
 
     def _run(self, x, h0):
+        _check_rank(self, x, (3,), "(N, L, in)" if self.batch_first else "(L, N, in)",
+                    "; add a batch axis" if len(_shape_of(x)) == 2 else "")
         m = self._lazy(x)
+        _check_size(self, x, -1, m.weight_ih[0].shape[1], "input features (the last axis)")
         if self.batch_first:
             x = fnp.swapaxes(x, 0, 1)           # (L, N, in)
         n = x.shape[1]
