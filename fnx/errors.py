@@ -164,3 +164,26 @@ class TreeMismatchError(FnxError, TypeError, ValueError):
         fnx.jvp(f, (x, y), (tx,))          # TreeMismatchError: one tangent per primal
         fnx.jvp(f, (x, y), (tx, ty))       # fixed
     """
+
+
+class AxesSpecError(FnxError, TypeError, ValueError):
+    """``vmap``'s ``in_axes``/``out_axes`` do not fit the call: a leaf that is not an
+    int or None (JAX: TypeError), a pytree that is not a prefix of the arguments or
+    outputs, or an axis out of range for the value it maps (JAX: ValueError). This is
+    both, so either ``except`` catches it::
+
+        fnx.vmap(f, in_axes=0.5)                  # AxesSpecError: not an int
+        fnx.vmap(f, in_axes=(0, None))(x, y)      # fixed
+        fnx.vmap(f, out_axes=2)(ones((4, 3)))     # AxesSpecError: output rank is 2
+        fnx.vmap(f, out_axes=1)(ones((4, 3)))     # fixed: in [-2, 1]
+    """
+
+
+class OutOfMemoryError(FnxError, MemoryError):
+    """An array larger than this machine's physical memory was asked for. fnx raises
+    at once, before any work, instead of returning a view no computation could finish
+    with (JAX's allocator fails the same way: RESOURCE_EXHAUSTED)::
+
+        fnx.numpy.zeros((10**6, 10**6))             # OutOfMemoryError: 4 TB of float32
+        fnx.numpy.zeros((10**4, 10**4))             # fixed: 400 MB
+    """

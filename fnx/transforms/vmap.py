@@ -8,10 +8,12 @@ enclosing traces are unbatched constants, so nested vmaps stay separate.
 """
 from __future__ import annotations
 
+import numpy as np
+
 from .. import tree_util
 from ..core.array import Array, Tracer, to_array
 from ..core.trace import Trace, get_trace, parent_context, trace_context
-from ..errors import MissingRuleError
+from ..errors import AxesSpecError, MissingRuleError
 
 
 class BatchTracer(Tracer):
@@ -63,22 +65,130 @@ class BatchTrace(Trace):
         return BatchTracer(self, out, out_dims)
 
 
-def _broadcast_prefix(prefix, tree):
-    """Leaves of ``prefix`` repeated over the subtrees of ``tree`` they stand for."""
-    full = tree_util.tree_unflatten(tree, [object()] * tree.num_leaves)
+# --- in_axes / out_axes: checked once per spec, expanded once per pytree structure ----------
+
+_CACHE_SIZE = 32  # expanded axes kept per vmapped function and argument/output structure
+
+
+def _is_axis(a):
+    return a is None or (isinstance(a, (int, np.integer)) and not isinstance(a, (bool, np.bool_)))
+
+
+def _describe_spec_leaf(v):
+    return f"{v!r} (a {type(v).__name__})"
+
+
+def _axes_spec(what, spec):
+    """``(single, prefix)``: ``single`` is the one int/None for every leaf (``prefix`` is
+    None), else ``prefix`` is ``(leaves, treedef node)`` of the pytree prefix."""
+    if _is_axis(spec):
+        return (None if spec is None else int(spec)), None
+    hint = ("an int, None, or a tuple/list with one entry per positional argument (each "
+            "an int, None, or a pytree of those matching that argument)" if what == "in_axes"
+            else "an int, None, or a pytree of those that is a prefix of the function's output")
+    if what == "in_axes" and not isinstance(spec, (tuple, list)):
+        raise AxesSpecError(f"vmap: in_axes must be {hint}; got {_describe_spec_leaf(spec)}")
+    if what == "in_axes" and isinstance(spec, list):
+        spec = tuple(spec)
+    leaves, tree = tree_util.tree_flatten(spec, is_leaf=lambda v: v is None)
+    if tree._node is None:  # a single leaf that is not an axis (0.5, "0", an array)
+        raise AxesSpecError(f"vmap: {what} must be {hint}; got {_describe_spec_leaf(spec)}")
+    for leaf in leaves:
+        if not _is_axis(leaf):
+            raise AxesSpecError(
+                f"vmap: {what} must be {hint}; got {what}={spec!r}, whose leaf "
+                f"{_describe_spec_leaf(leaf)} is neither an int nor None")
+    return None, ([None if a is None else int(a) for a in leaves], tree._node)
+
+
+def _child_key(h, aux, i):
+    kind = h.kind
+    if kind == "namedtuple":
+        return f".{h.type._fields[i]}"
+    if kind in ("tuple", "list"):
+        return f"[{i}]"
+    if kind in ("dict", "OrderedDict"):
+        return f"[{aux[i]!r}]"
+    if kind == "defaultdict":
+        return f"[{aux[1][i]!r}]"
+    return f"[{i}]"
+
+
+def _describe_node(node):
+    if node is None:
+        return "a leaf (an array or scalar)"
+    desc = tree_util._describe(node[0], node[1], len(node[2]))
+    return desc if desc == "None" else "a " + desc
+
+
+def _expand(what, root, pnode, pleaves, node):
+    """Each leaf of ``pleaves`` (the prefix ``pnode``'s) once per leaf of the structure
+    ``node`` below it; an AxesSpecError naming the path where the structures differ."""
     out = []
+    it = iter(pleaves)
 
-    def rec(p, sub):
-        if isinstance(p, (int, type(None))):
-            out.extend([p] * len(tree_util.tree_leaves(sub)))
+    def rec(p, n, path):
+        if p is None:  # a prefix leaf: it stands for every leaf below n
+            out.extend([next(it)] * tree_util._count_leaves(n))
             return
-        p_leaves, p_tree = tree_util.tree_flatten(p, is_leaf=lambda v: v is None)
-        subs = p_tree.flatten_up_to(sub)
-        for pl, s in zip(p_leaves, subs):
-            rec(pl, s)
+        h, aux, children = p
+        if n is None or n[0] is not h or len(n[2]) != len(children) or n[1] != aux:
+            head = ("vmap: in_axes does not match the arguments' structure" if root == "args"
+                    else "vmap: out_axes does not match the output's structure")
+            if not path and root == "args" and n is not None and n[0] is h:
+                raise AxesSpecError(
+                    f"{head}: in_axes has {len(children)} "
+                    f"{'entry' if len(children) == 1 else 'entries'} but the function was "
+                    f"called with {len(n[2])} positional argument{'' if len(n[2]) == 1 else 's'}"
+                    "; give one entry per argument (an int, None, or a pytree of those), "
+                    "or one int/None for all")
+            raise AxesSpecError(
+                f"{head}: {what}{path} is {_describe_node(p)}, but {root}{path} is "
+                f"{_describe_node(n)} ({what} must be a pytree prefix of the "
+                f"{'positional arguments' if root == 'args' else 'output'})")
+        for i, (pc, c) in enumerate(zip(children, n[2])):
+            rec(pc, c, path + _child_key(h, aux, i))
 
-    rec(prefix, full)
+    rec(pnode, node, "")
     return out
+
+
+def _axes_for(what, root, single, prefix, cache, tree):
+    """The axis of each leaf of ``tree`` (a PyTreeDef) under the spec."""
+    if prefix is None:
+        return [single] * tree.num_leaves
+    axes = cache.get(tree)
+    if axes is None:
+        axes = _expand(what, root, prefix[1], prefix[0], tree._node)
+        if len(cache) >= _CACHE_SIZE:
+            cache.clear()
+        cache[tree] = axes
+    return axes
+
+
+def _leaf_path(tree_value, index):
+    paths = [tree_util.keystr(p) for p, _ in tree_util.tree_leaves_with_path(tree_value)]
+    return paths[index] if index < len(paths) else f"[leaf {index}]"
+
+
+def _in_axis_error(args, index, x, a):
+    where = "args" + _leaf_path(args, index)
+    head = f"vmap: in_axes {a} is out of range for an argument of shape {tuple(x.shape)}"
+    if x.ndim == 0:
+        return AxesSpecError(
+            f"{head}: {where} is a scalar (rank 0, nothing to map over); give it "
+            "in_axes=None (the same value for every example), or pass an array with a "
+            "batch axis")
+    return AxesSpecError(f"{head}: {where} has rank {x.ndim}, so its axis must be in "
+                         f"[{-x.ndim}, {x.ndim - 1}]")
+
+
+def _out_axis_error(out, index, rank, shape, oa):
+    where = "output" + _leaf_path(out, index)
+    return AxesSpecError(
+        f"vmap: out_axes={oa} for {where} is out of range: it has rank {rank} (shape "
+        f"{shape}) per example and rank {rank + 1} with the batch axis, so its out_axes must be in "
+        f"[{-(rank + 1)}, {rank}] (or None if it does not vary over the batch)")
 
 
 def _size_mismatch(args, leaves, axes, axis_size):
@@ -94,29 +204,31 @@ def _size_mismatch(args, leaves, axes, axis_size):
 
 
 def vmap(fun, in_axes=0, out_axes=0, axis_size=None):
-    """Vectorize ``fun`` over the ``in_axes`` of its arguments (pytrees of ints/None)."""
+    """Vectorize ``fun`` over the ``in_axes`` of its arguments (pytrees of ints/None).
+
+    ``in_axes`` is an int or None for every argument, or a tuple/list with one entry
+    per positional argument, each a pytree prefix of its argument; ``out_axes`` is a
+    pytree prefix of the output. Axes may be negative (from the end). A spec that is
+    not an int/None pytree, does not match the structure, or names an axis out of
+    range raises :class:`fnx.errors.AxesSpecError` (a ValueError and a TypeError)."""
+    in_single, in_prefix = _axes_spec("in_axes", in_axes)
+    out_single, out_prefix = _axes_spec("out_axes", out_axes)
+    in_cache, out_cache = {}, {}
+
     def batched(*args):
         leaves, tree = tree_util.tree_flatten(args)
-        if isinstance(in_axes, (int, type(None))):
-            axes = [in_axes] * tree.num_leaves
-        else:
-            try:
-                axes = _broadcast_prefix(tuple(in_axes) if isinstance(in_axes, list)
-                                         else in_axes, tree)
-            except ValueError as e:
-                raise ValueError(f"vmap: in_axes does not match the arguments' structure: "
-                                 f"{e}") from None
+        axes = _axes_for("in_axes", "args", in_single, in_prefix, in_cache, tree)
         leaves = [to_array(x) for x in leaves]
         sizes = set()
         norm = []
-        for x, a in zip(leaves, axes):
+        for i, (x, a) in enumerate(zip(leaves, axes)):
             if a is None:
                 norm.append(None)
                 continue
-            if not -x.ndim <= a < x.ndim:
-                raise ValueError(f"vmap: in_axes {a} is out of range for an argument of "
-                                 f"shape {tuple(x.shape)}")
-            a %= x.ndim
+            nd = x.ndim
+            if not -nd <= a < nd:
+                raise _in_axis_error(args, i, x, a)
+            a %= nd
             norm.append(a)
             sizes.add(x.shape[a])
         if axis_size is not None:
@@ -132,23 +244,29 @@ def vmap(fun, in_axes=0, out_axes=0, axis_size=None):
             out_leaves, out_tree = tree_util.tree_flatten(out)
             lifted = [trace.lift(o if isinstance(o, Array) else to_array(o), "vmap output")
                       for o in out_leaves]
-        oaxes = [out_axes] * len(lifted) if isinstance(out_axes, (int, type(None))) else \
-            _broadcast_prefix(out_axes, out_tree)
+        oaxes = _axes_for("out_axes", "output", out_single, out_prefix, out_cache, out_tree)
         results = []
-        for (v, d), oa in zip(lifted, oaxes):
+        for i, ((v, d), oa) in enumerate(zip(lifted, oaxes)):
             from .. import lax
             if d is None:
                 if oa is None:
                     results.append(v)
                     continue
+                if not -v.ndim - 1 <= oa <= v.ndim:
+                    raise _out_axis_error(out, i, v.ndim, tuple(v.shape), oa)
                 v = lax.broadcast_in_dim(v, (size,) + tuple(v.shape),
                                          tuple(range(1, 1 + v.ndim)))
                 d = 0
-            if oa is None:
-                raise ValueError("vmap: out_axes=None for an output that varies over the batch")
+            elif oa is None:
+                raise AxesSpecError(
+                    f"vmap: out_axes is None for output{_leaf_path(out, i)}, but that output "
+                    "varies over the batch (it depends on a mapped argument); give it an "
+                    "axis, e.g. 0")
+            elif not -v.ndim <= oa < v.ndim:
+                raise _out_axis_error(out, i, v.ndim - 1, tuple(v.shape[1:]), oa)
             oa %= v.ndim
             if oa != d:
-                perm = [i for i in range(v.ndim) if i != d]
+                perm = [k for k in range(v.ndim) if k != d]
                 perm.insert(oa, d)
                 v = lax.transpose(v, perm)
             results.append(v)
