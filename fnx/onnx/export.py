@@ -514,10 +514,11 @@ def run(model, *args) -> list[np.ndarray]:
     Python scalars take the dtype of the graph input they feed; arrays must already
     have it. Returns the outputs as a list of NumPy arrays.
 
-    A model onnxruntime cannot load (an unknown operator, an input no node or
-    initializer defines...) raises a ``ValueError`` carrying onnxruntime's reason, as
-    does a graph input of undefined or non-tensor type; inputs of the wrong dtype raise
-    a ``TypeError`` and of the wrong shape a ``ShapeError``, naming the input.
+    A graph input of undefined or non-tensor type raises a ``ValueError`` naming it;
+    inputs of the wrong dtype raise a ``TypeError`` and of the wrong shape a
+    ``ShapeError``, naming the input. A model onnxruntime cannot load (an unknown
+    operator, a value no node or initializer defines, an operator without a kernel for
+    a dtype) raises onnxruntime's exception, which names the node or value.
     """
     onnx = _onnx()
     ort = _onnxruntime()
@@ -552,8 +553,11 @@ def run(model, *args) -> list[np.ndarray]:
     try:
         session = ort.InferenceSession(data, providers=["CPUExecutionProvider"])
     except Exception as err:
-        reason = str(err).strip().rstrip(".")
-        raise ValueError(f"run: onnxruntime cannot load the model: {reason}. "
+        # onnxruntime's own exception (its type tells a missing kernel, NotImplemented,
+        # from a malformed graph, InvalidGraph/InvalidArgument), with a note saying where
+        if hasattr(err, "add_note"):
+            err.add_note("raised by fnx.onnx.run: onnxruntime cannot load the model; "
                          "onnx.checker.check_model(model, full_check=True) reports what is "
-                         "malformed; models from fnx.onnx.export pass it.") from err
+                         "malformed (models from fnx.onnx.export pass it)")
+        raise
     return [np.asarray(o) for o in session.run(None, feed)]
