@@ -456,3 +456,17 @@ def test_bad_hyperparameters():
         opt = optim.adamw(1e-3, mask={"w": True})
         p = {"w": fnp.ones(2), "b": fnp.ones(2)}
         opt.update(p, opt.init(p), p)
+
+
+def test_optax_losses_broadcast_as_optax_but_warn_on_a_cross_broadcast():
+    import warnings
+    from fnx.optim.losses import LossBroadcastWarning
+    with pytest.warns(LossBroadcastWarning, match=r"huber_loss: predictions \(3, 1\) and "
+                                                  r"targets \(3,\) broadcast to \(3, 3\)"):
+        assert optim.huber_loss(fnp.ones((3, 1)), fnp.ones(3)).shape == (3, 3)
+    with pytest.warns(LossBroadcastWarning, match="sigmoid_binary_cross_entropy"):
+        optim.sigmoid_binary_cross_entropy(fnp.ones((3, 1)), fnp.ones(3))
+    with warnings.catch_warnings():  # broadcasting into the larger operand's shape is quiet
+        warnings.simplefilter("error")
+        assert optim.sigmoid_binary_cross_entropy(fnp.ones((3, 4)), fnp.ones(4)).shape == (3, 4)
+        assert optim.huber_loss(fnp.ones((3, 4)), 0.5).shape == (3, 4)

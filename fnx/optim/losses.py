@@ -11,6 +11,8 @@ TypeError naming the function and the dtype (optax fails in a type-check helper)
 """
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from .. import numpy as fnp
@@ -54,20 +56,49 @@ def l2_loss(predictions, targets=None):
     return 0.5 * squared_error(predictions, targets)
 
 
+def _warn_cross_broadcast(where, a, b, names):
+    """optax broadcasts these losses' operands; fnx does too (ported code keeps working)
+    but warns where neither shape contains the other's result, e.g. ``(3, 1)`` against
+    ``(3,)``, a ``(3, 3)`` loss that is almost always a missing ``squeeze``."""
+    sa, sb = tuple(np.shape(a)), tuple(np.shape(b))
+    if sa == sb or not sa or not sb:
+        return
+    try:
+        out = np.broadcast_shapes(sa, sb)
+    except ValueError:
+        return  # the loss itself raises, naming both shapes
+    if out != sa and out != sb:
+        warnings.warn(f"optim.{where}: {names[0]} {sa} and {names[1]} {sb} broadcast to "
+                      f"{out}, a shape neither has (a missing squeeze or reshape?); give "
+                      "them the same shape", LossBroadcastWarning, stacklevel=3)
+
+
+class LossBroadcastWarning(UserWarning):
+    """An optax-style loss broadcast its operands to a shape neither of them has."""
+
+
 def huber_loss(predictions, targets=None, *, delta=1.0):
     """Elementwise ``0.5 e^2`` where ``|e| <= delta``, else ``delta (|e| - 0.5 delta)``,
-    with ``e = predictions - targets`` (targets default to zeros)."""
+    with ``e = predictions - targets`` (targets default to zeros). Shapes broadcast as in
+    optax, with a ``LossBroadcastWarning`` where the result has neither shape."""
     predictions = _floating("huber_loss", "predictions", predictions)
     if targets is None:
         targets = fnp.zeros(predictions.shape, predictions.dtype)
-    return _nn.huber_loss(predictions, targets, delta=delta, reduction="none")
+    _warn_cross_broadcast("huber_loss", predictions, targets, ("predictions", "targets"))
+    return _nn.huber_loss(predictions, targets, delta=delta, reduction="none",
+                          allow_broadcast=True)
 
 
 def sigmoid_binary_cross_entropy(logits, labels):
     """Elementwise ``-labels log sigmoid(logits) - (1 - labels) log sigmoid(-logits)``,
-    stable for large logits; labels are 0/1 or probabilities (cast to the logits' dtype)."""
+    stable for large logits; labels are 0/1 or probabilities (cast to the logits' dtype).
+    Shapes broadcast as in optax, with a ``LossBroadcastWarning`` where the result has
+    neither shape."""
     logits = _floating("sigmoid_binary_cross_entropy", "logits", logits)
-    return _nn.binary_cross_entropy_with_logits(logits, labels, reduction="none")
+    _warn_cross_broadcast("sigmoid_binary_cross_entropy", logits, labels,
+                          ("logits", "labels"))
+    return _nn.binary_cross_entropy_with_logits(logits, labels, reduction="none",
+                                                allow_broadcast=True)
 
 
 def _expand_where(where, logits, axis):
