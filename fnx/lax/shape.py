@@ -7,11 +7,12 @@ is safe.
 from __future__ import annotations
 
 import math
+import os
 
 import numpy as np
 
 from ..core.primitive import Primitive, ShapeDtypeStruct
-from ..errors import ShapeError
+from ..errors import OutOfMemoryError, ShapeError
 from ._rules import describe, kind_of, normalize_axes
 
 
@@ -19,9 +20,54 @@ def _aval(x, shape, dtype=None):
     return ShapeDtypeStruct(shape, x.dtype if dtype is None else dtype, x.weak_type)
 
 
+# --- sizes: non-negative, and within what this machine could ever hold --------------------
+
+def _physical_memory():
+    try:
+        n = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+        if n > 0:
+            return n
+    except (AttributeError, ValueError, OSError):  # no sysconf (Windows) or no such name
+        pass
+    return 1 << 47  # the 128 TiB a 64-bit process can address
+
+
+# The bytes an array may take: more than physical memory can never be computed with (a
+# broadcast view of that size would be, but every reduction over it runs for hours).
+MAX_BYTES = _physical_memory()
+
+
+def _human(n):
+    for unit in ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB", "EiB"):
+        if n < 1024 or unit == "EiB":
+            return f"{n:.1f} {unit}" if unit != "bytes" else f"{n} bytes"
+        n /= 1024
+
+
+def check_shape(name, shape, dtype, what="shape", operand=None):
+    """Raise unless ``shape`` is non-negative and an array of it and ``dtype`` (a NumPy
+    dtype) fits in this machine's memory (a ShapeError, or an OutOfMemoryError: a
+    MemoryError)."""
+    n = 1
+    for d in shape:
+        if d < 0:
+            raise ShapeError(f"{name}: sizes must be non-negative, got {what} "
+                             f"{tuple(shape)}"
+                             + ("" if operand is None else f" for {describe(operand)}"))
+        n *= d
+    nbytes = n * dtype.itemsize
+    if nbytes > MAX_BYTES:
+        raise OutOfMemoryError(
+            f"{name}: an array of shape {tuple(shape)} and dtype {np.dtype(dtype).name} "
+            f"needs {nbytes} bytes ({_human(nbytes)}), more than this machine's "
+            f"{_human(MAX_BYTES)} of memory, so nothing could compute with it. Use a "
+            "smaller shape or dtype, or work on it in chunks (lax.map, a loop).")
+
+
 # --- broadcast_in_dim --------------------------------------------------------------
 
 def _broadcast_in_dim_rule(x, *, shape, broadcast_dimensions):
+    check_shape("broadcast_in_dim", shape, x.dtype, operand=x)
     bd = broadcast_dimensions
     ok = (len(bd) == x.ndim and all(0 <= d < len(shape) for d in bd)
           and all(d >= 0 for d in shape)
@@ -53,7 +99,10 @@ broadcast_in_dim_p = Primitive("broadcast_in_dim", shape_rule=_broadcast_in_dim_
 # --- reshape, transpose, squeeze, expand_dims, rev -------------------------------------
 
 def _reshape_rule(x, *, new_sizes, dimensions=None):
-    if any(d < 0 for d in new_sizes) or math.prod(new_sizes) != math.prod(x.shape):
+    if any(d < 0 for d in new_sizes):
+        raise ShapeError(f"reshape: sizes must be non-negative, got new_sizes "
+                         f"{tuple(new_sizes)} for {describe(x)}")
+    if math.prod(new_sizes) != math.prod(x.shape):
         raise ShapeError(f"reshape: cannot reshape {describe(x)} ({math.prod(x.shape)} "
                          f"elements) to {tuple(new_sizes)} ({math.prod(new_sizes)} elements)")
     if dimensions is not None and sorted(dimensions) != list(range(x.ndim)):
@@ -268,8 +317,7 @@ def _iota_rule(*, dtype, shape, dimension):
                          f"{dtype} for shape {shape}")
     if not 0 <= dimension < len(shape):
         raise ShapeError(f"iota: dimension {dimension} out of range for shape {shape}")
-    if any(d < 0 for d in shape):
-        raise ShapeError(f"iota: negative dimension in shape {shape}")
+    check_shape("iota", shape, dtype)
     return ShapeDtypeStruct(shape, dtype)
 
 

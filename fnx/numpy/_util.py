@@ -120,10 +120,15 @@ class AxisError(ShapeError, ValueError, IndexError):
 
 
 def normalize_axis(name, axis, ndim):
+    """``axis`` in ``[0, ndim)``; out of range raises, as in JAX (a 0-d array has no
+    axis: NumPy's reductions accept axis 0 of one, JAX's and fnx's do not)."""
     axis = int(axis)
-    if not -ndim <= axis < max(ndim, 1) or (ndim == 0 and axis not in (0, -1)):
+    if not -ndim <= axis < ndim:
+        if ndim == 0:
+            raise AxisError(f"{name}: axis {axis} is out of bounds for an array of rank 0 "
+                            "(a 0-d array has no axes); use axis=None")
         raise AxisError(f"{name}: axis {axis} is out of bounds for an array of rank {ndim}")
-    return axis % max(ndim, 1)
+    return axis % ndim
 
 
 def normalize_axes(name, axis, ndim):

@@ -10,13 +10,14 @@ import numpy as np
 from .. import lax
 from ..core import dtypes
 from ..core.array import Array, Tracer, to_array
+from ..lax.shape import check_shape
 from ._util import check_device, concrete_int
 
 
-def _shape(shape):
+def _shape(shape, name="shape"):
     if isinstance(shape, (int, np.integer)) or (isinstance(shape, Array) and shape.ndim == 0):
         shape = (shape,)
-    return tuple(concrete_int("shape", d, "a dimension") for d in shape)
+    return tuple(concrete_int(name, d, "a dimension") for d in shape)
 
 
 def _python_only(obj):
@@ -139,7 +140,7 @@ def _python_values(x):
 
 def full(shape, fill_value, dtype=None, *, device=None):
     check_device("full", device)
-    shape = _shape(shape)
+    shape = _shape(shape, "full")
     dtype = None if dtype is None else dtypes.canonical(dtype, "full")
     if dtype is not None and _python_values(fill_value):
         fill = Array._wrap(np.array(fill_value, dtype))
@@ -147,6 +148,7 @@ def full(shape, fill_value, dtype=None, *, device=None):
         fill = to_array(fill_value, "full")
     if dtype is not None and (fill.dtype != dtype or fill.weak_type):
         fill = lax.convert_element_type(fill, dtype)
+    check_shape("full", shape, fill.dtype)  # sizes >= 0, and not more than memory can hold
     # without a dtype a Python scalar fill stays weakly typed, as in JAX (full(2, 1.0) + x_f16
     # is float16)
     return lax.broadcast_in_dim(fill, shape, tuple(range(len(shape) - fill.ndim, len(shape))))
@@ -154,8 +156,9 @@ def full(shape, fill_value, dtype=None, *, device=None):
 
 def _const(value, shape, dtype, weak_type=False, name="zeros"):
     dtype = dtypes.default_float() if dtype is None else dtypes.canonical(dtype, name)
-    return lax.broadcast_in_dim(Array._wrap(np.array(value, dtype)[()], weak_type),
-                                _shape(shape), ())
+    shape = _shape(shape, name)
+    check_shape(name, shape, dtype)  # sizes >= 0, and not more than memory can hold
+    return lax.broadcast_in_dim(Array._wrap(np.array(value, dtype)[()], weak_type), shape, ())
 
 
 def zeros(shape, dtype=None, *, device=None):
@@ -173,24 +176,24 @@ def empty(shape, dtype=None, *, device=None):
     return _const(0, shape, dtype, name="empty")
 
 
-def _like(a, dtype, shape):
+def _like(a, dtype, shape, name="*_like"):
     """(dtype, shape, weak_type) of an ``*_like`` result: a's, unless given."""
     a = to_array(a) if not isinstance(a, Array) else a
-    return (a.dtype if dtype is None else dtypes.canonical(dtype, "*_like"),
-            a.shape if shape is None else _shape(shape),
+    return (a.dtype if dtype is None else dtypes.canonical(dtype, name),
+            a.shape if shape is None else _shape(shape, name),
             a.weak_type and dtype is None)
 
 
 def zeros_like(a, dtype=None, shape=None, *, device=None):
     check_device("zeros_like", device)
-    dt, sh, weak = _like(a, dtype, shape)
-    return _const(0, sh, dt, weak)
+    dt, sh, weak = _like(a, dtype, shape, "zeros_like")
+    return _const(0, sh, dt, weak, "zeros_like")
 
 
 def ones_like(a, dtype=None, shape=None, *, device=None):
     check_device("ones_like", device)
-    dt, sh, weak = _like(a, dtype, shape)
-    return _const(1, sh, dt, weak)
+    dt, sh, weak = _like(a, dtype, shape, "ones_like")
+    return _const(1, sh, dt, weak, "ones_like")
 
 
 def empty_like(a, dtype=None, shape=None, *, device=None):
@@ -199,7 +202,8 @@ def empty_like(a, dtype=None, shape=None, *, device=None):
 
 def full_like(a, fill_value, dtype=None, shape=None, *, device=None):
     check_device("full_like", device)
-    dt, sh, weak = _like(a, dtype, shape)
+    dt, sh, weak = _like(a, dtype, shape, "full_like")
+    check_shape("full_like", sh, dt)
     out = full(sh, fill_value, dt)
     return lax.convert_element_type(out, dt, weak) if weak else out
 
@@ -356,9 +360,9 @@ def eye(N, M=None, k=0, dtype=None, *, device=None):
     check_device("eye", device)
     N = concrete_int("eye", N, "N")
     M = N if M is None else concrete_int("eye", M, "M")
-    diag = _diag_mask(N, M, k, _eq)
-    return lax.convert_element_type(diag, dtypes.default_float() if dtype is None
-                                    else dtypes.canonical(dtype, "eye"))
+    dtype = dtypes.default_float() if dtype is None else dtypes.canonical(dtype, "eye")
+    check_shape("eye", (N, M), dtype)
+    return lax.convert_element_type(_diag_mask(N, M, k, _eq), dtype)
 
 
 def identity(n, dtype=None):
@@ -370,8 +374,9 @@ def tri(N, M=None, k=0, dtype=None):
     ``jax_enable_x64``, as in JAX."""
     N = concrete_int("tri", N, "N")
     M = N if M is None else concrete_int("tri", M, "M")
-    return lax.convert_element_type(_tri_mask(N, M, k), dtypes.float32 if dtype is None
-                                    else dtypes.canonical(dtype, "tri"))
+    dtype = dtypes.float32 if dtype is None else dtypes.canonical(dtype, "tri")
+    check_shape("tri", (N, M), dtype)
+    return lax.convert_element_type(_tri_mask(N, M, k), dtype)
 
 
 def _tri_select(m, k, lower):

@@ -10,6 +10,7 @@ from .. import lax
 from ..core import dtypes
 from ..core.array import Array, to_array
 from ..errors import ShapeError
+from ..lax.shape import check_shape
 from ._util import (AxisError, broadcast_shapes as _bshapes, broadcast_to_shape, check_device, concrete_int,
                     normalize_axes, normalize_axis, promote)
 
@@ -31,6 +32,9 @@ def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
     if isinstance(shape, (int, np.integer)):
         shape = (shape,)
     shape = [concrete_int("reshape", d, "a dimension") for d in shape]
+    if any(d < -1 for d in shape):
+        raise ShapeError(f"reshape: sizes must be non-negative (one may be -1, the size that "
+                         f"fits), got {tuple(shape)} for an array of shape {a.shape}")
     if shape.count(-1) > 1:
         raise ShapeError(f"reshape: can only infer one dimension (-1) in {tuple(shape)}")
     if -1 in shape:
@@ -112,7 +116,8 @@ def expand_dims(a, axis=0):
 def broadcast_to(array, shape):
     array = to_array(array)
     shape = tuple(concrete_int("broadcast_to", d, "a dimension") for d in (
-        (shape,) if isinstance(shape, int) else shape))
+        (shape,) if isinstance(shape, (int, np.integer)) else shape))
+    check_shape("broadcast_to", shape, array.dtype)  # >= 0, and within memory
     if _bshapes("broadcast_to", array.shape, shape) != shape:
         raise ShapeError(f"broadcast_to: cannot broadcast shape {array.shape} to {shape}")
     return broadcast_to_shape(array, shape)
@@ -258,8 +263,8 @@ def tile(A, reps):
 def repeat(a, repeats, axis=None, *, total_repeat_length=None):
     """Repeat elements; ``repeats`` must be a static int or a concrete array."""
     a = to_array(a)
-    if axis is None:
-        a, axis = ravel(a), 0
+    if axis is None or (a.ndim == 0 and int(axis) in (0, -1)):
+        a, axis = ravel(a), 0  # a 0-d array repeats as a 1-d one (NumPy's and JAX's)
     axis = normalize_axis("repeat", axis, a.ndim)
     n = a.shape[axis]
     if isinstance(repeats, (int, np.integer)):

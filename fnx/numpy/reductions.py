@@ -18,6 +18,12 @@ from ..errors import ShapeError
 from ._util import normalize_axes, normalize_axis, promote
 
 
+def _check_axis(name, a, axis):
+    """An axis out of range raises naming ``name`` (not the reduction it calls)."""
+    if axis is not None:
+        normalize_axes(name, axis, np.ndim(a) if not isinstance(a, Array) else a.ndim)
+
+
 def _keep(x, out, axes, keepdims):
     return lax.expand_dims(out, axes) if keepdims and axes else out
 
@@ -42,7 +48,9 @@ def _reduction(name, lax_fn, acc_dtype=None, bool_in=False, numpy_fn=None):
         if (numpy_fn is not None and type(a) is Array and dtype is None and initial is None
                 and where is None and get_trace() is EVAL):
             v = a._value
-            if v.dtype.kind == "f" and v.size:  # float reductions: NumPy's result is ours
+            # float reductions: NumPy's result is ours (not over an axis of a 0-d array,
+            # which NumPy accepts and JAX refuses)
+            if v.dtype.kind == "f" and v.size and (v.ndim or axis is None):
                 try:
                     return Array._wrap(numpy_fn(v, axis=axis, keepdims=keepdims), a.weak_type)
                 except (TypeError, ValueError, np.exceptions.AxisError):
@@ -172,6 +180,7 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=Non
 def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None,
         correction=None, mean=None):
     from .elementwise import sqrt
+    _check_axis("std", a, axis)
     return sqrt(var(a, axis, dtype, out, ddof, keepdims, where=where, correction=correction,
                     mean=mean))
 
@@ -202,11 +211,13 @@ def _arg(name, lax_fn, a, axis, keepdims):
 
 def ptp(a, axis=None, keepdims=False):
     from .elementwise import subtract
+    _check_axis("ptp", a, axis)
     return subtract(max(a, axis=axis, keepdims=keepdims), min(a, axis=axis, keepdims=keepdims))
 
 
 def count_nonzero(a, axis=None, keepdims=False):
     from .elementwise import not_equal
+    _check_axis("count_nonzero", a, axis)
     return sum(not_equal(a, 0), axis=axis, keepdims=keepdims)
 
 
@@ -265,6 +276,7 @@ cumulative_prod = _cumulative_api("cumulative_prod", lax.cumprod, 1)
 def average(a, axis=None, weights=None, returned=False, keepdims=False):
     from . import elementwise as ew
     (a,) = promote("average", a)
+    _check_axis("average", a, axis)
     if weights is None:
         avg = mean(a, axis=axis, keepdims=keepdims)
         wsum = lax.convert_element_type(

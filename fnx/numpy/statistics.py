@@ -255,10 +255,13 @@ def _no_out(name, out):
 
 # --- NaN-aware reductions ----------------------------------------------------------------------
 
-def _nan_replaced(name, a, value):
-    """``(a, isnan(a))`` with NaNs replaced by ``value`` (non-floats: unchanged, None)."""
+def _nan_replaced(name, a, value, axis=None):
+    """``(a, isnan(a))`` with NaNs replaced by ``value`` (non-floats: unchanged, None);
+    ``axis`` is checked against ``a`` (so an error names ``name``, not the reduction)."""
     from . import elementwise as ew
     (a,) = promote(name, a)
+    if axis is not None:
+        normalize_axes(name, axis, a.ndim)
     if a.dtype.kind not in "fc":
         return a, None
     nan = ew.isnan(a)
@@ -271,7 +274,7 @@ def nansum(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, whe
     """``sum`` treating NaNs as zero."""
     from .reductions import sum as sum_
     _no_out("nansum", out)
-    a, _ = _nan_replaced("nansum", a, 0)
+    a, _ = _nan_replaced("nansum", a, 0, axis)
     return sum_(a, axis=axis, dtype=dtype, keepdims=keepdims, initial=initial, where=where)
 
 
@@ -279,14 +282,14 @@ def nanprod(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, wh
     """``prod`` treating NaNs as one."""
     from .reductions import prod
     _no_out("nanprod", out)
-    a, _ = _nan_replaced("nanprod", a, 1)
+    a, _ = _nan_replaced("nanprod", a, 1, axis)
     return prod(a, axis=axis, dtype=dtype, keepdims=keepdims, initial=initial, where=where)
 
 
 def _nan_extreme(name, reducer, fill, a, axis, keepdims, initial, where):
     from . import elementwise as ew
     from .reductions import all as all_
-    a2, nan = _nan_replaced(name, a, fill)
+    a2, nan = _nan_replaced(name, a, fill, axis)
     res = reducer(a2, axis=axis, keepdims=keepdims, initial=initial, where=where)
     if nan is None:
         return res
@@ -315,7 +318,7 @@ def nanmin(a, axis=None, out=None, keepdims=False, initial=None, where=None):
 def _nan_arg(name, lax_name, fill, a, axis, keepdims):
     from . import elementwise as ew
     from . import reductions as rd
-    a2, nan = _nan_replaced(name, a, fill)
+    a2, nan = _nan_replaced(name, a, fill, axis)
     res = getattr(rd, lax_name)(a2, axis=axis, keepdims=keepdims)
     if nan is None:
         return res
@@ -356,7 +359,7 @@ def nanmean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
     _no_out("nanmean", out)
     (a,) = promote("nanmean", a)
     dt = _mean_dtype(a, dtype)
-    a2, nan = _nan_replaced("nanmean", a, 0)
+    a2, nan = _nan_replaced("nanmean", a, 0, axis)
     cnt, _ = _valid_count(a, nan, axis, keepdims, where, dt if dt.kind != "c" else
                           np.empty(0, dt).real.dtype)
     total = sum_(a2, axis=axis, dtype=dt, keepdims=keepdims, where=where)
@@ -373,11 +376,13 @@ def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=
     if correction is not None:
         ddof = correction
     (a,) = promote("nanvar", a)
+    if axis is not None:
+        normalize_axes("nanvar", axis, a.ndim)
     dt = _mean_dtype(a, dtype)
     a = lax.convert_element_type(a, dt)
     m = nanmean(a, axis=axis, keepdims=True, where=where) if mean is None else \
         lax.convert_element_type(to_array(mean, "nanvar"), dt)
-    _, nan = _nan_replaced("nanvar", a, 0)
+    _, nan = _nan_replaced("nanvar", a, 0, axis)
     real_dt = np.empty(0, dt).real.dtype
     cnt, ok = _valid_count(a, nan, axis, keepdims, where, real_dt)
     d = ew.where(ok, ew.subtract(a, m), lax.convert_element_type(0, dt))
@@ -391,6 +396,8 @@ def nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=
            correction=None, mean=None):
     """``std`` of the non-NaN values."""
     from .elementwise import sqrt
+    if axis is not None:
+        normalize_axes("nanstd", axis, to_array(a).ndim)
     return sqrt(nanvar(a, axis, dtype, out, ddof, keepdims, where=where, correction=correction,
                        mean=mean))
 
@@ -399,14 +406,14 @@ def nancumsum(a, axis=None, dtype=None, out=None):
     """``cumsum`` treating NaNs as zero."""
     from .reductions import cumsum
     _no_out("nancumsum", out)
-    return cumsum(_nan_replaced("nancumsum", a, 0)[0], axis=axis, dtype=dtype)
+    return cumsum(_nan_replaced("nancumsum", a, 0, axis)[0], axis=axis, dtype=dtype)
 
 
 def nancumprod(a, axis=None, dtype=None, out=None):
     """``cumprod`` treating NaNs as one."""
     from .reductions import cumprod
     _no_out("nancumprod", out)
-    return cumprod(_nan_replaced("nancumprod", a, 1)[0], axis=axis, dtype=dtype)
+    return cumprod(_nan_replaced("nancumprod", a, 1, axis)[0], axis=axis, dtype=dtype)
 
 
 # --- covariance ----------------------------------------------------------------------------
