@@ -202,9 +202,12 @@ def test_arrays_larger_than_memory_raise_at_once(name, make):
     assert isinstance(info.value, OutOfMemoryError)
     msg = str(info.value)
     assert "dtype" in msg and "bytes" in msg and "memory" in msg
-    with pytest.raises(OutOfMemoryError, match=rf"^{name}:"):
-        fnx.jit(lambda: make().sum())()   # the jitted sum used to run for hours
+    # the jitted sum used to run for hours; under jit the primitive computing it is named
+    with pytest.raises(OutOfMemoryError, match=rf"^({name}|broadcast_in_dim|iota):"):
+        fnx.jit(lambda: make().sum())()
     assert time.perf_counter() - start < 5
+    # shapes alone are fine: eval_shape of a model larger than memory works, as in JAX
+    assert fnx.eval_shape(make).shape in (HUGE, (10**10, 10**10))
 
 
 def test_the_issue_example_raises_and_names_the_byte_count():
@@ -214,7 +217,7 @@ def test_the_issue_example_raises_and_names_the_byte_count():
     with pytest.raises(OutOfMemoryError, match=r"^zeros: an array of shape \(1000000, 1000000\)"
                        r" and dtype float32 needs 4000000000000 bytes"):
         fnp.zeros((10**6, 10**6))
-    with pytest.raises(OutOfMemoryError, match="zeros"):
+    with pytest.raises(OutOfMemoryError, match="broadcast_in_dim: .* needs 4000000000000 bytes"):
         fnx.jit(lambda: fnp.zeros((10**6, 10**6)).sum())()
 
 

@@ -12,6 +12,7 @@ import os
 import numpy as np
 
 from ..core.primitive import Primitive, ShapeDtypeStruct
+from ..core.trace import EVAL, get_trace
 from ..errors import OutOfMemoryError, ShapeError
 from ._rules import describe, kind_of, normalize_axes
 
@@ -44,10 +45,12 @@ def _human(n):
         n /= 1024
 
 
-def check_shape(name, shape, dtype, what="shape", operand=None):
-    """Raise unless ``shape`` is non-negative and an array of it and ``dtype`` (a NumPy
-    dtype) fits in this machine's memory (a ShapeError, or an OutOfMemoryError: a
-    MemoryError)."""
+def check_shape(name, shape, dtype, what="shape", operand=None, memory=None):
+    """Raise unless ``shape`` is non-negative and (``memory``; by default when nothing is
+    being traced) an array of it and ``dtype`` (a NumPy dtype) fits in this machine's
+    memory (a ShapeError, or an OutOfMemoryError: a MemoryError). Shape rules check sizes
+    only: ``eval_shape`` of a model larger than memory is fine; computing it is not (the
+    impls and jit's compilation check that)."""
     n = 1
     for d in shape:
         if d < 0:
@@ -55,7 +58,13 @@ def check_shape(name, shape, dtype, what="shape", operand=None):
                              f"{tuple(shape)}"
                              + ("" if operand is None else f" for {describe(operand)}"))
         n *= d
-    nbytes = n * dtype.itemsize
+    if memory or (memory is None and get_trace() is EVAL):
+        check_memory(name, shape, dtype, n)
+
+
+def check_memory(name, shape, dtype, n=None):
+    """An OutOfMemoryError unless an array of ``shape`` and ``dtype`` fits in memory."""
+    nbytes = (math.prod(shape) if n is None else n) * dtype.itemsize
     if nbytes > MAX_BYTES:
         raise OutOfMemoryError(
             f"{name}: an array of shape {tuple(shape)} and dtype {np.dtype(dtype).name} "
@@ -67,7 +76,7 @@ def check_shape(name, shape, dtype, what="shape", operand=None):
 # --- broadcast_in_dim --------------------------------------------------------------
 
 def _broadcast_in_dim_rule(x, *, shape, broadcast_dimensions):
-    check_shape("broadcast_in_dim", shape, x.dtype, operand=x)
+    check_shape("broadcast_in_dim", shape, x.dtype, operand=x, memory=False)
     bd = broadcast_dimensions
     ok = (len(bd) == x.ndim and all(0 <= d < len(shape) for d in bd)
           and all(d >= 0 for d in shape)
@@ -82,6 +91,7 @@ def _broadcast_in_dim_rule(x, *, shape, broadcast_dimensions):
 
 
 def _broadcast_in_dim_impl(x, *, shape, broadcast_dimensions):
+    check_memory("broadcast_in_dim", shape, x.dtype)  # a view is cheap, computing on it not
     if not x.ndim and len(shape) == 1 and shape[0] <= 256:
         out = np.empty(shape, x.dtype)  # a small filled copy is cheaper than a view
         out.fill(x)
@@ -317,11 +327,12 @@ def _iota_rule(*, dtype, shape, dimension):
                          f"{dtype} for shape {shape}")
     if not 0 <= dimension < len(shape):
         raise ShapeError(f"iota: dimension {dimension} out of range for shape {shape}")
-    check_shape("iota", shape, dtype)
+    check_shape("iota", shape, dtype, memory=False)
     return ShapeDtypeStruct(shape, dtype)
 
 
 def _iota_impl(*, dtype, shape, dimension):
+    check_memory("iota", shape, np.dtype(dtype))
     r = np.arange(shape[dimension], dtype=dtype)
     return np.broadcast_to(r.reshape([-1 if i == dimension else 1 for i in range(len(shape))]),
                            shape)
