@@ -31,12 +31,20 @@ _counter = itertools.count()
 
 
 class Compiled:
-    """A lowered IR: ``fn(*numpy_values) -> tuple of numpy values``."""
+    """A lowered IR: ``fn(*numpy_values) -> tuple of numpy values``; ``pool``: its
+    ``buffers.BufferPool`` (None when it keeps no buffers).
 
-    def __init__(self, fn, source, ir):
+    It holds neither the IR nor anything that refers back to it (jit caches it weakly
+    keyed by the IR, so a reference from here would keep the IR, and the cache entry,
+    alive forever), and ``fn`` is not among its own globals: dropping the Compiled
+    frees the function, its constants and its buffers at once, without waiting for the
+    cycle collector."""
+    __slots__ = ("fn", "source", "pool", "__weakref__")
+
+    def __init__(self, fn, source, pool=None):
         self.fn = fn
         self.source = source
-        self.ir = ir
+        self.pool = pool
 
     def __call__(self, *args):
         return self.fn(*args)
@@ -1063,4 +1071,5 @@ def compile_ir(ir: IR, name="f", donated=()) -> Compiled:
         args.append("_dn=None")
     source = f"def {fname}({', '.join(args)}):\n" + "\n".join("    " + ln for ln in body) + "\n"
     exec(compile(source, f"<fnx jit {name}>", "exec"), glb)
-    return Compiled(glb[fname], source, ir)
+    # no glb -> fn -> glb cycle (the function never calls itself by name)
+    return Compiled(glb.pop(fname), source, glb.get("_pool"))
