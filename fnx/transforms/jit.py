@@ -11,6 +11,11 @@ compared by identity) and the jit options, not to the wrapper, so
 with tracers), a jitted function binds ``jit_p``, a primitive that carries the
 IR, so outer transformations see one call.
 
+Memory is bounded: a function keeps at most ``MAX_SIGNATURES`` signatures (least
+recently used evicted first); its traces and code go with the function; the buffers
+compiled code keeps between calls are released when idle or over a budget
+(``fnx.backends.buffers``); ``clear_caches()`` drops all of it.
+
 Flags read here: ``jax_disable_jit`` (call the function itself),
 ``jax_debug_nans``/``jax_debug_infs`` (check every float value the compiled
 code computes; on a hit, re-run the IR one equation at a time to name the
@@ -30,6 +35,7 @@ import numpy as np
 
 from .. import tree_util
 from .._config import TRACE_FLAGS, config
+from ..backends import buffers
 from ..backends.buffers import RING_HELD
 from ..backends.numpy_codegen import compile_ir
 from ..core import dtypes
@@ -262,7 +268,7 @@ class _Entry(_StageInfo):
     """One cached signature: IR, out tree, generated code (also what
     ``jit(f).lower(...).compile()`` returns: call it with arguments of the lowered types)."""
     __slots__ = ("ir", "out_tree", "compiled", "fn", "out_weak", "in_tree", "in_avals", "name",
-                 "single_array", "hoisted", "donated", "ctx", "checked")
+                 "single_array", "hoisted", "donated", "ctx", "checked", "hit", "fast_keys")
 
     def __init__(self, ir, out_tree, in_tree, name, donated=()):
         self.ir = ir
@@ -278,6 +284,8 @@ class _Entry(_StageInfo):
         self.hoisted = None
         self.ctx = None      # the trace context it was made under (the fast path checks it)
         self.checked = None  # the variant returning intermediates too (jax_debug_nans)
+        self.hit = False     # called since the cache's last eviction sweep passed it
+        self.fast_keys = set()  # (0: fast, 1: fast_trees, key): the fast-table keys to it
 
     _stage_entry = property(lambda self: self)
 
@@ -336,6 +344,17 @@ def _leaf_key(x):
 # function, and so is a bound method once the previous one is gone) and per jit options,
 # and each signature's key includes ``config.trace_context()`` (x64 and the other flags
 # that change what a traced function means).
+#
+# Each cache keeps at most ``MAX_SIGNATURES`` signatures. Past that, adding one evicts the
+# least recently used (approximately: the "clock" scheme, so a call that hits the cache
+# only sets a flag on the entry; eviction passes over the entries in insertion order,
+# giving each flagged one a second chance). An evicted signature traces again when it
+# is next called; its compiled code and buffers are freed. JAX bounds its C++ jit cache
+# (an LRU shared by all functions) at 8192 signatures and its Python trace caches at
+# 4096 each, with no flag to change them; here it is this module constant.
+
+MAX_SIGNATURES = 4096
+
 
 class _Cache:
     """The traces of one (function, jit options): signature key -> _Entry."""
@@ -351,6 +370,29 @@ class _Cache:
         self.entries.clear()
         self.fast.clear()
         self.fast_trees.clear()
+
+    def add(self, key, entry):
+        """Cache ``entry`` for ``key``, evicting the least recently used past
+        ``MAX_SIGNATURES``."""
+        entries = self.entries
+        while entries and len(entries) >= max(1, MAX_SIGNATURES):
+            old_key = next(iter(entries))
+            old = entries.pop(old_key)
+            if old.hit:  # used since the last pass: a second chance, at the end
+                old.hit = False
+                entries[old_key] = old
+                continue
+            for which, k in old.fast_keys:
+                table = self.fast_trees if which else self.fast
+                if table.get(k) is old:
+                    del table[k]
+        entries[key] = entry
+
+    def add_fast(self, which, key, entry):
+        """``entry`` in the fast table ``which`` (0: ``fast``, 1: ``fast_trees``);
+        remembered on it by name, not by table, so no cycle keeps a dead cache alive."""
+        (self.fast_trees if which else self.fast)[key] = entry
+        entry.fast_keys.add((which, key))
 
 
 _FUN_CACHES: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # fun -> {options: _Cache}
@@ -369,8 +411,9 @@ def _per_fun(fun):
 
 
 def clear_caches():
-    """Drop every jit trace and compiled function (``jax.clear_caches``); the next call
-    of each jitted function traces again."""
+    """Drop every jit trace and compiled function (``jax.clear_caches``), and the
+    buffers compiled functions keep between calls (``fnx.backends.buffers``): the next
+    call of each jitted function traces again and allocates afresh."""
     for cache in list(_ALL_CACHES):
         cache.clear()
     _COMPILED.clear()
@@ -379,6 +422,12 @@ def clear_caches():
         d = getattr(tape, table, None)
         if isinstance(d, dict):
             d.clear()
+    from ..lax import control_flow
+    d = getattr(control_flow, "_COMPILED", None)
+    if d is not None:
+        d.clear()
+    # pools still reachable (a Lowered stage the caller holds, a function in use)
+    buffers.release_all()
 
 
 # The fast path (a known signature of plain Arrays) checks that the entry was made under
@@ -606,10 +655,12 @@ class JitFunction:
                              _avals_str(ir.in_avals),
                              f" and static arguments {_static_str(static)}"
                              if static != ((), ()) else "")
-            entry = self._cache[key] = _Entry(
-                ir, out_tree, in_tree, self.name,
-                self._donated_positions(args, kwargs or {}))
+            entry = _Entry(ir, out_tree, in_tree, self.name,
+                           self._donated_positions(args, kwargs or {}))
             entry.ctx = key[0]
+            self._c.add(key, entry)
+        else:
+            entry.hit = True
         return entry, entry.ir, entry.out_tree
 
     def _explain_miss(self, key, leaves, in_tree):
@@ -714,6 +765,7 @@ class JitFunction:
                 leaves, tree = tree_util.tree_flatten(args)
                 fast = self._fast_trees.get((tree, tuple(map(_fast_key, leaves))))
             if fast is not None and fast.ctx is _CTX[0]:
+                fast.hit = True
                 raw = [a._value for a in leaves]
                 if fast.donated:
                     outs = fast.fn(*raw, _dn=self._offer_donated(fast, raw, leaves, args))
@@ -742,16 +794,17 @@ class JitFunction:
                 return tree_util.tree_unflatten(out_tree, outs)
             if not kwargs and not self.static_argnums and all(type(x) is Array for x in leaves):
                 if all(type(a) is Array for a in args):
-                    self._fast[tuple(map(_fast_key, args))] = entry
+                    self._c.add_fast(0, tuple(map(_fast_key, args)), entry)
                 else:
-                    self._fast_trees[(tree_util.tree_structure(args),
-                                      tuple(map(_fast_key, leaves)))] = entry
+                    self._c.add_fast(1, (tree_util.tree_structure(args),
+                                         tuple(map(_fast_key, leaves))), entry)
             outs = entry.run(raw, self._offer_donated(entry, raw, leaves, args, kwargs)
                              if entry.donated else None)
             return tree_util.tree_unflatten(out_tree, outs)
         # Under a transformation: bind the call primitive on the current trace.
         entry = self._cache.get(key)
         if entry is not None:
+            entry.hit = True
             if entry.hoisted is None:
                 entry.hoisted = entry.ir.hoist_consts()
             ir, consts = entry.hoisted
