@@ -226,3 +226,17 @@ def test_normal_sizes_still_create_views_and_empty_arrays():
     assert fnp.broadcast_to(fnp.ones(3), (1000, 1000, 3)).shape == (1000, 1000, 3)
     big = fnp.zeros((10**4, 10**4))  # 400 MB, a broadcast of one element: no buffer yet
     assert big.shape == (10**4, 10**4) and float(big[3, 4]) == 0.0
+
+
+def test_vmap_maps_keyword_arguments_over_their_leading_axis_as_jax():
+    def f(a, b=None):
+        """doc"""
+        return a * b
+
+    g = fnx.vmap(f, in_axes=(None,))
+    assert g.__name__ == "f" and g.__doc__ == "doc"
+    out = g(2.0, b=fnp.ones((3, 2)))
+    assert out.shape == (3, 2)
+    assert fnx.vmap(f)(fnp.ones((4, 2)), b=fnp.full((4, 2), 3.0)).tolist() == [[3.0] * 2] * 4
+    with pytest.raises(ValueError, match=r"different sizes.*\n.*size 3\n.*size 4"):
+        fnx.vmap(f, in_axes=(1,))(fnp.ones((2, 3)), b=fnp.ones((4,)))

@@ -8,6 +8,8 @@ enclosing traces are unbatched constants, so nested vmaps stay separate.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .. import tree_util
@@ -215,7 +217,10 @@ def vmap(fun, in_axes=0, out_axes=0, axis_size=None):
     out_single, out_prefix = _axes_spec("out_axes", out_axes)
     in_cache, out_cache = {}, {}
 
-    def batched(*args):
+    def batched(*args, **kwargs):
+        if kwargs:  # as in JAX, keyword arguments are mapped over their leading axis
+            return _with_kwargs(fun, in_prefix is None, in_axes, out_axes, axis_size, args,
+                                kwargs)
         leaves, tree = tree_util.tree_flatten(args)
         axes = _axes_for("in_axes", "args", in_single, in_prefix, in_cache, tree)
         leaves = [to_array(x) for x in leaves]
@@ -272,7 +277,23 @@ def vmap(fun, in_axes=0, out_axes=0, axis_size=None):
             results.append(v)
         return tree_util.tree_unflatten(out_tree, results)
 
+    try:
+        functools.update_wrapper(batched, fun)
+    except (AttributeError, TypeError):  # a callable without a name or a dict
+        pass
     return batched
+
+
+def _with_kwargs(fun, one_axis, in_axes, out_axes, axis_size, args, kwargs):
+    """``vmap(fun)(*args, **kwargs)``: the keyword arguments become trailing positional
+    ones with axis 0 (an error about one names it ``args[n + j]``, in call order)."""
+    n, names = len(args), list(kwargs)
+    axes = ((in_axes,) * n if one_axis else tuple(in_axes)) + (0,) * len(names)
+
+    def positional(*xs):
+        return fun(*xs[:n], **dict(zip(names, xs[n:])))
+
+    return vmap(positional, axes, out_axes, axis_size)(*args, *kwargs.values())
 
 
 # --- rule constructors ------------------------------------------------------------------------
