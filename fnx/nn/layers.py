@@ -28,6 +28,7 @@ from ..errors import IndexOutOfBoundsError, ShapeError
 from . import functions as F
 from . import initializers as I
 from .module import Module, _record_states, next_key
+from .losses import out_of_range
 
 __all__ = ["Linear", "Conv1d", "Conv2d", "SeparableConv2d", "ConvTranspose2d",
            "BatchNorm1d", "BatchNorm2d", "LayerNorm", "GroupNorm", "Dropout", "MaxPool2d",
@@ -624,16 +625,11 @@ class Embedding(Module):
                 # indices too instead of wrapping around
                 idx = fnp.where(idx < 0, n, idx)
             elif idx.size:
-                vals = np.asarray(idx)
-                bad = (vals < 0) | (vals >= n)
-                if bad.any():
-                    pos = np.argwhere(bad)
-                    shown = ", ".join(f"{vals[tuple(p)]} at {tuple(int(i) for i in p)}"
-                                      for p in pos[:5])
-                    more = f" and {len(pos) - 5} more" if len(pos) > 5 else ""
+                bad = out_of_range(idx, n)
+                if bad:
                     raise IndexOutOfBoundsError(
                         f"{_describe(self)} has {n} embeddings (valid indices 0 to {n - 1}) "
-                        f"but got {len(pos)} index(es) out of range: {shown}{more}")
+                        f"but got {bad[0]} index(es) out of range: {bad[1]}")
         return fnp.take(m.weight, idx, axis=0)
 
 

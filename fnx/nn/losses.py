@@ -61,19 +61,27 @@ def _int_labels(name, labels, k, what):
         labels = labels.astype(np.int32)
     if isinstance(labels, Tracer):
         return (labels >= 0) & (labels < k)
-    vals = np.asarray(labels)
-    bad = (vals < 0) | (vals >= k)
-    if bad.any():
-        pos = np.argwhere(bad)
-        shown = ", ".join(f"{vals[tuple(p)]} at {tuple(int(i) for i in p)}"
-                          for p in pos[:5])
-        more = f" and {len(pos) - 5} more" if len(pos) > 5 else ""
+    bad = out_of_range(labels, k)
+    if bad:
+        count, shown = bad
         raise ValueError(
-            f"{name}: {len(pos)} label(s) out of range for {k} classes (valid labels are "
-            f"0 to {k - 1}; {what}): {shown}{more}. Check the labels (e.g. 1-based "
+            f"{name}: {count} label(s) out of range for {k} classes (valid labels are "
+            f"0 to {k - 1}; {what}): {shown}. Check the labels (e.g. 1-based "
             "classes, or a padding value such as -1 that should be masked out), or give "
             "logits with more classes.")
     return None
+
+
+def out_of_range(indices, n):
+    """For concrete integer ``indices``: None if all are in ``[0, n)``, else the number
+    out of range and the first few as text (``"7 at (1,), -1 at (3,)"``)."""
+    vals = np.asarray(indices)
+    bad = (vals < 0) | (vals >= n)
+    if not bad.any():
+        return None
+    pos = np.argwhere(bad)
+    shown = ", ".join(f"{vals[tuple(p)]} at {tuple(int(i) for i in p)}" for p in pos[:5])
+    return len(pos), shown + (f" and {len(pos) - 5} more" if len(pos) > 5 else "")
 
 
 def softmax_cross_entropy(logits, labels, *, label_smoothing=0.0, reduction="mean",
