@@ -40,14 +40,20 @@ The rules, and the signature each slot takes:
     a Python loop over the batch. ``batch_elementwise(prim)`` installs the rule
     of an elementwise primitive; ``move_to_front`` moves a batch axis to 0.
 
-``prim.kernel`` (optional): a GPU kernel for an elementwise primitive,
-    ``(xs, in_dtypes, out_dtype, **params) -> str``: a CUDA C expression of one
-    output element, where ``xs[i]`` names a local variable holding input ``i``'s
+Lowerings, one per backend, registered as the built-in primitives' are:
+``register_lowering(prim, backend_name, rule)`` (``fnx.backends``; ``prim.kernel``,
+``prim.onnx`` and ``prim.numpy_codegen`` are the ``"cuda"``, ``"onnx"`` and ``"numpy"``
+entries):
+
+``register_lowering(prim, "cuda", rule)`` (optional): a GPU kernel for an elementwise
+    primitive, ``(xs, in_dtypes, out_dtype, **params) -> str``: a CUDA C expression of
+    one output element, where ``xs[i]`` names a local variable holding input ``i``'s
     element (see ``fnx.kernels``).
 
-``prim.onnx`` (optional): an ONNX lowering, ``(ctx, *input_names, **params) -> str``
-    (a list for ``multiple_results``), adding nodes with ``ctx.node(op_type,
-    inputs, **attrs)`` and constants with ``ctx.const(value)`` (see ``fnx.onnx``).
+``register_lowering(prim, "onnx", rule)`` (optional): an ONNX lowering,
+    ``(ctx, *input_names, **params) -> str`` (a list for ``multiple_results``), adding
+    nodes with ``ctx.node(op_type, inputs, **attrs)`` and constants with
+    ``ctx.const(value)`` (see ``fnx.onnx``).
 
 ``unary_elementwise(name, impl, kinds)`` and ``binary_elementwise(...)`` make
 an elementwise primitive with the standard shape/dtype rule and batching rule
@@ -69,6 +75,7 @@ import types
 import numpy as np
 
 from .core.array import Array, Tracer, to_array
+from .core.backend import lowering, register_lowering
 from .core.ir import Eqn as _Eqn
 from .core.ir import Literal as _Literal
 from .core.ir import Var as _Var
@@ -85,7 +92,8 @@ from .transforms.vmap import batch_elementwise, move_to_front
 __all__ = [
     "Array", "MissingRuleError", "Primitive", "REGISTRY", "ShapeDtypeStruct", "ShapeError",
     "UndefinedPrimal", "batch_elementwise", "binary_elementwise", "defjvp", "defjvp_zero",
-    "core", "deflinear", "deflinear_in", "is_linear", "move_to_front", "unary_elementwise",
+    "core", "deflinear", "deflinear_in", "is_linear", "lowering", "move_to_front",
+    "register_lowering", "unary_elementwise",
 ]
 
 

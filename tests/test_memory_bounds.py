@@ -48,12 +48,12 @@ def test_two_thousand_jitted_closures_do_not_accumulate():
 
     make(100, 0)  # first-use caches
     gc.collect()
-    objects, compiled = len(gc.get_objects()), len(jit_module._COMPILED)
+    objects, compiled = len(gc.get_objects()), len(fnx.backends.get_backend("numpy").executables)
     make(900, 100)
     gc.collect()
     grown = len(gc.get_objects()) - objects
     assert grown < 2000, f"{grown} objects kept by 900 dead jitted closures"  # ~17000 before
-    assert len(jit_module._COMPILED) <= compiled + 5
+    assert len(fnx.backends.get_backend("numpy").executables) <= compiled + 5
     tracemalloc.start()
     try:
         make(50, 1000)
@@ -64,7 +64,7 @@ def test_two_thousand_jitted_closures_do_not_accumulate():
         tracemalloc.stop()
     # about 4 KB per closure before the fix (4 MB here); nothing per closure after it
     assert grown < 128 * 1024, f"{grown} bytes kept by 950 dead jitted closures"
-    assert len(jit_module._COMPILED) <= compiled + 5
+    assert len(fnx.backends.get_backend("numpy").executables) <= compiled + 5
 
 
 def _small_blocks():

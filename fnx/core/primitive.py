@@ -99,11 +99,10 @@ class Primitive:
         self.jvp = None          # (primals, tangents, **params) -> (primal_out, tangent_out)
         self._transpose = None   # linear primitives: (cotangent, *args, **params) -> cotangents
         self.batch = None        # (args, batch_dims, **params) -> (out, out_batch_dims)
-        self.onnx = None         # ONNX lowering
-        self.kernel = None       # GPU kernel codegen hook
-        # jit: (input expressions, params, bind_global, in_avals, out_avals) -> an
-        # expression string, or None to call the impl
-        self.numpy_codegen = None
+        # Backend name -> this primitive's lowering rule for that backend
+        # (``fnx.backends.register_lowering``); ``onnx``, ``kernel`` and ``numpy_codegen``
+        # below are the "onnx", "cuda" and "numpy" entries.
+        self.lowerings = {}
         # Applied to tangents by a jvp rule (deflinear/deflinear_in set it, and so does
         # giving it a transpose), so reverse mode needs its transpose.
         self.linear = False
@@ -113,6 +112,25 @@ class Primitive:
         # primitives whose rules run user code that may need concrete values.
         self.cache_eager_vjp = True
         REGISTRY[name] = self
+
+    def _lowering_slot(backend, doc):
+        def get(self):
+            return self.lowerings.get(backend)
+
+        def set(self, rule):
+            if rule is None:
+                self.lowerings.pop(backend, None)
+            else:
+                self.lowerings[backend] = rule
+        return property(get, set, doc=doc)
+
+    onnx = _lowering_slot("onnx", "ONNX lowering: ``(ctx, *input_names, **params) -> name(s)``")
+    kernel = _lowering_slot("cuda", "GPU kernel hook: ``(xs, in_dtypes, out_dtype, **params) "
+                                    "-> CUDA C expression``")
+    numpy_codegen = _lowering_slot(
+        "numpy", "jit on NumPy: ``(input expressions, params, bind_global, in_avals, "
+                 "out_avals) -> expression string`` or None to call the impl")
+    del _lowering_slot
 
     @property
     def transpose(self):

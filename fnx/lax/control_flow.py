@@ -36,6 +36,7 @@ from .. import tree_util
 from ..core import dtypes
 from ..core.array import Array, Tracer, to_array
 from ..core.ir import IR, Eqn, Var, Literal, dce, eval_ir, has_effects, sub_irs
+from ..core.backend import apply_ir, backend_for
 from ..core.primitive import Primitive, ShapeDtypeStruct
 from ..core.trace import get_trace, trace_context
 from ..core.tracing import IRTrace, IRTracer, trace_flat
@@ -56,15 +57,9 @@ def _closed(fun, in_avals, name):
     return trace_flat(fun, in_avals, name).hoist_consts()
 
 
-_COMPILED = weakref.WeakKeyDictionary()
-
-
-def _compiled(ir, name):
-    fn = _COMPILED.get(ir)
-    if fn is None:
-        from ..backends.numpy_codegen import compile_ir
-        fn = _COMPILED[ir] = compile_ir(ir, name).fn
-    return fn
+def _compiled(ir, values):
+    """``ir``'s compiled function on the backend holding ``values`` (cached by it)."""
+    return backend_for(values).executable(ir).fn
 
 
 def _zeros(aval):
@@ -164,7 +159,7 @@ def _cond_shape(index, *ops, branches):
 
 def _cond_impl(index, *ops, branches):
     i = builtins.min(builtins.max(int(index), 0), len(branches) - 1)
-    return list(_compiled(branches[i], f"cond_branch{i}")(*ops))
+    return list(apply_ir(branches[i], *ops))
 
 
 cond_p = Primitive("cond", shape_rule=_cond_shape, impl=_cond_impl, multiple_results=True)
@@ -462,8 +457,8 @@ def _while_shape(*args, cond_ir, body_ir, cond_nconsts, body_nconsts):
 
 
 def _while_impl(*args, cond_ir, body_ir, cond_nconsts, body_nconsts):
-    cf = _compiled(cond_ir, "while_cond")
-    bf = _compiled(body_ir, "while_body")
+    cf = _compiled(cond_ir, args)
+    bf = _compiled(body_ir, args)
     cc = args[:cond_nconsts]
     bc = args[cond_nconsts:cond_nconsts + body_nconsts]
     carry = tuple(args[cond_nconsts + body_nconsts:])

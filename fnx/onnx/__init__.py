@@ -22,8 +22,12 @@ needed: ``pip install fnx[onnx]``.
 from .export import (DEFAULT_OPSET, LoweringContext, UnsupportedDtypeError, export,
                      export_ir, lower_ir, lower_primitive, onnx_dtype, run)
 from . import lowerings as _lowerings
+from ..core.backend import register_backend as _register_backend
+from .backend import OnnxBackend
 
 _lowerings.install()
+_register_backend(OnnxBackend())
 
-__all__ = ["DEFAULT_OPSET", "LoweringContext", "UnsupportedDtypeError", "export", "export_ir",
+__all__ = ["DEFAULT_OPSET", "LoweringContext", "OnnxBackend", "UnsupportedDtypeError", "export",
+           "export_ir",
            "lower_ir", "lower_primitive", "onnx_dtype", "run"]

@@ -93,6 +93,7 @@ import numpy as np
 
 from ..core import dtypes
 from ..core.primitive import REGISTRY
+from ..core.backend import lowering, register_lowering
 from ..lax._rules import kind_of
 from .export import onnx_dtype
 
@@ -1241,5 +1242,5 @@ def install():
     """Attach the lowerings to their primitives (leaving any rule already set alone)."""
     for name, rule in LOWERINGS.items():
         prim = REGISTRY.get(name)
-        if prim is not None and prim.onnx is None:
-            prim.onnx = rule
+        if prim is not None and lowering(prim, "onnx") is None:
+            register_lowering(prim, "onnx", rule)

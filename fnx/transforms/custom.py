@@ -22,6 +22,7 @@ import numpy as np
 from .. import tree_util
 from .._config import config
 from ..core.array import Array, Tracer, to_array
+from ..core.backend import apply_ir
 from ..core.ir import Literal, eval_ir
 from ..core.primitive import Primitive, ShapeDtypeStruct
 from ..core.trace import EVAL, get_trace
@@ -44,8 +45,7 @@ def _call_rule(*args, fun, rule, name):
 def _call_impl(*vals, fun, rule, name):
     ir = getattr(fun, "ir", None)
     if ir is not None:  # traced already (under jit): run its code, not the Python again,
-        from .jit import _compiled  # so a print in the function runs once, as in JAX
-        return list(_compiled(ir)(*vals))
+        return list(apply_ir(ir, *vals))  # so a print in the function runs once, as in JAX
     return [o._value for o in fun(*[Array._wrap(v) for v in vals])]
 
 

@@ -35,9 +35,7 @@ import numpy as np
 
 from .. import tree_util
 from .._config import TRACE_FLAGS, config
-from ..backends import buffers
-from ..backends.buffers import RING_HELD
-from ..backends.numpy_codegen import compile_ir
+from ..backends import apply_ir, available_backends, backend_for, get_backend
 from ..core import dtypes
 from ..core.array import Array, Tracer, _Deleted, to_array
 from ..core.ir import IR, check_ir
@@ -51,14 +49,7 @@ from ..errors import ShapeError
 # --- the call primitive --------------------------------------------------------------------
 
 
-def _compiled(ir: IR):
-    c = _COMPILED.get(ir)
-    if c is None:
-        c = _COMPILED[ir] = compile_ir(ir, getattr(ir, "name", "jit"))
-    return c
-
-
-_COMPILED: "weakref.WeakKeyDictionary[IR, object]" = weakref.WeakKeyDictionary()
+_NUMPY = get_backend("numpy")
 
 
 def _jit_rule(*args, ir, name):
@@ -69,7 +60,7 @@ def _jit_rule(*args, ir, name):
 
 
 def _jit_impl(*args, ir, name):
-    return _compiled(ir)(*args)
+    return apply_ir(ir, *args)
 
 
 _LOG = logging.getLogger("fnx")
@@ -268,16 +259,18 @@ class _Entry(_StageInfo):
     """One cached signature: IR, out tree, generated code (also what
     ``jit(f).lower(...).compile()`` returns: call it with arguments of the lowered types)."""
     __slots__ = ("ir", "out_tree", "compiled", "fn", "out_weak", "in_tree", "in_avals", "name",
-                 "single_array", "hoisted", "donated", "ctx", "checked", "hit", "fast_keys")
+                 "backend", "single_array", "hoisted", "donated", "ctx", "checked", "hit", "fast_keys")
 
-    def __init__(self, ir, out_tree, in_tree, name, donated=()):
+    def __init__(self, ir, out_tree, in_tree, name, donated=(), backend=None):
+        self.backend = backend = _NUMPY if backend is None else backend
         self.ir = ir
         self.out_tree = out_tree
         self.in_tree = in_tree
         self.in_avals = ir.in_avals
         self.name = name
         self.donated = tuple(donated)  # flat positions of donated leaves
-        self.compiled = compile_ir(ir, name, self.donated) if donated else _compiled(ir)
+        self.compiled = (backend.compile(ir, name, self.donated) if donated
+                         else backend.executable(ir))
         self.fn = self.compiled.fn
         self.out_weak = [a.weak_type for a in ir.out_avals]
         self.single_array = out_tree == _SINGLE_LEAF
@@ -416,18 +409,13 @@ def clear_caches():
     call of each jitted function traces again and allocates afresh."""
     for cache in list(_ALL_CACHES):
         cache.clear()
-    _COMPILED.clear()
+    for name in available_backends():  # compiled code, and the buffers it keeps (also
+        get_backend(name).clear_cache()  # of a Lowered stage the caller holds)
     from . import tape
     for table in ("_SEEN", "_RULES", "_FUSED_SEEN", "_FUSED"):
         d = getattr(tape, table, None)
         if isinstance(d, dict):
             d.clear()
-    from ..lax import control_flow
-    d = getattr(control_flow, "_COMPILED", None)
-    if d is not None:
-        d.clear()
-    # pools still reachable (a Lowered stage the caller holds, a function in use)
-    buffers.release_all()
 
 
 # The fast path (a known signature of plain Arrays) checks that the entry was made under
@@ -595,7 +583,8 @@ class JitFunction:
     def _signature(self, args, kwargs):
         nums = self._static_nums(args)
         static, leaves, in_tree = flatten_static(args, kwargs, nums, self.static_argnames)
-        key = (_intern_ctx(), static, in_tree, tuple(_leaf_key(x) for x in leaves))
+        key = (_intern_ctx(), static, in_tree, tuple(_leaf_key(x) for x in leaves),
+               backend_for([x._value for x in leaves if type(x) is Array]).name)
         try:
             hash(key)
         except TypeError:
@@ -656,7 +645,7 @@ class JitFunction:
                              f" and static arguments {_static_str(static)}"
                              if static != ((), ()) else "")
             entry = _Entry(ir, out_tree, in_tree, self.name,
-                           self._donated_positions(args, kwargs or {}))
+                           self._donated_positions(args, kwargs or {}), get_backend(key[4]))
             entry.ctx = key[0]
             self._c.add(key, entry)
         else:
@@ -669,7 +658,7 @@ class JitFunction:
         head = f"TRACING CACHE MISS of jit({self.name}) at {user_frame_info(3)} because:"
         if not self._cache:
             return f"{head} never seen function (first call of {self.name} with these jit options)"
-        ctx, static, tree, lkeys = key
+        ctx, static, tree, lkeys, backend = key
 
         def nearest():
             best = None
@@ -679,8 +668,10 @@ class JitFunction:
                 if best is None or score > best[0]:
                     best = (score, k)
             return best[1]
-        old_ctx, old_static, old_tree, old_keys = nearest()
+        old_ctx, old_static, old_tree, old_keys, old_backend = nearest()
         reasons = []
+        if old_backend != backend:
+            reasons.append(f"the arguments moved from backend {old_backend!r} to {backend!r}")
         if old_ctx != ctx:
             for name, a, b in zip(TRACE_FLAGS, old_ctx, ctx):
                 if a != b:
@@ -751,8 +742,8 @@ class JitFunction:
         """The donated leaves' buffers the call may reuse (those nothing but their Array
         references: no other Array, view or export; None for the others), taken after
         invalidating the donated Arrays."""
-        offered = [raw[k] if type(leaves[k]) is Array and _sole_buffer(raw, k) else None
-                   for k in entry.donated]
+        offered = entry.backend.offer_donated(
+            raw, [k if type(leaves[k]) is Array else None for k in entry.donated])
         self._donate(args, kwargs)
         return offered
 
@@ -900,8 +891,8 @@ def _checked_variant(ir):
             if id(v) not in seen and np.dtype(v.aval.dtype).kind in "fc":
                 seen.add(id(v))
                 extra.append(v)
-    return compile_ir(ir.replace(outvars=list(ir.outvars) + extra),
-                      getattr(ir, "name", "jit") + "_checked")
+    return _NUMPY.compile(ir.replace(outvars=list(ir.outvars) + extra),
+                          getattr(ir, "name", "jit") + "_checked")
 
 
 def _avals_str(avals):
@@ -917,36 +908,6 @@ def _static_str(static):
 def _key_str(k):
     shape, dt, weak = k[0], np.dtype(k[1]).name, k[2]
     return f"{dt}[{','.join(map(str, shape))}]" + (" (weakly typed)" if weak else "")
-
-
-def _buffer_refs(raw, k):
-    return sys.getrefcount(raw[k])
-
-
-def _sole_buffer(raw, k):
-    """Whether ``raw[k]`` is a C-contiguous ndarray owning its memory that nothing
-    references but ``raw``, the one Array holding it and (for an earlier output) the
-    ring it came from; if so it is made writeable."""
-    refs = _buffer_refs(raw, k)
-    if refs != _SOLE_REFS and not (refs == _SOLE_REFS + 1
-                                   and RING_HELD.get(id(raw[k])) is raw[k]):
-        return False
-    v = raw[k]
-    if type(v) is not np.ndarray or v.base is not None or not v.flags.c_contiguous:
-        return False
-    v.flags.writeable = True  # read-only only to keep others from writing: none are left
-    return True
-
-
-def _sole_refs():
-    """``_buffer_refs`` of a buffer held by a list and one Array only (it depends on the
-    interpreter, so it is measured)."""
-    a = Array._wrap(np.empty(1))
-    raw = [a._value]
-    return _buffer_refs(raw, 0)
-
-
-_SOLE_REFS = _sole_refs()
 
 
 def _call_value(x, name):

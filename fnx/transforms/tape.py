@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..backends.numpy_codegen import compile_ir
+from ..core.backend import get_backend
 from ..core import dtypes
 from ..core.array import Array, Tracer, to_array
 from ..core.ir import IR, eval_ir, optimize
@@ -254,7 +254,13 @@ def _compile_backward(entries, cts, want):
         present = [o is not None for o in outs]
         outvars = [trace.to_atom(o) for o in outs if o is not None]
     ir = optimize(IR(trace.invars, outvars, trace.eqns, trace.constvars, trace.consts))
-    return compile_ir(ir, "tape_backward").fn, present
+    return _host().compile(ir, "tape_backward").fn, present
+
+
+def _host():
+    """The backend the eager tape compiles its derivations with: eager values are host
+    (NumPy) arrays."""
+    return get_backend("numpy")
 
 
 def _call_of(prim, params, args, mask):
@@ -330,8 +336,8 @@ def _compile_rule(prim, params, avals, mask):
         bwd_out = [bwd_trace.to_atom(c) for c in cts if c is not None]
     bwd_ir = optimize(IR(bwd_trace.invars, bwd_out, bwd_trace.eqns,
                          bwd_trace.constvars, bwd_trace.consts))
-    fwd = compile_ir(fwd_ir, name).fn
-    bwd_fn = compile_ir(bwd_ir, name + "_T").fn
+    fwd = _host().compile(fwd_ir, name).fn
+    bwd_fn = _host().compile(bwd_ir, name + "_T").fn
     if not all(present):
         inner = bwd_fn
 

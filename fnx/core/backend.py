@@ -1,0 +1,168 @@
+"""Backends: what an IR computes on a kind of device, behind one seam (the interface and
+the registries; ``fnx.backends`` holds the backends themselves).
+
+A **backend** turns an IR into something that runs (or, for ONNX, into a model) and
+owns the buffers of its device. Every backend implements the small ``Backend``
+interface below; ``jit``, the eager tape and ``check_op`` reach a backend only through
+it, never a backend's modules directly:
+
+* ``compile(ir, name, donated=())``: an ``Executable`` whose ``fn(*buffers)`` returns
+  the output buffers (with ``donated``, ``fn(*buffers, _dn=[buffer or None])``: the
+  donated inputs' buffers the call may overwrite);
+* ``put(value)`` / ``fetch(buffer)``: a host (NumPy) value onto the device, and back;
+* ``wrap(buffer, weak_type)``: an output buffer as an ``fnx.Array``;
+* ``offer_donated(raw, positions)``: for each donated input position, its buffer if
+  nothing but the caller's Array references it (so the call may overwrite it), else
+  None;
+* ``owns(buffer)``: whether a buffer lives on this backend's device (how ``jit`` picks
+  the backend from its arguments).
+
+A primitive's **lowering rules**, one per backend, are registered beside its other rules
+with ``register_lowering(prim, backend_name, rule)`` and looked up with
+``lowering(prim, backend_name)``. The backends named so far:
+
+* ``"numpy"``: vectorized NumPy on the CPU (always there). A rule is an optional
+  code-generation hook, ``(input expressions, params, bind_global, in_avals,
+  out_avals) -> expression string`` (or None: call the primitive's impl).
+* ``"cuda"``: generated CUDA kernels through CuPy. A rule is ``(xs, in_dtypes,
+  out_dtype, **params) -> str``, the CUDA C expression of one output element
+  (``fnx.kernels``).
+* ``"onnx"``: the exporter, whose ``compile`` builds an ONNX ``ModelProto``. A rule is
+  ``(ctx, *input_names, **params) -> output name(s)`` (``fnx.onnx``).
+
+Adding a backend: subclass ``Backend``, implement the methods above, call
+``register_backend(MyBackend())``, and register lowerings for the primitives it runs
+(``register_lowering(fnx.lax.sin_p, "mine", rule)``); ``available_backends()`` then
+lists it wherever its ``available()`` is true.
+"""
+from __future__ import annotations
+
+import weakref
+
+from .primitive import Primitive
+
+__all__ = ["Backend", "Executable", "register_backend", "get_backend", "available_backends",
+           "register_lowering", "lowering", "backend_for", "apply_ir"]
+
+
+class Executable:
+    """A compiled IR: ``fn(*buffers) -> tuple of buffers``; ``source``: the generated
+    program's text (for reading and for errors), where the backend has one."""
+
+    def __init__(self, fn, source=None, backend=None):
+        self.fn = fn
+        self.source = source
+        self.backend = backend
+
+    def __call__(self, *args, **kwargs):
+        return self.fn(*args, **kwargs)
+
+
+class Backend:
+    """The interface every backend implements (see the module docstring)."""
+
+    name = ""
+    platform = ""  # "cpu", "gpu", or "" for a backend that does not run (onnx)
+
+    def available(self) -> bool:
+        """Whether this backend can be used on this machine."""
+        return True
+
+    def compile(self, ir, name="jit", donated=()):
+        raise NotImplementedError(f"backend {self.name!r} cannot compile")
+
+    def put(self, value):
+        raise NotImplementedError(f"backend {self.name!r} holds no buffers")
+
+    def fetch(self, buffer):
+        raise NotImplementedError(f"backend {self.name!r} holds no buffers")
+
+    def wrap(self, buffer, weak_type=False):
+        raise NotImplementedError(f"backend {self.name!r} holds no buffers")
+
+    def offer_donated(self, raw, positions):
+        return [None] * len(positions)
+
+    def owns(self, buffer) -> bool:
+        return False
+
+    def __init__(self):
+        self.executables = weakref.WeakKeyDictionary()  # IR -> its cached executable
+
+    def executable(self, ir):
+        """``compile(ir)``, cached for as long as ``ir`` lives (how a primitive whose impl
+        runs an IR, as ``jit``'s call primitive and the loops, runs it)."""
+        c = self.executables.get(ir)
+        if c is None:
+            c = self.executables[ir] = self.compile(ir, getattr(ir, "name", "jit"))
+        return c
+
+    def clear_cache(self):
+        """Forget the executables ``executable`` cached."""
+        self.executables.clear()
+
+    def __repr__(self):
+        return f"<fnx backend {self.name!r}>"
+
+
+_BACKENDS: dict[str, Backend] = {}
+
+
+def register_backend(backend: Backend) -> Backend:
+    """Make ``backend`` reachable by its name (replacing one of the same name)."""
+    if not isinstance(backend, Backend) or not backend.name:
+        raise TypeError(f"register_backend: expected a named fnx.backends.Backend, got "
+                        f"{backend!r}")
+    _BACKENDS[backend.name] = backend
+    return backend
+
+
+def get_backend(name: str = "numpy") -> Backend:
+    """The backend registered under ``name``."""
+    b = _BACKENDS.get(name)
+    if b is None:
+        raise ValueError(f"get_backend: no backend named {name!r}; the backends are "
+                         f"{sorted(_BACKENDS)}")
+    return b
+
+
+def available_backends() -> list:
+    """The names of the backends usable on this machine."""
+    return [n for n, b in _BACKENDS.items() if b.available()]
+
+
+def register_lowering(prim: Primitive, backend_name: str, rule):
+    """Register ``rule`` as ``prim``'s lowering on the backend ``backend_name`` (see the
+    module docstring for each backend's rule signature); returns ``rule``, so it can be
+    used as a decorator: ``@partial(register_lowering, sin_p, "onnx")``."""
+    if not isinstance(prim, Primitive):
+        raise TypeError(f"register_lowering: expected a Primitive, got {prim!r}")
+    if not isinstance(backend_name, str) or not backend_name:
+        raise TypeError(f"register_lowering: the backend name must be a string, got "
+                        f"{backend_name!r}")
+    if not callable(rule):
+        raise TypeError(f"register_lowering({prim.name}, {backend_name!r}): the rule must be "
+                        f"callable, got {rule!r}")
+    prim.lowerings[backend_name] = rule
+    return rule
+
+
+def lowering(prim: Primitive, backend_name: str):
+    """``prim``'s lowering rule on ``backend_name``, or None."""
+    return prim.lowerings.get(backend_name)
+
+
+def backend_for(buffers) -> Backend:
+    """The backend whose device holds ``buffers`` (the raw values of a call's
+    arguments): the first backend that owns one of them, else NumPy (host values)."""
+    for b in _BACKENDS.values():
+        if b.name != "numpy" and b.platform and any(b.owns(x) for x in buffers):
+            return b
+    return _BACKENDS["numpy"]
+
+
+def apply_ir(ir, *buffers):
+    """Run ``ir`` on ``buffers`` (raw values) with the backend holding them: how a
+    primitive whose impl runs an IR (jit's call, the loops, custom rules) computes,
+    without knowing any backend."""
+    return backend_for(buffers).executable(ir).fn(*buffers)
