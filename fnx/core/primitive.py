@@ -8,6 +8,8 @@ primitives; nothing else reaches the backends.
 """
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 
 from . import dtypes
@@ -79,6 +81,28 @@ def aval_of(x) -> ShapeDtypeStruct:
     return ShapeDtypeStruct(x.shape, x.dtype, getattr(x, "weak_type", False))
 
 
+def defining_module(depth=2, reach=8):
+    """The name of the module defining what the code ``depth`` frames up is creating or
+    registering: the first module-level frame (``<module>``) within ``reach`` frames, so a
+    rule factory run at import (``unop("sin", ...)`` in ``fnx.lax.elementwise``) names the
+    module that called it; failing that, the immediate caller's module (a primitive made
+    in a function at run time). Frames of this module and of Primitive subclasses'
+    ``__init__`` are skipped."""
+    frame = sys._getframe(depth)
+    first = None
+    while frame is not None and reach > 0:
+        name = frame.f_globals.get("__name__")
+        if name != __name__ and not (frame.f_code.co_name == "__init__"
+                                     and isinstance(frame.f_locals.get("self"), Primitive)):
+            if first is None:
+                first = name
+            if frame.f_code.co_name == "<module>":
+                return name
+            reach -= 1
+        frame = frame.f_back
+    return first
+
+
 class Primitive:
     """A primitive operation.
 
@@ -111,6 +135,9 @@ class Primitive:
         # Eager grad compiles and caches each call signature's derivation; False for
         # primitives whose rules run user code that may need concrete values.
         self.cache_eager_vjp = True
+        # The module that defines this primitive, where all its rules belong (the layering
+        # test checks that every built-in primitive's lowerings are registered there).
+        self.module = defining_module()
         REGISTRY[name] = self
 
     def _lowering_slot(backend, doc):

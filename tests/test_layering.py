@@ -1,0 +1,797 @@
+"""The layering of fnx's modules (issue 18), held as a ratchet.
+
+fnx's packages form layers, each importing only from layers below it:
+
+    core < interpreters < lax < backends < public API < libraries < the ``fnx`` package root
+
+The import graph is read from the source with ``ast``, counting *every* import: module level
+and function-local alike (a function-local import that dodges a cycle at import time is still
+a dependency). Three things are checked against explicit allowlists below, which hold the
+violations that exist today and may only shrink:
+
+* an import from a lower layer of a higher one (``UPWARD_EDGES``);
+* a private name (leading underscore, not a dunder) of one package used by another, by
+  ``from m import _x``, by ``m._x`` on an imported module, or by importing another package's
+  private module (``PRIVATE_CROSSINGS``);
+* a built-in primitive whose lowering for some backend is registered outside the module that
+  defines the primitive (``FOREIGN_LOWERINGS``).
+
+A new violation fails the first test of its kind; a violation that was fixed fails the second
+(its allowlist entry is stale and must go, so the lists only shrink). After moving code, print
+the lists for the current tree and paste them in:
+
+    python tests/test_layering.py --print
+"""
+from __future__ import annotations
+
+import ast
+import functools
+import sys
+from pathlib import Path
+
+PKG = Path(__file__).resolve().parent.parent / "fnx"
+
+# -- the layers ------------------------------------------------------------------------------
+# Lowest first. A module belongs to the layer of its longest prefix in LAYER_OF.
+LAYERS = ("core", "interpreters", "lax", "backends", "api", "libraries", "root")
+LAYER_OF = {
+    # core: arrays, the IR, primitives, traces, the backend seam, dtypes, pytrees, config
+    "fnx.core": "core",
+    "fnx.errors": "core",
+    "fnx._config": "core",
+    "fnx.tree_util": "core",
+    # interpreters: jvp, partial evaluation and transpose (vjp), batching (vmap), the eager
+    # tape, custom rules. These modules also hold the public entry points of their
+    # transformation (grad, vmap, custom_jvp), which only call down into the interpreter.
+    "fnx.transforms": "interpreters",
+    "fnx.transforms.jvp": "interpreters",
+    "fnx.transforms.vjp": "interpreters",
+    "fnx.transforms.vmap": "interpreters",
+    "fnx.transforms.tape": "interpreters",
+    "fnx.transforms.custom": "interpreters",
+    # lax: the primitives and their rules
+    "fnx.lax": "lax",
+    # backends: the NumPy backend, CUDA kernels, the ONNX exporter
+    "fnx.backends": "backends",
+    "fnx.kernels": "backends",
+    "fnx.onnx": "backends",
+    # public API: jit (picks a backend), jacobians, JAX's small top-level modules
+    "fnx.transforms.jit": "api",
+    "fnx.transforms.jacobian": "api",
+    "fnx._api": "api",
+    "fnx.dtypes": "api",
+    "fnx.tree": "api",
+    "fnx.sharding": "api",
+    "fnx.extend": "api",
+    "fnx.custom_derivatives": "api",
+    "fnx.ad_checkpoint": "api",
+    "fnx.custom_batching": "api",
+    "fnx.experimental": "api",
+    # libraries over the public API
+    "fnx.numpy": "libraries",
+    "fnx.nn": "libraries",
+    "fnx.optim": "libraries",
+    "fnx.random": "libraries",
+    "fnx.scipy": "libraries",
+    "fnx.serialization": "libraries",
+    "fnx.datasets": "libraries",
+    "fnx.testing": "libraries",
+    "fnx.test_util": "libraries",
+    "fnx.debug": "libraries",
+    "fnx.image": "libraries",
+    "fnx.example_libraries": "libraries",
+    # the package root gathers everything (``import fnx``), and the demo (``python -m fnx``)
+    "fnx": "root",
+    "fnx.__main__": "root",
+}
+
+# -- allowlists (today's violations; they may only shrink) -----------------------------------
+def _lines(text):
+    return [line.strip() for line in text.splitlines() if line.strip()]
+
+
+# "importer -> imported", one per line, sorted.
+UPWARD_EDGES = _lines("""
+fnx._api -> fnx
+fnx.custom_batching -> fnx.numpy
+fnx.lax.control_flow.conditionals -> fnx.onnx.export
+fnx.lax.control_flow.conditionals -> fnx.onnx.lowerings
+fnx.lax.control_flow.loops -> fnx.onnx.export
+fnx.lax.control_flow.loops -> fnx.onnx.lowerings
+fnx.lax.convolution -> fnx.numpy
+fnx.lax.convolution -> fnx.onnx.lowerings
+fnx.lax.reduction -> fnx.onnx.lowerings
+fnx.lax.sorting -> fnx.onnx.lowerings
+fnx.nn.module -> fnx
+fnx.onnx.export -> fnx
+fnx.transforms.custom -> fnx.lax
+fnx.transforms.jvp -> fnx.lax
+fnx.transforms.tape -> fnx.lax
+fnx.transforms.vjp -> fnx.lax
+fnx.transforms.vjp -> fnx.transforms.jit
+fnx.transforms.vmap -> fnx.lax
+""")
+
+# "user -> package.module.private_name", sorted.
+PRIVATE_CROSSINGS = _lines("""
+fnx._api -> fnx.core.array._Device
+fnx._api -> fnx.core.trace._current
+fnx._api -> fnx.core.tracing._abstractify
+fnx.ad_checkpoint -> fnx.core.tracing._abstractify
+fnx.ad_checkpoint -> fnx.transforms.custom._NAME_SINKS
+fnx.backends.numpy_codegen -> fnx.lax._rules
+fnx.backends.numpy_codegen -> fnx.lax._rules._IGNORE_ALL
+fnx.backends.numpy_codegen -> fnx.lax._rules._extobj_contextvar
+fnx.debug -> fnx.core.trace._PKG_DIR
+fnx.dtypes -> fnx.core.dtypes._NARROW
+fnx.dtypes -> fnx.core.dtypes._ml_dtypes
+fnx.extend -> fnx.lax._rules
+fnx.lax.control_flow.common -> fnx.transforms.vmap._full
+fnx.lax.control_flow.conditionals -> fnx.onnx.lowerings._cast
+fnx.lax.control_flow.conditionals -> fnx.onnx.lowerings._k
+fnx.lax.control_flow.conditionals -> fnx.onnx.lowerings._max
+fnx.lax.control_flow.conditionals -> fnx.onnx.lowerings._op
+fnx.lax.control_flow.loops -> fnx.onnx.lowerings._eq
+fnx.lax.control_flow.loops -> fnx.onnx.lowerings._full
+fnx.lax.control_flow.loops -> fnx.onnx.lowerings._not
+fnx.lax.control_flow.loops -> fnx.transforms.vmap._full
+fnx.lax.convolution -> fnx.onnx.lowerings._arithmetic
+fnx.lax.convolution -> fnx.onnx.lowerings._cast
+fnx.lax.convolution -> fnx.onnx.lowerings._full
+fnx.lax.convolution -> fnx.onnx.lowerings._ints
+fnx.lax.convolution -> fnx.onnx.lowerings._is_float
+fnx.lax.convolution -> fnx.onnx.lowerings._k
+fnx.lax.convolution -> fnx.onnx.lowerings._max
+fnx.lax.convolution -> fnx.onnx.lowerings._op
+fnx.lax.convolution -> fnx.onnx.lowerings._pad_config
+fnx.lax.convolution -> fnx.onnx.lowerings._reshape
+fnx.lax.convolution -> fnx.onnx.lowerings._slice
+fnx.lax.convolution -> fnx.onnx.lowerings._where
+fnx.lax.elementwise -> fnx.transforms.jvp._sum_tangents
+fnx.lax.indexing -> fnx.transforms.jvp._sum_tangents
+fnx.lax.indexing -> fnx.transforms.vmap._full
+fnx.lax.linalg -> fnx.transforms.vmap._full
+fnx.lax.reduction -> fnx.onnx.lowerings._cast
+fnx.lax.reduction -> fnx.onnx.lowerings._hillis_steele
+fnx.lax.reduction -> fnx.onnx.lowerings._k
+fnx.lax.reduction -> fnx.onnx.lowerings._logaddexp
+fnx.lax.shape -> fnx.transforms.vmap._full
+fnx.lax.sorting -> fnx.onnx.lowerings._TOPK
+fnx.lax.sorting -> fnx.onnx.lowerings._cast
+fnx.lax.sorting -> fnx.onnx.lowerings._exact
+fnx.lax.sorting -> fnx.onnx.lowerings._full
+fnx.lax.sorting -> fnx.onnx.lowerings._ints
+fnx.lax.sorting -> fnx.onnx.lowerings._op
+fnx.lax.sorting -> fnx.transforms.vmap._full
+fnx.nn.functions -> fnx.numpy._util
+fnx.numpy.creation -> fnx.core.dtypes._NARROW
+fnx.numpy.creation -> fnx.core.dtypes._SUPPORTED_SET
+fnx.numpy.elementwise -> fnx.core.array._new_array
+fnx.numpy.linalg -> fnx.lax.linalg._H
+fnx.numpy.linalg -> fnx.lax.linalg._permutation_matrix
+fnx.numpy.linalg -> fnx.lax.linalg._real_dtype
+fnx.numpy.products -> fnx.lax._rules
+fnx.onnx.lowerings -> fnx.lax._rules
+fnx.onnx.lowerings -> fnx.lax.reduction._identity
+fnx.optim._base -> fnx.tree_util._path_str
+fnx.random._api -> fnx.lax._rules
+fnx.random._gamma -> fnx.lax._rules
+fnx.random._gamma -> fnx.transforms.vmap._full
+fnx.random._threefry -> fnx.lax._rules
+fnx.random._threefry -> fnx.transforms.vmap._full
+fnx.scipy.cluster.vq -> fnx.numpy._util
+fnx.scipy.fft -> fnx.numpy._util
+fnx.scipy.integrate -> fnx.numpy._util
+fnx.scipy.interpolate -> fnx.numpy._util
+fnx.scipy.linalg -> fnx.numpy._util
+fnx.scipy.optimize -> fnx.numpy._util
+fnx.scipy.signal -> fnx.numpy._util
+fnx.scipy.spatial.transform -> fnx.numpy._util
+fnx.scipy.special -> fnx.nn.functions._const
+fnx.scipy.special -> fnx.numpy._util
+fnx.scipy.stats._util -> fnx.numpy._util
+fnx.serialization._checkpoint -> fnx.core.dtypes._NARROWING
+fnx.serialization._checkpoint -> fnx.core.dtypes._SUPPORTED_SET
+fnx.test_util -> fnx.testing._grads
+fnx.testing.strategies -> fnx.core.dtypes._ml_dtypes
+fnx.transforms.jit -> fnx.core.array._Deleted
+fnx.transforms.jit -> fnx.core.trace._debug_flags_changed
+fnx.transforms.jit -> fnx.core.tracing._abstractify
+fnx.transforms.jit -> fnx.core.tracing._normalize_argnums
+fnx.transforms.tape -> fnx.core.trace._current
+fnx.transforms.vmap -> fnx.tree_util._count_leaves
+fnx.transforms.vmap -> fnx.tree_util._describe
+""")
+
+# "primitive backend module_that_registers_it", sorted.
+FOREIGN_LOWERINGS = _lines("""
+abs cuda fnx.kernels.elementwise_rules
+abs onnx fnx.onnx
+acos cuda fnx.kernels.elementwise_rules
+acos onnx fnx.onnx
+acosh cuda fnx.kernels.elementwise_rules
+acosh onnx fnx.onnx
+add cuda fnx.kernels.elementwise_rules
+add onnx fnx.onnx
+and cuda fnx.kernels.elementwise_rules
+and onnx fnx.onnx
+argmax onnx fnx.onnx
+argmin onnx fnx.onnx
+asin cuda fnx.kernels.elementwise_rules
+asin onnx fnx.onnx
+asinh cuda fnx.kernels.elementwise_rules
+asinh onnx fnx.onnx
+atan cuda fnx.kernels.elementwise_rules
+atan onnx fnx.onnx
+atan2 cuda fnx.kernels.elementwise_rules
+atan2 onnx fnx.onnx
+atanh cuda fnx.kernels.elementwise_rules
+atanh onnx fnx.onnx
+broadcast_in_dim onnx fnx.onnx
+cbrt cuda fnx.kernels.elementwise_rules
+cbrt onnx fnx.onnx
+ceil cuda fnx.kernels.elementwise_rules
+ceil onnx fnx.onnx
+clamp cuda fnx.kernels.elementwise_rules
+clamp onnx fnx.onnx
+concatenate onnx fnx.onnx
+conj cuda fnx.kernels.elementwise_rules
+conj onnx fnx.onnx
+convert_element_type cuda fnx.kernels.elementwise_rules
+convert_element_type onnx fnx.onnx
+copysign cuda fnx.kernels.elementwise_rules
+cos cuda fnx.kernels.elementwise_rules
+cos onnx fnx.onnx
+cosh cuda fnx.kernels.elementwise_rules
+cosh onnx fnx.onnx
+cummax onnx fnx.onnx
+cummin onnx fnx.onnx
+cumprod onnx fnx.onnx
+cumsum onnx fnx.onnx
+div cuda fnx.kernels.elementwise_rules
+div onnx fnx.onnx
+dot_general onnx fnx.onnx
+dynamic_slice onnx fnx.onnx
+dynamic_update_slice onnx fnx.onnx
+eq cuda fnx.kernels.elementwise_rules
+eq onnx fnx.onnx
+erf cuda fnx.kernels.elementwise_rules
+erf onnx fnx.onnx
+erf_inv cuda fnx.kernels.elementwise_rules
+erfc cuda fnx.kernels.elementwise_rules
+exp cuda fnx.kernels.elementwise_rules
+exp onnx fnx.onnx
+exp2 cuda fnx.kernels.elementwise_rules
+exp2 onnx fnx.onnx
+expand_dims onnx fnx.onnx
+expm1 cuda fnx.kernels.elementwise_rules
+expm1 onnx fnx.onnx
+floor cuda fnx.kernels.elementwise_rules
+floor onnx fnx.onnx
+floor_divide cuda fnx.kernels.elementwise_rules
+floor_divide onnx fnx.onnx
+gather onnx fnx.onnx
+ge cuda fnx.kernels.elementwise_rules
+ge onnx fnx.onnx
+gt cuda fnx.kernels.elementwise_rules
+gt onnx fnx.onnx
+hypot cuda fnx.kernels.elementwise_rules
+hypot onnx fnx.onnx
+imag cuda fnx.kernels.elementwise_rules
+imag onnx fnx.onnx
+integer_pow cuda fnx.kernels.elementwise_rules
+integer_pow onnx fnx.onnx
+iota onnx fnx.onnx
+is_finite cuda fnx.kernels.elementwise_rules
+is_finite onnx fnx.onnx
+isinf cuda fnx.kernels.elementwise_rules
+isinf onnx fnx.onnx
+isnan cuda fnx.kernels.elementwise_rules
+isnan onnx fnx.onnx
+le cuda fnx.kernels.elementwise_rules
+le onnx fnx.onnx
+lgamma cuda fnx.kernels.elementwise_rules
+log cuda fnx.kernels.elementwise_rules
+log onnx fnx.onnx
+log10 cuda fnx.kernels.elementwise_rules
+log10 onnx fnx.onnx
+log1p cuda fnx.kernels.elementwise_rules
+log1p onnx fnx.onnx
+log2 cuda fnx.kernels.elementwise_rules
+log2 onnx fnx.onnx
+logaddexp cuda fnx.kernels.elementwise_rules
+logaddexp onnx fnx.onnx
+logistic cuda fnx.kernels.elementwise_rules
+logistic onnx fnx.onnx
+lt cuda fnx.kernels.elementwise_rules
+lt onnx fnx.onnx
+max cuda fnx.kernels.elementwise_rules
+max onnx fnx.onnx
+min cuda fnx.kernels.elementwise_rules
+min onnx fnx.onnx
+mul cuda fnx.kernels.elementwise_rules
+mul onnx fnx.onnx
+ne cuda fnx.kernels.elementwise_rules
+ne onnx fnx.onnx
+neg cuda fnx.kernels.elementwise_rules
+neg onnx fnx.onnx
+nextafter cuda fnx.kernels.elementwise_rules
+not cuda fnx.kernels.elementwise_rules
+not onnx fnx.onnx
+or cuda fnx.kernels.elementwise_rules
+or onnx fnx.onnx
+pad onnx fnx.onnx
+pow cuda fnx.kernels.elementwise_rules
+pow onnx fnx.onnx
+real cuda fnx.kernels.elementwise_rules
+real onnx fnx.onnx
+reciprocal cuda fnx.kernels.elementwise_rules
+reciprocal onnx fnx.onnx
+reduce_and onnx fnx.onnx
+reduce_max onnx fnx.onnx
+reduce_min onnx fnx.onnx
+reduce_or onnx fnx.onnx
+reduce_prod onnx fnx.onnx
+reduce_sum onnx fnx.onnx
+rem cuda fnx.kernels.elementwise_rules
+rem onnx fnx.onnx
+reshape onnx fnx.onnx
+rev onnx fnx.onnx
+round cuda fnx.kernels.elementwise_rules
+round onnx fnx.onnx
+rsqrt cuda fnx.kernels.elementwise_rules
+rsqrt onnx fnx.onnx
+scatter onnx fnx.onnx
+select_n cuda fnx.kernels.elementwise_rules
+select_n onnx fnx.onnx
+shift_left cuda fnx.kernels.elementwise_rules
+shift_left onnx fnx.onnx
+shift_right_arithmetic cuda fnx.kernels.elementwise_rules
+shift_right_arithmetic onnx fnx.onnx
+shift_right_logical cuda fnx.kernels.elementwise_rules
+shift_right_logical onnx fnx.onnx
+sign cuda fnx.kernels.elementwise_rules
+sign onnx fnx.onnx
+sin cuda fnx.kernels.elementwise_rules
+sin onnx fnx.onnx
+sinh cuda fnx.kernels.elementwise_rules
+sinh onnx fnx.onnx
+slice onnx fnx.onnx
+sort onnx fnx.onnx
+sqrt cuda fnx.kernels.elementwise_rules
+sqrt onnx fnx.onnx
+square cuda fnx.kernels.elementwise_rules
+square onnx fnx.onnx
+squeeze onnx fnx.onnx
+stop_gradient cuda fnx.kernels.elementwise_rules
+stop_gradient onnx fnx.onnx
+sub cuda fnx.kernels.elementwise_rules
+sub onnx fnx.onnx
+tan cuda fnx.kernels.elementwise_rules
+tan onnx fnx.onnx
+tanh cuda fnx.kernels.elementwise_rules
+tanh onnx fnx.onnx
+transpose onnx fnx.onnx
+xor cuda fnx.kernels.elementwise_rules
+xor onnx fnx.onnx
+""")
+
+
+# -- the import graph ------------------------------------------------------------------------
+def module_files(root=PKG):
+    """``{module name: path}`` of every module of the package at ``root``."""
+    mods = {}
+    for path in sorted(root.rglob("*.py")):
+        parts = list(path.relative_to(root.parent).with_suffix("").parts)
+        if parts[-1] == "__init__":
+            parts.pop()
+        mods[".".join(parts)] = path
+    return mods
+
+
+def layer(mod):
+    parts = mod.split(".")
+    for n in range(len(parts), 0, -1):
+        found = LAYER_OF.get(".".join(parts[:n]))
+        if found is not None:
+            return found
+    raise AssertionError(f"module {mod} has no layer: add it to LAYER_OF in {__file__}")
+
+
+def package(mod, mods):
+    """The top-level package a module belongs to (``fnx.lax`` for ``fnx.lax.ops``,
+    ``fnx.scipy`` for ``fnx.scipy.stats.kde``); ``fnx`` for the modules directly in fnx/."""
+    parts = mod.split(".")
+    if len(parts) == 1:
+        return "fnx"
+    if len(parts) == 2 and mods[mod].name != "__init__.py":
+        return "fnx"
+    return ".".join(parts[:2])
+
+
+def _private(name):
+    return name.startswith("_") and not (name.startswith("__") and name.endswith("__"))
+
+
+def _walk(tree):
+    """``(node, local)`` for every node; ``local``: inside a function (runs when called)."""
+    todo = [(tree, False)]
+    while todo:
+        node, local = todo.pop()
+        yield node, local
+        inner = local or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+        todo.extend((child, inner) for child in ast.iter_child_nodes(node))
+
+
+class _Visitor:
+    """The imports and private-name uses of one module."""
+
+    def __init__(self, mod, mods):
+        self.mod, self.mods = mod, mods
+        self.is_pkg = mods[mod].name == "__init__.py"
+        self.edges = set()       # modules imported
+        self.top_edges = set()   # those imported at import time (not inside a function)
+        self.private = set()     # "mod.name" private names of other packages used
+        self.aliases = {}        # local name -> module it is bound to
+
+    def _base(self, node):
+        if not node.level:
+            return node.module
+        parts = self.mod.split(".")
+        if not self.is_pkg:
+            parts = parts[:-1]
+        if node.level > 1:
+            parts = parts[:len(parts) - (node.level - 1)]
+        return ".".join(parts + ([node.module] if node.module else []))
+
+    def _crosses(self, target):
+        return package(target, self.mods) != package(self.mod, self.mods)
+
+    def _use_module(self, target, local):
+        self.edges.add(target)
+        if not local:
+            self.top_edges.add(target)
+        # a private module of another package (fnx.lax._rules from fnx.numpy); the private
+        # modules directly in fnx/ (_config, _api) are the root package's, shared by all
+        pkg = package(target, self.mods)
+        if pkg != "fnx" and self._crosses(target):
+            if any(_private(p) for p in target[len(pkg) + 1:].split(".")):
+                self.private.add(target)
+
+    def _use_name(self, target, name):
+        if _private(name) and self._crosses(target):
+            self.private.add(f"{target}.{name}")
+
+    def imports(self, tree):
+        for node, local in _walk(tree):
+            if isinstance(node, ast.Import):
+                for a in node.names:
+                    if a.name.split(".")[0] != "fnx":
+                        continue
+                    target = a.name
+                    while target not in self.mods:
+                        target = target.rpartition(".")[0]
+                    self._use_module(target, local)
+                    if a.asname:
+                        self.aliases[a.asname] = target
+                    else:
+                        self.aliases["fnx"] = "fnx"
+            elif isinstance(node, ast.ImportFrom):
+                base = self._base(node)
+                if base is None or base.split(".")[0] != "fnx" or base not in self.mods:
+                    continue
+                for a in node.names:
+                    sub = f"{base}.{a.name}"
+                    if sub in self.mods:
+                        self._use_module(sub, local)
+                        self.aliases[a.asname or a.name] = sub
+                    else:
+                        self._use_module(base, local)
+                        if a.name != "*":
+                            self._use_name(base, a.name)
+
+    def _resolve(self, node):
+        """The module an expression names (``lax``, ``fnx.lax.ops``), or None."""
+        if isinstance(node, ast.Name):
+            return self.aliases.get(node.id)
+        if isinstance(node, ast.Attribute):
+            base = self._resolve(node.value)
+            if base is not None and f"{base}.{node.attr}" in self.mods:
+                return f"{base}.{node.attr}"
+        return None
+
+    def attributes(self, tree):
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Attribute) and _private(node.attr):
+                base = self._resolve(node.value)
+                if base is not None and f"{base}.{node.attr}" not in self.mods:
+                    self._use_name(base, node.attr)
+
+
+def import_graph(root=PKG, local=True):
+    """``(graph, private)``: ``graph[m]`` is the set of fnx modules ``m`` imports anywhere in
+    its source (only at module level with ``local=False``); ``private`` the set of
+    ``"user -> module.name"`` private-name crossings."""
+    mods = module_files(root)
+    graph, private = {}, set()
+    for mod, path in mods.items():
+        tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+        v = _Visitor(mod, mods)
+        v.imports(tree)
+        v.attributes(tree)
+        edges = v.edges if local else v.top_edges
+        edges.discard(mod)
+        graph[mod] = edges
+        private.update(f"{mod} -> {name}" for name in v.private)
+    return graph, private
+
+
+def strongly_connected(graph):
+    """Tarjan's strongly connected components with more than one module, largest first."""
+    index, low, on_stack, stack, out = {}, {}, set(), [], []
+    counter = [0]
+
+    def visit(v):
+        # iterative, to stay clear of the recursion limit
+        work = [(v, iter(sorted(graph.get(v, ()))))]
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on_stack.add(v)
+        while work:
+            node, it = work[-1]
+            for w in it:
+                if w not in index:
+                    index[w] = low[w] = counter[0]
+                    counter[0] += 1
+                    stack.append(w)
+                    on_stack.add(w)
+                    work.append((w, iter(sorted(graph.get(w, ())))))
+                    break
+                if w in on_stack:
+                    low[node] = min(low[node], index[w])
+            else:
+                work.pop()
+                if work:
+                    low[work[-1][0]] = min(low[work[-1][0]], low[node])
+                if low[node] == index[node]:
+                    comp = []
+                    while True:
+                        w = stack.pop()
+                        on_stack.discard(w)
+                        comp.append(w)
+                        if w == node:
+                            break
+                    if len(comp) > 1:
+                        out.append(sorted(comp))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(out, key=lambda c: (-len(c), c))
+
+
+@functools.lru_cache(maxsize=None)
+def _current_graph():
+    return import_graph()
+
+
+def upward_edges(graph):
+    rank = {name: i for i, name in enumerate(LAYERS)}
+    return {f"{m} -> {t}" for m, ts in graph.items() for t in ts
+            if rank[layer(t)] > rank[layer(m)]}
+
+
+# -- lowerings -------------------------------------------------------------------------------
+# Where each lowering was registered is only known while fnx is imported, so a fresh
+# interpreter imports it with ``Primitive.lowerings`` replaced by a dict that records the
+# module registering each entry (``defining_module``: the module whose import ran the
+# registration, as ``Primitive.module`` is the module whose import created the primitive).
+_PROBE = r"""
+import importlib.abc, importlib.machinery, json, sys
+
+def patch(mod):
+    site = mod.defining_module
+
+    class Recording(dict):
+        def __init__(self):
+            super().__init__()
+            self.sites = {}
+
+        def __setitem__(self, key, value):
+            self.sites[key] = site(3)
+            super().__setitem__(key, value)
+
+        def update(self, *args, **kw):
+            for k, v in dict(*args, **kw).items():
+                self.sites[k] = site(3)
+                super().__setitem__(k, v)
+
+    init = mod.Primitive.__init__
+
+    def __init__(self, *args, **kw):
+        init(self, *args, **kw)
+        self.lowerings = Recording()
+    mod.Primitive.__init__ = __init__
+
+
+class Hook(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name != "fnx.core.primitive":
+            return None
+        sys.meta_path.remove(self)
+        spec = importlib.machinery.PathFinder.find_spec(name, path)
+        run = spec.loader.exec_module
+
+        def exec_module(module):
+            run(module)
+            patch(module)
+        spec.loader.exec_module = exec_module
+        return spec
+
+
+sys.meta_path.insert(0, Hook())
+import fnx
+from fnx.core import primitive
+out = {}
+for name in sorted(primitive.BUILTIN):
+    prim = primitive.REGISTRY[name]
+    sites = getattr(prim.lowerings, "sites", {})
+    out[name] = [prim.module, {b: sites.get(b) for b in prim.lowerings}]
+print(json.dumps(out))
+"""
+
+
+@functools.lru_cache(maxsize=None)
+def lowering_sites():
+    """``{primitive: [defining module, {backend: registering module}]}`` of the built-in
+    primitives, from a fresh interpreter."""
+    import json
+    import os
+    import subprocess
+
+    env = dict(os.environ)
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(PKG.parent), env.get("PYTHONPATH")]))
+    res = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True,
+                         env=env, cwd=str(PKG.parent), timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def foreign_lowerings(sites=None):
+    """``"prim backend module"`` for each built-in primitive's lowering registered in a module
+    other than the one that defines the primitive."""
+    sites = lowering_sites() if sites is None else sites
+    return {f"{name} {backend} {where}" for name, (home, rules) in sites.items()
+            for backend, where in rules.items() if where != home}
+
+
+# -- the tests -------------------------------------------------------------------------------
+def _diff(found, allowed, what):
+    new = sorted(set(found) - set(allowed))
+    assert not new, (f"{len(new)} new {what} (fix them, or if unavoidable add them to the "
+                     f"allowlist in {Path(__file__).name}):\n  " + "\n  ".join(new))
+
+
+def _stale(found, allowed, what):
+    gone = sorted(set(allowed) - set(found))
+    assert not gone, (f"{len(gone)} {what} in the allowlist no longer exist: remove them from "
+                      f"{Path(__file__).name} (`python tests/test_layering.py --print`):\n  "
+                      + "\n  ".join(gone))
+
+
+def test_every_module_has_a_layer():
+    for mod in module_files():
+        layer(mod)
+
+
+def test_no_new_upward_imports():
+    graph, _ = _current_graph()
+    _diff(upward_edges(graph), UPWARD_EDGES, "imports from a lower layer of a higher one")
+
+
+def test_upward_import_allowlist_is_not_stale():
+    graph, _ = _current_graph()
+    _stale(upward_edges(graph), UPWARD_EDGES, "upward imports")
+
+
+def test_no_new_private_names_across_packages():
+    _, private = _current_graph()
+    _diff(private, PRIVATE_CROSSINGS, "private names used across packages")
+
+
+def test_private_name_allowlist_is_not_stale():
+    _, private = _current_graph()
+    _stale(private, PRIVATE_CROSSINGS, "private-name crossings")
+
+
+def test_no_new_lowerings_outside_their_primitive():
+    _diff(foreign_lowerings(), FOREIGN_LOWERINGS,
+          "lowerings registered outside the module that defines their primitive")
+
+
+def test_foreign_lowering_allowlist_is_not_stale():
+    _stale(foreign_lowerings(), FOREIGN_LOWERINGS, "foreign lowerings")
+
+
+def test_the_checker_sees_function_local_imports_and_private_uses(tmp_path):
+    """The checker itself: function-local and relative imports are edges, a package import
+    is an edge to its ``__init__``, and private names are caught three ways."""
+    root = tmp_path / "fnx"
+    (root / "a").mkdir(parents=True)
+    (root / "b").mkdir()
+    (root / "__init__.py").write_text("")
+    (root / "a" / "__init__.py").write_text("")
+    (root / "a" / "_priv.py").write_text("x = 1\n")
+    (root / "a" / "m.py").write_text("def _h(): pass\n")
+    (root / "b" / "__init__.py").write_text("")
+    (root / "b" / "n.py").write_text(
+        "def f():\n"
+        "    from ..a import m\n"
+        "    from ..a.m import _h\n"
+        "    from .. import a\n"
+        "    return m._h, a\n"
+        "from ..a._priv import x\n")
+    graph, private = import_graph(root)
+    assert graph["fnx.b.n"] == {"fnx.a.m", "fnx.a", "fnx.a._priv"}
+    assert private == {"fnx.b.n -> fnx.a.m._h", "fnx.b.n -> fnx.a._priv"}
+    assert strongly_connected({"x": {"y"}, "y": {"z"}, "z": {"x"}, "w": {"x"}}) == [
+        ["x", "y", "z"]]
+
+
+def test_primitive_module_is_the_module_that_defines_it(tmp_path, monkeypatch):
+    """``Primitive.module``: the module whose import made the primitive, also through a rule
+    factory in another module; a primitive made at run time names its creator's module."""
+    from fnx.core import primitive
+
+    (tmp_path / "layering_factory.py").write_text(
+        "from fnx.core.primitive import Primitive\n"
+        "def make(name):\n"
+        "    return Primitive(name, shape_rule=None, impl=None)\n")
+    (tmp_path / "layering_family.py").write_text(
+        "from layering_factory import make\n"
+        "probe_p = make('layering_probe_a')\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    try:
+        import layering_family
+        assert layering_family.probe_p.module == "layering_family"
+        late = __import__("layering_factory").make("layering_probe_b")
+        assert late.module == "layering_factory"
+        here = primitive.Primitive("layering_probe_c", shape_rule=None, impl=None)
+        assert here.module == __name__
+    finally:
+        for name in ("layering_probe_a", "layering_probe_b", "layering_probe_c"):
+            primitive.REGISTRY.pop(name, None)
+        for mod in ("layering_family", "layering_factory"):
+            sys.modules.pop(mod, None)
+
+
+# -- printing the current state --------------------------------------------------------------
+def report(lowerings=True):
+    graph, private = import_graph()
+    sccs = strongly_connected(graph)
+    up = sorted(upward_edges(graph))
+    top = import_graph(local=False)[0]
+    lines = [f"# modules: {len(graph)}, import edges: {sum(map(len, graph.values()))} "
+             f"({sum(map(len, top.values()))} at module level)",
+             f"# import cycles (strongly connected components), module-level imports only: "
+             f"{[len(c) for c in strongly_connected(top)] or 'none'}",
+             f"# import cycles counting function-local imports: "
+             f"{[len(c) for c in sccs] or 'none'}"]
+    for c in sccs:
+        lines.append("#   " + " ".join(c))
+    lines += [f"# upward edges: {len(up)}", 'UPWARD_EDGES = _lines("""']
+    lines += up + ['""")', "", f"# private crossings: {len(private)}",
+                   'PRIVATE_CROSSINGS = _lines("""']
+    lines += sorted(private) + ['""")']
+    if lowerings:
+        foreign = sorted(foreign_lowerings())
+        lines += ["", f"# foreign lowerings: {len(foreign)}", 'FOREIGN_LOWERINGS = _lines("""']
+        lines += foreign + ['""")']
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    if "--print" not in sys.argv[1:]:
+        sys.exit("usage: python tests/test_layering.py --print")
+    print(report(lowerings="--no-lowerings" not in sys.argv[1:]))
