@@ -15,7 +15,11 @@ it, never a backend's modules directly:
   nothing but the caller's Array references it (so the call may overwrite it), else
   None;
 * ``owns(buffer)``: whether a buffer lives on this backend's device (how ``jit`` picks
-  the backend from its arguments).
+  the backend from its arguments);
+* ``run_scan(body, buffers, ...)``: a whole ``scan`` loop (its impl calls it through
+  ``apply_scan``); the default runs ``executable(body)`` once per step and stacks the
+  ys on the host, a backend overrides it with something faster (NumPy's generates one
+  function for the loop).
 
 A primitive's **lowering rules**, one per backend, are registered beside its other rules
 with ``register_lowering(prim, backend_name, rule)`` and looked up with
@@ -39,10 +43,12 @@ from __future__ import annotations
 
 import weakref
 
+import numpy as np
+
 from .primitive import Primitive
 
 __all__ = ["Backend", "Executable", "register_backend", "get_backend", "available_backends",
-           "register_lowering", "lowering", "backend_for", "apply_ir"]
+           "register_lowering", "lowering", "backend_for", "apply_ir", "apply_scan"]
 
 
 class Executable:
@@ -100,6 +106,27 @@ class Backend:
     def clear_cache(self):
         """Forget the executables ``executable`` cached."""
         self.executables.clear()
+
+    def run_scan(self, body, buffers, *, num_consts, num_carry, length, reverse, unroll=1):
+        """The outputs (final carries, then stacked ys) of a ``scan`` over ``buffers``
+        (``consts, init, xs``; the ``scan`` primitive's operands and params): the body runs
+        once per step as ``executable(body)``, the ys are stacked on the host and put
+        back. A backend overrides this with a faster loop."""
+        fn = self.executable(body).fn
+        nc, nk = num_consts, num_carry
+        consts, carry = list(buffers[:nc]), list(buffers[nc:nc + nk])
+        xs = buffers[nc + nk:]
+        y_avals = body.out_avals[nk:]
+        ys = [[None] * length for _ in y_avals]
+        for t in (range(length - 1, -1, -1) if reverse else range(length)):
+            outs = fn(*consts, *carry, *[x[t] for x in xs])
+            carry = list(outs[:nk])
+            for col, y in zip(ys, outs[nk:]):
+                col[t] = y
+        stacked = [np.stack([np.asarray(self.fetch(y)) for y in col]).astype(a.dtype, copy=False)
+                   if length else np.empty((0,) + tuple(a.shape), a.dtype)
+                   for col, a in zip(ys, y_avals)]
+        return carry + [self.put(y) for y in stacked]
 
     def __repr__(self):
         return f"<fnx backend {self.name!r}>"
@@ -166,3 +193,12 @@ def apply_ir(ir, *buffers):
     primitive whose impl runs an IR (jit's call, the loops, custom rules) computes,
     without knowing any backend."""
     return backend_for(buffers).executable(ir).fn(*buffers)
+
+
+def apply_scan(body, *buffers, num_consts, num_carry, length, reverse, unroll=1):
+    """Run a ``scan`` loop (``body``: ``consts, carry, x -> carry, y``) on ``buffers``
+    (``consts, init, xs``, raw values) with the backend holding them
+    (``Backend.run_scan``): the ``scan`` impl, without knowing any backend."""
+    return backend_for(buffers).run_scan(body, buffers, num_consts=num_consts,
+                                         num_carry=num_carry, length=length, reverse=reverse,
+                                         unroll=unroll)
