@@ -1,5 +1,6 @@
 """The NumPy backend: an IR lowered to one generated Python function over NumPy arrays
-(``numpy_codegen``), its buffers kept between calls (``buffers``), on the CPU."""
+(``numpy_codegen``), its buffers kept between calls (``buffers``), on the CPU; a scan
+loop as one generated function too (``numpy_loops``)."""
 from __future__ import annotations
 
 import sys
@@ -11,6 +12,7 @@ from ..core.backend import Backend
 from . import buffers
 from .buffers import RING_HELD
 from .numpy_codegen import compile_ir
+from .numpy_loops import scan_runner
 
 
 class NumPyBackend(Backend):
@@ -27,6 +29,12 @@ class NumPyBackend(Backend):
         keeps between calls (those of pools still reachable too)."""
         super().clear_cache()
         buffers.release_all()
+
+    def run_scan(self, body, buffers, *, num_consts, num_carry, length, reverse, unroll=1):
+        """The scan as one generated function (``numpy_loops.scan_runner``: the body's code
+        inlined in a Python ``for``, ys written into preallocated arrays), cached per
+        body and loop shape; ``unroll`` changes nothing here."""
+        return scan_runner(body, num_consts, num_carry, length, reverse)(*buffers)
 
     def put(self, value):
         return np.asarray(value)
