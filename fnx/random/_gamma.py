@@ -31,6 +31,7 @@ from ..core.primitive import Primitive, ShapeDtypeStruct
 from ..errors import ShapeError
 from ..lax import special_math
 from ..lax._rules import describe, quiet
+from ..transforms.vmap import materialize_batch_axis
 from ._threefry import threefry2x32_numpy
 
 _U32 = np.dtype(np.uint32)
@@ -132,11 +133,10 @@ random_gamma_p.jvp = _gamma_jvp
 
 
 def _gamma_batch(vals, dims, size, *, log_space):
-    from ..transforms.vmap import _full
     keys, alpha = vals
     shape = tuple(alpha.shape[1:]) if dims[1] == 0 else tuple(alpha.shape)
-    keys = _full(keys, dims[0], size, shape + (2,))
-    alpha = _full(alpha, dims[1], size, shape)
+    keys = materialize_batch_axis(keys, dims[0], size, shape + (2,))
+    alpha = materialize_batch_axis(alpha, dims[1], size, shape)
     return random_gamma_p.bind(keys, alpha, log_space=log_space), 0
 
 

@@ -16,10 +16,12 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..core.array import to_array
 from ..core.primitive import Primitive, ShapeDtypeStruct
 from ..errors import ShapeError
 from ..lax._rules import describe, quiet
 from ..transforms.jvp import defjvp_zero
+from ..transforms.vmap import materialize_batch_axis
 
 _U32 = np.dtype(np.uint32)
 _ROTATIONS = ((13, 15, 26, 6), (17, 29, 16, 24))
@@ -81,10 +83,9 @@ defjvp_zero(threefry2x32_p)
 
 
 def _threefry_batch(vals, dims, size):
-    from ..transforms.vmap import _full
     shapes = [tuple(v.shape[1:]) if d == 0 else tuple(v.shape) for v, d in zip(vals, dims)]
     shape = max(shapes, key=len)
-    args = [v if d is None and not v.ndim else _full(v, d, size, shape)
+    args = [v if d is None and not v.ndim else materialize_batch_axis(v, d, size, shape)
             for v, d in zip(vals, dims)]
     return threefry2x32_p.bind(*args), [0, 0]
 
@@ -95,5 +96,4 @@ threefry2x32_p.batch = _threefry_batch
 def threefry2x32(k1, k2, x1, x2):
     """``(y1, y2)``: Threefry-2x32 of counters ``(x1, x2)`` under key ``(k1, k2)``;
     uint32 operands of rank 0 or of one common shape."""
-    from ..core.array import to_array
     return tuple(threefry2x32_p.bind(*(to_array(v) for v in (k1, k2, x1, x2))))

@@ -147,13 +147,17 @@ def _fit(c, shape):
     return lax.broadcast_in_dim(c, tuple(shape), ())
 
 
-def _sum_tangents(ts):
+def sum_tangents(ts):
+    """The sum of the tangents in ``ts`` that are not None (None if all are)."""
     from .. import lax
     out = None
     for t in ts:
         if t is not None:
             out = t if out is None else lax.add(out, t)
     return out
+
+
+_sum_tangents = sum_tangents  # the old name, for fnx.lax rules still using it
 
 
 def defjvp(prim, *rules):
@@ -163,7 +167,7 @@ def defjvp(prim, *rules):
         ans = prim.bind(*primals, **params)
         parts = [_fit(rule(t, ans, *primals, **params), ans.shape)
                  for rule, t in zip(rules, tangents) if rule is not None and t is not None]
-        return ans, _sum_tangents(parts)
+        return ans, sum_tangents(parts)
     prim.jvp = jvp_rule
 
 

@@ -298,8 +298,11 @@ def _with_kwargs(fun, one_axis, in_axes, out_axes, axis_size, args, kwargs):
 
 # --- rule constructors ------------------------------------------------------------------------
 
-def _full(x, d, size, shape):
-    """``x`` (batched at 0 when d == 0) as an array of shape (size,) + shape."""
+def materialize_batch_axis(x, d, size, shape):
+    """``x`` as an array of shape ``(size,) + shape``, the batch axis made explicit: an
+    unbatched ``x`` (``d`` None) gets a leading batch axis of ``size``, a batched one has it
+    at 0 (``d == 0``); the other dimensions broadcast NumPy-style (trailing-aligned) to
+    ``shape``. Batching rules use it to align their operands."""
     from .. import lax
     target = (size,) + tuple(shape)
     if d is None:
@@ -309,6 +312,9 @@ def _full(x, d, size, shape):
         return x
     return lax.broadcast_in_dim(x, target, (0,) + tuple(range(1 + len(shape) - (x.ndim - 1),
                                                              1 + len(shape))))
+
+
+_full = materialize_batch_axis  # the old name, for fnx.lax and custom rules still using it
 
 
 def batch_elementwise(prim):
@@ -321,7 +327,7 @@ def batch_elementwise(prim):
             if d is None and s == () and prim.name not in ("select_n", "clamp"):
                 args.append(v)  # a rank-0 constant operand stays rank-0
             else:
-                args.append(_full(v, d, size, out_shape))
+                args.append(materialize_batch_axis(v, d, size, out_shape))
         return prim.bind(*args, **params), 0
     prim.batch = rule
 
