@@ -13,17 +13,24 @@ only check their arguments.
 from __future__ import annotations
 
 import contextlib
+import functools
+import platform
+import sys
 
 import numpy as np
 
 from . import tree_util
-from .core.array import CPU_DEVICE, Array, Tracer, _Device
-from .core.ir import format_ir
+from ._config import config
+from .core.array import CPU_DEVICE, Array, Tracer, to_array
+from .core.dtypes import dtype_and_weak
+from .core.ir import IR, Literal, Var, eval_ir, format_ir
 from .core.primitive import ShapeDtypeStruct, aval_of
-from .core.trace import EVAL, Trace, _current
-from .core.tracing import make_ir
+from .core.trace import EVAL, Trace, get_trace, trace_context
+from .core.tracing import _abstractify, make_ir, trace_flat
+from .transforms.custom import custom_vjp
+from .transforms.vjp import backward_pass
 
-Device = _Device
+Device = type(CPU_DEVICE)   # the class of fnx's one device (CpuDevice)
 
 
 # --- make_jaxpr ------------------------------------------------------------------------------
@@ -145,7 +152,6 @@ def typeof(x):
     if isinstance(x, Array):
         a = x.aval
     else:
-        from .core.array import to_array
         a = aval_of(to_array(x, "typeof"))
     return ShapedArray(a.shape, a.dtype, a.weak_type)
 
@@ -189,11 +195,12 @@ class ensure_compile_time_eval:
     values are traced as usual."""
 
     def __enter__(self):
-        self._token = _current.set(_CompileTimeEvalTrace(_current.get()))
+        self._context = trace_context(_CompileTimeEvalTrace(get_trace()))
+        self._context.__enter__()
         return self
 
     def __exit__(self, *exc):
-        _current.reset(self._token)
+        self._context.__exit__(*exc)
         return False
 
 
@@ -282,10 +289,7 @@ def host_ids(backend=None):
 def print_environment_info(return_string=False):
     """fnx's, NumPy's and Python's versions, the device and the platform; printed, or
     returned with ``return_string=True``."""
-    import platform
-    import sys
 
-    import numpy as np
 
     from . import __version__
     text = (f"fnx:    {__version__}\nnumpy:  {np.__version__}\n"
@@ -309,12 +313,6 @@ def linear_transpose(fun, *primals, reduce_axes=()):
     not used). ``fun`` is traced once; the work that does not depend on its inputs runs
     then, and each call of ``f_t`` runs the transposed linear part. A ``fun`` that is not
     linear in its inputs (``sin(x)``, ``x * x``) raises TypeError."""
-    from .core.array import to_array
-    from .core.ir import IR, Literal, Var
-    from .core.primitive import ShapeDtypeStruct
-    from .core.tracing import trace_flat
-    from .core.tracing import _abstractify
-    from .transforms.vjp import backward_pass
 
     if reduce_axes:
         raise NotImplementedError("linear_transpose: reduce_axes (pmap's named axes) has "
@@ -395,7 +393,6 @@ def closure_convert(fun, *example_args):
     arguments shaped like ``example_args``) passed as trailing arguments, so a
     ``custom_vjp`` rule can give them cotangents. Concrete closed-over values stay
     closed over; with none traced, ``hoisted`` is empty."""
-    from .core.ir import eval_ir
     ir, out_shapes = make_ir(fun, return_shape=True)(*example_args)
     in_tree = tree_util.tree_structure(tuple(example_args))
     out_tree = tree_util.tree_structure(out_shapes)
@@ -418,7 +415,6 @@ def closure_convert(fun, *example_args):
                             f"the structure of the example arguments, {in_tree}; got {tree}")
         closed_it = iter(closed)
         cs = [next(extra) if h else next(closed_it) for h in which]
-        from .core.array import to_array
         outs = eval_ir(ir, *[to_array(x) for x in leaves], consts=cs)
         return tree_util.tree_unflatten(out_tree, outs)
 
@@ -427,12 +423,10 @@ def closure_convert(fun, *example_args):
 
 
 def _dtype_of(a):
-    from .core.dtypes import dtype_and_weak
     return dtype_and_weak(a)[0]
 
 
 def _weak_of(a):
-    from .core.dtypes import dtype_and_weak
     return dtype_and_weak(a)[1]
 
 
@@ -455,9 +449,6 @@ def custom_gradient(fun):
     under ``grad``/``vjp`` its gradient is ``vjp``'s. ``vjp`` may close over values of
     the forward pass (traced once per call, not re-run); it must not branch in Python on
     their values. Forward mode (``jvp``) raises, as for any ``custom_vjp``."""
-    import functools
-    from .core.ir import eval_ir
-    from .transforms.custom import custom_vjp
 
     def split(out, where):
         if not (isinstance(out, (tuple, list)) and len(out) == 2 and callable(out[1])):
@@ -495,7 +486,6 @@ def custom_gradient(fun):
     def bwd(res, ct):
         static, consts = res
         ir, out_tree = static.value
-        from .core.array import to_array
         leaves = [to_array(x) for x in tree_util.tree_leaves(ct)]
         return tree_util.tree_unflatten(out_tree, eval_ir(ir, *leaves, consts=list(consts)))
 
@@ -507,14 +497,12 @@ def custom_gradient(fun):
 
 def explain_cache_misses(value=True):
     """``with fnx.explain_cache_misses():`` logs why each jit cache lookup missed."""
-    from ._config import config
     return config._override("jax_explain_cache_misses", value)
 
 
 def check_tracer_leaks(value=True):
     """JAX's ``jax_check_tracer_leaks`` context manager. fnx detects a leaked tracer
     whenever one is used (``LeakedTracerError``), with or without it."""
-    from ._config import config
     return config._override("jax_check_tracer_leaks", value)
 
 
@@ -526,7 +514,6 @@ def checking_leaks():
 def default_device(device):
     """``with fnx.default_device(d):``: ``d`` must be the one device, the CPU (or None,
     'cpu'); anything else raises."""
-    from ._config import config
     if device is not None and device is not CPU_DEVICE and device != "cpu":
         raise ValueError(f"default_device: fnx has one device, {CPU_DEVICE!r}; got {device!r}")
     return config._override("jax_default_device", device)
@@ -534,14 +521,12 @@ def default_device(device):
 
 def default_prng_impl(name):
     """``with fnx.default_prng_impl('threefry2x32'):`` (the only implementation fnx has)."""
-    from ._config import config
     return config._override("jax_default_prng_impl", name)
 
 
 def threefry_partitionable(value=True):
     """``with fnx.threefry_partitionable(True):`` (fnx always derives keys the partitionable
     way, JAX's default; False raises)."""
-    from ._config import config
     return config._override("jax_threefry_partitionable", value)
 
 
