@@ -31,12 +31,19 @@ from __future__ import annotations
 
 import copy
 import logging
+import os
 import string
+import sys
 
 import numpy as np
 
 from . import tree_util
+from .core.array import Array, Tracer
+from .core.trace import get_trace, user_frame_info
+from .lax import stop_gradient
 from .lax.callback import debug_callback as _bind_debug_callback
+
+_PKG_DIR = os.path.dirname(os.path.abspath(__file__))  # fnx's own frames are left out
 
 __all__ = ["breakpoint", "callback", "log", "print"]
 
@@ -114,7 +121,6 @@ _LOGGER = logging.getLogger("fnx.debug")
 
 def _user_site():
     """(file, line) of the user's code calling into fnx (for a log record)."""
-    from .core.trace import user_frame_info
     where = user_frame_info(3)
     head = where.rsplit(" (", 1)[0]
     file, _, line = head.rpartition(":")
@@ -156,7 +162,6 @@ def _emit(what, fmt, args, kwargs, skip_format_check, level):
 
 
 def _arraylike(x):
-    from .core.array import Array
     return isinstance(x, (Array, np.ndarray, np.generic))
 
 
@@ -191,15 +196,12 @@ class _Frame:
 
 def _live_tracer(x):
     """A tracer of a trace that is still open around the current one (usable here)."""
-    from .core.array import Tracer
-    from .core.trace import get_trace
     return isinstance(x, Tracer) and x._trace.valid and x._trace.is_ancestor_of(get_trace())
 
 
 def _split_locals(frames):
     """(dynamic values, how to rebuild each frame's locals): live tracers, also inside
     pytrees, become the callback's operands; everything else is kept as it is."""
-    from .core.array import Tracer
     dyn, plans = [], []
     for fr in frames:
         plan = {}
@@ -265,7 +267,6 @@ def breakpoint(*, backend=None, filter_frames=True, num_frames=None, ordered=Fal
     keeps fnx's own frames too. ``stdin``/``stdout`` (keywords) replace the terminal.
     With ``token`` (an array or pytree), the debugger runs once it is computed and the
     token is returned unchanged (pass it on); without, returns None."""
-    import sys
     if token is not None and ordered:
         raise ValueError("debug.breakpoint: `ordered` and `token` are mutually exclusive; "
                          "give one of them")
@@ -277,7 +278,6 @@ def breakpoint(*, backend=None, filter_frames=True, num_frames=None, ordered=Fal
         raise TypeError(f"debug.breakpoint: unexpected keyword arguments {sorted(unknown)}; "
                         "it takes backend, filter_frames, num_frames, ordered, token, "
                         "stdin and stdout")
-    from .core.trace import _PKG_DIR
     frames, f = [], sys._getframe(1)
     while f is not None:
         fn = f.f_code.co_filename
@@ -297,7 +297,6 @@ def breakpoint(*, backend=None, filter_frames=True, num_frames=None, ordered=Fal
     if token is None:
         _bind_debug_callback(stop, *dyn, name="breakpoint")
         return None
-    from .lax import stop_gradient
     _bind_debug_callback(lambda tok, *values: stop(*values), stop_gradient(token), *dyn,
                          name="breakpoint")
     return token
@@ -308,7 +307,6 @@ class _Debugger:
     prompt = "(jdb) "
 
     def __init__(self, frames, stdin=None, stdout=None):
-        import sys
         self.frames, self.index = frames, 0
         self.stdin = stdin if stdin is not None else sys.stdin
         self.stdout = stdout if stdout is not None else sys.stdout
