@@ -16,7 +16,9 @@ from typing import Any, Callable, NamedTuple
 
 import numpy as np
 
+from .. import numpy as fnp
 from .. import tree_util
+from ..core import dtypes
 from ..core.array import Array
 
 __all__ = ["GradientTransformation", "GradientTransformationExtraArgs", "EmptyState",
@@ -50,52 +52,46 @@ class EmptyState(NamedTuple):
 
 # --- arrays ---------------------------------------------------------------------------------
 
-def _fnp():
-    from .. import numpy as fnp
-    return fnp
-
-
 def _as_array(x):
     """`x` as an fnx Array (tracers pass through unchanged)."""
     if isinstance(x, Array):
         return x
-    return _fnp().asarray(x)
+    return fnp.asarray(x)
 
 
 def zeros_like_param(p):
     """Zeros of `p`'s shape and dtype, strongly typed (so a jitted step keeps one signature
     even when `p` is a Python scalar)."""
     p = _as_array(p)
-    return _fnp().zeros(p.shape, dtype=p.dtype)
+    return fnp.zeros(p.shape, dtype=p.dtype)
 
 
 def full_like_param(p, value):
     p = _as_array(p)
     # zeros + weak scalar: fnp.full(shape, 0.1, dtype=float64) rounds 0.1 through float32
-    return _fnp().zeros(p.shape, dtype=p.dtype) + value
+    return fnp.zeros(p.shape, dtype=p.dtype) + value
 
 
 def _wide():
     """The widest float available: float64 with jax_enable_x64, else float32 (as JAX,
     where schedules compute in the default float)."""
-    from ..core import dtypes
     return dtypes.default_float()
 
 
 def scalar64(value):
     """`value` as a scalar array of the default float (float64 under x64), exactly
     (see full_like_param)."""
-    return _fnp().zeros((), dtype=_wide()) + value
+    return fnp.zeros((), dtype=_wide()) + value
 
 
 def zero_count():
     """A step counter: an int32 scalar array."""
-    return _fnp().zeros((), dtype="int32")
+    return fnp.zeros((), dtype="int32")
 
 
 def increment(count):
     """``count + 1`` in int32, saturating instead of wrapping around."""
-    return _fnp().where(count < _INT32_MAX, count + 1, count)
+    return fnp.where(count < _INT32_MAX, count + 1, count)
 
 
 def cast_like(s, x):
@@ -116,8 +112,12 @@ def count_as_float(count):
 
 # --- trees ----------------------------------------------------------------------------------
 
+def _path_str(path) -> str:
+    return tree_util.keystr(path) or "<root>"
+
+
 def _paths(tree) -> dict:
-    return {tree_util._path_str(p): leaf
+    return {_path_str(p): leaf
             for p, leaf in tree_util.tree_leaves_with_path(tree)}
 
 
@@ -153,7 +153,7 @@ def check_same_tree(where: str, name_a: str, a, name_b: str, b, *, shapes: bool 
               f"{name_a}.")
     if shapes:
         la, lb = tree_util.tree_leaves_with_path(a), tree_util.tree_leaves(b)
-        bad = [(tree_util._path_str(p), _shape(x), _shape(y))
+        bad = [(_path_str(p), _shape(x), _shape(y))
                for (p, x), y in zip(la, lb) if _shape(x) != _shape(y)]
         if bad:
             desc = ", ".join(f"{k}: {sa} vs {sb}" for k, sa, sb in bad[:5])
@@ -239,7 +239,6 @@ def apply_updates(params, updates):
 
 def global_norm(tree):
     """The L2 norm of all leaves of `tree` together: ``sqrt(sum of squares)``."""
-    fnp = _fnp()
     leaves = tree_util.tree_leaves(tree)
     if not leaves:
         return fnp.asarray(0.0)
@@ -255,7 +254,6 @@ def global_norm(tree):
 def safe_norm(x, min_norm, ord=None, axis=None, keepdims=False):
     """``max(norm(x), min_norm)`` whose gradient is finite (0) where the norm is at most
     ``min_norm``, even at ``x = 0`` where the norm's own gradient is NaN."""
-    fnp = _fnp()
     x = _as_array(x)
     norm = fnp.linalg.norm(x, ord=ord, axis=axis, keepdims=True)
     small = norm <= min_norm

@@ -12,7 +12,8 @@ from __future__ import annotations
 import math
 from typing import Callable, Mapping, Sequence
 
-from ._base import _fnp, _wide, count_as_float, hyper, scalar64
+from .. import numpy as fnp
+from ._base import _wide, count_as_float, hyper, scalar64
 
 __all__ = ["constant_schedule", "piecewise_constant_schedule", "step_schedule",
            "exponential_decay", "cosine_decay_schedule", "linear_schedule",
@@ -53,7 +54,6 @@ def piecewise_constant_schedule(init_value, boundaries_and_scales: Mapping | Non
                       hyper(f"scale at {b}", s, where=where)))
 
     def schedule(count):
-        fnp = _fnp()
         t = count_as_float(count)
         v = scalar64(init_value)
         for b, s in items:
@@ -70,7 +70,6 @@ def step_schedule(init_value, step_size: int, gamma: float = 0.1) -> Schedule:
     gamma = hyper("gamma", gamma, lo=0.0, where=where)
 
     def schedule(count):
-        fnp = _fnp()
         k = fnp.floor(count_as_float(count) / step_size)
         return init_value * gamma ** k
     return schedule
@@ -90,7 +89,6 @@ def exponential_decay(init_value, transition_steps: int, decay_rate, transition_
         end_value = hyper("end_value", end_value, where=where)
 
     def schedule(count):
-        fnp = _fnp()
         t = fnp.maximum(count_as_float(count) - transition_begin, 0.0)
         p = t / transition_steps
         if staircase:
@@ -114,7 +112,6 @@ def cosine_decay_schedule(init_value, decay_steps: int, alpha: float = 0.0,
     exponent = hyper("exponent", exponent, lo=0.0, lo_open=True, where=where)
 
     def schedule(count):
-        fnp = _fnp()
         t = fnp.minimum(count_as_float(count), float(decay_steps))
         c = 0.5 * (1.0 + fnp.cos(math.pi * t / decay_steps))
         return init_value * ((1.0 - alpha) * c ** exponent + alpha)
@@ -133,7 +130,6 @@ def polynomial_schedule(init_value, end_value, power, transition_steps: int,
     transition_begin = _steps("transition_begin", transition_begin, where, positive=False)
 
     def schedule(count):
-        fnp = _fnp()
         t = fnp.clip(count_as_float(count) - transition_begin, 0.0, float(transition_steps))
         frac = 1.0 - t / transition_steps
         return (init_value - end_value) * frac ** power + end_value
@@ -163,7 +159,6 @@ def join_schedules(schedules: Sequence[Schedule], boundaries: Sequence[int]) -> 
             raise TypeError(f"{where}: schedule {i} is not callable: {s!r}")
 
     def schedule(count):
-        fnp = _fnp()
         c = fnp.asarray(count)
         if c.dtype.kind not in "iu":
             c = c.astype("int32")
@@ -192,7 +187,6 @@ def warmup_cosine_decay_schedule(init_value, peak_value, warmup_steps: int, deca
     span = decay_steps - warmup_steps
 
     def cosine(count):
-        fnp = _fnp()
         t = fnp.minimum(count_as_float(count), float(span))
         c = 0.5 * (1.0 + fnp.cos(math.pi * t / span))
         return end_value + (peak_value - end_value) * c ** exponent

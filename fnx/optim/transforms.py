@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from typing import Any, Callable, NamedTuple
 
+from .. import numpy as fnp
 from .. import tree_util
-from ._base import (EmptyState, GradientTransformation, _as_array, _fnp, beta, cast_like,
+from ._base import (EmptyState, GradientTransformation, _as_array, beta, cast_like,
                     check_same_tree, count_as_float, global_norm, hyper, increment,
                     learning_rate_arg, require_params, zero_count, zeros_like_param,
                     full_like_param)
@@ -186,7 +187,6 @@ def scale_by_adam(b1: float = 0.9, b2: float = 0.999, eps: float = 1e-8,
 
     def update(updates, state, params=None):
         _check(where + ".update", updates, state.mu)
-        fnp = _fnp()
         mu = _tmap(lambda g, m: _keep(b1 * m + (1 - b1) * g, m), updates, state.mu)
         nu = _tmap(lambda g, v: _keep(b2 * v + (1 - b2) * g * g, v), updates, state.nu)
         count = increment(state.count)
@@ -220,7 +220,6 @@ def scale_by_rms(decay: float = 0.9, eps: float = 1e-8, centered: bool = False,
 
     def update(updates, state, params=None):
         _check(where + ".update", updates, state.nu)
-        fnp = _fnp()
         nu = _tmap(lambda g, v: _keep(decay * v + (1 - decay) * g * g, v), updates, state.nu)
         if centered:
             mu = _tmap(lambda g, m: _keep(decay * m + (1 - decay) * g, m), updates, state.mu)
@@ -247,7 +246,6 @@ def scale_by_rss(initial_accumulator_value: float = 0.0,
 
     def update(updates, state, params=None):
         _check(where + ".update", updates, state.sum_of_squares)
-        fnp = _fnp()
         s = _tmap(lambda g, a: _keep(a + g * g, a), updates, state.sum_of_squares)
         out = _tmap(lambda g, a: g / (fnp.sqrt(a) + eps), updates, s)
         return out, ScaleByRssState(s)
@@ -263,7 +261,6 @@ def scale_by_trust_ratio(min_norm: float = 0.0) -> GradientTransformation:
 
     def update(updates, state, params=None):
         _check_params(where, updates, params)
-        fnp = _fnp()
 
         def f(u, p):
             p = _as_array(p)
@@ -287,7 +284,6 @@ def scale_by_lion(b1: float = 0.9, b2: float = 0.99) -> GradientTransformation:
 
     def update(updates, state, params=None):
         _check(where + ".update", updates, state.mu)
-        fnp = _fnp()
         out = _tmap(lambda g, m: _keep(fnp.sign(b1 * m + (1 - b1) * g), _as_array(g)),
                     updates, state.mu)
         mu = _tmap(lambda g, m: _keep(b2 * m + (1 - b2) * g, m), updates, state.mu)
@@ -303,7 +299,6 @@ def clip(max_delta: float) -> GradientTransformation:
     max_delta = hyper("max_delta", max_delta, lo=0.0, where="clip")
 
     def update(updates, state, params=None):
-        fnp = _fnp()
         return _tmap(lambda u: fnp.clip(u, -max_delta, max_delta), updates), state
 
     return GradientTransformation(lambda params: EmptyState(), update)
@@ -315,7 +310,6 @@ def clip_by_global_norm(max_norm: float) -> GradientTransformation:
     max_norm = hyper("max_norm", max_norm, lo=0.0, lo_open=True, where="clip_by_global_norm")
 
     def update(updates, state, params=None):
-        fnp = _fnp()
         norm = global_norm(updates)
         factor = max_norm / fnp.maximum(norm, max_norm)
         return _tmap(lambda u: u * cast_like(factor, u), updates), state

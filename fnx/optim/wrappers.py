@@ -15,6 +15,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from .. import numpy as fnp
 from .. import tree_util
 from ..core.array import Array
 from . import _base
@@ -118,7 +119,6 @@ def inject_hyperparams(inner_factory, static_args=(), hyperparam_dtype=None):
 def flatten(inner: GradientTransformation) -> GradientTransformation:
     """Run ``inner`` on one vector: every leaf raveled and concatenated (fewer, larger
     operations for many small parameters); updates come back in the original tree."""
-    fnp = _base._fnp()
 
     def ravel(tree):
         leaves = [_base._as_array(x) for x in tree_util.tree_leaves(tree)]
