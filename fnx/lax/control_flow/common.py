@@ -43,7 +43,7 @@ def _jvp_flat(fn, primals, tangents):
 def _batch_flat(fn, vals, dims, size, force=None):
     """``fn`` vmapped: (outputs, their batch dims, 0 or None); ``force[k]``: batch output
     ``k`` at 0 even when it does not vary."""
-    from ...transforms.vmap import BatchTrace, BatchTracer, _full
+    from ...transforms.vmap import BatchTrace, BatchTracer, materialize_batch_axis
     trace = BatchTrace(get_trace(), size)
     with trace_context(trace):
         ins = [v if d is None else BatchTracer(trace, v, d) for v, d in zip(vals, dims)]
@@ -53,7 +53,7 @@ def _batch_flat(fn, vals, dims, size, force=None):
     res, rdims = [], []
     for k, (v, d) in enumerate(lifted):
         if d is None and force is not None and force[k]:
-            v, d = _full(v, None, size, v.shape), 0
+            v, d = materialize_batch_axis(v, None, size, v.shape), 0
         res.append(v)
         rdims.append(d)
     return res, rdims

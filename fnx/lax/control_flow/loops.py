@@ -139,7 +139,7 @@ while_p.jvp = _while_jvp
 
 def _while_batch(vals, dims, size, *, cond_ir, body_ir, cond_nconsts, body_nconsts):
     from .. import ops as L
-    from ...transforms.vmap import _full
+    from ...transforms.vmap import materialize_batch_axis
     cc, bc, init = _while_split(vals, cond_nconsts, body_nconsts)
     ccd, bcd, kd = _while_split(dims, cond_nconsts, body_nconsts)
     kb = [d is not None for d in kd]
@@ -173,8 +173,8 @@ def _while_batch(vals, dims, size, *, cond_ir, body_ir, cond_nconsts, body_ncons
     pred_batched = probe(cond_ir, cc, ccd, kb)[0]
     if pred_batched:
         kb = [True] * len(init)
-    init = [_full(v, d, size, v.shape if d is None else v.shape[1:]) if m and d is None else v
-            for v, d, m in zip(init, kd, kb)]
+    init = [materialize_batch_axis(v, d, size, v.shape if d is None else v.shape[1:])
+            if m and d is None else v for v, d, m in zip(init, kd, kb)]
     kdims = [0 if m else None for m in kb]
     nc, nb = len(cc), len(bc)
 
@@ -475,7 +475,7 @@ scan_p.transpose = _scan_transpose
 
 def _scan_batch(vals, dims, size, *, body, num_consts, num_carry, length, reverse, unroll):
     from .. import ops as L
-    from ...transforms.vmap import _full
+    from ...transforms.vmap import materialize_batch_axis
     nc, nk = num_consts, num_carry
     consts, init, xs = vals[:nc], vals[nc:nc + nk], vals[nc + nk:]
     cd, kd, xd = dims[:nc], dims[nc:nc + nk], dims[nc + nk:]
@@ -507,7 +507,7 @@ def _scan_batch(vals, dims, size, *, body, num_consts, num_carry, length, revers
         if new == kb:
             break
         kb = new
-    init = [_full(k, None, size, k.shape) if m and d is None else k
+    init = [materialize_batch_axis(k, None, size, k.shape) if m and d is None else k
             for k, d, m in zip(init, kd, kb)]
     outs = _bind_scan(list(bconsts) + list(consts), init, xs, body=bir, length=length,
                       reverse=reverse, unroll=unroll)
