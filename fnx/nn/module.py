@@ -36,7 +36,10 @@ import math
 
 import numpy as np
 
-from .. import tree_util
+from .. import numpy as fnp
+from .. import random, tree_util
+from ..core.primitive import ShapeDtypeStruct
+from ..core.tracing import eval_shape
 from ..tree_util import GetAttrKey
 
 __all__ = ["Module", "apply", "init", "partition", "combine", "summary", "is_array",
@@ -92,7 +95,6 @@ def next_key(key=None):
     ctx = _apply_ctx.get()
     if ctx is None or ctx.key is None:
         return None
-    from .. import random
     k = random.fold_in(ctx.key, ctx.count)
     ctx.count += 1
     return k
@@ -292,11 +294,8 @@ class Module(metaclass=_ModuleMeta):
                 f"{type(self).__name__}'s params are not created yet: build the model with "
                 "fnx.nn.init(model, key, *placeholders) or pass the input size to the "
                 "constructor with key=...")
-        from ..core.primitive import ShapeDtypeStruct
         avals = tuple(ShapeDtypeStruct(tuple(x.shape), x.dtype) for x in inputs)
         ctx.records[id(self)] = (self, avals)
-        from .. import numpy as fnp
-        from .. import random, eval_shape
         shapes = eval_shape(lambda k: self._create(k, *avals), random.PRNGKey(0))
         zeros = tree_util.tree_map(lambda s: fnp.zeros(tuple(s.shape), s.dtype), shapes)
         return self.replace(**zeros)
@@ -406,9 +405,6 @@ def init(model_def, key, *placeholders, **kwargs):
     abstract evaluation on ``placeholders`` (``fnx.ShapeDtypeStruct``s or arrays), each
     layer from its own key (``fold_in(key, i)`` for the i-th such layer by dotted name).
     Returns the initialized module (``model_def`` is not changed)."""
-    from .. import eval_shape
-    from .. import random
-
     ctx = _InitCtx()
 
     def run(*xs):
