@@ -24,7 +24,6 @@ import numpy as np
 
 from .. import lax
 from .. import numpy as fnp
-from ..nn.functions import _const
 from ..nn.functions import log_sigmoid as _log_sigmoid
 from ..nn.functions import log_softmax as _log_softmax
 from ..nn.functions import logsumexp
@@ -45,6 +44,11 @@ __all__ = ["logsumexp", "erf", "erfc", "erfinv", "gammaln", "digamma", "polygamm
 
 def _float(name, *xs):
     return promote(name, *xs, to_inexact=True)
+
+
+def _const(v, like):
+    """``v`` broadcast to the shape and dtype of ``like``."""
+    return lax.full_like(like, v)
 
 
 def _promote_broadcast(name, *xs):
