@@ -213,7 +213,8 @@ def broadcast_shapes(num_shapes=2, *, min_dims=0, max_dims=3, min_side=1, max_si
 
 def _finfo(dtype):
     if _dt.bfloat16 is not None and dtype == _dt.bfloat16:
-        return _dt._ml_dtypes.finfo(dtype)
+        import ml_dtypes  # there when fnx has bfloat16
+        return ml_dtypes.finfo(dtype)
     return np.finfo(dtype)
 
 
