@@ -82,9 +82,12 @@ import inspect
 import numpy as np
 
 from .. import tree_util
+from .._config import enable_x64
 from ..core import dtypes
 from ..core.array import Array, to_array
 from ..errors import FnxError
+from ..transforms.jvp import jvp
+from ..transforms.vjp import vjp
 
 __all__ = ["check_grads", "default_tolerances"]
 
@@ -256,14 +259,12 @@ class _Level:
         return [np.asarray(o) for o in _as_arrays(self.fn(*self.arrays(values, wide)))]
 
     def jvp(self, ts):
-        from ..transforms.jvp import jvp
         _, out_t = jvp(self.fn, tuple(self.arrays(self.xs)),
                        tuple(Array._wrap(np.asarray(t, x.dtype)) for t, x in zip(ts, self.xs)))
         return [np.asarray(o) for o in _as_arrays(out_t)]
 
     def adjoint(self, cts):
         """``J* ct`` (conj of vjp of conj ct), one array per input."""
-        from ..transforms.vjp import vjp
         _, f_vjp = vjp(self.fn, *self.arrays(self.xs))
         ct_in = [Array._wrap(np.conj(c) if c.dtype.kind == "c" else c) for c in cts]
         res = f_vjp(ct_in)
@@ -472,7 +473,6 @@ class _Level:
 
     # children (order > 1) ----------------------------------------------------------
     def child_fwd(self):
-        from ..transforms.jvp import jvp
         fn, n, keep = self.fn, len(self.xs), list(self.out_inexact)
 
         def jvp_of_f(*xs_ts):
@@ -488,7 +488,6 @@ class _Level:
                           f"jvp({self.title_fn}): (x, t) -> jvp({self.title_fn}, x, t)[1]")
 
     def child_rev(self):
-        from ..transforms.vjp import vjp
         fn, n, keep, ys = self.fn, len(self.xs), list(self.out_inexact), self.ys
 
         def vjp_of_f(*xs_cts):
@@ -689,7 +688,6 @@ def check_grads(f, args, order=2, modes=("fwd", "rev"), atol=None, rtol=None, ep
     shapes and dtypes of the inputs. Errors raised by fnx itself (a missing rule, say)
     propagate with a note saying which check raised them.
     """
-    from .._config import enable_x64
     with enable_x64():
         return _check_grads(f, args, order, modes, atol, rtol, eps, seed)
 
