@@ -28,10 +28,12 @@ import numpy as np
 
 from .. import lax
 from .. import numpy as fnp
+from ..core import dtypes
 from ..core.primitive import Primitive, ShapeDtypeStruct
 from ..errors import ShapeError
 from ..lax import linalg as lax_linalg
 from ..numpy._util import promote
+from ..transforms.vjp import is_linear
 
 __all__ = ["cholesky", "cho_factor", "cho_solve", "solve_triangular", "lu", "lu_factor",
            "lu_solve", "solve", "inv", "det", "eigh", "eigh_tridiagonal", "qr", "svd", "polar",
@@ -570,7 +572,6 @@ def convolution_matrix(a, n, mode="full"):
 
 
 def _default_float():
-    from ..core import dtypes
     return dtypes.default_float()
 
 
@@ -612,7 +613,6 @@ def helmert(n, full=False):
 def dft(n, scale=None, *, dtype=None):
     """The ``n``-point DFT matrix ``exp(-2 pi i j k / n)``; ``scale``: None, 'sqrtn'
     (divide by sqrt(n)) or 'n' (by n); the default complex dtype unless ``dtype``."""
-    from ..core import dtypes
     if scale not in (None, "sqrtn", "n"):
         raise ValueError(f"dft: scale must be None, 'sqrtn' or 'n', got {scale!r}")
     n = int(n)
@@ -774,7 +774,6 @@ def _sqrt_sylvester_jvp(primals, tangents):
 
 def _sqrt_sylvester_transpose(ct, x, t):
     # <c, S^-1 t> = <S^-T c, t> with S(d) = x d + d x, whose transpose is d -> x^T d + d x^T
-    from ..transforms.vjp import is_linear
     if is_linear(x):
         raise ValueError("sqrt_sylvester: transpose with respect to x (it is not linear in x)")
     if ct is None:
@@ -837,7 +836,6 @@ def funm(A, func, disp=True):
 def hadamard(n, dtype=int):
     """The Sylvester-Hadamard matrix of order ``n`` (a power of 2); ``int`` gives the
     default int (as JAX)."""
-    from ..core import dtypes
     n = int(n)
     if n < 1 or n & (n - 1):
         raise ValueError(f"hadamard: n must be a positive power of 2, got {n}")

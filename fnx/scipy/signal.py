@@ -23,6 +23,7 @@ import numpy as np
 
 from .. import lax
 from .. import numpy as fnp
+from ..core import dtypes
 from ..errors import ShapeError
 from ..numpy._util import promote
 
@@ -260,7 +261,6 @@ def _sym_window(name, m, param):
 def get_window(window, Nx, fftbins=True, *, dtype=None):
     """A window of ``Nx`` samples: periodic (``fftbins``, for spectral analysis, SciPy's
     default) or symmetric. ``window`` is a name or a (name, parameter) tuple."""
-    from ..core import dtypes
     name, param = (window[0], window[1] if len(window) > 1 else None) \
         if isinstance(window, tuple) else (window, None)
     if not isinstance(name, str):

@@ -24,6 +24,8 @@ import numpy as np
 
 from .. import lax
 from .. import numpy as fnp
+from ..core import dtypes
+from ..core.array import Tracer
 from ..nn.functions import log_sigmoid as _log_sigmoid
 from ..nn.functions import log_softmax as _log_softmax
 from ..nn.functions import logsumexp
@@ -261,7 +263,6 @@ def log_softmax(x, axis=None):
 # --- primitives with NumPy impls (fnx.scipy._special_impl) and their derivatives ----------
 
 def _is_real_float(dtype):
-    from ..core import dtypes
     return dtypes.is_inexact(dtype) and np.dtype(dtype).kind != "c"
 
 
@@ -610,7 +611,6 @@ def bernoulli(n):
     default float dtype; ``n`` is a static non-negative int."""
     from fractions import Fraction
     from math import comb as _comb
-    from ..core import dtypes
     n = int(n)
     if n < 0:
         raise ValueError(f"bernoulli: n must be a non-negative integer, got {n}")
@@ -827,7 +827,6 @@ def sph_harm_y(n, m, theta, phi, diff_n=None, n_max=None):
     above it are clipped to it, as JAX; ``|m| > n`` gives 0. From the stable recurrences
     of the normalized associated Legendre functions, written with fnx ops, so it
     differentiates in ``theta`` and ``phi``. ``diff_n`` is not supported (as JAX)."""
-    from ..core.array import Tracer
     if diff_n not in (None, 0):
         raise NotImplementedError("sph_harm_y: diff_n is not supported (as in JAX)")
     n, m = fnp.asarray(n), fnp.asarray(m)

@@ -15,6 +15,7 @@ from typing import NamedTuple
 import numpy as np
 
 from ... import numpy as fnp
+from ... import random
 from ...core import dtypes
 from ...errors import ShapeError
 from ...numpy._util import promote
@@ -147,7 +148,6 @@ class Rotation(NamedTuple):
     @classmethod
     def random(cls, random_key, num=None):
         """Uniformly distributed rotations (normalized Gaussian quaternions); JAX raises."""
-        from ... import random
         shape = (4,) if num is None else (int(num), 4)
         return cls.from_quat(random.normal(random_key, shape))
 
