@@ -19,7 +19,7 @@ import numpy as np
 from .. import tree_util
 from ..core import dtypes
 from ..core.array import Array, Tracer, to_array
-from ..core.trace import Trace, parent_context, trace_context
+from ..core.trace import Trace, get_trace, parent_context, trace_context
 from ..errors import MissingRuleError, TreeMismatchError
 
 
@@ -97,7 +97,6 @@ def jvp(fun, primals, tangents, has_aux=False):
     t_leaves = [to_array(t) for t in t_leaves]
     for i, (p, t) in enumerate(zip(p_leaves, t_leaves)):
         _check_tangent(p, t, i)
-    from ..core.trace import get_trace
     trace = JVPTrace(get_trace())
     with trace_context(trace):
         ins = [JVPTracer(trace, p, t) for p, t in zip(p_leaves, t_leaves)]

@@ -21,7 +21,8 @@ import numpy as np
 from .. import tree_util
 from ..core import dtypes
 from ..core.array import Array, to_array
-from ..core.ir import IR, Literal, dce
+from ..core.ir import IR, Literal, dce, eval_ir
+from ..core.primitive import ShapeDtypeStruct
 from ..core.trace import EVAL, get_trace, parent_context, trace_context
 from ..core.tracing import IRTrace, IRTracer
 from ..errors import (ArgnumsError, GradDtypeError, GradOutputError, MissingRuleError,
@@ -139,7 +140,6 @@ def linearize(fun, *primals):
         return leaves
 
     outs, ir = linearize_flat(flat, p_leaves)
-    from ..core.ir import eval_ir
 
     def f_jvp(*tangents):
         t_leaves, t_tree = tree_util.tree_flatten(tangents)
@@ -203,7 +203,6 @@ def vjp(fun, *primals, has_aux=False, reduce_axes=()):
 
 
 def _aval(x):
-    from ..core.primitive import ShapeDtypeStruct
     return ShapeDtypeStruct(x.shape, x.dtype, getattr(x, "weak_type", False))
 
 

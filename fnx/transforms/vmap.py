@@ -14,6 +14,7 @@ import numpy as np
 
 from .. import tree_util
 from ..core.array import Array, Tracer, to_array
+from ..core.primitive import ShapeDtypeStruct
 from ..core.trace import Trace, get_trace, parent_context, trace_context
 from ..errors import AxesSpecError, MissingRuleError
 
@@ -22,7 +23,6 @@ class BatchTracer(Tracer):
     __slots__ = ("val", "bdim")
 
     def __init__(self, trace, val, bdim):
-        from ..core.primitive import ShapeDtypeStruct
         shape = tuple(val.shape)
         if bdim is not None:
             shape = shape[:bdim] + shape[bdim + 1:]
