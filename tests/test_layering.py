@@ -12,15 +12,19 @@ violations that exist today and may only shrink:
 * an import from a lower layer of a higher one (``UPWARD_EDGES``);
 * a private name (leading underscore, not a dunder) of one package used by another, by
   ``from m import _x``, by ``m._x`` on an imported module, or by importing another package's
-  private module (``PRIVATE_CROSSINGS``);
+  private module (``PRIVATE_CROSSINGS``). A package is a top-level one (``fnx.lax``,
+  ``fnx.scipy`` with its subpackages) or ``fnx`` itself for the modules directly in fnx/;
+  the private modules directly in fnx/ (``_config``, ``_api``) are fnx's, open to all;
 * a built-in primitive whose lowering for some backend is registered outside the module that
-  defines the primitive (``FOREIGN_LOWERINGS``).
+  defines the primitive (``FOREIGN_LOWERINGS``): ``Primitive.module`` against the module
+  whose import ran the registration, recorded by importing fnx in a fresh interpreter.
 
 A new violation fails the first test of its kind; a violation that was fixed fails the second
-(its allowlist entry is stale and must go, so the lists only shrink). After moving code, print
-the lists for the current tree and paste them in:
+(its allowlist entry is stale and must go, so the lists only shrink). Either failure prints
+the current list. After moving code, see the numbers and rewrite the lists with
 
-    python tests/test_layering.py --print
+    python tests/test_layering.py --print     # numbers, import cycles, current lists
+    python tests/test_layering.py --write     # rewrite the three lists below in place
 """
 from __future__ import annotations
 
@@ -102,7 +106,6 @@ fnx.lax.convolution -> fnx.numpy
 fnx.lax.convolution -> fnx.onnx.lowerings
 fnx.lax.reduction -> fnx.onnx.lowerings
 fnx.lax.sorting -> fnx.onnx.lowerings
-fnx.nn.module -> fnx
 fnx.onnx.export -> fnx
 fnx.transforms.custom -> fnx.lax
 fnx.transforms.jvp -> fnx.lax
@@ -114,19 +117,15 @@ fnx.transforms.vmap -> fnx.lax
 
 # "user -> package.module.private_name", sorted.
 PRIVATE_CROSSINGS = _lines("""
-fnx._api -> fnx.core.array._Device
-fnx._api -> fnx.core.trace._current
 fnx._api -> fnx.core.tracing._abstractify
 fnx.ad_checkpoint -> fnx.core.tracing._abstractify
 fnx.ad_checkpoint -> fnx.transforms.custom._NAME_SINKS
 fnx.backends.numpy_codegen -> fnx.lax._rules
 fnx.backends.numpy_codegen -> fnx.lax._rules._IGNORE_ALL
 fnx.backends.numpy_codegen -> fnx.lax._rules._extobj_contextvar
-fnx.debug -> fnx.core.trace._PKG_DIR
 fnx.dtypes -> fnx.core.dtypes._NARROW
 fnx.dtypes -> fnx.core.dtypes._ml_dtypes
 fnx.extend -> fnx.lax._rules
-fnx.lax.control_flow.common -> fnx.transforms.vmap._full
 fnx.lax.control_flow.conditionals -> fnx.onnx.lowerings._cast
 fnx.lax.control_flow.conditionals -> fnx.onnx.lowerings._k
 fnx.lax.control_flow.conditionals -> fnx.onnx.lowerings._max
@@ -134,7 +133,6 @@ fnx.lax.control_flow.conditionals -> fnx.onnx.lowerings._op
 fnx.lax.control_flow.loops -> fnx.onnx.lowerings._eq
 fnx.lax.control_flow.loops -> fnx.onnx.lowerings._full
 fnx.lax.control_flow.loops -> fnx.onnx.lowerings._not
-fnx.lax.control_flow.loops -> fnx.transforms.vmap._full
 fnx.lax.convolution -> fnx.onnx.lowerings._arithmetic
 fnx.lax.convolution -> fnx.onnx.lowerings._cast
 fnx.lax.convolution -> fnx.onnx.lowerings._full
@@ -173,12 +171,9 @@ fnx.numpy.linalg -> fnx.lax.linalg._real_dtype
 fnx.numpy.products -> fnx.lax._rules
 fnx.onnx.lowerings -> fnx.lax._rules
 fnx.onnx.lowerings -> fnx.lax.reduction._identity
-fnx.optim._base -> fnx.tree_util._path_str
 fnx.random._api -> fnx.lax._rules
 fnx.random._gamma -> fnx.lax._rules
-fnx.random._gamma -> fnx.transforms.vmap._full
 fnx.random._threefry -> fnx.lax._rules
-fnx.random._threefry -> fnx.transforms.vmap._full
 fnx.scipy.cluster.vq -> fnx.numpy._util
 fnx.scipy.fft -> fnx.numpy._util
 fnx.scipy.integrate -> fnx.numpy._util
@@ -187,13 +182,11 @@ fnx.scipy.linalg -> fnx.numpy._util
 fnx.scipy.optimize -> fnx.numpy._util
 fnx.scipy.signal -> fnx.numpy._util
 fnx.scipy.spatial.transform -> fnx.numpy._util
-fnx.scipy.special -> fnx.nn.functions._const
 fnx.scipy.special -> fnx.numpy._util
 fnx.scipy.stats._util -> fnx.numpy._util
 fnx.serialization._checkpoint -> fnx.core.dtypes._NARROWING
 fnx.serialization._checkpoint -> fnx.core.dtypes._SUPPORTED_SET
 fnx.test_util -> fnx.testing._grads
-fnx.testing.strategies -> fnx.core.dtypes._ml_dtypes
 fnx.transforms.jit -> fnx.core.array._Deleted
 fnx.transforms.jit -> fnx.core.trace._debug_flags_changed
 fnx.transforms.jit -> fnx.core.tracing._abstractify
@@ -667,17 +660,27 @@ def foreign_lowerings(sites=None):
 
 
 # -- the tests -------------------------------------------------------------------------------
-def _diff(found, allowed, what):
+def _block(name, found):
+    return f'{name} = _lines("""\n' + "".join(f"{x}\n" for x in sorted(found)) + '""")'
+
+
+def _diff(found, allowed, name, what):
     new = sorted(set(found) - set(allowed))
-    assert not new, (f"{len(new)} new {what} (fix them, or if unavoidable add them to the "
-                     f"allowlist in {Path(__file__).name}):\n  " + "\n  ".join(new))
+    if new:
+        print("The current list, to paste into " + Path(__file__).name + ":\n"
+              + _block(name, found))
+    assert not new, (f"{len(new)} new {what} (fix them; if one cannot be avoided, add it to "
+                     f"{name} in {Path(__file__).name}, printed above):\n  " + "\n  ".join(new))
 
 
-def _stale(found, allowed, what):
+def _stale(found, allowed, name, what):
     gone = sorted(set(allowed) - set(found))
-    assert not gone, (f"{len(gone)} {what} in the allowlist no longer exist: remove them from "
-                      f"{Path(__file__).name} (`python tests/test_layering.py --print`):\n  "
-                      + "\n  ".join(gone))
+    if gone:
+        print("The current list, to paste into " + Path(__file__).name + ":\n"
+              + _block(name, found))
+    assert not gone, (f"{len(gone)} {what} in {name} no longer exist: remove them (the list "
+                      "is printed above; `python tests/test_layering.py --write` rewrites all "
+                      "three lists):\n  " + "\n  ".join(gone))
 
 
 def test_every_module_has_a_layer():
@@ -687,31 +690,33 @@ def test_every_module_has_a_layer():
 
 def test_no_new_upward_imports():
     graph, _ = _current_graph()
-    _diff(upward_edges(graph), UPWARD_EDGES, "imports from a lower layer of a higher one")
+    _diff(upward_edges(graph), UPWARD_EDGES, "UPWARD_EDGES",
+          "imports from a lower layer of a higher one")
 
 
 def test_upward_import_allowlist_is_not_stale():
     graph, _ = _current_graph()
-    _stale(upward_edges(graph), UPWARD_EDGES, "upward imports")
+    _stale(upward_edges(graph), UPWARD_EDGES, "UPWARD_EDGES", "upward imports")
 
 
 def test_no_new_private_names_across_packages():
     _, private = _current_graph()
-    _diff(private, PRIVATE_CROSSINGS, "private names used across packages")
+    _diff(private, PRIVATE_CROSSINGS, "PRIVATE_CROSSINGS",
+          "private names used across packages")
 
 
 def test_private_name_allowlist_is_not_stale():
     _, private = _current_graph()
-    _stale(private, PRIVATE_CROSSINGS, "private-name crossings")
+    _stale(private, PRIVATE_CROSSINGS, "PRIVATE_CROSSINGS", "private-name crossings")
 
 
 def test_no_new_lowerings_outside_their_primitive():
-    _diff(foreign_lowerings(), FOREIGN_LOWERINGS,
+    _diff(foreign_lowerings(), FOREIGN_LOWERINGS, "FOREIGN_LOWERINGS",
           "lowerings registered outside the module that defines their primitive")
 
 
 def test_foreign_lowering_allowlist_is_not_stale():
-    _stale(foreign_lowerings(), FOREIGN_LOWERINGS, "foreign lowerings")
+    _stale(foreign_lowerings(), FOREIGN_LOWERINGS, "FOREIGN_LOWERINGS", "foreign lowerings")
 
 
 def test_the_checker_sees_function_local_imports_and_private_uses(tmp_path):
@@ -768,9 +773,10 @@ def test_primitive_module_is_the_module_that_defines_it(tmp_path, monkeypatch):
 
 # -- printing the current state --------------------------------------------------------------
 def report(lowerings=True):
+    """The numbers, the import cycles and the three allowlists of the current tree."""
     graph, private = import_graph()
     sccs = strongly_connected(graph)
-    up = sorted(upward_edges(graph))
+    up = upward_edges(graph)
     top = import_graph(local=False)[0]
     lines = [f"# modules: {len(graph)}, import edges: {sum(map(len, graph.values()))} "
              f"({sum(map(len, top.values()))} at module level)",
@@ -778,20 +784,38 @@ def report(lowerings=True):
              f"{[len(c) for c in strongly_connected(top)] or 'none'}",
              f"# import cycles counting function-local imports: "
              f"{[len(c) for c in sccs] or 'none'}"]
-    for c in sccs:
-        lines.append("#   " + " ".join(c))
-    lines += [f"# upward edges: {len(up)}", 'UPWARD_EDGES = _lines("""']
-    lines += up + ['""")', "", f"# private crossings: {len(private)}",
-                   'PRIVATE_CROSSINGS = _lines("""']
-    lines += sorted(private) + ['""")']
+    lines += ["#   " + " ".join(c) for c in sccs]
+    lines += [f"# upward edges: {len(up)}", _block("UPWARD_EDGES", up), "",
+              f"# private crossings: {len(private)}", _block("PRIVATE_CROSSINGS", private)]
     if lowerings:
-        foreign = sorted(foreign_lowerings())
-        lines += ["", f"# foreign lowerings: {len(foreign)}", 'FOREIGN_LOWERINGS = _lines("""']
-        lines += foreign + ['""")']
+        foreign = foreign_lowerings()
+        lines += ["", f"# foreign lowerings: {len(foreign)}",
+                  _block("FOREIGN_LOWERINGS", foreign)]
     return "\n".join(lines)
 
 
+def write_allowlists():
+    """Rewrite the three allowlists in this file with the current tree's."""
+    import re
+
+    graph, private = import_graph()
+    path = Path(__file__)
+    text = path.read_text(encoding="utf-8")
+    for name, found in (("UPWARD_EDGES", upward_edges(graph)), ("PRIVATE_CROSSINGS", private),
+                        ("FOREIGN_LOWERINGS", foreign_lowerings())):
+        text, n = re.subn(rf'^{name} = _lines\("""\n.*?"""\)', lambda m: _block(name, found),
+                          text, count=1, flags=re.S | re.M)
+        assert n == 1, name
+    path.write_text(text, encoding="utf-8")
+
+
 if __name__ == "__main__":
-    if "--print" not in sys.argv[1:]:
-        sys.exit("usage: python tests/test_layering.py --print")
-    print(report(lowerings="--no-lowerings" not in sys.argv[1:]))
+    args = sys.argv[1:]
+    if "--write" in args:
+        write_allowlists()
+    if "--print" in args or "--write" in args:
+        print(report(lowerings="--no-lowerings" not in args))
+    else:
+        sys.exit("usage: python tests/test_layering.py --print [--no-lowerings] | --write\n"
+                 "  --print: the numbers, the import cycles and the current allowlists\n"
+                 "  --write: rewrite the allowlists in this file with the current ones")
