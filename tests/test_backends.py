@@ -92,3 +92,39 @@ def test_clear_caches_empties_the_backends_executable_caches():
     fnx.clear_caches()
     assert len(get_backend("numpy").executables) == 0
     assert f(fnp.ones(3)).tolist() == [2.0, 2.0, 2.0]
+
+
+@pytest.mark.parametrize("reverse", [False, True])
+@pytest.mark.parametrize("length,with_xs", [(5, True), (0, True), (4, False)])
+def test_the_default_scan_loop_of_a_backend_matches_numpys(reverse, length, with_xs):
+    class Plain(Backend):
+        """Compiles with the NumPy lowering but keeps Backend's own run_scan."""
+        name, platform = "test_plain", "cpu"
+
+        def compile(self, ir, name="jit", donated=()):
+            return get_backend("numpy").compile(ir, name, donated)
+
+        def put(self, value):
+            return np.asarray(value)
+
+        def fetch(self, buffer):
+            return np.asarray(buffer)
+
+    def body(k, c, *x):  # one const, one carry, and (with_xs) one x per step
+        c = c * k + (x[0].sum() if x else 1.0)
+        return c, c * 2.0, fnp.stack([c, c + 1]).astype("int32")
+
+    f32 = ShapeDtypeStruct((), "float32")
+    x_aval = [ShapeDtypeStruct((3,), "float32")] if with_xs else []
+    ir = fnx.make_ir(body)(f32, f32, *x_aval)
+    p = dict(num_consts=1, num_carry=1, length=length, reverse=reverse)
+    ins = [np.float32(0.5), np.float32(1.0)]
+    if with_xs:
+        ins.append(np.arange(length * 3, dtype=np.float32).reshape(length, 3))
+    want = get_backend("numpy").run_scan(ir, ins, **p)
+    got = Plain().run_scan(ir, ins, **p)
+    assert len(got) == len(want) == 3
+    assert got[2].shape == (length, 2) and got[2].dtype == np.int32
+    for g, w in zip(got, want):
+        assert g.dtype == w.dtype and g.shape == w.shape
+        np.testing.assert_array_equal(g, w)
