@@ -1,20 +1,37 @@
-"""Elementwise primitives: one line each, through the ``unop``/``binop`` constructors.
+"""Elementwise primitives, one block each: the definition (through the ``unop``/``binop``
+constructors), then the jvp, transpose and batching rules, then the lowerings (the
+``"cuda"`` expression, ``fnx.core.cuda_rules``; the ``"onnx"`` graph,
+``fnx.core.onnx_rules``). JAX's ``lax.py`` layout.
 
 Binary primitives need equal shapes and dtypes (``fnx.numpy`` broadcasts and
 promotes before binding them). Where NumPy's own function differs from the
 lax semantics (integer division truncates toward zero, shifts past the bit
 width give 0 or the sign, ``round`` rounds half away from zero), the impl
-here is the definition.
+here is the definition, and every lowering reproduces it.
+
+The jvp and transpose rules are written with fnx.lax ops (``L``), so they
+differentiate again (higher order for free). Primitives without a CUDA rule are listed
+in ``fnx.core.cuda_rules.LEFT_OUT``, those without an ONNX rule in
+``fnx.core.onnx_rules``'s docstring, each with the reason.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
+from ..core import cuda_rules as C
 from ..core import dtypes
+from ..core import onnx_rules as O
+from ..core.backend import register_lowering
 from ..core.primitive import Primitive, ShapeDtypeStruct
-from ._rules import binop, check_kind, describe, quiet, same_shapes_dtypes, unop
 from ..errors import ShapeError
+from ..transforms.jvp import defjvp, defjvp_zero, deflinear, instantiate, sum_tangents
+from ..transforms.vjp import is_linear
+from ..transforms.vmap import batch_elementwise
+from ._rules import binop, check_kind, describe, quiet, same_shapes_dtypes, unop
 from . import special_math
+from . import ops as L  # (rules run after import; ops imports this module)
 
 _ERR = dict(divide="ignore", invalid="ignore", over="ignore", under="ignore")
 
@@ -29,16 +46,152 @@ def _real_dtype(d):
 
 _INEXACT = " Integer inputs: use the fnx.numpy function, which converts them to float."
 
-# --- unary -----------------------------------------------------------------------
+# Python floats, so they take the operand's dtype (weak); NumPy float64 scalars would be
+# strongly typed float64 operands, which lax rejects next to float32 or complex values.
+_LN2, _LN10 = float(np.log(2.0)), float(np.log(10.0))
+_TWO_OVER_SQRT_PI = float(2 / np.sqrt(np.pi))
+
+
+def _weak_real_part(p):
+    """As JAX: the real result of a weakly typed complex value (``abs(1 + 2j)``,
+    ``real(1j)``) is weakly typed too, so it takes the other operand's float type."""
+    rule = p.shape_rule
+
+    def shape_rule(x):
+        out = rule(x)
+        return ShapeDtypeStruct(out.shape, out.dtype, x.weak_type)
+    p.shape_rule = shape_rule
+
+
+def unbroadcast(ct, x):
+    """``ct`` summed down to ``x``'s shape (a rank-0 operand took the full shape)."""
+    if tuple(ct.shape) == tuple(x.shape):
+        return ct
+    return L.reduce_sum(ct, tuple(range(ct.ndim)))
+
+
+def _convert_ct(ct, x):
+    return ct if ct.dtype == x.dtype else L.convert_element_type(ct, x.dtype)
+
+
+# === unary ======================================================================================
+
 neg_p = unop("neg", np.negative)
+deflinear(neg_p)
+neg_p.transpose = lambda ct, x: [L.neg(ct)]
+
+
+def _neg_cuda(xs, in_dtypes, out_dtype):
+    (x,), (d,) = xs, in_dtypes
+    return C.wrap("-", "0", x, d) if C.is_int(d) else f"(-{x})"
+
+
+def _neg_onnx(ctx, x):
+    dt = ctx.in_avals[0].dtype
+    if dt in O.NEG_KERNELS:
+        return O.op(ctx, "Neg", x)
+    return O.op(ctx, "Sub", O.scalar(ctx, 0, dt), x)   # unsigned: wraps, as NumPy's negative
+
+
+register_lowering(neg_p, "cuda", _neg_cuda)
+register_lowering(neg_p, "onnx", _neg_onnx)
+
+
 abs_p = unop("abs", np.absolute, "num", out_dtype=_real_dtype)
+_weak_real_part(abs_p)
+
+
+def _abs_jvp(g, ans, x):
+    if x.dtype.kind != "c":
+        return L.mul(g, L.sign(x))
+    # d|z| = Re(conj(z) dz) / |z|, and 0 at z = 0 (as JAX). Not through sign(z):
+    # for complex z that is z / |z|, whose derivative is not zero.
+    zero = L.eq(ans, L.convert_element_type(0, ans.dtype))
+    safe = L.select(zero, L.add(L.mul(ans, 0.0), 1.0), ans)
+    return L.div(L.real(L.mul(L.conj(x), g)), safe)   # conj(0) g / 1 = 0 at z = 0
+
+
+defjvp(abs_p, _abs_jvp)
+
+
+def _abs_cuda(xs, in_dtypes, out_dtype):
+    (x,), (d,) = xs, in_dtypes
+    if C.is_signed(d):      # abs(MIN) wraps to MIN, as np.abs
+        return f"({x} < 0 ? {C.wrap('-', '0', x, d)} : {x})"
+    if C.is_int(d):
+        return x
+    return f"{C.float_fn('fabs', d)}({x})"
+
+
+register_lowering(abs_p, "cuda", _abs_cuda)
+register_lowering(abs_p, "onnx", O.unary("Abs"))
+
+
 sign_p = unop("sign", np.sign)
+defjvp_zero(sign_p)
+
+
+def _sign_cuda(xs, in_dtypes, out_dtype):
+    (x,), (d,) = xs, in_dtypes
+    t = C.cuda_type(d)
+    if C.is_signed(d):
+        return f"({t})(({x} > 0) - ({x} < 0))"
+    if C.is_int(d):
+        return f"({t})({x} > 0)"
+    C.require_float("sign", d)
+    return f"fnx_fsign({x})"
+
+
+register_lowering(sign_p, "cuda", _sign_cuda)
+register_lowering(sign_p, "onnx", O.unary("Sign"))
+
+
 floor_p = unop("floor", np.floor, "float")
+defjvp_zero(floor_p)
+register_lowering(floor_p, "cuda", C.math1("floor"))
+register_lowering(floor_p, "onnx", O.unary("Floor"))
+
+
 ceil_p = unop("ceil", np.ceil, "float")
+defjvp_zero(ceil_p)
+register_lowering(ceil_p, "cuda", C.math1("ceil"))
+register_lowering(ceil_p, "onnx", O.unary("Ceil"))
+
+
 exp_p = unop("exp", _quiet(np.exp), "inexact", hint=_INEXACT)
+defjvp(exp_p, lambda g, ans, x: L.mul(g, ans))
+register_lowering(exp_p, "cuda", C.math1("exp"))
+register_lowering(exp_p, "onnx", O.unary("Exp"))
+
+
 exp2_p = unop("exp2", _quiet(np.exp2), "inexact", hint=_INEXACT)
+defjvp(exp2_p, lambda g, ans, x: L.mul(g, L.mul(ans, _LN2)))
+
+
+def _exp2_onnx(ctx, x):
+    return O.op(ctx, "Pow", O.scalar(ctx, 2, ctx.in_avals[0].dtype), x)
+
+
+register_lowering(exp2_p, "cuda", C.math1("exp2"))
+register_lowering(exp2_p, "onnx", _exp2_onnx)
+
+
 expm1_p = unop("expm1", _quiet(np.expm1), "inexact", hint=_INEXACT)
+defjvp(expm1_p, lambda g, ans, x: L.mul(g, L.add(ans, 1.0)))
+
+
+def _expm1_onnx(ctx, x):
+    return O.expm1(ctx, x, ctx.in_avals[0].dtype)
+
+
+register_lowering(expm1_p, "cuda", C.math1("expm1"))
+register_lowering(expm1_p, "onnx", _expm1_onnx)
+
+
 log_p = unop("log", _quiet(np.log), "inexact", hint=_INEXACT)
+defjvp(log_p, lambda g, ans, x: L.div(g, x))
+register_lowering(log_p, "cuda", C.math1("log"))
+register_lowering(log_p, "onnx", O.unary("Log"))
 
 
 def _log1p_impl(x):
@@ -56,25 +209,183 @@ def _log1p_impl(x):
 
 
 log1p_p = unop("log1p", _quiet(_log1p_impl), "inexact", hint=_INEXACT)
+defjvp(log1p_p, lambda g, ans, x: L.div(g, L.add(x, 1.0)))
+
+
+def _log1p_onnx(ctx, x):
+    return O.log1p(ctx, x, ctx.in_avals[0].dtype)
+
+
+register_lowering(log1p_p, "cuda", C.math1("log1p"))
+register_lowering(log1p_p, "onnx", _log1p_onnx)
+
+
+def _log_base_onnx(base):
+    def lower(ctx, x):
+        dt = ctx.in_avals[0].dtype
+        return O.op(ctx, "Div", O.op(ctx, "Log", x), O.scalar(ctx, math.log(base), dt))
+    lower.__name__ = f"lower_log{base}"
+    return lower
+
+
 log2_p = unop("log2", _quiet(np.log2), "inexact", hint=_INEXACT)
+defjvp(log2_p, lambda g, ans, x: L.div(g, L.mul(x, _LN2)))
+register_lowering(log2_p, "cuda", C.math1("log2"))
+register_lowering(log2_p, "onnx", _log_base_onnx(2))
+
+
 log10_p = unop("log10", _quiet(np.log10), "inexact", hint=_INEXACT)
+defjvp(log10_p, lambda g, ans, x: L.div(g, L.mul(x, _LN10)))
+register_lowering(log10_p, "cuda", C.math1("log10"))
+register_lowering(log10_p, "onnx", _log_base_onnx(10))
+
+
 sqrt_p = unop("sqrt", _quiet(np.sqrt), "inexact", hint=_INEXACT)
+defjvp(sqrt_p, lambda g, ans, x: L.div(g, L.mul(ans, 2.0)))
+register_lowering(sqrt_p, "cuda", C.math1("sqrt"))
+register_lowering(sqrt_p, "onnx", O.unary("Sqrt"))
+
+
 rsqrt_p = unop("rsqrt", _quiet(lambda x: 1 / np.sqrt(x)), "inexact", hint=_INEXACT)
+defjvp(rsqrt_p, lambda g, ans, x: L.mul(g, L.mul(L.div(ans, x), -0.5)))
+
+
+def _rsqrt_cuda(xs, in_dtypes, out_dtype):   # 1 / sqrt(x), both correctly rounded, as the impl
+    return f"({C.c_literal(1, in_dtypes[0])} / {C.float_fn('sqrt', in_dtypes[0])}({xs[0]}))"
+
+
+def _rsqrt_onnx(ctx, x):
+    return O.op(ctx, "Div", O.scalar(ctx, 1, ctx.in_avals[0].dtype), O.op(ctx, "Sqrt", x))
+
+
+register_lowering(rsqrt_p, "cuda", _rsqrt_cuda)
+register_lowering(rsqrt_p, "onnx", _rsqrt_onnx)
+
+
 cbrt_p = unop("cbrt", np.cbrt, "float", hint=_INEXACT)
+defjvp(cbrt_p, lambda g, ans, x: L.div(g, L.mul(L.square(ans), 3.0)))
+
+
+def _cbrt_onnx(ctx, x):
+    """|x| ** (1/3) refined by one Newton step (the rounded exponent 1/3 costs up to
+    ~|log x| * 1e-8 relative), with the sign of x; 0, inf and NaN pass through."""
+    dt = ctx.in_avals[0].dtype
+    ax = O.op(ctx, "Abs", x)
+    y = O.op(ctx, "Pow", ax, O.scalar(ctx, 1 / 3, dt))
+    step = O.op(ctx, "Sub", y, O.op(ctx, "Div", ax, O.op(ctx, "Mul", y, y)))
+    y = O.op(ctx, "Sub", y, O.op(ctx, "Div", step, O.scalar(ctx, 3, dt)))
+    y = O.where(ctx, O.op(ctx, "Less", x, O.scalar(ctx, 0, dt)), O.op(ctx, "Neg", y), y, dt,
+                signed_zeros=False)                # y != 0 here (x = 0 is passed through)
+    special = O.or_(ctx, O.eq(ctx, x, 0, dt), O.op(ctx, "IsInf", x))
+    return O.where(ctx, special, x, y, dt)
+
+
+register_lowering(cbrt_p, "cuda", C.math1("cbrt"))
+register_lowering(cbrt_p, "onnx", _cbrt_onnx)
+
+
 square_p = unop("square", _quiet(np.square))
+defjvp(square_p, lambda g, ans, x: L.mul(g, L.mul(x, 2.0)))
+
+
+def _square_cuda(xs, in_dtypes, out_dtype):
+    (x,), (d,) = xs, in_dtypes
+    return C.wrap("*", x, x, d) if C.is_int(d) else f"({x} * {x})"
+
+
+def _square_onnx(ctx, x):
+    return O.op(ctx, "Mul", x, x)
+
+
+register_lowering(square_p, "cuda", _square_cuda)
+register_lowering(square_p, "onnx", _square_onnx)
+
+
 reciprocal_p = unop("reciprocal", _quiet(np.reciprocal), "inexact", hint=_INEXACT)
+defjvp(reciprocal_p, lambda g, ans, x: L.neg(L.mul(g, L.square(ans))))
+
+
+def _reciprocal_cuda(xs, in_dtypes, out_dtype):
+    C.require_float("reciprocal", in_dtypes[0])
+    return f"({C.c_literal(1, in_dtypes[0])} / {xs[0]})"
+
+
+register_lowering(reciprocal_p, "cuda", _reciprocal_cuda)
+register_lowering(reciprocal_p, "onnx", O.unary("Reciprocal"))
+
+
 sin_p = unop("sin", _quiet(np.sin), "inexact", hint=_INEXACT)
+defjvp(sin_p, lambda g, ans, x: L.mul(g, L.cos(x)))
+register_lowering(sin_p, "cuda", C.math1("sin"))
+register_lowering(sin_p, "onnx", O.unary("Sin"))
+
+
 cos_p = unop("cos", _quiet(np.cos), "inexact", hint=_INEXACT)
+defjvp(cos_p, lambda g, ans, x: L.neg(L.mul(g, L.sin(x))))
+register_lowering(cos_p, "cuda", C.math1("cos"))
+register_lowering(cos_p, "onnx", O.unary("Cos"))
+
+
 tan_p = unop("tan", _quiet(np.tan), "inexact", hint=_INEXACT)
+defjvp(tan_p, lambda g, ans, x: L.mul(g, L.add(L.square(ans), 1.0)))
+register_lowering(tan_p, "cuda", C.math1("tan"))
+register_lowering(tan_p, "onnx", O.unary("Tan"))
+
+
 asin_p = unop("asin", _quiet(np.arcsin), "inexact", hint=_INEXACT)
+defjvp(asin_p, lambda g, ans, x: L.mul(g, L.rsqrt(L.sub(1.0, L.square(x)))))
+register_lowering(asin_p, "cuda", C.math1("asin"))
+register_lowering(asin_p, "onnx", O.unary("Asin"))
+
+
 acos_p = unop("acos", _quiet(np.arccos), "inexact", hint=_INEXACT)
+defjvp(acos_p, lambda g, ans, x: L.neg(L.mul(g, L.rsqrt(L.sub(1.0, L.square(x))))))
+register_lowering(acos_p, "cuda", C.math1("acos"))
+register_lowering(acos_p, "onnx", O.unary("Acos"))
+
+
 atan_p = unop("atan", _quiet(np.arctan), "inexact", hint=_INEXACT)
+defjvp(atan_p, lambda g, ans, x: L.div(g, L.add(L.square(x), 1.0)))
+register_lowering(atan_p, "cuda", C.math1("atan"))
+register_lowering(atan_p, "onnx", O.unary("Atan"))
+
+
 sinh_p = unop("sinh", _quiet(np.sinh), "inexact", hint=_INEXACT)
+defjvp(sinh_p, lambda g, ans, x: L.mul(g, L.cosh(x)))
+register_lowering(sinh_p, "cuda", C.math1("sinh"))
+register_lowering(sinh_p, "onnx", O.unary("Sinh"))
+
+
 cosh_p = unop("cosh", _quiet(np.cosh), "inexact", hint=_INEXACT)
+defjvp(cosh_p, lambda g, ans, x: L.mul(g, L.sinh(x)))
+register_lowering(cosh_p, "cuda", C.math1("cosh"))
+register_lowering(cosh_p, "onnx", O.unary("Cosh"))
+
+
 tanh_p = unop("tanh", np.tanh, "inexact", hint=_INEXACT)
+defjvp(tanh_p, lambda g, ans, x: L.mul(g, L.sub(1.0, L.square(ans))))
+register_lowering(tanh_p, "cuda", C.math1("tanh"))
+register_lowering(tanh_p, "onnx", O.unary("Tanh"))
+
+
 asinh_p = unop("asinh", np.arcsinh, "inexact", hint=_INEXACT)
+defjvp(asinh_p, lambda g, ans, x: L.mul(g, L.rsqrt(L.add(L.square(x), 1.0))))
+register_lowering(asinh_p, "cuda", C.math1("asinh"))
+register_lowering(asinh_p, "onnx", O.unary("Asinh"))
+
+
 acosh_p = unop("acosh", _quiet(np.arccosh), "inexact", hint=_INEXACT)
+defjvp(acosh_p, lambda g, ans, x: L.mul(g, L.rsqrt(L.mul(L.sub(x, 1.0), L.add(x, 1.0)))))
+register_lowering(acosh_p, "cuda", C.math1("acosh"))
+register_lowering(acosh_p, "onnx", O.unary("Acosh"))
+
+
 atanh_p = unop("atanh", _quiet(np.arctanh), "inexact", hint=_INEXACT)
+defjvp(atanh_p, lambda g, ans, x: L.div(g, L.sub(1.0, L.square(x))))
+register_lowering(atanh_p, "cuda", C.math1("atanh"))
+register_lowering(atanh_p, "onnx", O.unary("Atanh"))
+
+
 def _logistic_impl(x):
     # exp(-|x|) never overflows; e / (1 + e) keeps full relative accuracy for x < 0
     # (exp(-logaddexp(0, -x)) loses digits there: the error of the logaddexp term
@@ -84,36 +395,147 @@ def _logistic_impl(x):
 
 
 logistic_p = unop("logistic", _logistic_impl, "float", hint=_INEXACT)
+# s(x) (1 - s(x)) as s(x) s(-x): 1 - s(x) cancels for large x (at x = 15 in float32
+# it is off by 20%), s(-x) keeps full relative accuracy in both tails.
+defjvp(logistic_p, lambda g, ans, x: L.mul(g, L.mul(ans, logistic_p.bind(L.neg(x)))))
+
+
+def _logistic_cuda(xs, in_dtypes, out_dtype):
+    C.require_float("logistic", in_dtypes[0])
+    return f"fnx_logistic({xs[0]})"
+
+
+def _logistic_onnx(ctx, x):
+    # the impl's formula: e = exp(-|x|); 1 / (1 + e) for x >= 0, else e / (1 + e)
+    dt = ctx.in_avals[0].dtype
+    e = O.op(ctx, "Exp", O.op(ctx, "Neg", O.op(ctx, "Abs", x)))
+    den = O.op(ctx, "Add", O.scalar(ctx, 1, dt), e)
+    return O.where(ctx, O.op(ctx, "GreaterOrEqual", x, O.scalar(ctx, 0, dt)),
+                   O.op(ctx, "Div", O.scalar(ctx, 1, dt), den), O.op(ctx, "Div", e, den), dt,
+                   signed_zeros=False)                 # both are >= +0.0
+
+
+register_lowering(logistic_p, "cuda", _logistic_cuda)
+register_lowering(logistic_p, "onnx", _logistic_onnx)
+
+
 erf_p = unop("erf", special_math.erf, "float", hint=_INEXACT)
+defjvp(erf_p, lambda g, ans, x: L.mul(g, L.mul(L.exp(L.neg(L.square(x))), _TWO_OVER_SQRT_PI)))
+register_lowering(erf_p, "cuda", C.math1("erf"))
+register_lowering(erf_p, "onnx", O.unary("Erf"))
+
+
 erfc_p = unop("erfc", special_math.erfc, "float", hint=_INEXACT)
+defjvp(erfc_p, lambda g, ans, x: L.mul(g, L.mul(L.exp(L.neg(L.square(x))), -_TWO_OVER_SQRT_PI)))
+register_lowering(erfc_p, "cuda", C.math1("erfc"))
+# no ONNX rule: 1 - Erf(x) loses all relative accuracy for large x
+
+
 erf_inv_p = unop("erf_inv", special_math.erf_inv, "float", hint=_INEXACT)
+defjvp(erf_inv_p, lambda g, ans, x: L.mul(g, L.mul(L.exp(L.square(ans)), 1 / _TWO_OVER_SQRT_PI)))
+register_lowering(erf_inv_p, "cuda", C.math1("erfinv"))
+# no ONNX rule (no operator; a composed series would not stay within a few ulp)
+
+
 lgamma_p = unop("lgamma", special_math.lgamma, "float", hint=_INEXACT)
+defjvp(lgamma_p, lambda g, ans, x: L.mul(g, L.digamma(x)))
+register_lowering(lgamma_p, "cuda", C.math1("lgamma"))
+# no ONNX rule (no operator; a composed series would not stay within a few ulp)
+
+
 digamma_p = unop("digamma", special_math.digamma, "float", hint=_INEXACT)
+defjvp(digamma_p, lambda g, ans, x: L.mul(g, L.polygamma(1.0, x)))
+# no CUDA rule (no CUDA math function), no ONNX rule (no operator)
+
+
 is_finite_p = unop("is_finite", np.isfinite, "float", out_dtype=lambda d: dtypes.bool_)
+defjvp_zero(is_finite_p)
+
+
+def _is_finite_onnx(ctx, x):
+    return O.not_(ctx, O.or_(ctx, O.op(ctx, "IsNaN", x), O.op(ctx, "IsInf", x)))
+
+
+register_lowering(is_finite_p, "cuda", C.classify("isfinite"))
+register_lowering(is_finite_p, "onnx", _is_finite_onnx)
+
+
 isinf_p = unop("isinf", np.isinf, "float", out_dtype=lambda d: dtypes.bool_)
+defjvp_zero(isinf_p)
+register_lowering(isinf_p, "cuda", C.classify("isinf"))
+register_lowering(isinf_p, "onnx", O.unary("IsInf"))
+
+
 isnan_p = unop("isnan", np.isnan, "float", out_dtype=lambda d: dtypes.bool_)
+defjvp_zero(isnan_p)
+register_lowering(isnan_p, "cuda", C.classify("isnan"))
+register_lowering(isnan_p, "onnx", O.unary("IsNaN"))
+
+
 not_p = unop("not", np.invert, "intbool")
+defjvp_zero(not_p)
+
+
+def _not_cuda(xs, in_dtypes, out_dtype):
+    (x,), (d,) = xs, in_dtypes
+    if d.kind == "b":
+        return f"(!{x})"
+    if not C.is_int(d):
+        raise C.KernelUnsupported(f"not: the kernel takes bool or integers, got {d.name}")
+    return f"({C.cuda_type(d)})(~{x})"
+
+
+def _not_onnx(ctx, x):
+    return O.op(ctx, "Not" if ctx.in_avals[0].dtype == O.BOOL else "BitwiseNot", x)
+
+
+register_lowering(not_p, "cuda", _not_cuda)
+register_lowering(not_p, "onnx", _not_onnx)
+
+
 real_p = unop("real", np.real, "any", out_dtype=_real_dtype)
+_weak_real_part(real_p)
+deflinear(real_p)
+real_p.transpose = lambda ct, x: [_convert_ct(ct, x)]
+register_lowering(real_p, "cuda", C.identity)
+register_lowering(real_p, "onnx", O.identity)
+
+
 imag_p = unop("imag", np.imag, "any", out_dtype=_real_dtype)
+_weak_real_part(imag_p)
+deflinear(imag_p)
+# imag(z) = Re(-i z): with the pairing Re(ct * dz) its transpose is ct -> -i ct (as JAX's)
+imag_p.transpose = lambda ct, x: [L.mul(_convert_ct(ct, x), -1j) if x.dtype.kind == "c"
+                                   else None]   # imag of a real operand is constant 0
 
 
-def _weak_real_part(p):
-    """As JAX: the real result of a weakly typed complex value (``abs(1 + 2j)``,
-    ``real(1j)``) is weakly typed too, so it takes the other operand's float type."""
-    rule = p.shape_rule
-
-    def shape_rule(x):
-        out = rule(x)
-        return ShapeDtypeStruct(out.shape, out.dtype, x.weak_type)
-    p.shape_rule = shape_rule
+def _imag_cuda(xs, in_dtypes, out_dtype):      # the imaginary part of a real number
+    return C.c_literal(0, out_dtype)
 
 
-for _p in (abs_p, real_p, imag_p):
-    _weak_real_part(_p)
+def _imag_onnx(ctx, x):
+    # real operands only (complex is rejected): the imaginary part is 0
+    out = ctx.out_avals[0]
+    return O.full(ctx, 0, out.dtype, out.shape)
+
+
+register_lowering(imag_p, "cuda", _imag_cuda)
+register_lowering(imag_p, "onnx", _imag_onnx)
+
+
 conj_p = unop("conj", lambda x: np.conjugate(x) if x.dtype.kind == "c" else x,
-               "any")  # np.conjugate turns bool into int8
+              "any")  # np.conjugate turns bool into int8
+deflinear(conj_p)
+conj_p.transpose = lambda ct, x: [L.conj(ct)]
+register_lowering(conj_p, "cuda", C.identity)
+register_lowering(conj_p, "onnx", O.identity)
+
+
 stop_gradient_p = unop("stop_gradient", lambda x: x, "any")  # identity whose derivative is 0
 stop_gradient_p.numpy_codegen = lambda ins, params, bind_global, *avals: ins[0]
+defjvp_zero(stop_gradient_p)
+register_lowering(stop_gradient_p, "cuda", C.identity)
+register_lowering(stop_gradient_p, "onnx", O.identity)
 
 
 def _round_impl(x, *, rounding_method=0):
@@ -137,6 +559,31 @@ def _round_rule(rule):
 
 
 round_p.shape_rule = _round_rule(round_p.shape_rule)
+defjvp_zero(round_p)
+batch_elementwise(round_p)
+
+
+def _round_cuda(xs, in_dtypes, out_dtype, *, rounding_method=0):
+    fn = {0: "round", 1: "rint"}.get(rounding_method)
+    if fn is None:
+        raise C.KernelUnsupported(f"round: rounding_method {rounding_method!r} has no kernel")
+    return f"{C.float_fn(fn, in_dtypes[0])}({xs[0]})"
+
+
+def _round_onnx(ctx, x, *, rounding_method=0):
+    if rounding_method == 1:
+        return O.op(ctx, "Round", x)          # ONNX Round: half to even
+    # half away from zero, as the impl: r = trunc(x); r + sign(x) where |x - r| >= 0.5
+    dt = ctx.in_avals[0].dtype
+    r = O.where(ctx, O.op(ctx, "Less", x, O.scalar(ctx, 0, dt)), O.op(ctx, "Ceil", x),
+                O.op(ctx, "Floor", x), dt)
+    up = O.op(ctx, "GreaterOrEqual", O.op(ctx, "Abs", O.op(ctx, "Sub", x, r)),
+              O.scalar(ctx, 0.5, dt))
+    return O.where(ctx, up, O.op(ctx, "Add", r, O.op(ctx, "Sign", x)), r, dt)
+
+
+register_lowering(round_p, "cuda", _round_cuda)
+register_lowering(round_p, "onnx", _round_onnx)
 
 
 def _integer_pow_rule(x, *, y):
@@ -167,11 +614,124 @@ def _integer_pow_impl(x, *, y):
 
 integer_pow_p = Primitive("integer_pow", shape_rule=_integer_pow_rule,
                           impl=_quiet(_integer_pow_impl))
+defjvp(integer_pow_p, lambda g, ans, x, *, y: (
+    L.mul(g, L.mul(L.integer_pow(x, y - 1), float(y))) if y != 0 else None))
+batch_elementwise(integer_pow_p)
 
-# --- binary ----------------------------------------------------------------------
+
+def _integer_pow_cuda(xs, in_dtypes, out_dtype, *, y):
+    (x,), (d,) = xs, in_dtypes
+    if C.is_int(d):
+        if d == np.uint64:
+            raise C.KernelUnsupported(
+                "integer_pow: on uint64 the NumPy impl computes in float64 (np.power of "
+                "uint64 and int64), which no integer kernel reproduces")
+        if not -2**63 <= y < 2**63:
+            raise C.KernelUnsupported(f"integer_pow: exponent {y} does not fit in 64 bits")
+        return (f"fnx_ipow<{C.cuda_type(d)}, {C.wide_unsigned_type(d)}, long long>"
+                f"({x}, {C.c_literal(y, np.int64)})")
+    # np.power with a scalar exponent takes these shortcuts (x * x is also the impl's
+    # np.square); any other exponent goes to pow
+    if y == 2:
+        return f"({x} * {x})"
+    if y == 1:
+        return x
+    if y == -1:
+        return f"({C.c_literal(1, d)} / {x})"
+    return f"{C.float_fn('pow', d)}({x}, {C.c_literal(y, d)})"
+
+
+def _onnx_int_power_static(ctx, x, y, dt, shape):
+    """x ** y for a Python int y >= 0 by repeated squaring (wraps like NumPy)."""
+    if y == 0:
+        return O.full(ctx, 1, dt, shape)
+    result, base = None, x
+    while True:
+        if y & 1:
+            result = base if result is None else O.op(ctx, "Mul", result, base)
+        y >>= 1
+        if not y:
+            return result
+        base = O.op(ctx, "Mul", base, base)
+
+
+def _onnx_negative_power(ctx, x, odd, dt, shape):
+    """Integer x ** y for y < 0 (JAX's rule): 1 for x == 1, (-1) ** y for x == -1, else 0.
+    ``odd``: a bool name (or Python bool) telling whether y is odd."""
+    one, zero = O.full(ctx, 1, dt, shape), O.full(ctx, 0, dt, shape)
+    out = zero
+    if dt.kind == "i":
+        if isinstance(odd, bool):
+            minus = O.scalar(ctx, -1 if odd else 1, dt)
+        else:
+            minus = O.where(ctx, odd, O.scalar(ctx, -1, dt), O.scalar(ctx, 1, dt), dt)
+        out = O.where(ctx, O.eq(ctx, x, -1, dt), minus, out, dt)
+    return O.where(ctx, O.eq(ctx, x, 1, dt), one, out, dt)
+
+
+def _integer_pow_onnx(ctx, x, *, y):
+    a = ctx.in_avals[0]
+    dt = a.dtype
+    if O.is_int(dt):
+        if y >= 0:
+            return _onnx_int_power_static(ctx, x, y, dt, a.shape)
+        return _onnx_negative_power(ctx, x, bool(y % 2), dt, a.shape)
+    if y == 2:
+        return O.op(ctx, "Mul", x, x)          # the impl uses np.square for y == 2
+    return O.op(ctx, "Pow", x, O.scalar(ctx, y, dt))
+
+
+register_lowering(integer_pow_p, "cuda", _integer_pow_cuda)
+register_lowering(integer_pow_p, "onnx", _integer_pow_onnx)
+
+
+# === binary =====================================================================================
+
 add_p = binop("add", _quiet(np.add))
+defjvp(add_p, lambda g, ans, x, y: g, lambda g, ans, x, y: g)
+add_p.transpose = lambda ct, x, y: [unbroadcast(ct, x) if is_linear(x) else None,
+                                    unbroadcast(ct, y) if is_linear(y) else None]
+register_lowering(add_p, "cuda", C.arith("+"))
+register_lowering(add_p, "onnx", O.binary("Add"))
+
+
 sub_p = binop("sub", _quiet(np.subtract))
+defjvp(sub_p, lambda g, ans, x, y: g, lambda g, ans, x, y: L.neg(g))
+sub_p.transpose = lambda ct, x, y: [unbroadcast(ct, x) if is_linear(x) else None,
+                                    unbroadcast(L.neg(ct), y) if is_linear(y) else None]
+register_lowering(sub_p, "cuda", C.arith("-"))
+register_lowering(sub_p, "onnx", O.binary("Sub"))
+
+
 mul_p = binop("mul", _quiet(np.multiply))
+defjvp(mul_p, lambda g, ans, x, y: L.mul(g, y), lambda g, ans, x, y: L.mul(x, g))
+mul_p.transpose = lambda ct, x, y: (
+    [unbroadcast(L.mul(ct, y), x), None] if is_linear(x) else [None, unbroadcast(L.mul(x, ct), y)])
+register_lowering(mul_p, "cuda", C.arith("*"))
+register_lowering(mul_p, "onnx", O.binary("Mul"))
+
+
+def _onnx_safe_divisor(ctx, y, dt):
+    """(y == 0, y == -1 or None, divisor): the divisor with 0 and -1 replaced by 1, so
+    integer Div/Mod never divides by zero or overflows (INT_MIN / -1)."""
+    zero = O.eq(ctx, y, 0, dt)
+    minus_one = O.eq(ctx, y, -1, dt) if dt.kind == "i" else None
+    bad = zero if minus_one is None else O.or_(ctx, zero, minus_one)
+    return zero, minus_one, O.where(ctx, bad, O.scalar(ctx, 1, dt), y, dt)
+
+
+def _onnx_int_quotient(ctx, x, y, dt, floor):
+    zero, minus_one, ys = _onnx_safe_divisor(ctx, y, dt)
+    q = O.op(ctx, "Div", x, ys)                       # truncates toward zero
+    if floor and dt.kind == "i":
+        r = O.op(ctx, "Mod", x, ys, fmod=1)
+        signs_differ = O.op(ctx, "Xor", O.op(ctx, "Less", x, O.scalar(ctx, 0, dt)),
+                            O.op(ctx, "Less", ys, O.scalar(ctx, 0, dt)))
+        fix = O.and_(ctx, O.not_(ctx, O.eq(ctx, r, 0, dt)), signs_differ)
+        q = O.op(ctx, "Sub", q, O.cast(ctx, fix, O.BOOL, dt))
+    if minus_one is not None:                        # x / -1 = -x (INT_MIN wraps)
+        q = O.where(ctx, minus_one, O.op(ctx, "Sub", O.scalar(ctx, 0, dt), x), q, dt)
+    return O.where(ctx, zero, O.scalar(ctx, 0, dt), q, dt)  # x / 0 = 0, as NumPy
 
 
 def _div_impl(x, y):
@@ -185,8 +745,67 @@ def _div_impl(x, y):
 
 
 div_p = binop("div", _div_impl)                  # integer division truncates toward zero
+defjvp(div_p, lambda g, ans, x, y: L.div(g, y),
+       lambda g, ans, x, y: L.neg(L.mul(g, L.div(ans, y))))
+div_p.transpose = lambda ct, x, y: [unbroadcast(L.div(ct, y), x), None]
+
+
+def _div_onnx(ctx, x, y):
+    dt = ctx.in_avals[0].dtype
+    if O.is_int(dt):
+        return _onnx_int_quotient(ctx, x, y, dt, floor=False)
+    return O.op(ctx, "Div", x, y)
+
+
+register_lowering(div_p, "cuda", C.int_helper("fnx_idiv", "({a} / {b})"))
+register_lowering(div_p, "onnx", _div_onnx)
+
+
 rem_p = binop("rem", _quiet(np.fmod), "realnum")  # sign of the dividend, like C
+defjvp(rem_p, lambda g, ans, x, y: g,
+       lambda g, ans, x, y: L.neg(L.mul(g, L.round(L.div(L.sub(x, ans), y)))))
+
+
+def _rem_onnx(ctx, x, y):
+    dt = ctx.in_avals[0].dtype
+    if O.is_int(dt):
+        _, _, ys = _onnx_safe_divisor(ctx, y, dt)          # x % 0 = 0 and x % -1 = 0
+        return O.op(ctx, "Mod", x, ys, fmod=1)
+    return O.op(ctx, "Mod", x, y, fmod=1)
+
+
+register_lowering(rem_p, "cuda", C.int_helper("fnx_irem", "fmod{f}({a}, {b})",
+                                              with_unsigned=False))
+register_lowering(rem_p, "onnx", _rem_onnx)
+
+
 floor_divide_p = binop("floor_divide", _quiet(np.floor_divide), "realnum")
+defjvp_zero(floor_divide_p)
+
+
+def _floor_divide_onnx(ctx, x, y):
+    dt = ctx.in_avals[0].dtype
+    if O.is_int(dt):
+        return _onnx_int_quotient(ctx, x, y, dt, floor=True)
+    # NumPy's npy_floor_divide / npy_divmod, step by step
+    k = lambda v: O.scalar(ctx, v, dt)  # noqa: E731
+    mod = O.op(ctx, "Mod", x, y, fmod=1)
+    div = O.op(ctx, "Div", O.op(ctx, "Sub", x, mod), y)
+    adjust = O.and_(ctx, O.not_(ctx, O.eq(ctx, mod, 0, dt)),
+                    O.op(ctx, "Xor", O.op(ctx, "Less", y, k(0)), O.op(ctx, "Less", mod, k(0))))
+    div = O.where(ctx, adjust, O.op(ctx, "Sub", div, k(1)), div, dt)
+    floor = O.op(ctx, "Floor", div)
+    floor = O.where(ctx, O.op(ctx, "Greater", O.op(ctx, "Sub", div, floor), k(0.5)),
+                    O.op(ctx, "Add", floor, k(1)), floor, dt)
+    quotient = O.op(ctx, "Div", x, y)
+    signed_zero = O.where(ctx, O.signbit(ctx, quotient, dt), k(-0.0), k(0.0), dt)
+    out = O.where(ctx, O.eq(ctx, div, 0, dt), signed_zero, floor, dt)
+    return O.where(ctx, O.eq(ctx, y, 0, dt), quotient, out, dt)
+
+
+register_lowering(floor_divide_p, "cuda",
+                  C.int_helper("fnx_ifloordiv", "fnx_ffloordiv({a}, {b})"))
+register_lowering(floor_divide_p, "onnx", _floor_divide_onnx)
 
 
 def _pow_impl(x, y):
@@ -197,13 +816,159 @@ def _pow_impl(x, y):
 
 
 pow_p = binop("pow", _pow_impl)
+defjvp(pow_p,
+       lambda g, ans, x, y: L.mul(g, L.mul(y, L.pow(x, L.sub(y, 1.0)))),
+       lambda g, ans, x, y: L.mul(g, L.mul(ans, L.log(L.select(L.eq(x, 0.0), L.add(
+           L.mul(x, 0.0), 1.0), x)))))
+
+
+def _pow_cuda(xs, in_dtypes, out_dtype):
+    (a, b), d = xs, in_dtypes[0]
+    if C.is_int(d):
+        t = C.cuda_type(d)
+        return f"fnx_ipow<{t}, {C.wide_unsigned_type(d)}, {t}>({a}, {b})"
+    return f"{C.float_fn('pow', d)}({a}, {b})"
+
+
+def _pow_onnx(ctx, x, y):
+    a = ctx.out_avals[0]
+    dt = a.dtype
+    if not O.is_int(dt):
+        return O.op(ctx, "Pow", x, y)
+    # integers: square and multiply over the bits of max(y, 0), wrapping like NumPy
+    shape = a.shape
+    x = O.op(ctx, "Expand", x, O.ints(ctx, shape))
+    y_pos = O.extremum(ctx, y, O.scalar(ctx, 0, dt), dt) if dt.kind == "i" else y
+    nbits = dt.itemsize * 8 - (1 if dt.kind == "i" else 0)
+    result, base = O.full(ctx, 1, dt, shape), x
+    for bit in range(nbits):
+        set_ = O.not_(ctx, O.eq(ctx, O.op(ctx, "BitwiseAnd", y_pos,
+                                          O.scalar(ctx, 1 << bit, dt)), 0, dt))
+        result = O.where(ctx, set_, O.op(ctx, "Mul", result, base), result, dt)
+        if bit < nbits - 1:
+            base = O.op(ctx, "Mul", base, base)
+    if dt.kind == "u":
+        return result
+    odd = O.not_(ctx, O.eq(ctx, O.op(ctx, "BitwiseAnd", y, O.scalar(ctx, 1, dt)), 0, dt))
+    negative = O.op(ctx, "Less", y, O.scalar(ctx, 0, dt))
+    return O.where(ctx, negative, _onnx_negative_power(ctx, x, odd, dt, shape), result, dt)
+
+
+register_lowering(pow_p, "cuda", _pow_cuda)
+register_lowering(pow_p, "onnx", _pow_onnx)
+
+
+def _tie_weight(a, b):
+    """1 where a > b, 1/2 where equal, 0 where less (max's derivative splits ties)."""
+    one = L.convert_element_type(L.gt(a, b), a.dtype)
+    half = L.mul(L.convert_element_type(L.eq(a, b), a.dtype), 0.5)
+    return L.add(one, half)
+
+
+def _extremum_onnx(op_type):
+    def lower(ctx, x, y):
+        return O.extremum(ctx, x, y, ctx.in_avals[0].dtype, op_type)
+    lower.__name__ = f"lower_{op_type}"
+    return lower
+
+
 max_p = binop("max", np.maximum, "any")
+defjvp(max_p, lambda g, ans, x, y: L.mul(g, _tie_weight(x, y)),
+       lambda g, ans, x, y: L.mul(g, _tie_weight(y, x)))
+register_lowering(max_p, "cuda", C.call2("fnx_max"))
+register_lowering(max_p, "onnx", _extremum_onnx("Max"))
+
+
 min_p = binop("min", np.minimum, "any")
+defjvp(min_p, lambda g, ans, x, y: L.mul(g, _tie_weight(y, x)),
+       lambda g, ans, x, y: L.mul(g, _tie_weight(x, y)))
+register_lowering(min_p, "cuda", C.call2("fnx_min"))
+register_lowering(min_p, "onnx", _extremum_onnx("Min"))
+
+
 atan2_p = binop("atan2", _quiet(np.arctan2), "float")
+defjvp(atan2_p, lambda g, ans, x, y: L.mul(g, L.div(y, L.add(L.square(x), L.square(y)))),
+       lambda g, ans, x, y: L.mul(g, L.div(L.neg(x), L.add(L.square(x), L.square(y)))))
+
+
+def _atan2_onnx(ctx, x, y):
+    """atan2(x, y) (x the numerator, as np.arctan2): Atan(x / y), moved by +-pi when y
+    is negative (-0.0 included); both zero or both infinite are first replaced by
+    values with the same signs (+-0 / +-1, +-1 / +-1) that give the IEEE results."""
+    dt = ctx.in_avals[0].dtype
+    k = lambda v: O.scalar(ctx, v, dt)  # noqa: E731
+    neg_x, neg_y = O.signbit(ctx, x, dt), O.signbit(ctx, y, dt)
+    unit_x = O.where(ctx, neg_x, k(-1), k(1), dt, signed_zeros=False)
+    unit_y = O.where(ctx, neg_y, k(-1), k(1), dt, signed_zeros=False)
+    both_inf = O.and_(ctx, O.op(ctx, "IsInf", x), O.op(ctx, "IsInf", y))
+    both_zero = O.and_(ctx, O.eq(ctx, x, 0, dt), O.eq(ctx, y, 0, dt))
+    num = O.where(ctx, both_inf, unit_x, x, dt)
+    den = O.where(ctx, O.or_(ctx, both_inf, both_zero), unit_y, y, dt)
+    t = O.op(ctx, "Atan", O.op(ctx, "Div", num, den))
+    shift = O.where(ctx, neg_x, k(-math.pi), k(math.pi), dt, signed_zeros=False)
+    return O.where(ctx, neg_y, O.op(ctx, "Add", t, shift), t, dt)
+
+
+register_lowering(atan2_p, "cuda", C.math2("atan2"))
+register_lowering(atan2_p, "onnx", _atan2_onnx)
+
+
 hypot_p = binop("hypot", np.hypot, "float")
+defjvp(hypot_p, lambda g, ans, x, y: L.mul(g, L.div(x, ans)),
+       lambda g, ans, x, y: L.mul(g, L.div(y, ans)))
+
+
+def _hypot_onnx(ctx, x, y):
+    """m * sqrt(1 + (n / m) ** 2) with m = max(|x|, |y|), n = min: no overflow; inf
+    wins over NaN, as C's hypot."""
+    dt = ctx.in_avals[0].dtype
+    ax, ay = O.op(ctx, "Abs", x), O.op(ctx, "Abs", y)
+    m, n = O.op(ctx, "Max", ax, ay), O.op(ctx, "Min", ax, ay)
+    r = O.op(ctx, "Div", n, m)
+    h = O.op(ctx, "Mul", m, O.op(ctx, "Sqrt", O.op(ctx, "Add", O.scalar(ctx, 1, dt),
+                                                    O.op(ctx, "Mul", r, r))))
+    h = O.where(ctx, O.eq(ctx, m, 0, dt), O.scalar(ctx, 0, dt), h, dt,
+                signed_zeros=False)                                         # >= +0
+    inf = O.or_(ctx, O.op(ctx, "IsInf", x), O.op(ctx, "IsInf", y))
+    return O.where(ctx, inf, O.scalar(ctx, np.inf, dt), h, dt, signed_zeros=False)
+
+
+register_lowering(hypot_p, "cuda", C.math2("hypot"))
+register_lowering(hypot_p, "onnx", _hypot_onnx)
+
+
 copysign_p = binop("copysign", np.copysign, "float")
+defjvp(copysign_p, lambda g, ans, x, y: L.mul(g, L.mul(L.sign(x), L.sign(ans))), None)
+register_lowering(copysign_p, "cuda", C.math2("copysign"))
+# no ONNX rule: ONNX cannot read the sign bit of a NaN (it has no bitcast)
+
+
 nextafter_p = binop("nextafter", np.nextafter, "float")
+defjvp_zero(nextafter_p)
+register_lowering(nextafter_p, "cuda", C.math2("nextafter"))
+# no ONNX rule: it needs the bit pattern of the float, which ONNX cannot access
+
+
 logaddexp_p = binop("logaddexp", _quiet(np.logaddexp), "float")
+# d/dx logaddexp(x, y) = exp(x - ans) = logistic(x - y): the logistic keeps full relative
+# accuracy when x << y, where x - ans cancels (float32 second derivatives off by 1%).
+defjvp(logaddexp_p, lambda g, ans, x, y: L.mul(g, logistic_p.bind(L.sub(x, y))),
+       lambda g, ans, x, y: L.mul(g, logistic_p.bind(L.sub(y, x))))
+
+
+def _logaddexp_cuda(xs, in_dtypes, out_dtype):
+    C.require_float("logaddexp", in_dtypes[0])
+    return f"fnx_logaddexp({xs[0]}, {xs[1]})"
+
+
+def _logaddexp_onnx(ctx, x, y):
+    return O.logaddexp(ctx, x, y, ctx.in_avals[0].dtype)
+
+
+register_lowering(logaddexp_p, "cuda", _logaddexp_cuda)
+register_lowering(logaddexp_p, "onnx", _logaddexp_onnx)
+
+
 # polygamma(m, x): the m-th derivative of digamma; m is integer-valued, of x's dtype
 # (JAX's form). Non-integer or negative m gives NaN (special_math.polygamma).
 polygamma_p = binop("polygamma", special_math.polygamma, "float", hint=_INEXACT)
@@ -219,15 +984,83 @@ def _polygamma_shape_rule(m, x):
 
 
 polygamma_p.shape_rule = _polygamma_shape_rule
+
+
+def _polygamma_order_jvp(g, ans, m, x):
+    raise ValueError("polygamma: the derivative with respect to the order m is not defined "
+                     "(m is integer-valued); pass m as a constant or wrap it in "
+                     "lax.stop_gradient")
+
+
+defjvp(polygamma_p, _polygamma_order_jvp,
+       lambda g, ans, m, x: L.mul(g, L.polygamma(L.add(m, 1.0), x)))
+# no CUDA rule (no CUDA math function), no ONNX rule (no operator)
+
+
+# --- comparisons ---------------------------------------------------------------------------------
+
+def _eq_onnx(ctx, x, y):
+    return O.op(ctx, "Equal", x, y)
+
+
+def _ne_onnx(ctx, x, y):
+    return O.not_(ctx, O.op(ctx, "Equal", x, y))
+
+
 eq_p = binop("eq", np.equal, "any", out_dtype=dtypes.bool_)
+defjvp_zero(eq_p)
+register_lowering(eq_p, "cuda", C.compare("=="))
+register_lowering(eq_p, "onnx", _eq_onnx)
+
+
 ne_p = binop("ne", np.not_equal, "any", out_dtype=dtypes.bool_)
+defjvp_zero(ne_p)
+register_lowering(ne_p, "cuda", C.compare("!="))
+register_lowering(ne_p, "onnx", _ne_onnx)
+
+
 lt_p = binop("lt", np.less, "real", out_dtype=dtypes.bool_)
+defjvp_zero(lt_p)
+register_lowering(lt_p, "cuda", C.compare("<"))
+register_lowering(lt_p, "onnx", O.comparison("Less"))
+
+
 le_p = binop("le", np.less_equal, "real", out_dtype=dtypes.bool_)
+defjvp_zero(le_p)
+register_lowering(le_p, "cuda", C.compare("<="))
+register_lowering(le_p, "onnx", O.comparison("LessOrEqual"))
+
+
 gt_p = binop("gt", np.greater, "real", out_dtype=dtypes.bool_)
+defjvp_zero(gt_p)
+register_lowering(gt_p, "cuda", C.compare(">"))
+register_lowering(gt_p, "onnx", O.comparison("Greater"))
+
+
 ge_p = binop("ge", np.greater_equal, "real", out_dtype=dtypes.bool_)
+defjvp_zero(ge_p)
+register_lowering(ge_p, "cuda", C.compare(">="))
+register_lowering(ge_p, "onnx", O.comparison("GreaterOrEqual"))
+
+
+# --- bitwise -------------------------------------------------------------------------------------
+
 and_p = binop("and", np.bitwise_and, "intbool")
+defjvp_zero(and_p)
+register_lowering(and_p, "cuda", C.bitwise("&"))
+register_lowering(and_p, "onnx", O.logic("And", "BitwiseAnd"))
+
+
 or_p = binop("or", np.bitwise_or, "intbool")
+defjvp_zero(or_p)
+register_lowering(or_p, "cuda", C.bitwise("|"))
+register_lowering(or_p, "onnx", O.logic("Or", "BitwiseOr"))
+
+
 xor_p = binop("xor", np.bitwise_xor, "intbool")
+defjvp_zero(xor_p)
+register_lowering(xor_p, "cuda", C.bitwise("^"))
+register_lowering(xor_p, "onnx", O.logic("Xor", "BitwiseXor"))
 
 
 def _shift_impl(kind):
@@ -246,12 +1079,73 @@ def _shift_impl(kind):
     return impl
 
 
+def _shift_cuda(kind):
+    """Shifts; an amount < 0 or >= the bit width fills with 0 (or the sign)."""
+    def kernel(xs, in_dtypes, out_dtype):
+        (x, s), d = xs, in_dtypes[0]
+        if not C.is_int(d):
+            raise C.KernelUnsupported(f"shift: the kernel takes integers, got {d.name}")
+        t, bits = C.cuda_type(d), d.itemsize * 8
+        big = f"{s} >= {bits}" + (f" || {s} < 0" if C.is_signed(d) else "")
+        if kind == "left":
+            fill, shifted = f"({t})0", f"({t})(({C.wide_unsigned_type(d)}){x} << {s})"
+        elif kind == "arith":     # >> of a signed value is arithmetic in CUDA and g++
+            fill = f"({x} < 0 ? ({t})-1 : ({t})0)" if C.is_signed(d) else f"({t})0"
+            shifted = f"({t})({x} >> {s})"
+        else:
+            fill, shifted = f"({t})0", f"({t})(({C.unsigned_type(d)}){x} >> {s})"
+        return f"(({big}) ? {fill} : {shifted})"
+    kernel.__name__ = f"shift_{kind}_kernel"
+    return kernel
+
+
+def _shift_onnx(kind):
+    def lower(ctx, x, s):
+        dt = ctx.out_avals[0].dtype
+        bits = dt.itemsize * 8
+        u = np.dtype(f"u{dt.itemsize}")
+        big = O.op(ctx, "GreaterOrEqual", s, O.scalar(ctx, bits, dt))
+        if dt.kind == "i":
+            big = O.or_(ctx, big, O.op(ctx, "Less", s, O.scalar(ctx, 0, dt)))
+        s_ok = O.cast(ctx, O.where(ctx, big, O.scalar(ctx, 0, dt), s, dt), dt, u)
+        zero = O.scalar(ctx, 0, dt)
+        if kind == "left":
+            r = O.op(ctx, "BitShift", O.cast(ctx, x, dt, u), s_ok, direction="LEFT")
+            return O.where(ctx, big, zero, O.cast(ctx, r, u, dt), dt)
+        if kind == "logical" or dt.kind == "u":
+            r = O.op(ctx, "BitShift", O.cast(ctx, x, dt, u), s_ok, direction="RIGHT")
+            return O.where(ctx, big, zero, O.cast(ctx, r, u, dt), dt)
+        # arithmetic shift of a signed value: shift ~x for negative x and invert back
+        neg = O.op(ctx, "Less", x, zero)
+        flipped = O.where(ctx, neg, O.op(ctx, "BitwiseNot", x), x, dt)
+        r = O.cast(ctx, O.op(ctx, "BitShift", O.cast(ctx, flipped, dt, u), s_ok,
+                             direction="RIGHT"), u, dt)
+        r = O.where(ctx, neg, O.op(ctx, "BitwiseNot", r), r, dt)
+        fill = O.where(ctx, neg, O.scalar(ctx, -1, dt), zero, dt)
+        return O.where(ctx, big, fill, r, dt)
+    lower.__name__ = f"lower_shift_{kind}"
+    return lower
+
+
 shift_left_p = binop("shift_left", _shift_impl("left"), "int")
+defjvp_zero(shift_left_p)
+register_lowering(shift_left_p, "cuda", _shift_cuda("left"))
+register_lowering(shift_left_p, "onnx", _shift_onnx("left"))
+
+
 shift_right_arithmetic_p = binop("shift_right_arithmetic", _shift_impl("arith"), "int")
+defjvp_zero(shift_right_arithmetic_p)
+register_lowering(shift_right_arithmetic_p, "cuda", _shift_cuda("arith"))
+register_lowering(shift_right_arithmetic_p, "onnx", _shift_onnx("arithmetic"))
+
+
 shift_right_logical_p = binop("shift_right_logical", _shift_impl("logical"), "int")
+defjvp_zero(shift_right_logical_p)
+register_lowering(shift_right_logical_p, "cuda", _shift_cuda("logical"))
+register_lowering(shift_right_logical_p, "onnx", _shift_onnx("logical"))
 
 
-# --- select, clamp, convert ----------------------------------------------------------
+# === select, clamp, convert =====================================================================
 
 def _select_n_rule(which, *cases):
     if not cases:
@@ -301,6 +1195,67 @@ select_n_p = Primitive("select_n", shape_rule=_select_n_rule, impl=_select_n_imp
 select_n_p.numpy_broadcasts = True  # its impl broadcasts operands (see numpy_codegen)
 
 
+def _select_n_jvp(primals, tangents):
+    which, *cases = primals
+    out = select_n_p.bind(which, *cases)
+    if all(t is None for t in tangents[1:]):
+        return out, None
+    ts = [instantiate(t, c) for t, c in zip(tangents[1:], cases)]
+    return out, select_n_p.bind(which, *ts)
+
+
+select_n_p.jvp = _select_n_jvp
+
+
+def _select_n_transpose(ct, which, *cases):
+    zero = L.full_like(ct, 0)   # real zeros: ct * 0 is NaN where ct is inf
+    out = [None]
+    for i, c in enumerate(cases):
+        if not is_linear(c):
+            out.append(None)
+        elif which.dtype == np.bool_:
+            out.append(L.select(which, ct, zero) if i == 1 else L.select(which, zero, ct))
+        else:
+            out.append(L.select(L.eq(which, i), ct, zero))
+    return out
+
+
+select_n_p.transpose = _select_n_transpose
+batch_elementwise(select_n_p)
+
+
+def _select_n_cuda(xs, in_dtypes, out_dtype):
+    which, *cases = xs
+    if len(cases) == 1:
+        return cases[0]
+    if in_dtypes[0].kind == "b":
+        return f"({which} ? {cases[1]} : {cases[0]})"
+    # an int32 selector is clipped into range, as np.choose(np.clip(which, 0, n - 1), cases)
+    expr = cases[-1]
+    for i in range(len(cases) - 2, -1, -1):
+        expr = f"({which} <= {i} ? {cases[i]} : {expr})"
+    return expr
+
+
+def _select_n_onnx(ctx, which, *cases):
+    dt = ctx.out_avals[0].dtype
+    if len(cases) == 1:
+        return cases[0]
+    if ctx.in_avals[0].dtype == O.BOOL:
+        return O.where(ctx, which, cases[1], cases[0], dt)
+    n = len(cases)
+    w = O.op(ctx, "Max", O.op(ctx, "Min", which, O.scalar(ctx, n - 1, O.I32)),
+             O.scalar(ctx, 0, O.I32))
+    out = cases[-1]
+    for i in range(n - 2, -1, -1):
+        out = O.where(ctx, O.eq(ctx, w, i, O.I32), cases[i], out, dt)
+    return out
+
+
+register_lowering(select_n_p, "cuda", _select_n_cuda)
+register_lowering(select_n_p, "onnx", _select_n_onnx)
+
+
 def _clamp_rule(lo, x, hi):
     for b in (lo, hi):
         if b.dtype != x.dtype or b.shape not in ((), x.shape):
@@ -313,6 +1268,38 @@ def _clamp_rule(lo, x, hi):
 
 clamp_p = Primitive("clamp", shape_rule=_clamp_rule,
                     impl=lambda lo, x, hi: np.minimum(np.maximum(x, lo), hi))
+
+
+def _clamp_jvp(primals, tangents):
+    lo, x, hi = primals
+    out = clamp_p.bind(lo, x, hi)
+    parts = []
+    for t, mask in ((tangents[0], L.lt(x, lo)), (tangents[1], L.bitwise_and(L.ge(x, lo),
+                                                                             L.le(x, hi))),
+                    (tangents[2], L.gt(x, hi))):
+        if t is not None:
+            if t.shape != out.shape:
+                t = L.broadcast_in_dim(t, out.shape, ())
+            parts.append(L.select(mask, t, L.full_like(t, 0)))
+    return out, sum_tangents(parts)
+
+
+clamp_p.jvp = _clamp_jvp
+batch_elementwise(clamp_p)
+
+
+def _clamp_cuda(xs, in_dtypes, out_dtype):    # np.minimum(np.maximum(x, lo), hi)
+    lo, x, hi = xs
+    return f"fnx_min(fnx_max({x}, {lo}), {hi})"
+
+
+def _clamp_onnx(ctx, lo, x, hi):
+    dt = ctx.out_avals[0].dtype
+    return O.extremum(ctx, O.extremum(ctx, x, lo, dt, "Max"), hi, dt, "Min")
+
+
+register_lowering(clamp_p, "cuda", _clamp_cuda)
+register_lowering(clamp_p, "onnx", _clamp_onnx)
 
 
 def _convert_rule(x, *, new_dtype, weak_type=False):
@@ -332,145 +1319,6 @@ convert_element_type_p = Primitive("convert_element_type", shape_rule=_convert_r
                                    impl=_convert_impl)
 
 
-# --- jvp rules ---------------------------------------------------------------------------------
-# Written with fnx.lax ops, so they differentiate again (higher order for free).
-from ..transforms.jvp import defjvp, defjvp_zero, deflinear  # noqa: E402
-from . import ops as L  # noqa: E402  (rules run after import; ops imports this module)
-
-# Python floats, so they take the operand's dtype (weak); NumPy float64 scalars would be
-# strongly typed float64 operands, which lax rejects next to float32 or complex values.
-_LN2, _LN10 = float(np.log(2.0)), float(np.log(10.0))
-_TWO_OVER_SQRT_PI = float(2 / np.sqrt(np.pi))
-
-deflinear(neg_p)
-deflinear(real_p)
-deflinear(imag_p)
-deflinear(conj_p)
-for _p in (stop_gradient_p, sign_p, floor_p, ceil_p, round_p, is_finite_p, isinf_p, isnan_p,
-           not_p, eq_p, ne_p,
-           lt_p, le_p, gt_p, ge_p, and_p, or_p, xor_p, shift_left_p, shift_right_logical_p,
-           shift_right_arithmetic_p, floor_divide_p, nextafter_p):
-    defjvp_zero(_p)
-def _abs_jvp(g, ans, x):
-    if x.dtype.kind != "c":
-        return L.mul(g, L.sign(x))
-    # d|z| = Re(conj(z) dz) / |z|, and 0 at z = 0 (as JAX). Not through sign(z):
-    # for complex z that is z / |z|, whose derivative is not zero.
-    zero = L.eq(ans, L.convert_element_type(0, ans.dtype))
-    safe = L.select(zero, L.add(L.mul(ans, 0.0), 1.0), ans)
-    return L.div(L.real(L.mul(L.conj(x), g)), safe)   # conj(0) g / 1 = 0 at z = 0
-
-
-defjvp(abs_p, _abs_jvp)
-defjvp(exp_p, lambda g, ans, x: L.mul(g, ans))
-defjvp(exp2_p, lambda g, ans, x: L.mul(g, L.mul(ans, _LN2)))
-defjvp(expm1_p, lambda g, ans, x: L.mul(g, L.add(ans, 1.0)))
-defjvp(log_p, lambda g, ans, x: L.div(g, x))
-defjvp(log1p_p, lambda g, ans, x: L.div(g, L.add(x, 1.0)))
-defjvp(log2_p, lambda g, ans, x: L.div(g, L.mul(x, _LN2)))
-defjvp(log10_p, lambda g, ans, x: L.div(g, L.mul(x, _LN10)))
-defjvp(sqrt_p, lambda g, ans, x: L.div(g, L.mul(ans, 2.0)))
-defjvp(rsqrt_p, lambda g, ans, x: L.mul(g, L.mul(L.div(ans, x), -0.5)))
-defjvp(cbrt_p, lambda g, ans, x: L.div(g, L.mul(L.square(ans), 3.0)))
-defjvp(square_p, lambda g, ans, x: L.mul(g, L.mul(x, 2.0)))
-defjvp(reciprocal_p, lambda g, ans, x: L.neg(L.mul(g, L.square(ans))))
-defjvp(sin_p, lambda g, ans, x: L.mul(g, L.cos(x)))
-defjvp(cos_p, lambda g, ans, x: L.neg(L.mul(g, L.sin(x))))
-defjvp(tan_p, lambda g, ans, x: L.mul(g, L.add(L.square(ans), 1.0)))
-defjvp(asin_p, lambda g, ans, x: L.mul(g, L.rsqrt(L.sub(1.0, L.square(x)))))
-defjvp(acos_p, lambda g, ans, x: L.neg(L.mul(g, L.rsqrt(L.sub(1.0, L.square(x))))))
-defjvp(atan_p, lambda g, ans, x: L.div(g, L.add(L.square(x), 1.0)))
-defjvp(sinh_p, lambda g, ans, x: L.mul(g, L.cosh(x)))
-defjvp(cosh_p, lambda g, ans, x: L.mul(g, L.sinh(x)))
-defjvp(tanh_p, lambda g, ans, x: L.mul(g, L.sub(1.0, L.square(ans))))
-defjvp(asinh_p, lambda g, ans, x: L.mul(g, L.rsqrt(L.add(L.square(x), 1.0))))
-defjvp(acosh_p, lambda g, ans, x: L.mul(g, L.rsqrt(L.mul(L.sub(x, 1.0), L.add(x, 1.0)))))
-defjvp(atanh_p, lambda g, ans, x: L.div(g, L.sub(1.0, L.square(x))))
-# s(x) (1 - s(x)) as s(x) s(-x): 1 - s(x) cancels for large x (at x = 15 in float32
-# it is off by 20%), s(-x) keeps full relative accuracy in both tails.
-defjvp(logistic_p, lambda g, ans, x: L.mul(g, L.mul(ans, logistic_p.bind(L.neg(x)))))
-defjvp(erf_p, lambda g, ans, x: L.mul(g, L.mul(L.exp(L.neg(L.square(x))), _TWO_OVER_SQRT_PI)))
-defjvp(erfc_p, lambda g, ans, x: L.mul(g, L.mul(L.exp(L.neg(L.square(x))), -_TWO_OVER_SQRT_PI)))
-defjvp(erf_inv_p, lambda g, ans, x: L.mul(g, L.mul(L.exp(L.square(ans)), 1 / _TWO_OVER_SQRT_PI)))
-defjvp(lgamma_p, lambda g, ans, x: L.mul(g, L.digamma(x)))
-defjvp(digamma_p, lambda g, ans, x: L.mul(g, L.polygamma(1.0, x)))
-
-
-def _polygamma_order_jvp(g, ans, m, x):
-    raise ValueError("polygamma: the derivative with respect to the order m is not defined "
-                     "(m is integer-valued); pass m as a constant or wrap it in "
-                     "lax.stop_gradient")
-
-
-defjvp(polygamma_p, _polygamma_order_jvp,
-       lambda g, ans, m, x: L.mul(g, L.polygamma(L.add(m, 1.0), x)))
-defjvp(integer_pow_p, lambda g, ans, x, *, y: (
-    L.mul(g, L.mul(L.integer_pow(x, y - 1), float(y))) if y != 0 else None))
-
-defjvp(add_p, lambda g, ans, x, y: g, lambda g, ans, x, y: g)
-defjvp(sub_p, lambda g, ans, x, y: g, lambda g, ans, x, y: L.neg(g))
-defjvp(mul_p, lambda g, ans, x, y: L.mul(g, y), lambda g, ans, x, y: L.mul(x, g))
-defjvp(div_p, lambda g, ans, x, y: L.div(g, y),
-       lambda g, ans, x, y: L.neg(L.mul(g, L.div(ans, y))))
-defjvp(rem_p, lambda g, ans, x, y: g,
-       lambda g, ans, x, y: L.neg(L.mul(g, L.round(L.div(L.sub(x, ans), y)))))
-defjvp(pow_p,
-       lambda g, ans, x, y: L.mul(g, L.mul(y, L.pow(x, L.sub(y, 1.0)))),
-       lambda g, ans, x, y: L.mul(g, L.mul(ans, L.log(L.select(L.eq(x, 0.0), L.add(
-           L.mul(x, 0.0), 1.0), x)))))
-defjvp(max_p, lambda g, ans, x, y: L.mul(g, _tie_weight(x, y)),
-       lambda g, ans, x, y: L.mul(g, _tie_weight(y, x)))
-defjvp(min_p, lambda g, ans, x, y: L.mul(g, _tie_weight(y, x)),
-       lambda g, ans, x, y: L.mul(g, _tie_weight(x, y)))
-defjvp(atan2_p, lambda g, ans, x, y: L.mul(g, L.div(y, L.add(L.square(x), L.square(y)))),
-       lambda g, ans, x, y: L.mul(g, L.div(L.neg(x), L.add(L.square(x), L.square(y)))))
-defjvp(hypot_p, lambda g, ans, x, y: L.mul(g, L.div(x, ans)),
-       lambda g, ans, x, y: L.mul(g, L.div(y, ans)))
-defjvp(copysign_p, lambda g, ans, x, y: L.mul(g, L.mul(L.sign(x), L.sign(ans))), None)
-# d/dx logaddexp(x, y) = exp(x - ans) = logistic(x - y): the logistic keeps full relative
-# accuracy when x << y, where x - ans cancels (float32 second derivatives off by 1%).
-defjvp(logaddexp_p, lambda g, ans, x, y: L.mul(g, logistic_p.bind(L.sub(x, y))),
-       lambda g, ans, x, y: L.mul(g, logistic_p.bind(L.sub(y, x))))
-
-
-def _tie_weight(a, b):
-    """1 where a > b, 1/2 where equal, 0 where less (max's derivative splits ties)."""
-    one = L.convert_element_type(L.gt(a, b), a.dtype)
-    half = L.mul(L.convert_element_type(L.eq(a, b), a.dtype), 0.5)
-    return L.add(one, half)
-
-
-def _select_n_jvp(primals, tangents):
-    which, *cases = primals
-    out = select_n_p.bind(which, *cases)
-    if all(t is None for t in tangents[1:]):
-        return out, None
-    from ..transforms.jvp import instantiate
-    ts = [instantiate(t, c) for t, c in zip(tangents[1:], cases)]
-    return out, select_n_p.bind(which, *ts)
-
-
-select_n_p.jvp = _select_n_jvp
-
-
-def _clamp_jvp(primals, tangents):
-    lo, x, hi = primals
-    out = clamp_p.bind(lo, x, hi)
-    parts = []
-    for t, mask in ((tangents[0], L.lt(x, lo)), (tangents[1], L.bitwise_and(L.ge(x, lo),
-                                                                             L.le(x, hi))),
-                    (tangents[2], L.gt(x, hi))):
-        if t is not None:
-            if t.shape != out.shape:
-                t = L.broadcast_in_dim(t, out.shape, ())
-            parts.append(L.select(mask, t, L.full_like(t, 0)))
-    from ..transforms.jvp import _sum_tangents
-    return out, _sum_tangents(parts)
-
-
-clamp_p.jvp = _clamp_jvp
-
-
 def _convert_jvp(primals, tangents, *, new_dtype, weak_type=False):
     out = convert_element_type_p.bind(*primals, new_dtype=new_dtype, weak_type=weak_type)
     t = tangents[0]
@@ -480,58 +1328,45 @@ def _convert_jvp(primals, tangents, *, new_dtype, weak_type=False):
 
 
 convert_element_type_p.jvp = _convert_jvp
-
-
-# --- transpose rules (the linear primitives reverse mode meets) ---------------------------------
-from ..transforms.vjp import is_linear  # noqa: E402
-
-
-def unbroadcast(ct, x):
-    """``ct`` summed down to ``x``'s shape (a rank-0 operand took the full shape)."""
-    if tuple(ct.shape) == tuple(x.shape):
-        return ct
-    return L.reduce_sum(ct, tuple(range(ct.ndim)))
-
-
-def _convert_ct(ct, x):
-    return ct if ct.dtype == x.dtype else L.convert_element_type(ct, x.dtype)
-
-
-neg_p.transpose = lambda ct, x: [L.neg(ct)]
-add_p.transpose = lambda ct, x, y: [unbroadcast(ct, x) if is_linear(x) else None,
-                                    unbroadcast(ct, y) if is_linear(y) else None]
-sub_p.transpose = lambda ct, x, y: [unbroadcast(ct, x) if is_linear(x) else None,
-                                    unbroadcast(L.neg(ct), y) if is_linear(y) else None]
-mul_p.transpose = lambda ct, x, y: (
-    [unbroadcast(L.mul(ct, y), x), None] if is_linear(x) else [None, unbroadcast(L.mul(x, ct), y)])
-div_p.transpose = lambda ct, x, y: [unbroadcast(L.div(ct, y), x), None]
-conj_p.transpose = lambda ct, x: [L.conj(ct)]
-real_p.transpose = lambda ct, x: [_convert_ct(ct, x)]
-# imag(z) = Re(-i z): with the pairing Re(ct * dz) its transpose is ct -> -i ct (as JAX's)
-imag_p.transpose = lambda ct, x: [L.mul(_convert_ct(ct, x), -1j) if x.dtype.kind == "c"
-                                   else None]   # imag of a real operand is constant 0
 convert_element_type_p.transpose = lambda ct, x, **p: [_convert_ct(ct, x)]
+batch_elementwise(convert_element_type_p)
 
 
-def _select_n_transpose(ct, which, *cases):
-    zero = L.full_like(ct, 0)   # real zeros: ct * 0 is NaN where ct is inf
-    out = [None]
-    for i, c in enumerate(cases):
-        if not is_linear(c):
-            out.append(None)
-        elif which.dtype == np.bool_:
-            out.append(L.select(which, ct, zero) if i == 1 else L.select(which, zero, ct))
-        else:
-            out.append(L.select(L.eq(which, i), ct, zero))
-    return out
+def _float_to_int_bounds(src, dst):
+    """Exclusive bounds (as ``src`` floats) of the values whose truncation fits ``dst``."""
+    info, f = np.iinfo(dst), src.type
+    below = info.min - 1
+    if int(f(below)) == below:                 # min - 1 is a float: x > min - 1
+        lo = f(below)
+    else:                                      # it is not: x >= min, i.e. x > the float below
+        lo = np.nextafter(f(info.min), f(-np.inf))
+    return lo, f(info.max + 1)                 # max + 1 is a power of two: exact
 
 
-select_n_p.transpose = _select_n_transpose
+def _convert_cuda(xs, in_dtypes, out_dtype, *, new_dtype=None, weak_type=False):
+    (x,), src, dst = xs, np.dtype(in_dtypes[0]), np.dtype(out_dtype)
+    t = C.cuda_type(dst)
+    if src == dst:
+        return x
+    if dst.kind == "b":
+        return f"({x} != 0)"
+    if src.kind == "f" and dst.kind in "iu":
+        lo, hi = _float_to_int_bounds(src, dst)
+        info = np.iinfo(dst)
+        return (f"fnx_f2i<{t}, {C.cuda_type(src)}>({x}, {C.c_literal(lo, src)}, "
+                f"{C.c_literal(hi, src)}, {C.c_literal(info.min, dst)}, "
+                f"{C.c_literal(info.max, dst)})")
+    return f"({t})({x})"    # wraps between integers, rounds to nearest into floats
 
 
-# --- batching rules ---------------------------------------------------------------------------
-# (unop/binop primitives get theirs from their constructors)
-from ..transforms.vmap import batch_elementwise  # noqa: E402
+def _convert_onnx(ctx, x, *, new_dtype, weak_type=False):
+    src, dst = ctx.in_avals[0].dtype, np.dtype(new_dtype)
+    if src == dst:
+        return x
+    if dst == O.BOOL:                     # nonzero is True (NaN included), as astype(bool)
+        return O.not_(ctx, O.eq(ctx, x, 0, src))
+    return O.cast(ctx, x, src, dst)
 
-for _p in (select_n_p, clamp_p, convert_element_type_p, integer_pow_p, round_p):
-    batch_elementwise(_p)
+
+register_lowering(convert_element_type_p, "cuda", _convert_cuda)
+register_lowering(convert_element_type_p, "onnx", _convert_onnx)
