@@ -10,6 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core import dtypes
+from ..core.numpy_errstate import IGNORE_ALL, quiet  # noqa: F401 (lax's impls use quiet)
 from ..core.primitive import Primitive, ShapeDtypeStruct
 from ..errors import ShapeError
 from ..transforms.vmap import batch_elementwise
@@ -24,34 +25,15 @@ _KIND_WORDS = {"biufc": "any", "iufc": "numeric", "iu": "integer", "biu": "boole
 
 
 # --- quiet NumPy calls ------------------------------------------------------------------
-# JAX semantics: no floating-point warnings (overflow, inf - inf, 0 * inf, ...).
-# ``np.errstate`` costs about 1 us per use, as much as a small ufunc call, so the
-# hot path sets NumPy's error-state context variable to a prebuilt "ignore all"
-# state directly; where that private hook is missing it falls back to errstate.
+# JAX semantics: no floating-point warnings (overflow, inf - inf, 0 * inf, ...). The
+# quiet error state is a NumPy-backend helper (``fnx.core.numpy_errstate``).
+# ``_extobj_contextvar``/``_IGNORE_ALL`` stay only for ``numpy_codegen.quiet_lines``
+# until it imports ``quiet_set``/``quiet_reset``/``IGNORE_ALL`` from there too.
 try:
-    from numpy._core._ufunc_config import _extobj_contextvar, _make_extobj
-    _IGNORE_ALL = _make_extobj(all="ignore")
-except (ImportError, AttributeError, TypeError):  # pragma: no cover - other NumPy versions
+    from numpy._core._ufunc_config import _extobj_contextvar
+except (ImportError, AttributeError):  # pragma: no cover - NumPy 1.x
     _extobj_contextvar = None
-
-
-def quiet(f):
-    """``f`` run without NumPy floating-point warnings. ``quiet(f).raw`` is ``f``
-    (the jit backend calls raw ufuncs inside one errstate for the whole function)."""
-    if _extobj_contextvar is not None:
-        def impl(*args, **kw):
-            token = _extobj_contextvar.set(_IGNORE_ALL)
-            try:
-                return f(*args, **kw)
-            finally:
-                _extobj_contextvar.reset(token)
-    else:  # pragma: no cover
-        def impl(*args, **kw):
-            with np.errstate(all="ignore"):
-                return f(*args, **kw)
-    impl.__name__ = getattr(f, "__name__", "impl")
-    impl.raw = f
-    return impl
+_IGNORE_ALL = IGNORE_ALL
 
 
 def kind_of(dtype):
