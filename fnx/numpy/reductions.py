@@ -13,6 +13,7 @@ import numpy as np
 from .. import lax
 from ..core import dtypes
 from ..core.array import Array, to_array
+from ..core.numpy_errstate import quiet_call as _quiet_call, quiet_run as _quiet_run
 from ..core.trace import EVAL, get_trace
 from ..errors import ShapeError
 from ._util import normalize_axes, normalize_axis, promote
@@ -51,8 +52,14 @@ def _reduction(name, lax_fn, acc_dtype=None, bool_in=False, numpy_fn=None):
             # float reductions: NumPy's result is ours (not over an axis of a 0-d array,
             # which NumPy accepts and JAX refuses)
             if v.dtype.kind == "f" and v.size and (v.ndim or axis is None):
+                # in NumPy's quiet error state, as the primitive's impl: a sum that
+                # overflows is inf without a warning
                 try:
-                    return Array._wrap(numpy_fn(v, axis=axis, keepdims=keepdims), a.weak_type)
+                    try:
+                        r = _quiet_run(numpy_fn, v, axis=axis, keepdims=keepdims)
+                    except RuntimeError:  # the quiet context is busy (another thread)
+                        r = _quiet_call(numpy_fn, v, axis=axis, keepdims=keepdims)
+                    return Array._wrap(r, a.weak_type)
                 except (TypeError, ValueError, np.exceptions.AxisError):
                     pass  # the general path explains the error
         elif (numpy_fn is not None and axis is None and dtype is None and initial is None
