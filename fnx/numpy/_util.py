@@ -11,6 +11,7 @@ from .. import lax
 from .._config import config
 from ..core import dtypes
 from ..core.array import CPU_DEVICE, Array, Tracer, to_array
+from ..core.numpy_errstate import quiet_call, quiet_run
 from ..errors import ConcretizationError, ShapeError
 
 
@@ -39,13 +40,22 @@ def promote(name, *args, to_inexact=False):
     out = []
     for a in args:
         if dtypes.python_scalar_dtype(a) is not None:
-            out.append(Array._wrap(np.array(a, dtype=dtype)[()], weak))
+            out.append(Array._wrap(_scalar_value(a, dtype), weak))
         else:
             a = to_array(a, name)
             if a.dtype != dtype:
                 a = lax.convert_element_type_exact(a, dtype, weak)  # a promotion, not a request
             out.append(a)
     return out
+
+
+def _scalar_value(a, dtype):
+    """The Python scalar ``a`` as a NumPy scalar of ``dtype``; one too large for it is
+    inf, without NumPy's cast warning (as the primitives, fnx raises none)."""
+    try:
+        return quiet_run(np.array, a, dtype)[()]
+    except RuntimeError:  # the quiet context is busy (another thread)
+        return quiet_call(np.array, a, dtype)[()]
 
 
 # [True] while jax_numpy_rank_promotion is not 'allow': the one check on the hot paths
