@@ -3,6 +3,10 @@
 NumPy impls return views wherever NumPy can (broadcast_to, reshape,
 transpose, basic slices, flips): Arrays are immutable, so sharing a buffer
 is safe.
+
+One block per primitive: the definition (shape rule, impl), then its jvp, transpose and
+batching rules, then its lowerings (``"onnx"``, written with ``fnx.core.onnx_rules``),
+JAX's ``lax.py`` layout.
 """
 from __future__ import annotations
 
@@ -11,10 +15,16 @@ import os
 
 import numpy as np
 
+from ..core import onnx_rules as O
+from ..core.backend import register_lowering
 from ..core.primitive import Primitive, ShapeDtypeStruct
 from ..core.trace import EVAL, get_trace
 from ..errors import OutOfMemoryError, ShapeError
+from ..transforms.jvp import deflinear, deflinear_in, defjvp_zero, instantiate
+from ..transforms.vjp import is_linear
+from ..transforms.vmap import batch_shifted, materialize_batch_axis
 from ._rules import describe, kind_of, normalize_axes
+from . import ops as L  # (rules run after import; ops imports this module)
 
 
 def _aval(x, shape, dtype=None):
@@ -22,7 +32,6 @@ def _aval(x, shape, dtype=None):
 
 
 # --- sizes: non-negative, and within what this machine could ever hold --------------------
-
 def _physical_memory():
     try:
         n = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
@@ -73,8 +82,12 @@ def check_memory(name, shape, dtype, n=None):
             "smaller shape or dtype, or work on it in chunks (lax.map, a loop).")
 
 
-# --- broadcast_in_dim --------------------------------------------------------------
+# --- batching helpers (the batch dimension is axis 0 of batched operands) ---------------------
+def _shift_dims(dims, rank):
+    return tuple(d % rank + 1 for d in dims) if rank else tuple(d + 1 for d in dims)
 
+
+# --- broadcast_in_dim --------------------------------------------------------------
 def _broadcast_in_dim_rule(x, *, shape, broadcast_dimensions):
     check_shape("broadcast_in_dim", shape, x.dtype, operand=x, memory=False)
     bd = broadcast_dimensions
@@ -104,9 +117,47 @@ def _broadcast_in_dim_impl(x, *, shape, broadcast_dimensions):
 
 broadcast_in_dim_p = Primitive("broadcast_in_dim", shape_rule=_broadcast_in_dim_rule,
                                impl=_broadcast_in_dim_impl)
+deflinear(broadcast_in_dim_p)
+
+
+def _broadcast_in_dim_transpose(ct, x, *, shape, broadcast_dimensions):
+    summed = tuple(d for d in range(len(shape)) if d not in broadcast_dimensions)
+    expanded = tuple(d for i, d in enumerate(broadcast_dimensions)
+                     if x.shape[i] == 1 and shape[d] != 1)
+    out = L.reduce_sum(ct, summed + expanded) if summed + expanded else ct
+    return [L.reshape(out, x.shape)]
+
+
+broadcast_in_dim_p.transpose = _broadcast_in_dim_transpose
+batch_shifted(broadcast_in_dim_p, lambda p, n, x: dict(
+    shape=(n,) + tuple(p["shape"]),
+    broadcast_dimensions=(0,) + tuple(d + 1 for d in p["broadcast_dimensions"])))
+
+
+def _broadcast_in_dim_onnx(ctx, x, *, shape, broadcast_dimensions):
+    a = ctx.in_avals[0]
+    expanded = [1] * len(shape)
+    for i, d in enumerate(broadcast_dimensions):
+        expanded[d] = a.shape[i]
+    if tuple(expanded) != a.shape:
+        x = O.reshape(ctx, x, expanded)
+    if tuple(expanded) == tuple(shape):
+        return x
+    return O.op(ctx, "Expand", x, O.ints(ctx, shape))
+
+
+register_lowering(broadcast_in_dim_p, "onnx", _broadcast_in_dim_onnx)
 
 
 # --- reshape, transpose, squeeze, expand_dims, rev -------------------------------------
+def _reshaped(ins, params, bind_global, in_avals, out_avals):
+    """jit: a view-reshape as one method call (``x.reshape(shape)``, what the impls'
+    ``np.reshape``/``np.expand_dims``/``np.squeeze`` come to)."""
+    x = ins[0]
+    if "new_sizes" in params and params["dimensions"] is not None:  # reshape's permutation
+        x = f"{x}.transpose({tuple(params['dimensions'])!r})"
+    return f"{x}.reshape({tuple(out_avals[0].shape)!r})"
+
 
 def _reshape_rule(x, *, new_sizes, dimensions=None):
     if any(d < 0 for d in new_sizes):
@@ -128,6 +179,33 @@ def _reshape_impl(x, *, new_sizes, dimensions=None):
 
 
 reshape_p = Primitive("reshape", shape_rule=_reshape_rule, impl=_reshape_impl)
+reshape_p.numpy_codegen = _reshaped
+deflinear(reshape_p)
+
+
+def _reshape_transpose(ct, x, *, new_sizes, dimensions=None):
+    if dimensions is None:
+        return [L.reshape(ct, x.shape)]
+    inv = [0] * len(dimensions)
+    for i, d in enumerate(dimensions):
+        inv[d] = i
+    return [L.transpose(L.reshape(ct, [x.shape[d] for d in dimensions]), inv)]
+
+
+reshape_p.transpose = _reshape_transpose
+batch_shifted(reshape_p, lambda p, n, x: dict(
+    new_sizes=(n,) + tuple(p["new_sizes"]),
+    dimensions=None if p.get("dimensions") is None else
+    (0,) + tuple(d + 1 for d in p["dimensions"])))
+
+
+def _reshape_onnx(ctx, x, *, new_sizes, dimensions=None):
+    if dimensions is not None and tuple(dimensions) != tuple(range(len(dimensions))):
+        x = O.op(ctx, "Transpose", x, perm=list(dimensions))
+    return O.reshape(ctx, x, new_sizes)
+
+
+register_lowering(reshape_p, "onnx", _reshape_onnx)
 
 
 def _transpose_rule(x, *, permutation):
@@ -139,6 +217,28 @@ def _transpose_rule(x, *, permutation):
 
 transpose_p = Primitive("transpose", shape_rule=_transpose_rule,
                         impl=lambda x, *, permutation: np.transpose(x, permutation))
+transpose_p.numpy_codegen = (lambda ins, params, bind_global, in_avals, out_avals:
+                             f"{ins[0]}.transpose({tuple(params['permutation'])!r})")
+deflinear(transpose_p)
+
+
+def _transpose_transpose(ct, x, *, permutation):
+    inv = [0] * len(permutation)
+    for i, p in enumerate(permutation):
+        inv[p] = i
+    return [L.transpose(ct, inv)]
+
+
+transpose_p.transpose = _transpose_transpose
+batch_shifted(transpose_p, lambda p, n, x: dict(
+    permutation=(0,) + tuple(d + 1 for d in p["permutation"])))
+
+
+def _transpose_onnx(ctx, x, *, permutation):
+    return O.op(ctx, "Transpose", x, perm=list(permutation))
+
+
+register_lowering(transpose_p, "onnx", _transpose_onnx)
 
 
 def _squeeze_rule(x, *, dimensions):
@@ -152,6 +252,19 @@ def _squeeze_rule(x, *, dimensions):
 
 squeeze_p = Primitive("squeeze", shape_rule=_squeeze_rule,
                       impl=lambda x, *, dimensions: np.squeeze(x, tuple(dimensions)))
+squeeze_p.numpy_codegen = _reshaped
+deflinear(squeeze_p)
+squeeze_p.transpose = lambda ct, x, *, dimensions: [L.reshape(ct, x.shape)]
+batch_shifted(squeeze_p, lambda p, n, x: dict(dimensions=_shift_dims(p["dimensions"],
+                                                                     x.ndim - 1)))
+
+
+def _squeeze_onnx(ctx, x, *, dimensions):
+    nd = ctx.in_avals[0].ndim
+    return O.op(ctx, "Squeeze", x, O.ints(ctx, sorted(d % nd for d in dimensions)))
+
+
+register_lowering(squeeze_p, "onnx", _squeeze_onnx)
 
 
 def _expand_dims_rule(x, *, dimensions):
@@ -165,21 +278,19 @@ def _expand_dims_rule(x, *, dimensions):
 
 expand_dims_p = Primitive("expand_dims", shape_rule=_expand_dims_rule,
                           impl=lambda x, *, dimensions: np.expand_dims(x, tuple(dimensions)))
+expand_dims_p.numpy_codegen = _reshaped
+deflinear(expand_dims_p)
+expand_dims_p.transpose = lambda ct, x, *, dimensions: [L.reshape(ct, x.shape)]
+batch_shifted(expand_dims_p, lambda p, n, x: dict(
+    dimensions=_shift_dims(p["dimensions"], x.ndim - 1 + len(p["dimensions"]))))
 
 
-def _reshaped(ins, params, bind_global, in_avals, out_avals):
-    """jit: a view-reshape as one method call (``x.reshape(shape)``, what the impls'
-    ``np.reshape``/``np.expand_dims``/``np.squeeze`` come to)."""
-    x = ins[0]
-    if "new_sizes" in params and params["dimensions"] is not None:  # reshape's permutation
-        x = f"{x}.transpose({tuple(params['dimensions'])!r})"
-    return f"{x}.reshape({tuple(out_avals[0].shape)!r})"
+def _expand_dims_onnx(ctx, x, *, dimensions):
+    nd = ctx.out_avals[0].ndim
+    return O.op(ctx, "Unsqueeze", x, O.ints(ctx, sorted(d % nd for d in dimensions)))
 
 
-for _p in (reshape_p, squeeze_p, expand_dims_p):
-    _p.numpy_codegen = _reshaped
-transpose_p.numpy_codegen = (lambda ins, params, bind_global, in_avals, out_avals:
-                             f"{ins[0]}.transpose({tuple(params['permutation'])!r})")
+register_lowering(expand_dims_p, "onnx", _expand_dims_onnx)
 
 
 def _rev_rule(x, *, dimensions):
@@ -189,10 +300,25 @@ def _rev_rule(x, *, dimensions):
 
 rev_p = Primitive("rev", shape_rule=_rev_rule,
                   impl=lambda x, *, dimensions: np.flip(x, tuple(dimensions)))
+deflinear(rev_p)
+rev_p.transpose = lambda ct, x, *, dimensions: [L.rev(ct, dimensions)]
+batch_shifted(rev_p, lambda p, n, x: dict(dimensions=_shift_dims(p["dimensions"], x.ndim - 1)))
+
+
+def _rev_onnx(ctx, x, *, dimensions):
+    nd = ctx.in_avals[0].ndim
+    axes = sorted({d % nd for d in dimensions})
+    if not axes:
+        return x
+    return O.op(ctx, "Slice", x, O.ints(ctx, [-1] * len(axes)),
+               O.ints(ctx, [O.INT64_MIN] * len(axes)), O.ints(ctx, axes),
+               O.ints(ctx, [-1] * len(axes)))
+
+
+register_lowering(rev_p, "onnx", _rev_onnx)
 
 
 # --- concatenate, pad ------------------------------------------------------------------
-
 def _concatenate_rule(*xs, dimension):
     if not xs:
         raise ShapeError("concatenate: needs at least one operand")
@@ -212,6 +338,36 @@ def _concatenate_rule(*xs, dimension):
 
 concatenate_p = Primitive("concatenate", shape_rule=_concatenate_rule,
                           impl=lambda *xs, dimension: np.concatenate(xs, axis=dimension))
+deflinear(concatenate_p)
+
+
+def _concatenate_transpose(ct, *xs, dimension):
+    out, start = [], 0
+    for x in xs:
+        n = x.shape[dimension]
+        out.append(L.slice_in_dim(ct, start, start + n, 1, dimension) if is_linear(x) else None)
+        start += n
+    return out
+
+
+concatenate_p.transpose = _concatenate_transpose
+
+
+def _concatenate_batch(vals, dims, size, *, dimension):
+    shapes = [tuple(v.shape[1:]) if d == 0 else tuple(v.shape) for v, d in zip(vals, dims)]
+    return concatenate_p.bind(*[materialize_batch_axis(v, d, size, s)
+                                for v, d, s in zip(vals, dims, shapes)],
+                              dimension=dimension + 1), 0
+
+
+concatenate_p.batch = _concatenate_batch
+
+
+def _concatenate_onnx(ctx, *xs, dimension):
+    return O.op(ctx, "Concat", *xs, axis=int(dimension))
+
+
+register_lowering(concatenate_p, "onnx", _concatenate_onnx)
 
 
 def _pad_rule(x, padding_value, *, padding_config):
@@ -252,10 +408,58 @@ def _pad_impl(x, padding_value, *, padding_config):
 
 
 pad_p = Primitive("pad", shape_rule=_pad_rule, impl=_pad_impl)
+deflinear(pad_p)  # linear in (operand, padding_value) jointly
+
+
+def _pad_transpose(ct, x, padding_value, *, padding_config):
+    zero = L.convert_element_type(0, ct.dtype)
+    unpadded = L.pad(ct, zero, [(-lo, -hi, 0) for lo, hi, _ in padding_config])
+    ct_x = L.slice(unpadded, [0] * len(x.shape), unpadded.shape,
+                   [it + 1 for _, _, it in padding_config])
+    ct_pv = None
+    if is_linear(padding_value):
+        all_axes = tuple(range(ct.ndim))
+        ct_pv = L.sub(L.reduce_sum(ct, all_axes), L.reduce_sum(ct_x, all_axes))
+    return [ct_x if is_linear(x) else None, ct_pv]
+
+
+pad_p.transpose = _pad_transpose
+
+
+def _pad_batch(vals, dims, size, *, padding_config):
+    x, pv = vals
+    config = ((0, 0, 0),) + tuple(padding_config)
+    if dims[1] is None:
+        return pad_p.bind(x, pv, padding_config=config), 0
+    # A padding value per example: pad the whole batch with a zero, then select each
+    # example's value into the padded positions. The mask is the pad of an
+    # all-False array with True (so negative and interior padding need no case of
+    # their own), shared by the batch.
+    x_shape = tuple(x.shape[1:] if dims[0] == 0 else x.shape)
+    _pad_rule(ShapeDtypeStruct(x_shape, x.dtype), ShapeDtypeStruct(tuple(pv.shape[1:]), pv.dtype),
+              padding_config=tuple(padding_config))   # per-example checks and messages
+    x = materialize_batch_axis(x, dims[0], size, x_shape)
+    padded = pad_p.bind(x, L.convert_element_type(0, x.dtype), padding_config=config)
+    no = L.broadcast_in_dim(np.bool_(False), tuple(x.shape[1:]), ())
+    mask = pad_p.bind(no, L.convert_element_type(True, np.bool_),
+                      padding_config=tuple(padding_config))
+    shape = tuple(padded.shape)
+    mask = L.broadcast_in_dim(mask, shape, tuple(range(1, len(shape))))
+    return L.select(mask, L.broadcast_in_dim(pv, shape, (0,)), padded), 0
+
+
+pad_p.batch = _pad_batch
+
+
+def _pad_onnx(ctx, x, value, *, padding_config):
+    a = ctx.in_avals[0]
+    return O.pad_config(ctx, x, a.shape, padding_config, value, a.dtype)
+
+
+register_lowering(pad_p, "onnx", _pad_onnx)
 
 
 # --- slice, dynamic_slice, dynamic_update_slice --------------------------------------------
-
 def _slice_rule(x, *, start_indices, limit_indices, strides=None):
     strides = strides or (1,) * x.ndim
     if not (len(start_indices) == len(limit_indices) == len(strides) == x.ndim) or any(
@@ -274,12 +478,72 @@ def _slice_impl(x, *, start_indices, limit_indices, strides=None):
 
 
 slice_p = Primitive("slice", shape_rule=_slice_rule, impl=_slice_impl)
+deflinear(slice_p)
+
+
+def _slice_transpose(ct, x, *, start_indices, limit_indices, strides=None):
+    strides = strides or (1,) * len(x.shape)
+    config = []
+    for n, s, st, m in zip(x.shape, start_indices, strides, ct.shape):
+        last = s + (m - 1) * st + 1 if m else s
+        config.append((s, n - last, st - 1) if m else (s, n - s, 0))
+    zero = L.convert_element_type(0, ct.dtype)
+    return [L.pad(ct, zero, config)]
+
+
+slice_p.transpose = _slice_transpose
+batch_shifted(slice_p, lambda p, n, x: dict(
+    start_indices=(0,) + tuple(p["start_indices"]), limit_indices=(n,) + tuple(p["limit_indices"]),
+    strides=None if p.get("strides") is None else (1,) + tuple(p["strides"])))
+
+
+def _slice_onnx(ctx, x, *, start_indices, limit_indices, strides=None):
+    nd = ctx.in_avals[0].ndim
+    if nd == 0:
+        return x
+    return O.slice_(ctx, x, start_indices, limit_indices, range(nd),
+                  strides if strides is not None else [1] * nd)
+
+
+register_lowering(slice_p, "onnx", _slice_onnx)
 
 
 def _check_starts(name, x, starts):
     if len(starts) != x.ndim or any(s.shape != () or s.dtype.kind not in "iu" for s in starts):
         raise ShapeError(f"{name}: needs one scalar integer start index per dimension of "
                          f"{describe(x)}, got {describe(*starts) if starts else 'none'}")
+
+
+def _clamped_window(x_shape, starts, sizes):
+    return tuple(slice(s, s + z) for s, z in
+                 ((min(max(int(s), 0), n - z), z) for s, n, z in zip(starts, x_shape, sizes)))
+
+
+def _window_indices(x, starts, sizes):
+    """Per-dimension index arrays (clamped starts + iota) that select the window."""
+    idx = []
+    for d, (s, n, z) in enumerate(zip(starts, x.shape, sizes)):
+        s = L.clamp(0, L.convert_element_type(s, np.int32), max(n - z, 0))
+        shape = [1] * len(sizes)
+        shape[d] = z
+        idx.append(L.reshape(L.add(s, L.iota(np.int32, z)), shape))
+    return idx, tuple(("a", d) for d in range(len(sizes)))
+
+
+def _vmap_as_gather(vals, dims, size, per_example):
+    from ..transforms.vmap import vmap
+    return vmap(per_example, in_axes=tuple(dims), axis_size=size)(*vals), 0
+
+
+def _onnx_clamped_starts(ctx, starts, start_avals, x_shape, sizes):
+    """The impl's window starts: each clamped into [0, n - size]; a 1-D int64 tensor."""
+    parts = []
+    for s, a, n, z in zip(starts, start_avals, x_shape, sizes):
+        s = O.index_int64(ctx, s, a.dtype, n)
+        s = O.op(ctx, "Max", O.op(ctx, "Min", s, O.scalar(ctx, n - z, O.I64)),
+                 O.scalar(ctx, 0, O.I64))
+        parts.append(O.op(ctx, "Unsqueeze", s, O.ints(ctx, [0])))
+    return parts[0] if len(parts) == 1 else O.op(ctx, "Concat", *parts, axis=0)
 
 
 def _dynamic_slice_rule(x, *starts, slice_sizes):
@@ -290,14 +554,46 @@ def _dynamic_slice_rule(x, *starts, slice_sizes):
     return _aval(x, tuple(slice_sizes))
 
 
-def _clamped_window(x_shape, starts, sizes):
-    return tuple(slice(s, s + z) for s, z in
-                 ((min(max(int(s), 0), n - z), z) for s, n, z in zip(starts, x_shape, sizes)))
-
-
 dynamic_slice_p = Primitive(
     "dynamic_slice", shape_rule=_dynamic_slice_rule,
     impl=lambda x, *starts, slice_sizes: x[_clamped_window(x.shape, starts, slice_sizes)])
+deflinear_in(dynamic_slice_p, 0)
+
+
+def _dynamic_slice_transpose(ct, x, *starts, slice_sizes):
+    zeros = L.broadcast_in_dim(L.convert_element_type(0, ct.dtype), x.shape, ())
+    return [L.dynamic_update_slice(zeros, ct, starts)] + [None] * len(starts)
+
+
+dynamic_slice_p.transpose = _dynamic_slice_transpose
+
+
+def _dynamic_slice_batch(vals, dims, size, *, slice_sizes):
+    if any(d is not None for d in dims[1:]):  # batched starts: a gather of the windows
+        from .indexing import gather_p
+
+        def window(x, *starts):
+            idx, spec = _window_indices(x, starts, slice_sizes)
+            return gather_p.bind(x, *idx, spec=spec)
+        return _vmap_as_gather(vals, dims, size, window)
+    zero = L.convert_element_type(0, vals[1].dtype if len(vals) > 1 else np.int32)
+    return dynamic_slice_p.bind(vals[0], zero, *vals[1:],
+                                slice_sizes=(size,) + tuple(slice_sizes)), 0
+
+
+dynamic_slice_p.batch = _dynamic_slice_batch
+
+
+def _dynamic_slice_onnx(ctx, x, *starts, slice_sizes):
+    a = ctx.in_avals[0]
+    if a.ndim == 0:
+        return x
+    begin = _onnx_clamped_starts(ctx, starts, ctx.in_avals[1:], a.shape, slice_sizes)
+    end = O.op(ctx, "Add", begin, O.ints(ctx, slice_sizes))
+    return O.op(ctx, "Slice", x, begin, end, O.ints(ctx, range(a.ndim)))
+
+
+register_lowering(dynamic_slice_p, "onnx", _dynamic_slice_onnx)
 
 
 def _dynamic_update_slice_rule(x, update, *starts):
@@ -319,8 +615,67 @@ dynamic_update_slice_p = Primitive("dynamic_update_slice", shape_rule=_dynamic_u
                                    impl=_dynamic_update_slice_impl)
 
 
-# --- iota ----------------------------------------------------------------------------------
+def _dynamic_update_slice_jvp(primals, tangents):
+    x, update, *starts = primals
+    out = dynamic_update_slice_p.bind(x, update, *starts)
+    if tangents[0] is None and tangents[1] is None:
+        return out, None
+    return out, dynamic_update_slice_p.bind(instantiate(tangents[0], x),
+                                            instantiate(tangents[1], update), *starts)
 
+
+dynamic_update_slice_p.jvp = _dynamic_update_slice_jvp
+
+
+def _dynamic_update_slice_transpose(ct, x, update, *starts):
+    ct_x = ct_u = None
+    if is_linear(x):
+        zeros = L.broadcast_in_dim(L.convert_element_type(0, ct.dtype), update.shape, ())
+        ct_x = L.dynamic_update_slice(ct, zeros, starts)
+    if is_linear(update):
+        ct_u = L.dynamic_slice(ct, starts, update.shape)
+    return [ct_x, ct_u] + [None] * len(starts)
+
+
+dynamic_update_slice_p.transpose = _dynamic_update_slice_transpose
+
+
+def _dynamic_update_slice_batch(vals, dims, size):
+    if any(d is not None for d in dims[2:]):  # batched starts: a scatter into the windows
+        from .indexing import scatter_p
+
+        def update(x, upd, *starts):
+            idx, spec = _window_indices(x, starts, upd.shape)
+            return scatter_p.bind(x, upd, *idx, spec=spec, mode="set")
+        return _vmap_as_gather(vals, dims, size, update)
+    x, upd, *starts = vals
+    x = materialize_batch_axis(x, dims[0], size, x.shape[1:] if dims[0] == 0 else x.shape)
+    upd = materialize_batch_axis(upd, dims[1], size, upd.shape[1:] if dims[1] == 0 else upd.shape)
+    zero = L.convert_element_type(0, starts[0].dtype if starts else np.int32)
+    return dynamic_update_slice_p.bind(x, upd, zero, *starts), 0
+
+
+dynamic_update_slice_p.batch = _dynamic_update_slice_batch
+
+
+def _dynamic_update_slice_onnx(ctx, x, update, *starts):
+    a, u = ctx.in_avals[0], ctx.in_avals[1]
+    if a.ndim == 0:
+        return update
+    dt = a.dtype
+    begin = _onnx_clamped_starts(ctx, starts, ctx.in_avals[2:], a.shape, u.shape)
+    end = O.op(ctx, "Sub", O.ints(ctx, [n - z for n, z in zip(a.shape, u.shape)]), begin)
+    pads = O.op(ctx, "Concat", begin, end, axis=0)
+    placed = O.pad(ctx, update, pads, O.scalar(ctx, 0, dt), dt)
+    inside = O.pad(ctx, O.full(ctx, True, O.BOOL, u.shape), pads,
+                   O.scalar(ctx, False, O.BOOL), O.BOOL)
+    return O.where(ctx, inside, placed, x, dt)
+
+
+register_lowering(dynamic_update_slice_p, "onnx", _dynamic_update_slice_onnx)
+
+
+# --- iota ----------------------------------------------------------------------------------
 def _iota_rule(*, dtype, shape, dimension):
     if kind_of(dtype) not in "iufc":
         raise ShapeError(f"iota: dtype must be numeric (integer, floating or complex), got "
@@ -339,240 +694,19 @@ def _iota_impl(*, dtype, shape, dimension):
 
 
 iota_p = Primitive("iota", shape_rule=_iota_rule, impl=_iota_impl)
-
-
-# --- jvp rules: shape primitives are linear in their array operands --------------------------
-from ..transforms.jvp import deflinear, deflinear_in, defjvp_zero, instantiate  # noqa: E402
-
-for _p in (broadcast_in_dim_p, reshape_p, transpose_p, squeeze_p, expand_dims_p, rev_p,
-           concatenate_p, slice_p):
-    deflinear(_p)
-deflinear(pad_p)  # linear in (operand, padding_value) jointly
-deflinear_in(dynamic_slice_p, 0)
 defjvp_zero(iota_p)
 iota_p.not_needed = {"batch": "no operands, so vmap never batches it"}
 
 
-def _dynamic_update_slice_jvp(primals, tangents):
-    x, update, *starts = primals
-    out = dynamic_update_slice_p.bind(x, update, *starts)
-    if tangents[0] is None and tangents[1] is None:
-        return out, None
-    return out, dynamic_update_slice_p.bind(instantiate(tangents[0], x),
-                                            instantiate(tangents[1], update), *starts)
-
-
-dynamic_update_slice_p.jvp = _dynamic_update_slice_jvp
-
-
-# --- transpose rules --------------------------------------------------------------------------
-from . import ops as L  # noqa: E402
-from ..transforms.vjp import is_linear  # noqa: E402
-
-
-def _broadcast_in_dim_transpose(ct, x, *, shape, broadcast_dimensions):
-    summed = tuple(d for d in range(len(shape)) if d not in broadcast_dimensions)
-    expanded = tuple(d for i, d in enumerate(broadcast_dimensions)
-                     if x.shape[i] == 1 and shape[d] != 1)
-    out = L.reduce_sum(ct, summed + expanded) if summed + expanded else ct
-    return [L.reshape(out, x.shape)]
-
-
-broadcast_in_dim_p.transpose = _broadcast_in_dim_transpose
-
-
-def _reshape_transpose(ct, x, *, new_sizes, dimensions=None):
-    if dimensions is None:
-        return [L.reshape(ct, x.shape)]
-    inv = [0] * len(dimensions)
-    for i, d in enumerate(dimensions):
-        inv[d] = i
-    return [L.transpose(L.reshape(ct, [x.shape[d] for d in dimensions]), inv)]
-
-
-reshape_p.transpose = _reshape_transpose
-
-
-def _transpose_transpose(ct, x, *, permutation):
-    inv = [0] * len(permutation)
-    for i, p in enumerate(permutation):
-        inv[p] = i
-    return [L.transpose(ct, inv)]
-
-
-transpose_p.transpose = _transpose_transpose
-squeeze_p.transpose = lambda ct, x, *, dimensions: [L.reshape(ct, x.shape)]
-expand_dims_p.transpose = lambda ct, x, *, dimensions: [L.reshape(ct, x.shape)]
-rev_p.transpose = lambda ct, x, *, dimensions: [L.rev(ct, dimensions)]
-
-
-def _concatenate_transpose(ct, *xs, dimension):
-    out, start = [], 0
-    for x in xs:
-        n = x.shape[dimension]
-        out.append(L.slice_in_dim(ct, start, start + n, 1, dimension) if is_linear(x) else None)
-        start += n
-    return out
-
-
-concatenate_p.transpose = _concatenate_transpose
-
-
-def _pad_transpose(ct, x, padding_value, *, padding_config):
-    zero = L.convert_element_type(0, ct.dtype)
-    unpadded = L.pad(ct, zero, [(-lo, -hi, 0) for lo, hi, _ in padding_config])
-    ct_x = L.slice(unpadded, [0] * len(x.shape), unpadded.shape,
-                   [it + 1 for _, _, it in padding_config])
-    ct_pv = None
-    if is_linear(padding_value):
-        all_axes = tuple(range(ct.ndim))
-        ct_pv = L.sub(L.reduce_sum(ct, all_axes), L.reduce_sum(ct_x, all_axes))
-    return [ct_x if is_linear(x) else None, ct_pv]
-
-
-pad_p.transpose = _pad_transpose
-
-
-def _slice_transpose(ct, x, *, start_indices, limit_indices, strides=None):
-    strides = strides or (1,) * len(x.shape)
-    config = []
-    for n, s, st, m in zip(x.shape, start_indices, strides, ct.shape):
-        last = s + (m - 1) * st + 1 if m else s
-        config.append((s, n - last, st - 1) if m else (s, n - s, 0))
-    zero = L.convert_element_type(0, ct.dtype)
-    return [L.pad(ct, zero, config)]
-
-
-slice_p.transpose = _slice_transpose
-
-
-def _dynamic_slice_transpose(ct, x, *starts, slice_sizes):
-    zeros = L.broadcast_in_dim(L.convert_element_type(0, ct.dtype), x.shape, ())
-    return [L.dynamic_update_slice(zeros, ct, starts)] + [None] * len(starts)
-
-
-dynamic_slice_p.transpose = _dynamic_slice_transpose
-
-
-def _dynamic_update_slice_transpose(ct, x, update, *starts):
-    ct_x = ct_u = None
-    if is_linear(x):
-        zeros = L.broadcast_in_dim(L.convert_element_type(0, ct.dtype), update.shape, ())
-        ct_x = L.dynamic_update_slice(ct, zeros, starts)
-    if is_linear(update):
-        ct_u = L.dynamic_slice(ct, starts, update.shape)
-    return [ct_x, ct_u] + [None] * len(starts)
-
-
-dynamic_update_slice_p.transpose = _dynamic_update_slice_transpose
-
-
-# --- batching rules (the batch dimension is axis 0 of batched operands) ---------------------------
-from ..transforms.vmap import _full, batch_shifted  # noqa: E402
-
-
-def _shift_dims(dims, rank):
-    return tuple(d % rank + 1 for d in dims) if rank else tuple(d + 1 for d in dims)
-
-
-batch_shifted(broadcast_in_dim_p, lambda p, n, x: dict(
-    shape=(n,) + tuple(p["shape"]),
-    broadcast_dimensions=(0,) + tuple(d + 1 for d in p["broadcast_dimensions"])))
-batch_shifted(reshape_p, lambda p, n, x: dict(
-    new_sizes=(n,) + tuple(p["new_sizes"]),
-    dimensions=None if p.get("dimensions") is None else
-    (0,) + tuple(d + 1 for d in p["dimensions"])))
-batch_shifted(transpose_p, lambda p, n, x: dict(
-    permutation=(0,) + tuple(d + 1 for d in p["permutation"])))
-batch_shifted(squeeze_p, lambda p, n, x: dict(dimensions=_shift_dims(p["dimensions"],
-                                                                     x.ndim - 1)))
-batch_shifted(expand_dims_p, lambda p, n, x: dict(
-    dimensions=_shift_dims(p["dimensions"], x.ndim - 1 + len(p["dimensions"]))))
-batch_shifted(rev_p, lambda p, n, x: dict(dimensions=_shift_dims(p["dimensions"], x.ndim - 1)))
-batch_shifted(slice_p, lambda p, n, x: dict(
-    start_indices=(0,) + tuple(p["start_indices"]), limit_indices=(n,) + tuple(p["limit_indices"]),
-    strides=None if p.get("strides") is None else (1,) + tuple(p["strides"])))
-
-
-def _concatenate_batch(vals, dims, size, *, dimension):
-    shapes = [tuple(v.shape[1:]) if d == 0 else tuple(v.shape) for v, d in zip(vals, dims)]
-    return concatenate_p.bind(*[_full(v, d, size, s) for v, d, s in zip(vals, dims, shapes)],
-                              dimension=dimension + 1), 0
-
-
-concatenate_p.batch = _concatenate_batch
-
-
-def _pad_batch(vals, dims, size, *, padding_config):
-    x, pv = vals
-    config = ((0, 0, 0),) + tuple(padding_config)
-    if dims[1] is None:
-        return pad_p.bind(x, pv, padding_config=config), 0
-    # A padding value per example: pad the whole batch with a zero, then select each
-    # example's value into the padded positions. The mask is the pad of an
-    # all-False array with True (so negative and interior padding need no case of
-    # their own), shared by the batch.
-    x_shape = tuple(x.shape[1:] if dims[0] == 0 else x.shape)
-    _pad_rule(ShapeDtypeStruct(x_shape, x.dtype), ShapeDtypeStruct(tuple(pv.shape[1:]), pv.dtype),
-              padding_config=tuple(padding_config))   # per-example checks and messages
-    x = _full(x, dims[0], size, x_shape)
-    padded = pad_p.bind(x, L.convert_element_type(0, x.dtype), padding_config=config)
-    no = L.broadcast_in_dim(np.bool_(False), tuple(x.shape[1:]), ())
-    mask = pad_p.bind(no, L.convert_element_type(True, np.bool_),
-                      padding_config=tuple(padding_config))
-    shape = tuple(padded.shape)
-    mask = L.broadcast_in_dim(mask, shape, tuple(range(1, len(shape))))
-    return L.select(mask, L.broadcast_in_dim(pv, shape, (0,)), padded), 0
-
-
-pad_p.batch = _pad_batch
-
-
-def _window_indices(x, starts, sizes):
-    """Per-dimension index arrays (clamped starts + iota) that select the window."""
-    idx = []
-    for d, (s, n, z) in enumerate(zip(starts, x.shape, sizes)):
-        s = L.clamp(0, L.convert_element_type(s, np.int32), max(n - z, 0))
-        shape = [1] * len(sizes)
-        shape[d] = z
-        idx.append(L.reshape(L.add(s, L.iota(np.int32, z)), shape))
-    return idx, tuple(("a", d) for d in range(len(sizes)))
-
-
-def _vmap_as_gather(vals, dims, size, per_example):
-    from ..transforms.vmap import vmap
-    return vmap(per_example, in_axes=tuple(dims), axis_size=size)(*vals), 0
-
-
-def _dynamic_slice_batch(vals, dims, size, *, slice_sizes):
-    if any(d is not None for d in dims[1:]):  # batched starts: a gather of the windows
-        from .indexing import gather_p
-
-        def window(x, *starts):
-            idx, spec = _window_indices(x, starts, slice_sizes)
-            return gather_p.bind(x, *idx, spec=spec)
-        return _vmap_as_gather(vals, dims, size, window)
-    zero = L.convert_element_type(0, vals[1].dtype if len(vals) > 1 else np.int32)
-    return dynamic_slice_p.bind(vals[0], zero, *vals[1:],
-                                slice_sizes=(size,) + tuple(slice_sizes)), 0
-
-
-dynamic_slice_p.batch = _dynamic_slice_batch
-
-
-def _dynamic_update_slice_batch(vals, dims, size):
-    if any(d is not None for d in dims[2:]):  # batched starts: a scatter into the windows
-        from .indexing import scatter_p
-
-        def update(x, upd, *starts):
-            idx, spec = _window_indices(x, starts, upd.shape)
-            return scatter_p.bind(x, upd, *idx, spec=spec, mode="set")
-        return _vmap_as_gather(vals, dims, size, update)
-    x, upd, *starts = vals
-    x = _full(x, dims[0], size, x.shape[1:] if dims[0] == 0 else x.shape)
-    upd = _full(upd, dims[1], size, upd.shape[1:] if dims[1] == 0 else upd.shape)
-    zero = L.convert_element_type(0, starts[0].dtype if starts else np.int32)
-    return dynamic_update_slice_p.bind(x, upd, zero, *starts), 0
-
-
-dynamic_update_slice_p.batch = _dynamic_update_slice_batch
+def _iota_onnx(ctx, *, dtype, shape, dimension):
+    n = shape[dimension]
+    r = O.op(ctx, "Range", O.scalar(ctx, 0, O.I64), O.scalar(ctx, n, O.I64),
+             O.scalar(ctx, 1, O.I64))
+    r = O.cast(ctx, r, O.I64, dtype)
+    r = O.reshape(ctx, r, [n if i == dimension else 1 for i in range(len(shape))])
+    if any(s != 1 for i, s in enumerate(shape) if i != dimension):
+        r = O.op(ctx, "Expand", r, O.ints(ctx, shape))
+    return r
+
+
+register_lowering(iota_p, "onnx", _iota_onnx)

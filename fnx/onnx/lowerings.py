@@ -42,109 +42,6 @@ from ..core.onnx_rules import (  # noqa: E402,F401
     unary as _simple_unary, where as _where, wider_dtype as _wide)
 
 
-# --- shapes -------------------------------------------------------------------------------------
-
-def _lower_broadcast_in_dim(ctx, x, *, shape, broadcast_dimensions):
-    a = ctx.in_avals[0]
-    expanded = [1] * len(shape)
-    for i, d in enumerate(broadcast_dimensions):
-        expanded[d] = a.shape[i]
-    if tuple(expanded) != a.shape:
-        x = _reshape(ctx, x, expanded)
-    if tuple(expanded) == tuple(shape):
-        return x
-    return _op(ctx, "Expand", x, _ints(ctx, shape))
-
-
-def _lower_reshape(ctx, x, *, new_sizes, dimensions=None):
-    if dimensions is not None and tuple(dimensions) != tuple(range(len(dimensions))):
-        x = _op(ctx, "Transpose", x, perm=list(dimensions))
-    return _reshape(ctx, x, new_sizes)
-
-
-def _lower_transpose(ctx, x, *, permutation):
-    return _op(ctx, "Transpose", x, perm=list(permutation))
-
-
-def _lower_squeeze(ctx, x, *, dimensions):
-    nd = ctx.in_avals[0].ndim
-    return _op(ctx, "Squeeze", x, _ints(ctx, sorted(d % nd for d in dimensions)))
-
-
-def _lower_expand_dims(ctx, x, *, dimensions):
-    nd = ctx.out_avals[0].ndim
-    return _op(ctx, "Unsqueeze", x, _ints(ctx, sorted(d % nd for d in dimensions)))
-
-
-def _lower_rev(ctx, x, *, dimensions):
-    nd = ctx.in_avals[0].ndim
-    axes = sorted({d % nd for d in dimensions})
-    if not axes:
-        return x
-    return _op(ctx, "Slice", x, _ints(ctx, [-1] * len(axes)),
-               _ints(ctx, [_INT64_MIN] * len(axes)), _ints(ctx, axes),
-               _ints(ctx, [-1] * len(axes)))
-
-
-def _lower_concatenate(ctx, *xs, dimension):
-    return _op(ctx, "Concat", *xs, axis=int(dimension))
-
-
-def _lower_pad(ctx, x, value, *, padding_config):
-    a = ctx.in_avals[0]
-    return _pad_config(ctx, x, a.shape, padding_config, value, a.dtype)
-
-
-def _lower_slice(ctx, x, *, start_indices, limit_indices, strides=None):
-    nd = ctx.in_avals[0].ndim
-    if nd == 0:
-        return x
-    return _slice(ctx, x, start_indices, limit_indices, range(nd),
-                  strides if strides is not None else [1] * nd)
-
-
-def _clamped_starts(ctx, starts, start_avals, x_shape, sizes):
-    """The impl's window starts: each clamped into [0, n - size]; a 1-D int64 tensor."""
-    parts = []
-    for s, a, n, z in zip(starts, start_avals, x_shape, sizes):
-        s = _index_int64(ctx, s, a.dtype, n)
-        s = _op(ctx, "Max", _op(ctx, "Min", s, _k(ctx, n - z, I64)), _k(ctx, 0, I64))
-        parts.append(_op(ctx, "Unsqueeze", s, _ints(ctx, [0])))
-    return parts[0] if len(parts) == 1 else _op(ctx, "Concat", *parts, axis=0)
-
-
-def _lower_dynamic_slice(ctx, x, *starts, slice_sizes):
-    a = ctx.in_avals[0]
-    if a.ndim == 0:
-        return x
-    begin = _clamped_starts(ctx, starts, ctx.in_avals[1:], a.shape, slice_sizes)
-    end = _op(ctx, "Add", begin, _ints(ctx, slice_sizes))
-    return _op(ctx, "Slice", x, begin, end, _ints(ctx, range(a.ndim)))
-
-
-def _lower_dynamic_update_slice(ctx, x, update, *starts):
-    a, u = ctx.in_avals[0], ctx.in_avals[1]
-    if a.ndim == 0:
-        return update
-    dt = a.dtype
-    begin = _clamped_starts(ctx, starts, ctx.in_avals[2:], a.shape, u.shape)
-    end = _op(ctx, "Sub", _ints(ctx, [n - z for n, z in zip(a.shape, u.shape)]), begin)
-    pads = _op(ctx, "Concat", begin, end, axis=0)
-    placed = _pad(ctx, update, pads, _k(ctx, 0, dt), dt)
-    inside = _pad(ctx, _full(ctx, True, BOOL, u.shape), pads, _k(ctx, False, BOOL), BOOL)
-    return _where(ctx, inside, placed, x, dt)
-
-
-def _lower_iota(ctx, *, dtype, shape, dimension):
-    n = shape[dimension]
-    r = _op(ctx, "Range", _k(ctx, 0, I64), _k(ctx, n, I64), _k(ctx, 1, I64))
-    r = _cast(ctx, r, I64, dtype)
-    r = _reshape(ctx, r, [n if i == dimension else 1 for i in range(len(shape))])
-    if any(s != 1 for i, s in enumerate(shape) if i != dimension):
-        r = _op(ctx, "Expand", r, _ints(ctx, shape))
-    return r
-
-
 # --- reductions ----------------------------------------------------------------------------------
 
 def _reduce_axes(axes, ndim):
@@ -467,12 +364,6 @@ def _lower_scatter(ctx, x, updates, *indices, spec, mode):
 
 def _table():
     return {
-        "broadcast_in_dim": _lower_broadcast_in_dim, "reshape": _lower_reshape,
-        "transpose": _lower_transpose, "squeeze": _lower_squeeze,
-        "expand_dims": _lower_expand_dims, "rev": _lower_rev,
-        "concatenate": _lower_concatenate, "pad": _lower_pad, "slice": _lower_slice,
-        "dynamic_slice": _lower_dynamic_slice,
-        "dynamic_update_slice": _lower_dynamic_update_slice, "iota": _lower_iota,
         "reduce_sum": _reduce_arith("ReduceSum"), "reduce_prod": _reduce_arith("ReduceProd"),
         "reduce_max": _reduce_extreme("max"), "reduce_min": _reduce_extreme("min"),
         "reduce_and": _reduce_bitwise("and"), "reduce_or": _reduce_bitwise("or"),
