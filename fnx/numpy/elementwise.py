@@ -94,9 +94,17 @@ def _fast_binary(name, slow, ufunc, kinds, prim, out_bool=False, quiet=True):
                     return bind(x, y)
             elif (ty is float or ty is int) and x.dtype.kind == "f":
                 # a scalar too large for the dtype is inf (without NumPy's cast warning)
-                return bind(x, Array._wrap(_quiet_call(np.array, y, x.dtype)[()], True))
+                try:
+                    s = _quiet_run(np.array, y, x.dtype)
+                except RuntimeError:
+                    s = _quiet_call(np.array, y, x.dtype)
+                return bind(x, Array._wrap(s[()], True))
         elif (tx is float or tx is int) and isinstance(y, Array) and y.dtype.kind == "f":
-            return bind(Array._wrap(_quiet_call(np.array, x, y.dtype)[()], True), y)
+            try:
+                s = _quiet_run(np.array, x, y.dtype)
+            except RuntimeError:
+                s = _quiet_call(np.array, x, y.dtype)
+            return bind(Array._wrap(s[()], True), y)
         return slow(x, y)
     f.__name__ = name
     f.__qualname__ = name
