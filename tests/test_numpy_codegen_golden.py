@@ -1,0 +1,91 @@
+"""The NumPy backend generates the same code as recorded in
+``tests/data/numpy_codegen_golden.txt`` for the golden corpus of
+``tests/numpy_codegen_corpus.py`` (small ``fnx.lax`` IRs, each aimed at one job of the
+lowering), and each case still exercises the job it was written for.
+
+The generated code depends only on shapes, dtypes and the backend's thresholds, so the file
+holds on any machine; NumPy 1 wraps the body in ``np.errstate`` instead of setting NumPy 2's
+error-state variable, so there the comparison is skipped. After an intended change of the
+generated code, rewrite the file (``python tests/numpy_codegen_corpus.py --write``) and
+review its diff; a restructuring of the backend must leave it as it is.
+"""
+import difflib
+
+import numpy as np
+import pytest
+
+import numpy_codegen_corpus as corpus
+
+# Each case and what its code must contain: the job it exercises.
+JOBS = {
+    "transpose_fused_into_dot": ["_dot_general1(v0, v1)\n        del v0, v1\n        return (v2,)"],
+    "transpose_of_dot_used_twice": ["v2.transpose((1, 0))"],
+    "tie_weight": ["_tie_weight1(v0, v1, out=_mo[0])"],
+    "scale_by_tie_weight": ["_scale_by_tie_weight1(v0, v1, v2, out=_mo[0])"],
+    "tie_weight_scalar_b": ["_tie_weight2(v0, _lit1, out=_mo[0])"],
+    "logistic_large": ["_logistic1(v0, out=_mo[0])", "fnx.backends.*._logistic"],
+    "logistic_small": ["_logistic1(v0)", "fnx.lax."],
+    "select_int_3": ["_select_int1(v0, v1, v2, v3, out=_mo[0])"],
+    "fused_reduce_sum_exp": ["_fused_reduce_sum1(v0)", "ufunc=ufunc exp"],
+    "fused_reduce_max_mul": ["_fused_reduce_max1(v0, v1)", "reducer=ufunc maximum"],
+    "reduce_axis0_not_fused": ["_exp1(v0, out=_ms[0])", "axis=(0,)"],
+    "blocked_chain": ["_fused_elementwise2(v0, v2, out=_mo[0])", "for s in range(0, 1024, 256)"],
+    "blocked_chain_scalar_broadcast": ["_fused_elementwise1(v0, out=_mo[0])"],
+    "selects_sharing_a_mask": ["_fused_elementwise1(v0, out=_mo[0])", "_negative9(t0, dtype="],
+    "blocked_select_zero_case": ["_bitwise_and5(x0.view(", "_subtract16(t0, 1, dtype="],
+    "unbroadcast_trailing": ["_add1(v0, v1, out=_mo[0])", "_multiply2(v2, v0, out=v2)"],
+    "unbroadcast_reshaped": ["_subtract1(v0, v1.reshape((64, 1)), out=_mo[0])"],
+    "broadcast_read_twice": ["v2 = _broadcast_in_dim1(v1)", "_add2(v0, v1, out=_mo[0])"],
+    "select_unbroadcast": ["v3 = _select_n1(v0, v1, v2)"],
+    "maximum_full_operand": ["_maximum3(v0, _full2, out=_mo[0])", "writeable=False"],
+    "maximum_small_no_full_operand": ["_maximum2(v0, _lit1)"],
+    "folded_iota": ["v1 = _add7(v0, _k6)"],
+    "div_and_square": ["_square1(v0, out=_mo[0])", "_divide2(v2, v1, out=v2)"],
+    "int_div": ["v2 = _div1(v0, v1)"],
+    "in_place_chain": ["_add3(v1, _lit2, out=v1)", "_log4(v2, out=v2)"],
+    "in_place_after_view": ["v2 = v1.reshape((128, 64))", "_exp3(v2, out=_mo[0])"],
+    "matmul_scratch_and_ring": ["_dot_general1(v0, v1, out=_ms[0])", "_tanh2(v3, out=v3)",
+                                "_dot_general3(v4, v2, out=_mo[0])"],
+    "donated_sgd": ["_pool.enter(_dn)", "_subtract6(v0, v5, out=_mo[1])", "donors=[None, 0]"],
+    "donated_view_escapes": ["v1 = v0.reshape((128, 512))", "donors=[None]"],
+    "donated_large_blocked": ["_fused_elementwise1(v1, v0, out=_mo[0])", "donors=[0]"],
+    "conv_relu_pool": ["_conv_general_dilated1(v0, v1)", "_maximum4(v2, _full3)"],
+    "scan_call": ["v3, v4 = _scan1(v0, v1, v2)"],
+    "scan_body": ["for t in range(10):", "out=y0[t]", "c0 = np.ascontiguousarray(c0)"],
+    "scan_body_reverse": ["for t in range(9, -1, -1):"],
+}
+
+NUMPY_1 = np.lib.NumpyVersion(np.__version__) < "2.0.0"
+
+
+@pytest.fixture(scope="module")
+def generated():
+    return corpus.describe_golden()
+
+
+@pytest.mark.skipif(NUMPY_1, reason="the golden code sets NumPy 2's error-state variable")
+def test_generated_code_is_the_golden_code(generated):
+    golden = corpus.read_golden()
+    assert sorted(generated) == sorted(golden), "the golden file lists other cases"
+    diffs = []
+    for label in sorted(golden):
+        if generated[label] != golden[label]:
+            diffs.append(f"{label}:\n" + "".join(difflib.unified_diff(
+                golden[label].splitlines(True), generated[label].splitlines(True),
+                "golden", "generated", n=2)))
+    assert not diffs, ("the NumPy backend's generated code changed for "
+                       f"{len(diffs)} golden case(s):\n" + "\n".join(diffs[:3]))
+
+
+def test_every_golden_case_exercises_its_job(generated):
+    assert sorted(JOBS) == sorted(generated)
+    missing = [(label, m) for label, ms in JOBS.items() for m in ms if m not in generated[label]]
+    assert not missing, f"golden cases no longer exercising their job: {missing}"
+
+
+def test_the_golden_file_round_trips(tmp_path):
+    """``write_golden``/``read_golden`` keep every description byte for byte (the file's
+    separators are not part of any description)."""
+    d = {"b": "line\n", "a": "x\n--- globals\n  _k1 = 1\n", "c": "last\n"}
+    corpus.write_golden(d, tmp_path / "g.txt")
+    assert corpus.read_golden(tmp_path / "g.txt") == d
