@@ -3,15 +3,23 @@
 ``reduce_*`` keep the operand's dtype (``fnx.numpy`` chooses accumulation
 dtypes before binding). Empty max/min reductions return the identity
 (-inf/+inf or the integer extremes), as JAX does, instead of raising.
+
+One block per primitive: the definition, then its jvp, transpose and batching rules, then
+its lowering (``"onnx"``, written with ``fnx.core.onnx_rules``), JAX's ``lax.py`` layout;
+each family's rule constructors come first.
 """
 from __future__ import annotations
 
 import numpy as np
 
-
+from ..core import onnx_rules as O
+from ..core.backend import register_lowering
 from ..core.primitive import Primitive, ShapeDtypeStruct
 from ..errors import ShapeError
+from ..transforms.jvp import deflinear, defjvp, defjvp_zero
+from ..transforms.vmap import batch_shifted
 from ._rules import KINDS, check_kind, describe, normalize_axes, quiet
+from . import ops as L  # (rules run after import; ops imports this module)
 
 
 def _reduced(x, axes, dtype=None):
@@ -27,6 +35,8 @@ def _identity(dtype, which):
     info = np.iinfo(dtype)
     return info.min if which == "max" else info.max
 
+
+# === reductions =================================================================================
 
 def _reducer(name, numpy_fn, kinds, which=None):
     def shape_rule(x, *, axes):
@@ -52,83 +62,86 @@ def _reducer(name, numpy_fn, kinds, which=None):
     return prim
 
 
+def _batch_reduce(prim):
+    batch_shifted(prim, lambda p, n, x: dict(axes=tuple(a % (x.ndim - 1) + 1 for a in p["axes"])))
+
+
+def _onnx_reduce_axes(axes, ndim):
+    return sorted({a % ndim for a in axes})
+
+
+def _onnx_reduction(name, body, identity):
+    """The lowering of a reduce_* primitive from ``body(ctx, x, a, axes)`` (``a`` the
+    input's aval, ``axes`` normalised and sorted): a reduction over no axes is ``x``
+    itself, and one over an empty axis is ``identity(dtype)`` filled in, unless that
+    is None (then ``body`` handles it)."""
+    def lower(ctx, x, *, axes):
+        a, out = ctx.in_avals[0], ctx.out_avals[0]
+        axes = _onnx_reduce_axes(axes, a.ndim)
+        if not axes:
+            return x
+        if any(a.shape[d] == 0 for d in axes):
+            value = identity(a.dtype)
+            if value is not None:
+                return O.full(ctx, value, a.dtype, out.shape)
+        return body(ctx, x, a, axes)
+    lower.__name__ = name
+    return lower
+
+
+def _reduce_arith_onnx(op_type):
+    """reduce_sum / reduce_prod. Floats use ReduceSum/ReduceProd; integers a tree of
+    Add/Mul, which wraps exactly like NumPy (onnxruntime's integer ReduceSum and
+    ReduceProd saturate or round through double)."""
+    combine_op = {"ReduceSum": "Add", "ReduceProd": "Mul"}[op_type]
+    identity = {"ReduceSum": 0, "ReduceProd": 1}[op_type]
+
+    def body(ctx, x, a, axes):
+        if O.is_int(a.dtype):
+            return O.tree_reduce(ctx, x, a.shape, axes,
+                                 lambda u, v: O.op(ctx, combine_op, u, v))
+        xs, back = O.arithmetic(ctx, x, a.dtype, O.REDUCE_ARITH_KERNELS)
+        return back(O.op(ctx, op_type, xs, O.ints(ctx, axes), keepdims=0))
+    return _onnx_reduction(f"lower_{op_type}", body,
+                           lambda dt: identity if O.is_int(dt) else None)
+
+
+def _reduce_extreme_onnx(which):
+    op_type = "ReduceMax" if which == "max" else "ReduceMin"
+
+    def body(ctx, x, a, axes):
+        dt = a.dtype
+        xs, _, back = O.exact(ctx, x, dt, O.REDUCE_ORDER_KERNELS, ordered=True)
+        r = back(O.op(ctx, op_type, xs, O.ints(ctx, axes), keepdims=0))
+        if O.is_float(dt):                         # ReduceMax/Min skip NaNs: put them back
+            has_nan = O.any_(ctx, O.op(ctx, "IsNaN", x), axes)
+            r = O.where(ctx, has_nan, O.scalar(ctx, np.nan, dt), r, dt)
+        return r
+
+    def identity(dt):   # an empty reduction: the identity
+        return _identity(dt, which)
+    return _onnx_reduction(f"lower_reduce_{which}", body, identity)
+
+
+def _reduce_bitwise_onnx(which):
+    """reduce_and / reduce_or: bool via ReduceMin/ReduceMax; integers by a log-depth tree
+    of BitwiseAnd/BitwiseOr over the reduced elements (ONNX has no bitwise reduce)."""
+    def body(ctx, x, a, axes):
+        if a.dtype == O.BOOL:
+            op_type = "ReduceMin" if which == "and" else "ReduceMax"
+            r = O.op(ctx, op_type, O.cast(ctx, x, O.BOOL, O.U8), O.ints(ctx, axes), keepdims=0)
+            return O.cast(ctx, r, O.U8, O.BOOL)
+        op_type = "BitwiseAnd" if which == "and" else "BitwiseOr"
+        return O.tree_reduce(ctx, x, a.shape, axes, lambda u, v: O.op(ctx, op_type, u, v))
+
+    def identity(dt):   # integers: all bits / none (bool is handled by the body)
+        return None if dt == O.BOOL else np.array(-1 if which == "and" else 0).astype(dt)
+    return _onnx_reduction(f"lower_reduce_{which}", body, identity)
+
+
 # the ufuncs' own reduce: what np.sum/prod/max/min call for arrays, without their wrappers
 reduce_sum_p = _reducer("reduce_sum", np.add.reduce, "num")
-reduce_prod_p = _reducer("reduce_prod", np.multiply.reduce, "num")
-reduce_max_p = _reducer("reduce_max", np.maximum.reduce, "any", "max")
-reduce_min_p = _reducer("reduce_min", np.minimum.reduce, "any", "min")
-reduce_and_p = _reducer("reduce_and", lambda x, axis: np.bitwise_and.reduce(x, axis=axis),
-                        "intbool")
-reduce_or_p = _reducer("reduce_or", lambda x, axis: np.bitwise_or.reduce(x, axis=axis),
-                       "intbool")
-
-
-def _arg_reducer(name, numpy_fn):
-    def shape_rule(x, *, axes, index_dtype):
-        check_kind(name, x, KINDS["any"])
-        axes = normalize_axes(name, axes, x.ndim)
-        if len(axes) != 1:
-            raise ShapeError(f"{name}: reduces exactly one axis, got axes={axes}")
-        if x.shape[axes[0]] == 0:
-            raise ShapeError(f"{name}: cannot reduce the empty axis {axes[0]} of {describe(x)}")
-        if np.dtype(index_dtype).kind not in "iu":
-            raise ShapeError(f"{name}: index_dtype must be an integer dtype, got "
-                             f"{index_dtype} (operand {describe(x)})")
-        return _reduced(x, axes, index_dtype)
-
-    def impl(x, *, axes, index_dtype):
-        return np.asarray(numpy_fn(x, axis=axes[0])).astype(index_dtype)
-    return Primitive(name, shape_rule=shape_rule, impl=impl)
-
-
-argmax_p = _arg_reducer("argmax", np.argmax)
-argmin_p = _arg_reducer("argmin", np.argmin)
-
-
-def _cumulative(name, numpy_fn, kinds):
-    def shape_rule(x, *, axis, reverse=False):
-        check_kind(name, x, KINDS[kinds])
-        normalize_axes(name, (axis,), x.ndim)
-        return ShapeDtypeStruct(x.shape, x.dtype, x.weak_type)
-
-    def impl(x, *, axis, reverse=False):
-        if reverse:
-            x = np.flip(x, axis)
-        out = numpy_fn(x, axis=axis)
-        out = out if out.dtype == x.dtype else out.astype(x.dtype)
-        return np.flip(out, axis) if reverse else out
-    return Primitive(name, shape_rule=shape_rule, impl=quiet(impl))
-
-
-cumsum_p = _cumulative("cumsum", np.cumsum, "num")
-cumprod_p = _cumulative("cumprod", np.cumprod, "num")
-cummax_p = _cumulative("cummax", np.maximum.accumulate, "real")
-cummin_p = _cumulative("cummin", np.minimum.accumulate, "real")
-# log(cumsum(exp(x))) without overflow: each step is a logaddexp of the running value
-cumlogsumexp_p = _cumulative("cumlogsumexp", np.logaddexp.accumulate, "float")
-
-
-
-
-# --- jvp rules -------------------------------------------------------------------------------
-from ..transforms.jvp import deflinear, defjvp, defjvp_zero  # noqa: E402
-from . import ops as L  # noqa: E402
-
 deflinear(reduce_sum_p)
-deflinear(cumsum_p)
-for _p in (argmax_p, argmin_p, reduce_and_p, reduce_or_p):
-    defjvp_zero(_p)
-
-
-def _chosen_jvp(g, ans, x, *, axes):
-    """Tangent of max/min: the mean of the tangents at the positions that attain it."""
-    kept = tuple(d for d in range(x.ndim) if d not in axes)
-    hit = L.convert_element_type(L.eq(x, L.broadcast_in_dim(ans, x.shape, kept)), g.dtype)
-    return L.div(L.reduce_sum(L.mul(g, hit), axes), L.reduce_sum(hit, axes))
-
-
-defjvp(reduce_max_p, _chosen_jvp)
-defjvp(reduce_min_p, _chosen_jvp)
 
 
 def _reduce_sum_transpose(ct, x, *, axes):
@@ -137,7 +150,11 @@ def _reduce_sum_transpose(ct, x, *, axes):
 
 
 reduce_sum_p.transpose = _reduce_sum_transpose
-cumsum_p.transpose = lambda ct, x, *, axis, reverse=False: [L.cumsum(ct, axis, not reverse)]
+_batch_reduce(reduce_sum_p)
+register_lowering(reduce_sum_p, "onnx", _reduce_arith_onnx("ReduceSum"))
+
+
+reduce_prod_p = _reducer("reduce_prod", np.multiply.reduce, "num")
 
 
 def _reduce_prod_jvp(primals, tangents, *, axes):
@@ -163,6 +180,119 @@ def _reduce_prod_jvp(primals, tangents, *, axes):
 
 
 reduce_prod_p.jvp = _reduce_prod_jvp
+_batch_reduce(reduce_prod_p)
+register_lowering(reduce_prod_p, "onnx", _reduce_arith_onnx("ReduceProd"))
+
+
+def _chosen_jvp(g, ans, x, *, axes):
+    """Tangent of max/min: the mean of the tangents at the positions that attain it."""
+    kept = tuple(d for d in range(x.ndim) if d not in axes)
+    hit = L.convert_element_type(L.eq(x, L.broadcast_in_dim(ans, x.shape, kept)), g.dtype)
+    return L.div(L.reduce_sum(L.mul(g, hit), axes), L.reduce_sum(hit, axes))
+
+
+reduce_max_p = _reducer("reduce_max", np.maximum.reduce, "any", "max")
+defjvp(reduce_max_p, _chosen_jvp)
+_batch_reduce(reduce_max_p)
+register_lowering(reduce_max_p, "onnx", _reduce_extreme_onnx("max"))
+
+
+reduce_min_p = _reducer("reduce_min", np.minimum.reduce, "any", "min")
+defjvp(reduce_min_p, _chosen_jvp)
+_batch_reduce(reduce_min_p)
+register_lowering(reduce_min_p, "onnx", _reduce_extreme_onnx("min"))
+
+
+reduce_and_p = _reducer("reduce_and", lambda x, axis: np.bitwise_and.reduce(x, axis=axis),
+                        "intbool")
+defjvp_zero(reduce_and_p)
+_batch_reduce(reduce_and_p)
+register_lowering(reduce_and_p, "onnx", _reduce_bitwise_onnx("and"))
+
+
+reduce_or_p = _reducer("reduce_or", lambda x, axis: np.bitwise_or.reduce(x, axis=axis),
+                       "intbool")
+defjvp_zero(reduce_or_p)
+_batch_reduce(reduce_or_p)
+register_lowering(reduce_or_p, "onnx", _reduce_bitwise_onnx("or"))
+
+
+# === arg-reductions =============================================================================
+
+def _arg_reducer(name, numpy_fn):
+    def shape_rule(x, *, axes, index_dtype):
+        check_kind(name, x, KINDS["any"])
+        axes = normalize_axes(name, axes, x.ndim)
+        if len(axes) != 1:
+            raise ShapeError(f"{name}: reduces exactly one axis, got axes={axes}")
+        if x.shape[axes[0]] == 0:
+            raise ShapeError(f"{name}: cannot reduce the empty axis {axes[0]} of {describe(x)}")
+        if np.dtype(index_dtype).kind not in "iu":
+            raise ShapeError(f"{name}: index_dtype must be an integer dtype, got "
+                             f"{index_dtype} (operand {describe(x)})")
+        return _reduced(x, axes, index_dtype)
+
+    def impl(x, *, axes, index_dtype):
+        return np.asarray(numpy_fn(x, axis=axes[0])).astype(index_dtype)
+    return Primitive(name, shape_rule=shape_rule, impl=impl)
+
+
+def _batch_arg_reduce(prim):
+    batch_shifted(prim, lambda p, n, x: dict(axes=tuple(a % (x.ndim - 1) + 1 for a in p["axes"]),
+                                             index_dtype=p["index_dtype"]))
+
+
+def _arg_extreme_onnx(which):
+    op_type = "ArgMax" if which == "max" else "ArgMin"
+
+    def lower(ctx, x, *, axes, index_dtype):
+        a = ctx.in_avals[0]
+        axis = axes[0] % a.ndim
+        xs, _, _ = O.exact(ctx, x, a.dtype, O.ARGMAX_KERNELS, ordered=True)
+        idx = O.op(ctx, op_type, xs, axis=axis, keepdims=0, select_last_index=0)
+        if O.is_float(a.dtype):                    # the first NaN wins, as np.argmax
+            nan = O.cast(ctx, O.op(ctx, "IsNaN", x), O.BOOL, O.U8)
+            first_nan = O.op(ctx, "ArgMax", nan, axis=axis, keepdims=0, select_last_index=0)
+            has_nan = O.cast(ctx, O.op(ctx, "ReduceMax", nan, O.ints(ctx, [axis]), keepdims=0),
+                             O.U8, O.BOOL)
+            idx = O.op(ctx, "Where", has_nan, first_nan, idx)
+        return O.cast(ctx, idx, O.I64, index_dtype)
+    lower.__name__ = f"lower_{op_type}"
+    return lower
+
+
+argmax_p = _arg_reducer("argmax", np.argmax)
+defjvp_zero(argmax_p)
+_batch_arg_reduce(argmax_p)
+register_lowering(argmax_p, "onnx", _arg_extreme_onnx("max"))
+
+
+argmin_p = _arg_reducer("argmin", np.argmin)
+defjvp_zero(argmin_p)
+_batch_arg_reduce(argmin_p)
+register_lowering(argmin_p, "onnx", _arg_extreme_onnx("min"))
+
+
+# === cumulative =================================================================================
+
+def _cumulative(name, numpy_fn, kinds):
+    def shape_rule(x, *, axis, reverse=False):
+        check_kind(name, x, KINDS[kinds])
+        normalize_axes(name, (axis,), x.ndim)
+        return ShapeDtypeStruct(x.shape, x.dtype, x.weak_type)
+
+    def impl(x, *, axis, reverse=False):
+        if reverse:
+            x = np.flip(x, axis)
+        out = numpy_fn(x, axis=axis)
+        out = out if out.dtype == x.dtype else out.astype(x.dtype)
+        return np.flip(out, axis) if reverse else out
+    return Primitive(name, shape_rule=shape_rule, impl=quiet(impl))
+
+
+def _batch_cumulative(prim):
+    batch_shifted(prim, lambda p, n, x: dict(axis=p["axis"] % (x.ndim - 1) + 1,
+                                             reverse=p.get("reverse", False)))
 
 
 def _shifted(v, d, fill, axis, reverse):
@@ -171,6 +301,41 @@ def _shifted(v, d, fill, axis, reverse):
     config = [(0, 0, 0)] * v.ndim
     config[axis] = (-d, d, 0) if reverse else (d, -d, 0)
     return L.pad(v, fill, config)
+
+
+def _cum_scan_onnx(which):
+    """cumprod / cummax / cummin as a Hillis-Steele scan (``O.hillis_steele``)."""
+    def lower(ctx, x, *, axis, reverse=False):
+        a = ctx.in_avals[0]
+        dt = a.dtype
+        if which == "prod":
+            fill = np.array(1).astype(dt)
+            combine = lambda u, v: O.op(ctx, "Mul", u, v)  # noqa: E731
+        else:
+            fill = np.array(_identity(dt, which)).astype(dt)
+            op_type = "Max" if which == "max" else "Min"
+            combine = lambda u, v: O.extremum(ctx, u, v, dt, op_type)  # noqa: E731
+        return O.hillis_steele(ctx, x, a.shape, axis, reverse, O.scalar(ctx, fill, dt), combine, dt)
+    lower.__name__ = f"lower_cum{which}"
+    return lower
+
+
+cumsum_p = _cumulative("cumsum", np.cumsum, "num")
+deflinear(cumsum_p)
+cumsum_p.transpose = lambda ct, x, *, axis, reverse=False: [L.cumsum(ct, axis, not reverse)]
+_batch_cumulative(cumsum_p)
+
+
+def _cumsum_onnx(ctx, x, *, axis, reverse=False):
+    xs, back = O.arithmetic(ctx, x, ctx.in_avals[0].dtype, O.CUMSUM_KERNELS)
+    return back(O.op(ctx, "CumSum", xs, O.scalar(ctx, axis, O.I64), exclusive=0,
+                     reverse=int(bool(reverse))))
+
+
+register_lowering(cumsum_p, "onnx", _cumsum_onnx)
+
+
+cumprod_p = _cumulative("cumprod", np.cumprod, "num")
 
 
 def _cumprod_jvp(primals, tangents, *, axis, reverse=False):
@@ -201,6 +366,8 @@ def _cumprod_jvp(primals, tangents, *, axis, reverse=False):
 
 
 cumprod_p.jvp = _cumprod_jvp
+_batch_cumulative(cumprod_p)
+register_lowering(cumprod_p, "onnx", _cum_scan_onnx("prod"))
 
 
 def _cum_extreme_jvp(prim):
@@ -245,8 +412,20 @@ def _cum_extreme_jvp(prim):
     prim.jvp = rule
 
 
+cummax_p = _cumulative("cummax", np.maximum.accumulate, "real")
 _cum_extreme_jvp(cummax_p)
+_batch_cumulative(cummax_p)
+register_lowering(cummax_p, "onnx", _cum_scan_onnx("max"))
+
+
+cummin_p = _cumulative("cummin", np.minimum.accumulate, "real")
 _cum_extreme_jvp(cummin_p)
+_batch_cumulative(cummin_p)
+register_lowering(cummin_p, "onnx", _cum_scan_onnx("min"))
+
+
+# log(cumsum(exp(x))) without overflow: each step is a logaddexp of the running value
+cumlogsumexp_p = _cumulative("cumlogsumexp", np.logaddexp.accumulate, "float")
 
 
 def _cumlogsumexp_jvp(primals, tangents, *, axis, reverse=False):
@@ -281,36 +460,22 @@ def _cumlogsumexp_jvp(primals, tangents, *, axis, reverse=False):
 
 
 cumlogsumexp_p.jvp = _cumlogsumexp_jvp
+_batch_cumulative(cumlogsumexp_p)
 
 
-# --- batching rules ---------------------------------------------------------------------------
-from ..transforms.vmap import batch_shifted  # noqa: E402
-
-for _p in (reduce_sum_p, reduce_prod_p, reduce_max_p, reduce_min_p, reduce_and_p, reduce_or_p):
-    batch_shifted(_p, lambda p, n, x: dict(axes=tuple(a % (x.ndim - 1) + 1 for a in p["axes"])))
-for _p in (argmax_p, argmin_p):
-    batch_shifted(_p, lambda p, n, x: dict(axes=tuple(a % (x.ndim - 1) + 1 for a in p["axes"]),
-                                           index_dtype=p["index_dtype"]))
-for _p in (cumsum_p, cumprod_p, cummax_p, cummin_p, cumlogsumexp_p):
-    batch_shifted(_p, lambda p, n, x: dict(axis=p["axis"] % (x.ndim - 1) + 1,
-                                           reverse=p.get("reverse", False)))
-
-
-# --- ONNX lowering ----------------------------------------------------------------------------
 def _cumlogsumexp_onnx(ctx, x, *, axis, reverse=False):
     """A Hillis-Steele scan (the one cummax/cummin use) whose combining step is the
     overflow-free logaddexp lowering, max + log1p(exp(-|a - b|)): ceil(log2 n) steps,
     each accurate to a few ulp however far apart the values are (no global shift, so
     large ranges and infinities are exact where the impl's are). float16/bfloat16
     compute in float32."""
-    from ..onnx import lowerings as O
     a = ctx.in_avals[0]
     dt = a.dtype
     cdt = dt if dt in (O.F32, O.F64) else O.F32
-    xs = O._cast(ctx, x, dt, cdt)
-    y = O._hillis_steele(ctx, xs, a.shape, axis % a.ndim, reverse, O._k(ctx, -np.inf, cdt),
-                         lambda u, v: O._logaddexp(ctx, u, v, cdt), cdt)
-    return O._cast(ctx, y, cdt, dt)
+    xs = O.cast(ctx, x, dt, cdt)
+    y = O.hillis_steele(ctx, xs, a.shape, axis % a.ndim, reverse, O.scalar(ctx, -np.inf, cdt),
+                        lambda u, v: O.logaddexp(ctx, u, v, cdt), cdt)
+    return O.cast(ctx, y, cdt, dt)
 
 
-cumlogsumexp_p.onnx = _cumlogsumexp_onnx
+register_lowering(cumlogsumexp_p, "onnx", _cumlogsumexp_onnx)

@@ -311,8 +311,8 @@ def _rev_onnx(ctx, x, *, dimensions):
     if not axes:
         return x
     return O.op(ctx, "Slice", x, O.ints(ctx, [-1] * len(axes)),
-               O.ints(ctx, [O.INT64_MIN] * len(axes)), O.ints(ctx, axes),
-               O.ints(ctx, [-1] * len(axes)))
+                O.ints(ctx, [O.INT64_MIN] * len(axes)), O.ints(ctx, axes),
+                O.ints(ctx, [-1] * len(axes)))
 
 
 register_lowering(rev_p, "onnx", _rev_onnx)
@@ -502,7 +502,7 @@ def _slice_onnx(ctx, x, *, start_indices, limit_indices, strides=None):
     if nd == 0:
         return x
     return O.slice_(ctx, x, start_indices, limit_indices, range(nd),
-                  strides if strides is not None else [1] * nd)
+                    strides if strides is not None else [1] * nd)
 
 
 register_lowering(slice_p, "onnx", _slice_onnx)

@@ -33,132 +33,14 @@ from ..core.onnx_rules import (  # noqa: E402,F401
     NEG_KERNELS as _NEG, PAD_KERNELS as _PAD, REDUCE_ARITH_KERNELS as _REDUCE_ARITH,
     REDUCE_ORDER_KERNELS as _REDUCE_ORDER, TOPK_KERNELS as _TOPK, WHERE_KERNELS as _WHERE,
     WIDER as _WIDER, and_ as _and, any_ as _any, arithmetic as _arithmetic,
-    binary as _simple_binary, cast as _cast, compare as _compare, comparison as _comparison, eq as _eq, exact as _exact,
-    expm1 as _expm1, extremum as _max, full as _full, hillis_steele as _hillis_steele,
-    identity as _identity, index_int64 as _index_int64, ints as _ints, is_float as _is_float,
-    is_int as _is_int, log1p as _log1p, logaddexp as _logaddexp, logic as _logic, not_ as _not,
-    op as _op, or_ as _or, pad as _pad, pad_config as _pad_config, reshape as _reshape,
-    scalar as _k, signbit as _signbit, slice_ as _slice, tree_reduce as _tree_reduce,
-    unary as _simple_unary, where as _where, wider_dtype as _wide)
-
-
-# --- reductions ----------------------------------------------------------------------------------
-
-def _reduce_axes(axes, ndim):
-    return sorted({a % ndim for a in axes})
-
-
-def _reduction(name, body, identity):
-    """The lowering of a reduce_* primitive from ``body(ctx, x, a, axes)`` (``a`` the
-    input's aval, ``axes`` normalised and sorted): a reduction over no axes is ``x``
-    itself, and one over an empty axis is ``identity(dtype)`` filled in, unless that
-    is None (then ``body`` handles it)."""
-    def lower(ctx, x, *, axes):
-        a, out = ctx.in_avals[0], ctx.out_avals[0]
-        axes = _reduce_axes(axes, a.ndim)
-        if not axes:
-            return x
-        if any(a.shape[d] == 0 for d in axes):
-            value = identity(a.dtype)
-            if value is not None:
-                return _full(ctx, value, a.dtype, out.shape)
-        return body(ctx, x, a, axes)
-    lower.__name__ = name
-    return lower
-
-
-def _reduce_arith(op_type):
-    """reduce_sum / reduce_prod. Floats use ReduceSum/ReduceProd; integers a tree of
-    Add/Mul, which wraps exactly like NumPy (onnxruntime's integer ReduceSum and
-    ReduceProd saturate or round through double)."""
-    combine_op = {"ReduceSum": "Add", "ReduceProd": "Mul"}[op_type]
-    identity = {"ReduceSum": 0, "ReduceProd": 1}[op_type]
-
-    def body(ctx, x, a, axes):
-        if _is_int(a.dtype):
-            return _tree_reduce(ctx, x, a.shape, axes,
-                                lambda u, v: _op(ctx, combine_op, u, v))
-        xs, back = _arithmetic(ctx, x, a.dtype, _REDUCE_ARITH)
-        return back(_op(ctx, op_type, xs, _ints(ctx, axes), keepdims=0))
-    return _reduction(f"lower_{op_type}", body,
-                      lambda dt: identity if _is_int(dt) else None)
-
-
-def _reduce_extreme(which):
-    op_type = "ReduceMax" if which == "max" else "ReduceMin"
-
-    def body(ctx, x, a, axes):
-        dt = a.dtype
-        xs, _, back = _exact(ctx, x, dt, _REDUCE_ORDER, ordered=True)
-        r = back(_op(ctx, op_type, xs, _ints(ctx, axes), keepdims=0))
-        if _is_float(dt):                         # ReduceMax/Min skip NaNs: put them back
-            has_nan = _any(ctx, _op(ctx, "IsNaN", x), axes)
-            r = _where(ctx, has_nan, _k(ctx, np.nan, dt), r, dt)
-        return r
-
-    def identity(dt):   # an empty reduction: the identity
-        from ..lax.reduction import _identity
-        return _identity(dt, which)
-    return _reduction(f"lower_reduce_{which}", body, identity)
-
-
-def _reduce_bitwise(which):
-    """reduce_and / reduce_or: bool via ReduceMin/ReduceMax; integers by a log-depth tree
-    of BitwiseAnd/BitwiseOr over the reduced elements (ONNX has no bitwise reduce)."""
-    def body(ctx, x, a, axes):
-        if a.dtype == BOOL:
-            op_type = "ReduceMin" if which == "and" else "ReduceMax"
-            r = _op(ctx, op_type, _cast(ctx, x, BOOL, U8), _ints(ctx, axes), keepdims=0)
-            return _cast(ctx, r, U8, BOOL)
-        op_type = "BitwiseAnd" if which == "and" else "BitwiseOr"
-        return _tree_reduce(ctx, x, a.shape, axes, lambda u, v: _op(ctx, op_type, u, v))
-
-    def identity(dt):   # integers: all bits / none (bool is handled by the body)
-        return None if dt == BOOL else np.array(-1 if which == "and" else 0).astype(dt)
-    return _reduction(f"lower_reduce_{which}", body, identity)
-
-
-def _arg_extreme(which):
-    op_type = "ArgMax" if which == "max" else "ArgMin"
-
-    def lower(ctx, x, *, axes, index_dtype):
-        a = ctx.in_avals[0]
-        axis = axes[0] % a.ndim
-        xs, _, _ = _exact(ctx, x, a.dtype, _ARGMAX, ordered=True)
-        idx = _op(ctx, op_type, xs, axis=axis, keepdims=0, select_last_index=0)
-        if _is_float(a.dtype):                    # the first NaN wins, as np.argmax
-            nan = _cast(ctx, _op(ctx, "IsNaN", x), BOOL, U8)
-            first_nan = _op(ctx, "ArgMax", nan, axis=axis, keepdims=0, select_last_index=0)
-            has_nan = _cast(ctx, _op(ctx, "ReduceMax", nan, _ints(ctx, [axis]), keepdims=0),
-                            U8, BOOL)
-            idx = _op(ctx, "Where", has_nan, first_nan, idx)
-        return _cast(ctx, idx, I64, index_dtype)
-    lower.__name__ = f"lower_{op_type}"
-    return lower
-
-
-def _lower_cumsum(ctx, x, *, axis, reverse=False):
-    xs, back = _arithmetic(ctx, x, ctx.in_avals[0].dtype, _CUMSUM)
-    return back(_op(ctx, "CumSum", xs, _k(ctx, axis, I64), exclusive=0,
-                    reverse=int(bool(reverse))))
-
-
-def _scan(which):
-    """cumprod / cummax / cummin as a Hillis-Steele scan (``_hillis_steele``)."""
-    def lower(ctx, x, *, axis, reverse=False):
-        from ..lax.reduction import _identity
-        a = ctx.in_avals[0]
-        dt = a.dtype
-        if which == "prod":
-            fill = np.array(1).astype(dt)
-            combine = lambda u, v: _op(ctx, "Mul", u, v)  # noqa: E731
-        else:
-            fill = np.array(_identity(dt, which)).astype(dt)
-            op_type = "Max" if which == "max" else "Min"
-            combine = lambda u, v: _max(ctx, u, v, dt, op_type)  # noqa: E731
-        return _hillis_steele(ctx, x, a.shape, axis, reverse, _k(ctx, fill, dt), combine, dt)
-    lower.__name__ = f"lower_cum{which}"
-    return lower
+    binary as _simple_binary, cast as _cast, compare as _compare, comparison as _comparison,
+    eq as _eq, exact as _exact, expm1 as _expm1, extremum as _max, full as _full,
+    hillis_steele as _hillis_steele, identity as _identity, index_int64 as _index_int64,
+    ints as _ints, is_float as _is_float, is_int as _is_int, log1p as _log1p,
+    logaddexp as _logaddexp, logic as _logic, not_ as _not, op as _op, or_ as _or, pad as _pad,
+    pad_config as _pad_config, reshape as _reshape, scalar as _k, signbit as _signbit,
+    slice_ as _slice, tree_reduce as _tree_reduce, unary as _simple_unary, where as _where,
+    wider_dtype as _wide)
 
 
 # --- dot_general ---------------------------------------------------------------------------------
@@ -364,12 +246,6 @@ def _lower_scatter(ctx, x, updates, *indices, spec, mode):
 
 def _table():
     return {
-        "reduce_sum": _reduce_arith("ReduceSum"), "reduce_prod": _reduce_arith("ReduceProd"),
-        "reduce_max": _reduce_extreme("max"), "reduce_min": _reduce_extreme("min"),
-        "reduce_and": _reduce_bitwise("and"), "reduce_or": _reduce_bitwise("or"),
-        "argmax": _arg_extreme("max"), "argmin": _arg_extreme("min"),
-        "cumsum": _lower_cumsum, "cumprod": _scan("prod"), "cummax": _scan("max"),
-        "cummin": _scan("min"),
         "dot_general": _lower_dot_general, "sort": _lower_sort,
         "gather": _lower_gather, "scatter": _lower_scatter,
     }
