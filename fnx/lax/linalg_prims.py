@@ -13,8 +13,12 @@ import math
 
 import numpy as np
 
+from ..core import onnx_rules as O
+from ..core.backend import register_lowering
 from ..core.primitive import Primitive, ShapeDtypeStruct
 from ..errors import ShapeError
+from ..transforms.jvp import defjvp
+from ..transforms.vjp import is_linear
 from ._rules import describe, kind_of, quiet
 
 
@@ -223,16 +227,12 @@ dot_general_p.numpy_specialize = _numpy_specialize
 
 
 # --- jvp rule: bilinear ----------------------------------------------------------------------
-from ..transforms.jvp import defjvp  # noqa: E402
-
 defjvp(dot_general_p,
        lambda g, ans, x, y, **p: dot_general_p.bind(g, y, **p),
        lambda g, ans, x, y, **p: dot_general_p.bind(x, g, **p))
 
 
 # --- transpose rule --------------------------------------------------------------------------
-from ..transforms.vjp import is_linear  # noqa: E402
-
 
 def _dot_general_transpose(ct, lhs, rhs, *, dimension_numbers, preferred_element_type=None):
     (lc, rc), (lb, rb) = dimension_numbers
@@ -306,3 +306,47 @@ def _dot_general_batch(vals, dims, size, *, dimension_numbers, preferred_element
 
 
 dot_general_p.batch = _dot_general_batch
+
+
+# --- ONNX lowering ----------------------------------------------------------------------------
+
+_EINSUM_LETTERS = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+
+
+def _einsum_equation(lhs_ndim, rhs_ndim, dimension_numbers):
+    (lc, rc), (lb, rb) = dimension_numbers
+    if lhs_ndim + rhs_ndim > len(_EINSUM_LETTERS):
+        raise ValueError("dot_general: too many dimensions for an ONNX Einsum equation")
+    letters = iter(_EINSUM_LETTERS)
+    lhs = [next(letters) for _ in range(lhs_ndim)]
+    rhs = [None] * rhs_ndim
+    for a, b in zip(lc, rc):
+        rhs[b] = lhs[a]
+    for a, b in zip(lb, rb):
+        rhs[b] = lhs[a]
+    rhs = [r if r is not None else next(letters) for r in rhs]
+    lf = [d for d in range(lhs_ndim) if d not in lc and d not in lb]
+    rf = [d for d in range(rhs_ndim) if d not in rc and d not in rb]
+    out = [lhs[d] for d in lb] + [lhs[d] for d in lf] + [rhs[d] for d in rf]
+    return f"{''.join(lhs)},{''.join(rhs)}->{''.join(out)}"
+
+
+def _dot_general_onnx(ctx, lhs, rhs, *, dimension_numbers, preferred_element_type=None):
+    la, ra = ctx.in_avals
+    dt = ctx.out_avals[0].dtype             # the impl casts the operands to it first
+    lhs, rhs = O.cast(ctx, lhs, la.dtype, dt), O.cast(ctx, rhs, ra.dtype, dt)
+    eq = _einsum_equation(la.ndim, ra.ndim, dimension_numbers)
+    if dt in O.EINSUM_KERNELS:
+        return O.op(ctx, "Einsum", lhs, rhs, equation=eq)
+    if dt == O.BOOL:                        # or of ands: a sum of 0/1 products > 0
+        r = O.op(ctx, "Einsum", O.cast(ctx, lhs, O.BOOL, O.I64), O.cast(ctx, rhs, O.BOOL, O.I64),
+                 equation=eq)
+        return O.op(ctx, "Greater", r, O.scalar(ctx, 0, O.I64))
+    # narrow or unsigned integers wrap: int64 and back gives the same value mod 2**bits;
+    # float16/bfloat16 accumulate in float32
+    wide = O.I64 if O.is_int(dt) else O.F32
+    r = O.op(ctx, "Einsum", O.cast(ctx, lhs, dt, wide), O.cast(ctx, rhs, dt, wide), equation=eq)
+    return O.cast(ctx, r, wide, dt)
+
+
+register_lowering(dot_general_p, "onnx", _dot_general_onnx)

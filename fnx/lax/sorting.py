@@ -2,16 +2,24 @@
 
 The first ``num_keys`` operands are the keys (lexicographic, NaNs last); the
 remaining operands are permuted the same way, which is how ``argsort`` and
-sort-by-key are written.
+sort-by-key are written. ``top_k``: the k largest entries along the last axis.
+
+One block per primitive: the definition, then its jvp and batching rules, then its
+lowering (``"onnx"``, written with ``fnx.core.onnx_rules``), JAX's ``lax.py`` layout.
 """
 from __future__ import annotations
 
 import numpy as np
 
+from ..core import onnx_rules as O
+from ..core.backend import register_lowering
 from ..core.primitive import Primitive, ShapeDtypeStruct
 from ..errors import ShapeError
+from ..transforms.vmap import materialize_batch_axis
 from ._rules import describe, normalize_axis
 
+
+# === sort ========================================================================================
 
 def _sort_rule(*operands, dimension, is_stable=True, num_keys=1):
     if not operands or not 1 <= num_keys <= len(operands):
@@ -38,7 +46,6 @@ def _sort_impl(*operands, dimension, is_stable=True, num_keys=1):
 sort_p = Primitive("sort", shape_rule=_sort_rule, impl=_sort_impl, multiple_results=True)
 
 
-# --- jvp rule: tangents follow the sorting permutation ------------------------------------------
 def _sort_jvp(primals, tangents, *, dimension, is_stable=True, num_keys=1):
     from . import ops as L
     from .indexing import gather_p
@@ -57,8 +64,8 @@ sort_p.jvp = _sort_jvp
 
 
 def _sort_batch(vals, dims, size, *, dimension, is_stable=True, num_keys=1):
-    from ..transforms.vmap import _full
-    ops = [_full(v, d, size, v.shape[1:] if d == 0 else v.shape) for v, d in zip(vals, dims)]
+    ops = [materialize_batch_axis(v, d, size, v.shape[1:] if d == 0 else v.shape)
+           for v, d in zip(vals, dims)]
     outs = sort_p.bind(*ops, dimension=dimension + 1, is_stable=is_stable, num_keys=num_keys)
     return outs, [0] * len(outs)
 
@@ -66,7 +73,45 @@ def _sort_batch(vals, dims, size, *, dimension, is_stable=True, num_keys=1):
 sort_p.batch = _sort_batch
 
 
-# --- top_k: the k largest entries along the last axis ----------------------------------------
+def _onnx_stable_argsort(ctx, key, dt, axis, n):
+    """int64 indices that sort ``key`` stably along ``axis`` (NaNs last). ``TopK`` with
+    largest=0 keeps equal elements in index order; NaNs are put last explicitly by a
+    first, stable pass on isnan (the final order is by (value, isnan))."""
+    def topk(values):
+        return O.op(ctx, "TopK", values, O.ints(ctx, [n]), axis=axis, largest=0, sorted=1,
+                    outputs=2)[1]
+    if not O.is_float(dt):
+        kk, _, _ = O.exact(ctx, key, dt, O.TOPK_KERNELS, ordered=True)
+        return topk(kk)
+    kk, kdt, _ = O.exact(ctx, key, dt, O.TOPK_KERNELS)
+    nan = O.op(ctx, "IsNaN", kk)
+    first = topk(O.cast(ctx, nan, O.BOOL, O.U8))
+    values = O.where(ctx, nan, O.scalar(ctx, np.inf, kdt), kk, kdt, signed_zeros=False)  # -0 == 0
+    second = topk(O.op(ctx, "GatherElements", values, first, axis=axis))
+    return O.op(ctx, "GatherElements", first, second, axis=axis)
+
+
+def _sort_onnx(ctx, *operands, dimension, is_stable=True, num_keys=1):
+    a = ctx.in_avals[0]
+    n = a.shape[dimension]
+    if n <= 1:
+        return list(operands)
+    perm = None
+    for i in reversed(range(num_keys)):        # least significant key first (as lexsort)
+        key = operands[i]
+        if perm is not None:
+            key = O.op(ctx, "GatherElements", key, perm, axis=dimension)
+        order = _onnx_stable_argsort(ctx, key, ctx.in_avals[i].dtype, dimension, n)
+        perm = order if perm is None else O.op(ctx, "GatherElements", perm, order,
+                                               axis=dimension)
+    return [O.op(ctx, "GatherElements", o, perm, axis=dimension) for o in operands]
+
+
+register_lowering(sort_p, "onnx", _sort_onnx)
+
+
+# === top_k: the k largest entries along the last axis =============================================
+
 def _top_k_rule(operand, *, k):
     if operand.ndim == 0:
         raise ShapeError(f"top_k: the operand must have at least one dimension, got "
@@ -124,7 +169,6 @@ def _top_k_batch(vals, dims, size, *, k):
 top_k_p.batch = _top_k_batch
 
 
-# --- ONNX lowering ----------------------------------------------------------------------------
 def _top_k_onnx(ctx, x, *, k):
     """ONNX ``TopK`` (largest=1, sorted=1) along the last axis. ONNX breaks ties by the
     lower index, as the impl does (-0.0 and 0.0 tie); onnxruntime (1.32, CPU) ranks NaN
@@ -132,17 +176,16 @@ def _top_k_onnx(ctx, x, *, k):
     check it with NaNs). Dtypes without a TopK kernel go through a wider one (uint64:
     int64 with the sign bit flipped, so the order is kept); values are gathered from the
     operand, so they keep their bits."""
-    from ..onnx import lowerings as O
     a = ctx.in_avals[0]
     if k == 0:
         shape = tuple(a.shape[:-1]) + (0,)
-        return [O._full(ctx, np.zeros((), a.dtype), a.dtype, shape),
-                O._full(ctx, np.zeros((), np.int32), np.dtype(np.int32), shape)]
-    key, _, _ = O._exact(ctx, x, a.dtype, O._TOPK, ordered=True)
-    _, idx = ctx.node("TopK", [key, O._ints(ctx, [k])], outputs=2, axis=-1, largest=1,
+        return [O.full(ctx, np.zeros((), a.dtype), a.dtype, shape),
+                O.full(ctx, np.zeros((), np.int32), np.dtype(np.int32), shape)]
+    key, _, _ = O.exact(ctx, x, a.dtype, O.TOPK_KERNELS, ordered=True)
+    _, idx = ctx.node("TopK", [key, O.ints(ctx, [k])], outputs=2, axis=-1, largest=1,
                       sorted=1)
-    vals = O._op(ctx, "GatherElements", x, idx, axis=a.ndim - 1)
-    return [vals, O._cast(ctx, idx, O.I64, np.int32)]
+    vals = O.op(ctx, "GatherElements", x, idx, axis=a.ndim - 1)
+    return [vals, O.cast(ctx, idx, O.I64, np.int32)]
 
 
-top_k_p.onnx = _top_k_onnx
+register_lowering(top_k_p, "onnx", _top_k_onnx)
