@@ -1,7 +1,8 @@
 """Convolutions and windowed reductions: conv_general_dilated, conv_transpose, reduce_window.
 
-Primitives (each with its shape rule, NumPy impl, jvp, transpose where linear,
-batching rule and ONNX lowering where ONNX has the op):
+Primitives, one block each (its shape rule and NumPy impl, then its jvp, transpose where
+linear and batching rules, then its ONNX lowering where ONNX has the op, registered with
+``register_lowering`` and written with ``fnx.core.onnx_rules``):
 
 * ``conv_general_dilated``: JAX's general convolution (any dimension numbers,
   explicit padding, lhs/rhs dilation, feature and batch groups). Bilinear: its
@@ -36,10 +37,15 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from ..core import dtypes
+from ..core import onnx_rules as O
 from ..core.array import to_array
+from ..core.backend import register_lowering
 from ..core.primitive import Primitive, ShapeDtypeStruct
-from ..errors import ShapeError
+from ..errors import MissingRuleError, ShapeError
+from ..transforms.jvp import defjvp, deflinear, deflinear_in
+from ..transforms.vjp import is_linear
 from ._rules import check_kind, describe, kind_of, quiet
+from . import ops as L  # (rules run after import; ops imports this module)
 
 __all__ = [
     "ConvDimensionNumbers", "avg_pool", "conv", "conv_dimension_numbers",
@@ -500,117 +506,6 @@ conv_general_dilated_p.numpy_specialize = (
     _conv_plan(*_conv_key(avals[0].shape, avals[1].shape, params, permutation)))
 
 
-def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None,
-                         rhs_dilation=None, dimension_numbers=None, feature_group_count=1,
-                         batch_group_count=1, precision=None, preferred_element_type=None):
-    """General dilated convolution (JAX's ``lax.conv_general_dilated``).
-
-    ``padding``: 'SAME', 'SAME_LOWER', 'VALID' or one (low, high) pair per spatial
-    dim (negative crops). ``lhs_dilation`` inserts holes between input elements
-    (transposed convolution), ``rhs_dilation`` between kernel taps (atrous).
-    ``dimension_numbers``: None (NCHW, OIHW, NCHW), a string triple such as
-    ('NHWC', 'HWIO', 'NHWC'), or ConvDimensionNumbers. ``feature_group_count=C``
-    with rhs input-feature size 1 is a depthwise convolution; ``batch_group_count``
-    splits the batch into groups that meet separate output features. ``precision``
-    is validated and changes nothing (NumPy computes in the operands' precision).
-    """
-    from .ops import canonicalize_precision
-    canonicalize_precision(precision, "conv_general_dilated")
-    lhs, rhs = to_array(lhs), to_array(rhs)
-    op = "conv_general_dilated"
-    dn = conv_dimension_numbers(lhs.shape, rhs.shape, dimension_numbers)
-    nsp = lhs.ndim - 2
-    window_strides = _ints(op, "window_strides", window_strides, nsp)
-    lhs_dilation = (1,) * nsp if lhs_dilation is None else \
-        _ints(op, "lhs_dilation", lhs_dilation, nsp)
-    rhs_dilation = (1,) * nsp if rhs_dilation is None else \
-        _ints(op, "rhs_dilation", rhs_dilation, nsp)
-    if isinstance(padding, str):
-        lhs_sp = [lhs.shape[d] for d in dn.lhs_spec[2:]]
-        eff = [_dilate_dim(rhs.shape[d], r) for d, r in zip(dn.rhs_spec[2:], rhs_dilation)]
-        padding = padtype_to_pads(lhs_sp, eff, window_strides, padding)
-    else:
-        padding = _pairs(op, padding, nsp)
-    pet = None if preferred_element_type is None else \
-        dtypes.canonical(preferred_element_type, "conv_general_dilated")
-    return conv_general_dilated_p.bind(
-        lhs, rhs, window_strides=window_strides, padding=padding, lhs_dilation=lhs_dilation,
-        rhs_dilation=rhs_dilation, dimension_numbers=tuple(tuple(s) for s in dn),
-        feature_group_count=int(feature_group_count), batch_group_count=int(batch_group_count),
-        preferred_element_type=pet)
-
-
-def conv(lhs, rhs, window_strides, padding, precision=None, preferred_element_type=None):
-    """``conv_general_dilated`` in NCHW / OIHW layout without dilation."""
-    return conv_general_dilated(lhs, rhs, window_strides, padding, precision=precision,
-                                preferred_element_type=preferred_element_type)
-
-
-def conv_with_general_padding(lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation,
-                              precision=None, preferred_element_type=None):
-    """``conv_general_dilated`` in NCHW / OIHW layout."""
-    return conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation,
-                                precision=precision,
-                                preferred_element_type=preferred_element_type)
-
-
-def _conv_transpose_padding(k, s, padding):
-    if padding == "SAME":
-        pad_len = k + s - 2
-        pad_a = k - 1 if s > k - 1 else -(-pad_len // 2)
-    else:
-        pad_len = k + s - 2 + max(k - s, 0)
-        pad_a = k - 1
-    return pad_a, pad_len - pad_a
-
-
-def conv_transpose(lhs, rhs, strides, padding, rhs_dilation=None, dimension_numbers=None,
-                   transpose_kernel=False, precision=None, preferred_element_type=None):
-    """Transposed ("deconvolution") convolution, JAX's ``lax.conv_transpose``: a
-    convolution with ``lhs_dilation=strides``. With 'SAME' padding a spatial size
-    ``n`` becomes ``n * stride``; with 'VALID', ``n * stride + max(k - stride, 0)``
-    (``k`` the dilated kernel size). Default layouts are channels-last ('NHC',
-    'NHWC', 'NHWDC' with 'HIO', 'HWIO', 'HWDIO'). ``transpose_kernel=True`` flips the
-    kernel's spatial dims and swaps its input/output feature dims (the gradient of
-    a convolution with that kernel)."""
-    lhs, rhs = to_array(lhs), to_array(rhs)
-    nd = lhs.ndim
-    if dimension_numbers is None:
-        defaults = {2: ("NC", "IO", "NC"), 3: ("NHC", "HIO", "NHC"),
-                    4: ("NHWC", "HWIO", "NHWC"), 5: ("NHWDC", "HWDIO", "NHWDC")}
-        if nd not in defaults:
-            raise ShapeError(f"conv_transpose: no default dimension_numbers for rank {nd} "
-                             f"operands ({lhs.shape}, {rhs.shape}); pass dimension_numbers")
-        dimension_numbers = defaults[nd]
-    dn = conv_dimension_numbers(lhs.shape, rhs.shape, dimension_numbers)
-    nsp = nd - 2
-    strides = _ints("conv_transpose", "strides", strides, nsp)
-    rhs_dilation = (1,) * nsp if rhs_dilation is None else \
-        _ints("conv_transpose", "rhs_dilation", rhs_dilation, nsp)
-    ks = [rhs.shape[d] for d in dn.rhs_spec[2:]]
-    if isinstance(padding, str):
-        if padding.upper() not in ("SAME", "VALID"):
-            raise ShapeError(f"conv_transpose: padding must be 'SAME', 'VALID' or explicit "
-                             f"pairs, got {padding!r}")
-        pads = [_conv_transpose_padding(_dilate_dim(k, r), s, padding.upper())
-                for k, r, s in zip(ks, rhs_dilation, strides)]
-    else:
-        pads = padding
-    if transpose_kernel:
-        rhs = L.rev(rhs, dn.rhs_spec[2:])
-        perm = list(range(nd))
-        perm[dn.rhs_spec[0]], perm[dn.rhs_spec[1]] = dn.rhs_spec[1], dn.rhs_spec[0]
-        rhs = L.transpose(rhs, perm)
-    return conv_general_dilated(lhs, rhs, (1,) * nsp, pads, strides, rhs_dilation, dn,
-                                precision=precision,
-                                preferred_element_type=preferred_element_type)
-
-
-# --- conv: jvp, transpose, batching ----------------------------------------------------------
-from ..transforms.jvp import defjvp, deflinear, deflinear_in  # noqa: E402
-from ..transforms.vjp import is_linear  # noqa: E402
-from . import ops as L  # noqa: E402
-
 defjvp(conv_general_dilated_p,
        lambda g, ans, x, y, **p: conv_general_dilated_p.bind(g, y, **p),
        lambda g, ans, x, y, **p: conv_general_dilated_p.bind(x, g, **p))
@@ -744,6 +639,181 @@ def _conv_batch(vals, dims, size, *, dimension_numbers, feature_group_count, bat
 conv_general_dilated_p.batch = _conv_batch
 
 
+# ONNX: Conv on operands transposed to (N, C, spatial...). Padding and lhs (base) dilation
+# are applied explicitly (a Pad with zeros, interior padding by the pad-and-reshape trick
+# of lax.pad's lowering), so all params are covered. Integer convolutions have no lowering
+# (ONNX Conv is float only).
+def _conv_general_dilated_onnx(ctx, lhs, rhs, *, window_strides, padding, lhs_dilation,
+                               rhs_dilation, dimension_numbers, feature_group_count,
+                               batch_group_count, preferred_element_type=None):
+    """ONNX ``Conv`` on operands transposed to (N, C, spatial...) / (O, I, spatial...).
+    Negative padding crops and lhs dilation interleaves zeros before the Conv (which
+    takes the positive padding); batch groups move into the channel axis as feature
+    groups. float16/bfloat16 convolve in float32 where onnxruntime has no kernel."""
+    la, ra = ctx.in_avals
+    out = ctx.out_avals[0]
+    dt = out.dtype
+    if kind_of(dt) != "f":
+        raise MissingRuleError(
+            f"ONNX export: conv_general_dilated with a {dt.name} result has no lowering "
+            "(ONNX Conv takes floating-point operands only); convolve in a float dtype "
+            "(preferred_element_type=float32) and convert the result")
+    if 0 in out.shape or 0 in la.shape or 0 in ra.shape:
+        return O.full(ctx, 0, dt, out.shape)
+    cdt = dt if dt in (O.F16, O.F32, O.F64) else O.F32
+    lhs = O.cast(ctx, O.cast(ctx, lhs, la.dtype, dt), dt, cdt)
+    rhs = O.cast(ctx, O.cast(ctx, rhs, ra.dtype, dt), dt, cdt)
+    lspec, rspec, ospec = (tuple(s) for s in dimension_numbers)
+    nsp = len(lspec) - 2
+    ident = tuple(range(nsp + 2))
+    x = lhs if lspec == ident else O.op(ctx, "Transpose", lhs, perm=list(lspec))
+    w = rhs if rspec == ident else O.op(ctx, "Transpose", rhs, perm=list(rspec))
+    shape = [la.shape[d] for d in lspec]
+    ks = [ra.shape[d] for d in rspec[2:]]
+    # lhs dilation and negative padding, explicitly; positive padding goes to Conv
+    cfg = [(0, 0, 0), (0, 0, 0)] + [(min(lo, 0), min(hi, 0), d - 1)
+                                    for (lo, hi), d in zip(padding, lhs_dilation)]
+    if any(c != (0, 0, 0) for c in cfg):
+        x = O.pad_config(ctx, x, shape, cfg, O.scalar(ctx, 0, cdt), cdt)
+        shape = shape[:2] + [_dilate_dim(n, it + 1) + lo + hi
+                             for n, (lo, hi, it) in zip(shape[2:], cfg[2:])]
+    pads = [max(lo, 0) for lo, _ in padding] + [max(hi, 0) for _, hi in padding]
+    group = feature_group_count
+    if batch_group_count > 1:           # (B Nb, C, sp) -> (Nb, B C, sp): B feature groups
+        B = batch_group_count
+        N, C = shape[0], shape[1]
+        x = O.reshape(ctx, x, [B, N // B] + shape[1:])
+        x = O.op(ctx, "Transpose", x, perm=[1, 0] + list(range(2, nsp + 3)))
+        x = O.reshape(ctx, x, [N // B, B * C] + shape[2:])
+        group = B
+    strides, rdil = list(window_strides), list(rhs_dilation)
+    if nsp == 0:                        # Conv needs a spatial dimension: add one of size 1
+        x = O.op(ctx, "Unsqueeze", x, O.ints(ctx, [2]))
+        w = O.op(ctx, "Unsqueeze", w, O.ints(ctx, [2]))
+        ks, strides, rdil, pads = [1], [1], [1], [0, 0]
+    y = O.op(ctx, "Conv", x, w, kernel_shape=ks, strides=strides, dilations=rdil,
+             pads=pads, group=group)
+    if nsp == 0:
+        y = O.op(ctx, "Squeeze", y, O.ints(ctx, [2]))
+    perm = [0] * (nsp + 2)
+    for j, d in enumerate(ospec):
+        perm[d] = j
+    if tuple(perm) != ident:
+        y = O.op(ctx, "Transpose", y, perm=perm)
+    return O.cast(ctx, y, cdt, dt)
+
+
+register_lowering(conv_general_dilated_p, "onnx", _conv_general_dilated_onnx)
+
+
+# --- conv_general_dilated's public forms -------------------------------------------------------
+
+def conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation=None,
+                         rhs_dilation=None, dimension_numbers=None, feature_group_count=1,
+                         batch_group_count=1, precision=None, preferred_element_type=None):
+    """General dilated convolution (JAX's ``lax.conv_general_dilated``).
+
+    ``padding``: 'SAME', 'SAME_LOWER', 'VALID' or one (low, high) pair per spatial
+    dim (negative crops). ``lhs_dilation`` inserts holes between input elements
+    (transposed convolution), ``rhs_dilation`` between kernel taps (atrous).
+    ``dimension_numbers``: None (NCHW, OIHW, NCHW), a string triple such as
+    ('NHWC', 'HWIO', 'NHWC'), or ConvDimensionNumbers. ``feature_group_count=C``
+    with rhs input-feature size 1 is a depthwise convolution; ``batch_group_count``
+    splits the batch into groups that meet separate output features. ``precision``
+    is validated and changes nothing (NumPy computes in the operands' precision).
+    """
+    from .ops import canonicalize_precision
+    canonicalize_precision(precision, "conv_general_dilated")
+    lhs, rhs = to_array(lhs), to_array(rhs)
+    op = "conv_general_dilated"
+    dn = conv_dimension_numbers(lhs.shape, rhs.shape, dimension_numbers)
+    nsp = lhs.ndim - 2
+    window_strides = _ints(op, "window_strides", window_strides, nsp)
+    lhs_dilation = (1,) * nsp if lhs_dilation is None else \
+        _ints(op, "lhs_dilation", lhs_dilation, nsp)
+    rhs_dilation = (1,) * nsp if rhs_dilation is None else \
+        _ints(op, "rhs_dilation", rhs_dilation, nsp)
+    if isinstance(padding, str):
+        lhs_sp = [lhs.shape[d] for d in dn.lhs_spec[2:]]
+        eff = [_dilate_dim(rhs.shape[d], r) for d, r in zip(dn.rhs_spec[2:], rhs_dilation)]
+        padding = padtype_to_pads(lhs_sp, eff, window_strides, padding)
+    else:
+        padding = _pairs(op, padding, nsp)
+    pet = None if preferred_element_type is None else \
+        dtypes.canonical(preferred_element_type, "conv_general_dilated")
+    return conv_general_dilated_p.bind(
+        lhs, rhs, window_strides=window_strides, padding=padding, lhs_dilation=lhs_dilation,
+        rhs_dilation=rhs_dilation, dimension_numbers=tuple(tuple(s) for s in dn),
+        feature_group_count=int(feature_group_count), batch_group_count=int(batch_group_count),
+        preferred_element_type=pet)
+
+
+def conv(lhs, rhs, window_strides, padding, precision=None, preferred_element_type=None):
+    """``conv_general_dilated`` in NCHW / OIHW layout without dilation."""
+    return conv_general_dilated(lhs, rhs, window_strides, padding, precision=precision,
+                                preferred_element_type=preferred_element_type)
+
+
+def conv_with_general_padding(lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation,
+                              precision=None, preferred_element_type=None):
+    """``conv_general_dilated`` in NCHW / OIHW layout."""
+    return conv_general_dilated(lhs, rhs, window_strides, padding, lhs_dilation, rhs_dilation,
+                                precision=precision,
+                                preferred_element_type=preferred_element_type)
+
+
+def _conv_transpose_padding(k, s, padding):
+    if padding == "SAME":
+        pad_len = k + s - 2
+        pad_a = k - 1 if s > k - 1 else -(-pad_len // 2)
+    else:
+        pad_len = k + s - 2 + max(k - s, 0)
+        pad_a = k - 1
+    return pad_a, pad_len - pad_a
+
+
+def conv_transpose(lhs, rhs, strides, padding, rhs_dilation=None, dimension_numbers=None,
+                   transpose_kernel=False, precision=None, preferred_element_type=None):
+    """Transposed ("deconvolution") convolution, JAX's ``lax.conv_transpose``: a
+    convolution with ``lhs_dilation=strides``. With 'SAME' padding a spatial size
+    ``n`` becomes ``n * stride``; with 'VALID', ``n * stride + max(k - stride, 0)``
+    (``k`` the dilated kernel size). Default layouts are channels-last ('NHC',
+    'NHWC', 'NHWDC' with 'HIO', 'HWIO', 'HWDIO'). ``transpose_kernel=True`` flips the
+    kernel's spatial dims and swaps its input/output feature dims (the gradient of
+    a convolution with that kernel)."""
+    lhs, rhs = to_array(lhs), to_array(rhs)
+    nd = lhs.ndim
+    if dimension_numbers is None:
+        defaults = {2: ("NC", "IO", "NC"), 3: ("NHC", "HIO", "NHC"),
+                    4: ("NHWC", "HWIO", "NHWC"), 5: ("NHWDC", "HWDIO", "NHWDC")}
+        if nd not in defaults:
+            raise ShapeError(f"conv_transpose: no default dimension_numbers for rank {nd} "
+                             f"operands ({lhs.shape}, {rhs.shape}); pass dimension_numbers")
+        dimension_numbers = defaults[nd]
+    dn = conv_dimension_numbers(lhs.shape, rhs.shape, dimension_numbers)
+    nsp = nd - 2
+    strides = _ints("conv_transpose", "strides", strides, nsp)
+    rhs_dilation = (1,) * nsp if rhs_dilation is None else \
+        _ints("conv_transpose", "rhs_dilation", rhs_dilation, nsp)
+    ks = [rhs.shape[d] for d in dn.rhs_spec[2:]]
+    if isinstance(padding, str):
+        if padding.upper() not in ("SAME", "VALID"):
+            raise ShapeError(f"conv_transpose: padding must be 'SAME', 'VALID' or explicit "
+                             f"pairs, got {padding!r}")
+        pads = [_conv_transpose_padding(_dilate_dim(k, r), s, padding.upper())
+                for k, r, s in zip(ks, rhs_dilation, strides)]
+    else:
+        pads = padding
+    if transpose_kernel:
+        rhs = L.rev(rhs, dn.rhs_spec[2:])
+        perm = list(range(nd))
+        perm[dn.rhs_spec[0]], perm[dn.rhs_spec[1]] = dn.rhs_spec[1], dn.rhs_spec[0]
+        rhs = L.transpose(rhs, perm)
+    return conv_general_dilated(lhs, rhs, (1,) * nsp, pads, strides, rhs_dilation, dn,
+                                precision=precision,
+                                preferred_element_type=preferred_element_type)
+
+
 # --- reduce_window ---------------------------------------------------------------------------
 
 _RW_PARAMS = ("window_dimensions", "window_strides", "padding", "base_dilation",
@@ -840,16 +910,149 @@ def _rw_impl(which):
     return impl
 
 
+def _rw_lead(p):
+    """The window params with a leading window of 1 over a batch axis."""
+    q = dict(p)
+    q["window_dimensions"] = (1,) + tuple(p["window_dimensions"])
+    q["window_strides"] = (1,) + tuple(p["window_strides"])
+    q["padding"] = ((0, 0),) + tuple(p["padding"])
+    q["base_dilation"] = (1,) + tuple(p["base_dilation"])
+    q["window_dilation"] = (1,) + tuple(p["window_dilation"])
+    return q
+
+
+def _rw_batch(prim):
+    def rule(vals, dims, size, **p):
+        return prim.bind(vals[0], **_rw_lead(p)), 0
+    prim.batch = rule
+
+
+def _chooser_jvp(prim, which):
+    def rule(primals, tangents, **p):
+        (x,), (t,) = primals, tangents
+        out = prim.bind(x, **p)
+        if t is None or x.dtype.kind not in "fc":
+            return out, None
+        return out, select_and_gather_add_p.bind(t, x, which=which, **p)
+    prim.jvp = rule
+
+
+# ONNX: reduce_window_max/min -> MaxPool (min: -MaxPool(-x)), float reduce_window_sum ->
+# Conv with a kernel of ones; integer, bool and float64 sums and windows over more than 3
+# dimensions -> one strided Slice per window tap, combined in the impl's order.
+def _reduce_window_onnx(which):
+    def lower(ctx, x, *, window_dimensions, window_strides, padding, base_dilation,
+              window_dilation):
+        a, out = ctx.in_avals[0], ctx.out_avals[0]
+        dt, nd = a.dtype, a.ndim
+        if 0 in out.shape:
+            return O.full(ctx, np.zeros((), dt), dt, out.shape)
+        fill = np.array(_identity(dt, which)).astype(dt)
+        if 0 in a.shape:
+            return O.full(ctx, fill, dt, out.shape)
+        cfg = [(lo, hi, bd - 1) for (lo, hi), bd in zip(padding, base_dilation)]
+        shape = [_dilate_dim(n, bd) + lo + hi
+                 for n, (lo, hi), bd in zip(a.shape, padding, base_dilation)]
+        if any(c != (0, 0, 0) for c in cfg):
+            x = O.pad_config(ctx, x, a.shape, cfg, O.scalar(ctx, fill, dt), dt)
+        active = [d for d in range(nd) if window_dimensions[d] > 1 or window_strides[d] > 1]
+        if not active:
+            return x
+        ks = [window_dimensions[d] for d in active]
+        st = [window_strides[d] for d in active]
+        wd = [window_dilation[d] for d in active]
+        pooled = O.is_float(dt) and (dt != O.F64 if which == "sum" else len(active) <= 3)
+        if not pooled:   # one strided slice per tap, combined in row-major tap order
+            xs, back = x, (lambda y: y)
+            if which == "sum":
+                xs, back = O.arithmetic(ctx, x, dt, {O.F32, O.F64, O.I32, O.I64})
+            acc = None
+            for offs in np.ndindex(*ks):
+                starts = [o * d for o, d in zip(offs, wd)]
+                ends = [s0 + (out.shape[d] - 1) * s + 1 for s0, d, s in zip(starts, active, st)]
+                tap = O.slice_(ctx, xs, starts, ends, active, st)
+                if acc is None:
+                    acc = tap
+                elif which == "sum":
+                    acc = O.op(ctx, "Add", acc, tap)
+                else:
+                    acc = O.extremum(ctx, acc, tap, dt, "Max" if which == "max" else "Min")
+            return back(acc)
+        # pooling over (prod(other dims), 1, active dims...)
+        cdt = dt if dt in (O.F16, O.F32, O.F64) else O.F32
+        x = O.cast(ctx, x, dt, cdt)
+        rest = [d for d in range(nd) if d not in active]
+        perm = rest + active
+        if perm != list(range(nd)):
+            x = O.op(ctx, "Transpose", x, perm=perm)
+        lead = [shape[d] for d in rest]
+        x = O.reshape(ctx, x, [math.prod(lead), 1] + [shape[d] for d in active])
+        if which == "sum":
+            ones = O.scalar(ctx, np.ones([1, 1] + ks), cdt)
+            y = O.op(ctx, "Conv", x, ones, kernel_shape=ks, strides=st, dilations=wd)
+        else:
+            if which == "min":
+                x = O.op(ctx, "Neg", x)
+            y = O.op(ctx, "MaxPool", x, kernel_shape=ks, strides=st, dilations=wd)
+            if which == "min":
+                y = O.op(ctx, "Neg", y)
+            # MaxPool skips NaNs; the impl propagates them
+            nan = O.op(ctx, "MaxPool", O.cast(ctx, O.op(ctx, "IsNaN", x), O.BOOL, cdt),
+                       kernel_shape=ks, strides=st, dilations=wd)
+            y = O.where(ctx, O.op(ctx, "Greater", nan, O.scalar(ctx, 0, cdt)),
+                        O.scalar(ctx, np.nan, cdt), y, cdt, signed_zeros=False)
+        y = O.reshape(ctx, y, lead + [out.shape[d] for d in active])
+        inv = [0] * nd
+        for i, d in enumerate(perm):
+            inv[d] = i
+        if perm != list(range(nd)):
+            y = O.op(ctx, "Transpose", y, perm=inv)
+        return O.cast(ctx, y, cdt, dt)
+    lower.__name__ = f"lower_reduce_window_{which}"
+    return lower
+
+
 reduce_window_sum_p = Primitive("reduce_window_sum", shape_rule=_rw_shape(
     "reduce_window_sum", "iufc"), impl=quiet(_rw_impl("sum")))
+deflinear(reduce_window_sum_p)
+
+
+def _rw_sum_transpose(ct, x, *, window_dimensions, window_strides, padding, base_dilation,
+                      window_dilation):
+    in_shape = tuple(x.shape)
+    pads = _vjp_lhs_padding(in_shape, window_dimensions, window_strides, ct.shape, padding,
+                            base_dilation, window_dilation)
+    if 0 in ct.shape:
+        return [L.broadcast_in_dim(L.convert_element_type(0, ct.dtype), in_shape, ())]
+    res = reduce_window_sum_p.bind(ct, window_dimensions=tuple(window_dimensions),
+                                   window_strides=tuple(base_dilation), padding=pads,
+                                   base_dilation=tuple(window_strides),
+                                   window_dilation=tuple(window_dilation))
+    return [res]
+
+
+reduce_window_sum_p.transpose = _rw_sum_transpose
+_rw_batch(reduce_window_sum_p)
+register_lowering(reduce_window_sum_p, "onnx", _reduce_window_onnx("sum"))
+
+
 reduce_window_max_p = Primitive("reduce_window_max", shape_rule=_rw_shape(
     "reduce_window_max", "biuf"), impl=quiet(_rw_impl("max")))
+_chooser_jvp(reduce_window_max_p, "max")
+_rw_batch(reduce_window_max_p)
+register_lowering(reduce_window_max_p, "onnx", _reduce_window_onnx("max"))
+
+
 reduce_window_min_p = Primitive("reduce_window_min", shape_rule=_rw_shape(
     "reduce_window_min", "biuf"), impl=quiet(_rw_impl("min")))
+_chooser_jvp(reduce_window_min_p, "min")
+_rw_batch(reduce_window_min_p)
+register_lowering(reduce_window_min_p, "onnx", _reduce_window_onnx("min"))
 
 
 # --- the selected element of each window: max/min pooling's derivative -----------------------
 
+# (no ONNX lowering: these appear only in differentiated functions)
 def _check_select(name, x, which):
     if which not in ("max", "min"):
         raise ShapeError(f"{name}: which must be 'max' or 'min', got {which!r}")
@@ -926,72 +1129,6 @@ def _scatter_shape(ct, x, *, which, **p):
     return ShapeDtypeStruct(x.shape, ct.dtype, ct.weak_type)
 
 
-select_and_gather_add_p = Primitive("select_and_gather_add", shape_rule=_gather_shape,
-                                    impl=quiet(_gather_impl))
-select_and_scatter_add_p = Primitive("select_and_scatter_add", shape_rule=_scatter_shape,
-                                     impl=quiet(_scatter_impl))
-
-
-# --- reduce_window: jvp, transpose, batching --------------------------------------------------
-
-deflinear(reduce_window_sum_p)
-
-
-def _rw_sum_transpose(ct, x, *, window_dimensions, window_strides, padding, base_dilation,
-                      window_dilation):
-    in_shape = tuple(x.shape)
-    pads = _vjp_lhs_padding(in_shape, window_dimensions, window_strides, ct.shape, padding,
-                            base_dilation, window_dilation)
-    if 0 in ct.shape:
-        return [L.broadcast_in_dim(L.convert_element_type(0, ct.dtype), in_shape, ())]
-    res = reduce_window_sum_p.bind(ct, window_dimensions=tuple(window_dimensions),
-                                   window_strides=tuple(base_dilation), padding=pads,
-                                   base_dilation=tuple(window_strides),
-                                   window_dilation=tuple(window_dilation))
-    return [res]
-
-
-reduce_window_sum_p.transpose = _rw_sum_transpose
-
-
-def _chooser_jvp(prim, which):
-    def rule(primals, tangents, **p):
-        (x,), (t,) = primals, tangents
-        out = prim.bind(x, **p)
-        if t is None or x.dtype.kind not in "fc":
-            return out, None
-        return out, select_and_gather_add_p.bind(t, x, which=which, **p)
-    prim.jvp = rule
-
-
-_chooser_jvp(reduce_window_max_p, "max")
-_chooser_jvp(reduce_window_min_p, "min")
-
-deflinear_in(select_and_gather_add_p, 0)
-deflinear_in(select_and_scatter_add_p, 0)
-select_and_gather_add_p.transpose = lambda ct, t, x, **p: [
-    select_and_scatter_add_p.bind(ct, x, **p), None]
-select_and_scatter_add_p.transpose = lambda ct, s, x, **p: [
-    select_and_gather_add_p.bind(ct, x, **p), None]
-
-
-def _rw_lead(p):
-    """The window params with a leading window of 1 over a batch axis."""
-    q = dict(p)
-    q["window_dimensions"] = (1,) + tuple(p["window_dimensions"])
-    q["window_strides"] = (1,) + tuple(p["window_strides"])
-    q["padding"] = ((0, 0),) + tuple(p["padding"])
-    q["base_dilation"] = (1,) + tuple(p["base_dilation"])
-    q["window_dilation"] = (1,) + tuple(p["window_dilation"])
-    return q
-
-
-def _rw_batch(prim):
-    def rule(vals, dims, size, **p):
-        return prim.bind(vals[0], **_rw_lead(p)), 0
-    prim.batch = rule
-
-
 def _select_batch(prim):
     def rule(vals, dims, size, **p):
         a, x = vals
@@ -1003,9 +1140,19 @@ def _select_batch(prim):
     prim.batch = rule
 
 
-for _p in (reduce_window_sum_p, reduce_window_max_p, reduce_window_min_p):
-    _rw_batch(_p)
+select_and_gather_add_p = Primitive("select_and_gather_add", shape_rule=_gather_shape,
+                                    impl=quiet(_gather_impl))
+deflinear_in(select_and_gather_add_p, 0)
+select_and_gather_add_p.transpose = lambda ct, t, x, **p: [
+    select_and_scatter_add_p.bind(ct, x, **p), None]
 _select_batch(select_and_gather_add_p)
+
+
+select_and_scatter_add_p = Primitive("select_and_scatter_add", shape_rule=_scatter_shape,
+                                     impl=quiet(_scatter_impl))
+deflinear_in(select_and_scatter_add_p, 0)
+select_and_scatter_add_p.transpose = lambda ct, s, x, **p: [
+    select_and_gather_add_p.bind(ct, x, **p), None]
 _select_batch(select_and_scatter_add_p)
 
 
@@ -1149,155 +1296,3 @@ def avg_pool(x, window_shape, strides=None, padding="VALID", spatial_axes=None,
     p = _window_params("avg_pool", x, wd, ws, pad, None, None)
     counts = _rw_impl("sum")(np.ones(x.shape, np.float64), **p)
     return L.div(s, np.asarray(counts, s.dtype))
-
-
-# --- ONNX lowerings ----------------------------------------------------------------------------
-# conv_general_dilated -> Conv; reduce_window_max/min -> MaxPool (min: -MaxPool(-x)), float
-# reduce_window_sum -> Conv with a kernel of ones; integer, bool and float64 sums and windows
-# over more than 3 dimensions -> one strided Slice per window tap, combined in the impl's
-# order. Padding and base (lhs) dilation are applied explicitly (a Pad with the identity,
-# interior padding by the pad-and-reshape trick of lax.pad's lowering), so all params are
-# covered. Left out: integer convolutions (ONNX Conv is float only) and
-# select_and_gather_add / select_and_scatter_add (they only appear in derivatives).
-
-def _onnx_conv(ctx, lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dilation,
-               dimension_numbers, feature_group_count, batch_group_count,
-               preferred_element_type=None):
-    """ONNX ``Conv`` on operands transposed to (N, C, spatial...) / (O, I, spatial...).
-    Negative padding crops and lhs dilation interleaves zeros before the Conv (which
-    takes the positive padding); batch groups move into the channel axis as feature
-    groups. float16/bfloat16 convolve in float32 where onnxruntime has no kernel."""
-    from ..errors import MissingRuleError
-    from ..onnx import lowerings as O
-    la, ra = ctx.in_avals
-    out = ctx.out_avals[0]
-    dt = out.dtype
-    if kind_of(dt) != "f":
-        raise MissingRuleError(
-            f"ONNX export: conv_general_dilated with a {dt.name} result has no lowering "
-            "(ONNX Conv takes floating-point operands only); convolve in a float dtype "
-            "(preferred_element_type=float32) and convert the result")
-    if 0 in out.shape or 0 in la.shape or 0 in ra.shape:
-        return O._full(ctx, 0, dt, out.shape)
-    cdt = dt if dt in (O.F16, O.F32, O.F64) else O.F32
-    lhs = O._cast(ctx, O._cast(ctx, lhs, la.dtype, dt), dt, cdt)
-    rhs = O._cast(ctx, O._cast(ctx, rhs, ra.dtype, dt), dt, cdt)
-    lspec, rspec, ospec = (tuple(s) for s in dimension_numbers)
-    nsp = len(lspec) - 2
-    ident = tuple(range(nsp + 2))
-    x = lhs if lspec == ident else O._op(ctx, "Transpose", lhs, perm=list(lspec))
-    w = rhs if rspec == ident else O._op(ctx, "Transpose", rhs, perm=list(rspec))
-    shape = [la.shape[d] for d in lspec]
-    ks = [ra.shape[d] for d in rspec[2:]]
-    # lhs dilation and negative padding, explicitly; positive padding goes to Conv
-    cfg = [(0, 0, 0), (0, 0, 0)] + [(min(lo, 0), min(hi, 0), d - 1)
-                                    for (lo, hi), d in zip(padding, lhs_dilation)]
-    if any(c != (0, 0, 0) for c in cfg):
-        x = O._pad_config(ctx, x, shape, cfg, O._k(ctx, 0, cdt), cdt)
-        shape = shape[:2] + [_dilate_dim(n, it + 1) + lo + hi
-                             for n, (lo, hi, it) in zip(shape[2:], cfg[2:])]
-    pads = [max(lo, 0) for lo, _ in padding] + [max(hi, 0) for _, hi in padding]
-    group = feature_group_count
-    if batch_group_count > 1:           # (B Nb, C, sp) -> (Nb, B C, sp): B feature groups
-        B = batch_group_count
-        N, C = shape[0], shape[1]
-        x = O._reshape(ctx, x, [B, N // B] + shape[1:])
-        x = O._op(ctx, "Transpose", x, perm=[1, 0] + list(range(2, nsp + 3)))
-        x = O._reshape(ctx, x, [N // B, B * C] + shape[2:])
-        group = B
-    strides, rdil = list(window_strides), list(rhs_dilation)
-    if nsp == 0:                        # Conv needs a spatial dimension: add one of size 1
-        x = O._op(ctx, "Unsqueeze", x, O._ints(ctx, [2]))
-        w = O._op(ctx, "Unsqueeze", w, O._ints(ctx, [2]))
-        ks, strides, rdil, pads = [1], [1], [1], [0, 0]
-    y = O._op(ctx, "Conv", x, w, kernel_shape=ks, strides=strides, dilations=rdil,
-              pads=pads, group=group)
-    if nsp == 0:
-        y = O._op(ctx, "Squeeze", y, O._ints(ctx, [2]))
-    perm = [0] * (nsp + 2)
-    for j, d in enumerate(ospec):
-        perm[d] = j
-    if tuple(perm) != ident:
-        y = O._op(ctx, "Transpose", y, perm=perm)
-    return O._cast(ctx, y, cdt, dt)
-
-
-conv_general_dilated_p.onnx = _onnx_conv
-
-
-def _onnx_reduce_window(which):
-    def lower(ctx, x, *, window_dimensions, window_strides, padding, base_dilation,
-              window_dilation):
-        from ..onnx import lowerings as O
-        a, out = ctx.in_avals[0], ctx.out_avals[0]
-        dt, nd = a.dtype, a.ndim
-        if 0 in out.shape:
-            return O._full(ctx, np.zeros((), dt), dt, out.shape)
-        fill = np.array(_identity(dt, which)).astype(dt)
-        if 0 in a.shape:
-            return O._full(ctx, fill, dt, out.shape)
-        cfg = [(lo, hi, bd - 1) for (lo, hi), bd in zip(padding, base_dilation)]
-        shape = [_dilate_dim(n, bd) + lo + hi
-                 for n, (lo, hi), bd in zip(a.shape, padding, base_dilation)]
-        if any(c != (0, 0, 0) for c in cfg):
-            x = O._pad_config(ctx, x, a.shape, cfg, O._k(ctx, fill, dt), dt)
-        active = [d for d in range(nd) if window_dimensions[d] > 1 or window_strides[d] > 1]
-        if not active:
-            return x
-        ks = [window_dimensions[d] for d in active]
-        st = [window_strides[d] for d in active]
-        wd = [window_dilation[d] for d in active]
-        pooled = O._is_float(dt) and (dt != O.F64 if which == "sum" else len(active) <= 3)
-        if not pooled:   # one strided slice per tap, combined in row-major tap order
-            xs, back = x, (lambda y: y)
-            if which == "sum":
-                xs, back = O._arithmetic(ctx, x, dt, {O.F32, O.F64, O.I32, O.I64})
-            acc = None
-            for offs in np.ndindex(*ks):
-                starts = [o * d for o, d in zip(offs, wd)]
-                ends = [s0 + (out.shape[d] - 1) * s + 1 for s0, d, s in zip(starts, active, st)]
-                tap = O._slice(ctx, xs, starts, ends, active, st)
-                if acc is None:
-                    acc = tap
-                elif which == "sum":
-                    acc = O._op(ctx, "Add", acc, tap)
-                else:
-                    acc = O._max(ctx, acc, tap, dt, "Max" if which == "max" else "Min")
-            return back(acc)
-        # pooling over (prod(other dims), 1, active dims...)
-        cdt = dt if dt in (O.F16, O.F32, O.F64) else O.F32
-        x = O._cast(ctx, x, dt, cdt)
-        rest = [d for d in range(nd) if d not in active]
-        perm = rest + active
-        if perm != list(range(nd)):
-            x = O._op(ctx, "Transpose", x, perm=perm)
-        lead = [shape[d] for d in rest]
-        x = O._reshape(ctx, x, [math.prod(lead), 1] + [shape[d] for d in active])
-        if which == "sum":
-            ones = O._k(ctx, np.ones([1, 1] + ks), cdt)
-            y = O._op(ctx, "Conv", x, ones, kernel_shape=ks, strides=st, dilations=wd)
-        else:
-            if which == "min":
-                x = O._op(ctx, "Neg", x)
-            y = O._op(ctx, "MaxPool", x, kernel_shape=ks, strides=st, dilations=wd)
-            if which == "min":
-                y = O._op(ctx, "Neg", y)
-            # MaxPool skips NaNs; the impl propagates them
-            nan = O._op(ctx, "MaxPool", O._cast(ctx, O._op(ctx, "IsNaN", x), O.BOOL, cdt),
-                        kernel_shape=ks, strides=st, dilations=wd)
-            y = O._where(ctx, O._op(ctx, "Greater", nan, O._k(ctx, 0, cdt)),
-                         O._k(ctx, np.nan, cdt), y, cdt, signed_zeros=False)
-        y = O._reshape(ctx, y, lead + [out.shape[d] for d in active])
-        inv = [0] * nd
-        for i, d in enumerate(perm):
-            inv[d] = i
-        if perm != list(range(nd)):
-            y = O._op(ctx, "Transpose", y, perm=inv)
-        return O._cast(ctx, y, cdt, dt)
-    lower.__name__ = f"lower_reduce_window_{which}"
-    return lower
-
-
-reduce_window_sum_p.onnx = _onnx_reduce_window("sum")
-reduce_window_max_p.onnx = _onnx_reduce_window("max")
-reduce_window_min_p.onnx = _onnx_reduce_window("min")
