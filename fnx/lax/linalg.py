@@ -164,8 +164,9 @@ def _hermitian_from(x, lower):
 
 def _batch_front(vals, dims, size):
     """Every operand batched at axis 0 (unbatched ones broadcast)."""
-    from ..transforms.vmap import _full
-    return [v if d == 0 else _full(v, None, size, v.shape) for v, d in zip(vals, dims)]
+    from ..transforms.vmap import materialize_batch_axis
+    return [v if d == 0 else materialize_batch_axis(v, None, size, v.shape)
+            for v, d in zip(vals, dims)]
 
 
 def _batch_unary(prim):
