@@ -89,3 +89,40 @@ def test_the_golden_file_round_trips(tmp_path):
     d = {"b": "line\n", "a": "x\n--- globals\n  _k1 = 1\n", "c": "last\n"}
     corpus.write_golden(d, tmp_path / "g.txt")
     assert corpus.read_golden(tmp_path / "g.txt") == d
+
+
+def test_the_passes_annotate_the_equations():
+    """``numpy_passes.plan``: the side tables the emitter reads (a group's root computed by
+    a blocked loop, its members skipped; a fused transpose; the tie-weight helper), and
+    the cluster analysis callable on its own (``elementwise_groups``)."""
+    from fnx.backends import numpy_passes
+
+    cases = {label: payload for label, kind, payload in corpus.golden_cases() if kind == "ir"}
+    ir, _ = cases["blocked_chain"]
+    p = numpy_passes.plan(ir)
+    (root, special), = p.special.items()
+    assert special.name == "fused_elementwise" and special.writes_into == "any"
+    # mul, add, tanh, mul, the broadcast of w (eqn 4, emitted: the loop reads it), the root add
+    assert root == 5 and p.skip == {0, 1, 2, 3} and 4 not in p.skip
+    groups = numpy_passes.elementwise_groups(ir, set(), {}, {}, p.uses0, p.keep, p.producer,
+                                             p.readers0)
+    assert [(r, ms) for r, ms, _ in groups] == [(5, [0, 1, 2, 3, 5])]
+
+    ir, _ = cases["transpose_fused_into_dot"]
+    p = numpy_passes.plan(ir)
+    assert p.fused_into == {0: ir.eqns[1]} and p.skip == {1}
+
+    ir, _ = cases["scale_by_tie_weight"]
+    p = numpy_passes.plan(ir)
+    assert [s.name for s in p.special.values()] == ["scale_by_tie_weight"]
+    assert len(p.skip) == len(ir.eqns) - 1
+
+
+def test_facts_about_primitives_are_keyed_by_primitive():
+    from fnx.backends import numpy_passes
+    from fnx.core.primitive import REGISTRY, Primitive
+
+    facts = [*numpy_passes.NEVER_ALIAS, *numpy_passes.FRESH_RESULT,
+             *numpy_passes.FRESH_WHEN_CASTING, *numpy_passes.REDUCER_UFUNC,
+             *numpy_passes.FLOAT_UFUNC, numpy_passes.BROADCAST, numpy_passes.TRANSPOSE]
+    assert all(isinstance(q, Primitive) and REGISTRY[q.name] is q for q in facts)

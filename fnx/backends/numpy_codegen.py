@@ -28,6 +28,7 @@ import itertools
 
 import numpy as np
 
+from ..core.backend import lowering
 from ..core.ir import IR, Literal
 from ..lax import _rules
 from . import buffers
@@ -150,8 +151,8 @@ class _Emitter:
         ``fn_obj``: that function when it may take ``out=``; ``outputs``: the vars it
         computes (a fused transpose's); ``ufunc``: the plain ufunc called, if so. In
         order: a helper planned in its place, the equation's ufunc, the primitive's
-        ``numpy_specialize``, its registered ``numpy`` lowering (``numpy_codegen``), its
-        impl with its params bound."""
+        ``numpy_specialize``, its registered ``"numpy"`` lowering (an expression; None
+        falls through), its impl with its params bound."""
         p, bind_global, prim = self.plan, self.bind_global, e.prim
         s = p.special.get(i)
         if s is not None:
@@ -174,7 +175,7 @@ class _Emitter:
             fn = bind_global(prim.name, fn_obj)
             self.quiet |= hasattr(prim.impl, "raw")
             return fn, fn_obj, None, outputs, None
-        codegen = prim.numpy_codegen
+        codegen = lowering(prim, "numpy")  # ``prim.numpy_codegen``
         if codegen is not None:
             expr = codegen([self.ref(v) for v in e.inputs], e.params, bind_global,
                            [v.aval for v in e.inputs], [v.aval for v in e.outputs])
