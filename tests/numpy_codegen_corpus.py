@@ -251,6 +251,8 @@ def golden_cases():
     ir_case("scale_by_tie_weight", lambda ct, a, b: lax.mul(ct, tie(a, b)),
             S((64, 128), f32), S((64, 128), f32), S((64, 128), f32))
     ir_case("tie_weight_scalar_b", lambda a: tie(a, np.float32(0.0)), S((64, 128), f32))
+    ir_case("tie_weight_broadcast_b", lambda a: tie(a, lax.full((64, 128), 0.0, f32)),
+            S((64, 128), f32))
 
     ir_case("logistic_large", lambda x: lax.logistic(x), S((128, 128), f32))
     ir_case("logistic_small", lambda x: lax.logistic(x), S((16, 16), f32))
@@ -438,12 +440,20 @@ def broad_corpus(log=print):
     return items
 
 
+def _described(gen, item):
+    """``run_item``, or the exception it raised as text."""
+    try:
+        return run_item(gen, item)
+    except Exception as exc:  # noqa: BLE001 - a failing compile is compared, not raised
+        return f"raised {type(exc).__name__}: {exc}\n"
+
+
 def compare(items, old, new, log=print, limit=5):
     """Compile ``items`` with two ``Generator``s; the labels whose descriptions differ."""
     import difflib
     bad = []
     for item in items:
-        a, b = run_item(old, item), run_item(new, item)
+        a, b = _described(old, item), _described(new, item)
         if a != b:
             bad.append(item[1])
             if len(bad) <= limit:
@@ -468,10 +478,7 @@ def pytest_configure(config):
 
     def check(item):
         _AB["n"] += 1
-        try:
-            a, b = run_item(_AB["old"], item), run_item(_AB["new"], item)
-        except Exception as exc:  # noqa: BLE001 - a failing compile is recorded, not raised
-            a, b = "raised", f"raised {type(exc).__name__}: {exc}"
+        a, b = _described(_AB["old"], item), _described(_AB["new"], item)
         if a != b:
             _AB["bad"].append((item[1], a, b))
 

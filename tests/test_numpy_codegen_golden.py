@@ -23,6 +23,7 @@ JOBS = {
     "tie_weight": ["_tie_weight1(v0, v1, out=_mo[0])"],
     "scale_by_tie_weight": ["_scale_by_tie_weight1(v0, v1, v2, out=_mo[0])"],
     "tie_weight_scalar_b": ["_tie_weight2(v0, _lit1, out=_mo[0])"],
+    "tie_weight_broadcast_b": ["_tie_weight5(v0, _k4, out=_mo[0])"],
     "logistic_large": ["_logistic1(v0, out=_mo[0])", "fnx.backends.*._logistic"],
     "logistic_small": ["_logistic1(v0)", "fnx.lax."],
     "select_int_3": ["_select_int1(v0, v1, v2, v3, out=_mo[0])"],
@@ -126,3 +127,19 @@ def test_facts_about_primitives_are_keyed_by_primitive():
              *numpy_passes.FRESH_WHEN_CASTING, *numpy_passes.REDUCER_UFUNC,
              *numpy_passes.FLOAT_UFUNC, numpy_passes.BROADCAST, numpy_passes.TRANSPOSE]
     assert all(isinstance(q, Primitive) and REGISTRY[q.name] is q for q in facts)
+
+
+def test_jit_grad_of_maximum_with_a_broadcast_zero():
+    """The tie weights of ``max(x, zeros_like(x))`` read the broadcast zeros: the planner
+    kept it (it used to drop it as read only by skipped equations, a KeyError at compile)."""
+    import fnx
+    import fnx.numpy as fnp
+
+    x = np.linspace(-1, 1, 64 * 128, dtype=np.float32).reshape(64, 128)
+    x[0, :4] = 0  # ties: weight 1/2
+
+    def f(x):
+        return fnp.sum(fnp.maximum(x, fnp.zeros_like(x)) * 3)
+    g = fnx.jit(fnx.grad(f))(x)
+    np.testing.assert_array_equal(np.asarray(g), np.asarray(fnx.grad(f)(x)))
+    assert float(g[0, 0]) == 1.5 and float(g[-1, -1]) == 3 and float(g[0, 10]) == 0

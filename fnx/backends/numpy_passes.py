@@ -659,7 +659,8 @@ def fused_elementwise(ir, members, glb, scalars=None):
 def block_elementwise(p):
     """Chains of elementwise ops over arrays larger than the cache: one blocked loop
     each (a ``Special`` at the root, the other members skipped); the broadcast scalars
-    such loops now read as literals are not emitted."""
+    such loops now read as literals are not emitted (unless a helper reads them: the
+    tie weights of ``max(x, zeros)``)."""
     ir, skip, special, keep, readers0 = p.ir, p.skip, p.special, p.keep, p.readers0
     for root, members, scalars in elementwise_groups(ir, skip, special, p.fused_into,
                                                      p.uses0, keep, p.producer, readers0,
@@ -667,11 +668,13 @@ def block_elementwise(p):
         fn, fused_inputs = fused_elementwise(ir, members, {"np": np}, scalars)
         skip.update(members[:-1])
         special[root] = Special(fn, fused_inputs, "fused_elementwise", writes_into="any")
+    helper_reads = {v for s in special.values() for v in s.inputs if type(v) is not Literal}
     for i, e in enumerate(ir.eqns):
         if (i not in skip and e.prim is BROADCAST
                 and type(e.inputs[0]) is Literal and e.outputs[0] not in keep
                 and readers0.get(e.outputs[0])
-                and all(j in skip for j in readers0[e.outputs[0]])):
+                and all(j in skip for j in readers0[e.outputs[0]])
+                and e.outputs[0] not in helper_reads):
             skip.add(i)
 
 
