@@ -97,17 +97,8 @@ def _lines(text):
 # "importer -> imported", one per line, sorted.
 UPWARD_EDGES = _lines("""
 fnx._api -> fnx
-fnx.core.cuda_rules -> fnx.kernels.cuda
-fnx.core.onnx_rules -> fnx.onnx.export
 fnx.custom_batching -> fnx.numpy
-fnx.lax.control_flow.conditionals -> fnx.onnx.export
-fnx.lax.control_flow.conditionals -> fnx.onnx.lowerings
-fnx.lax.control_flow.loops -> fnx.onnx.export
-fnx.lax.control_flow.loops -> fnx.onnx.lowerings
 fnx.lax.convolution -> fnx.numpy
-fnx.lax.convolution -> fnx.onnx.lowerings
-fnx.lax.reduction -> fnx.onnx.lowerings
-fnx.lax.sorting -> fnx.onnx.lowerings
 fnx.onnx.export -> fnx
 fnx.transforms.custom -> fnx.lax
 fnx.transforms.jvp -> fnx.lax
@@ -128,40 +119,6 @@ fnx.backends.numpy_codegen -> fnx.lax._rules._extobj_contextvar
 fnx.dtypes -> fnx.core.dtypes._NARROW
 fnx.dtypes -> fnx.core.dtypes._ml_dtypes
 fnx.extend -> fnx.lax._rules
-fnx.lax.control_flow.conditionals -> fnx.onnx.lowerings._cast
-fnx.lax.control_flow.conditionals -> fnx.onnx.lowerings._k
-fnx.lax.control_flow.conditionals -> fnx.onnx.lowerings._max
-fnx.lax.control_flow.conditionals -> fnx.onnx.lowerings._op
-fnx.lax.control_flow.loops -> fnx.onnx.lowerings._eq
-fnx.lax.control_flow.loops -> fnx.onnx.lowerings._full
-fnx.lax.control_flow.loops -> fnx.onnx.lowerings._not
-fnx.lax.convolution -> fnx.onnx.lowerings._arithmetic
-fnx.lax.convolution -> fnx.onnx.lowerings._cast
-fnx.lax.convolution -> fnx.onnx.lowerings._full
-fnx.lax.convolution -> fnx.onnx.lowerings._ints
-fnx.lax.convolution -> fnx.onnx.lowerings._is_float
-fnx.lax.convolution -> fnx.onnx.lowerings._k
-fnx.lax.convolution -> fnx.onnx.lowerings._max
-fnx.lax.convolution -> fnx.onnx.lowerings._op
-fnx.lax.convolution -> fnx.onnx.lowerings._pad_config
-fnx.lax.convolution -> fnx.onnx.lowerings._reshape
-fnx.lax.convolution -> fnx.onnx.lowerings._slice
-fnx.lax.convolution -> fnx.onnx.lowerings._where
-fnx.lax.indexing -> fnx.transforms.jvp._sum_tangents
-fnx.lax.indexing -> fnx.transforms.vmap._full
-fnx.lax.linalg -> fnx.transforms.vmap._full
-fnx.lax.reduction -> fnx.onnx.lowerings._cast
-fnx.lax.reduction -> fnx.onnx.lowerings._hillis_steele
-fnx.lax.reduction -> fnx.onnx.lowerings._k
-fnx.lax.reduction -> fnx.onnx.lowerings._logaddexp
-fnx.lax.shape -> fnx.transforms.vmap._full
-fnx.lax.sorting -> fnx.onnx.lowerings._TOPK
-fnx.lax.sorting -> fnx.onnx.lowerings._cast
-fnx.lax.sorting -> fnx.onnx.lowerings._exact
-fnx.lax.sorting -> fnx.onnx.lowerings._full
-fnx.lax.sorting -> fnx.onnx.lowerings._ints
-fnx.lax.sorting -> fnx.onnx.lowerings._op
-fnx.lax.sorting -> fnx.transforms.vmap._full
 fnx.nn.functions -> fnx.numpy._util
 fnx.numpy.creation -> fnx.core.dtypes._NARROW
 fnx.numpy.creation -> fnx.core.dtypes._SUPPORTED_SET
@@ -170,7 +127,6 @@ fnx.numpy.linalg -> fnx.lax.linalg._H
 fnx.numpy.linalg -> fnx.lax.linalg._permutation_matrix
 fnx.numpy.linalg -> fnx.lax.linalg._real_dtype
 fnx.numpy.products -> fnx.lax._rules
-fnx.onnx.lowerings -> fnx.lax.reduction._identity
 fnx.random._api -> fnx.lax._rules
 fnx.random._gamma -> fnx.lax._rules
 fnx.random._threefry -> fnx.lax._rules
@@ -198,34 +154,6 @@ fnx.transforms.vmap -> fnx.tree_util._describe
 
 # "primitive backend module_that_registers_it", sorted.
 FOREIGN_LOWERINGS = _lines("""
-argmax onnx fnx.onnx
-argmin onnx fnx.onnx
-broadcast_in_dim onnx fnx.onnx
-concatenate onnx fnx.onnx
-cummax onnx fnx.onnx
-cummin onnx fnx.onnx
-cumprod onnx fnx.onnx
-cumsum onnx fnx.onnx
-dot_general onnx fnx.onnx
-dynamic_slice onnx fnx.onnx
-dynamic_update_slice onnx fnx.onnx
-expand_dims onnx fnx.onnx
-gather onnx fnx.onnx
-iota onnx fnx.onnx
-pad onnx fnx.onnx
-reduce_and onnx fnx.onnx
-reduce_max onnx fnx.onnx
-reduce_min onnx fnx.onnx
-reduce_or onnx fnx.onnx
-reduce_prod onnx fnx.onnx
-reduce_sum onnx fnx.onnx
-reshape onnx fnx.onnx
-rev onnx fnx.onnx
-scatter onnx fnx.onnx
-slice onnx fnx.onnx
-sort onnx fnx.onnx
-squeeze onnx fnx.onnx
-transpose onnx fnx.onnx
 """)
 
 

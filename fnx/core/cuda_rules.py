@@ -4,10 +4,12 @@ are written with.
 
 A rule is ``kernel(xs, in_dtypes, out_dtype, **params) -> str``, the CUDA C expression of
 ONE output element, where ``xs[i]`` names a local variable holding input ``i``'s element
-in the C type of ``in_dtypes[i]`` (``cuda_type``); ``fnx.kernels.cuda`` wraps it in a
-kernel, compiles it with NVRTC and runs it through CuPy (or on the CPU through g++, for
-tests). The expressions may call the helper device functions of ``fnx.kernels.cuda``'s
-``PREAMBLE`` (``fnx_max``, ``fnx_idiv``, ...).
+in the C type of ``in_dtypes[i]`` (``cuda_type``: the C types, and the errors a rule
+raises, are defined here and imported by ``fnx.kernels.cuda``, which wraps the expression
+in a kernel, compiles it with NVRTC and runs it through CuPy, or on the CPU through g++
+for tests). The expressions may call the helper device functions of
+``fnx.kernels.cuda``'s ``PREAMBLE`` (``fnx_max``, ``fnx_idiv``, ...). This module imports
+only ``fnx.core``, ``fnx.errors`` and NumPy, so ``fnx.lax`` imports it downward.
 
 Each expression has the semantics of the primitive's NumPy impl: bit for bit for
 integer, bool, comparison, rounding and conversion ops, to a few ulp for transcendental
@@ -58,11 +60,98 @@ from __future__ import annotations
 
 import numpy as np
 
-# The C types and literals, and the error a rule raises for what it cannot compile.
-# (They are defined with the kernel machinery in fnx.kernels.cuda, which imports only
-# fnx.core and fnx.errors.)
-from ..kernels.cuda import (KernelUnsupported, c_literal, cuda_type,  # noqa: F401
-                            unsigned_type, wide_unsigned_type)
+from ..errors import FnxError
+
+
+class KernelError(FnxError):
+    """Base class of the errors of the GPU kernel path."""
+
+
+class KernelUnsupported(KernelError):
+    """The kernel path cannot handle this call (a dtype without a CUDA type, a
+    primitive without a kernel hook, no GPU, ...); the NumPy backend can."""
+
+
+# --- C types and literals ------------------------------------------------------------------
+
+_CUDA_TYPES = {
+    np.dtype(np.bool_): "bool",
+    np.dtype(np.int8): "signed char", np.dtype(np.uint8): "unsigned char",
+    np.dtype(np.int16): "short", np.dtype(np.uint16): "unsigned short",
+    np.dtype(np.int32): "int", np.dtype(np.uint32): "unsigned int",
+    np.dtype(np.int64): "long long", np.dtype(np.uint64): "unsigned long long",
+    np.dtype(np.float32): "float", np.dtype(np.float64): "double",
+}
+_UNSIGNED_BY_SIZE = {1: "unsigned char", 2: "unsigned short", 4: "unsigned int",
+                     8: "unsigned long long"}
+
+
+def _as_dtype(dtype):
+    try:
+        return np.dtype(dtype)
+    except TypeError:
+        raise KernelUnsupported(f"{dtype!r} is not a dtype") from None
+
+
+def cuda_type(dtype) -> str:
+    """The C type of a dtype's elements in a kernel. Only bool, the integer
+    types, float32 and float64 have one; other dtypes (float16, bfloat16,
+    complex) raise ``KernelUnsupported``."""
+    d = _as_dtype(dtype)
+    try:
+        return _CUDA_TYPES[d]
+    except KeyError:
+        raise KernelUnsupported(
+            f"no CUDA kernel type for dtype {d.name}: GPU kernels take bool, integer, float32 "
+            f"and float64 arrays; the NumPy backend handles {d.name}") from None
+
+
+def unsigned_type(dtype) -> str:
+    """The unsigned C type as wide as an integer dtype (for logical shifts)."""
+    d = _as_dtype(dtype)
+    if d.kind not in "iu":
+        raise KernelUnsupported(f"unsigned_type: {d.name} is not an integer dtype")
+    return _UNSIGNED_BY_SIZE[d.itemsize]
+
+
+def wide_unsigned_type(dtype) -> str:
+    """The unsigned C type integer arithmetic of ``dtype`` wraps in without
+    undefined behaviour: ``unsigned int`` up to 32 bits (narrower unsigned types
+    would be promoted to a signed ``int``), ``unsigned long long`` for 64."""
+    d = _as_dtype(dtype)
+    if d.kind not in "biu":
+        raise KernelUnsupported(f"wide_unsigned_type: {d.name} is not an integer dtype")
+    return "unsigned long long" if d.itemsize == 8 else "unsigned int"
+
+
+def c_literal(value, dtype) -> str:
+    """A C expression of type ``cuda_type(dtype)`` equal to ``value`` converted to
+    ``dtype`` (exact: floats that are not small integers are written in hex)."""
+    d = _as_dtype(dtype)
+    ctype = cuda_type(d)
+    if d.kind == "b":
+        return "true" if bool(value) else "false"
+    if d.kind in "iu":
+        v = int(d.type(value)) if isinstance(value, (np.generic, np.ndarray)) else int(value)
+        info = np.iinfo(d)
+        if not info.min <= v <= info.max:
+            raise KernelUnsupported(f"c_literal: {v} does not fit in {d.name}")
+        if d.kind == "u":
+            return f"(({ctype}){v}ULL)"
+        if v == -2**63:   # -9223372036854775808LL would be the negation of an overflowing literal
+            return "((long long)(-9223372036854775807LL - 1))"
+        return f"(({ctype}){v}LL)"
+    v = float(d.type(value))
+    suffix = "f" if d == np.float32 else ""
+    if np.isnan(v):
+        return f"(0.0{suffix} / 0.0{suffix})"
+    if np.isinf(v):
+        return f"({'-' if v < 0 else ''}1.0{suffix} / 0.0{suffix})"
+    if v == int(v) and abs(v) < 2.0**24 and not (v == 0 and np.signbit(v)):
+        return f"{int(v)}.0{suffix}"
+    mantissa, exponent = v.hex().split("p")     # 0x1.8000000000000p+1 -> 0x1.8p+1
+    return f"{mantissa.rstrip('0').rstrip('.')}p{exponent}{suffix}"
+
 
 F32 = np.dtype(np.float32)
 

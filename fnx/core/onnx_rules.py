@@ -4,8 +4,9 @@ build their graphs with.
 
 A rule is ``lower(ctx, *input_names, **params) -> output name(s)`` and adds nodes through
 ``ctx``, an ``fnx.onnx.LoweringContext`` (see ``fnx.onnx.export``). This module imports
-only ``fnx.core`` and NumPy, so ``fnx.lax`` imports it downward; ``onnx`` itself is
-imported only when a rule runs.
+only ``fnx.core``, ``fnx.errors`` and NumPy, so ``fnx.lax`` imports it downward; ``onnx``
+itself is imported only when a rule runs (``require``). The exporter takes its dtype map
+(``onnx_dtype``, ``UnsupportedDtypeError``) from here.
 
 Each lowering reproduces its primitive's NumPy impl, which is the definition: integer and
 bool results bit for bit, floating-point ones to a few ulp (``tests/test_onnx.py`` checks
@@ -88,17 +89,66 @@ NumPy: the last).
 """
 from __future__ import annotations
 
+import importlib
 import math
 
 import numpy as np
 
 from . import dtypes
+from ..errors import MissingRuleError
 
 BOOL = np.dtype(np.bool_)
 I8, I16, I32, I64 = (np.dtype(t) for t in (np.int8, np.int16, np.int32, np.int64))
 U8, U16, U32, U64 = (np.dtype(t) for t in (np.uint8, np.uint16, np.uint32, np.uint64))
 F16, F32, F64 = (np.dtype(t) for t in (np.float16, np.float32, np.float64))
 INT64_MIN = np.iinfo(np.int64).min
+
+
+# --- onnx itself, and the element types of its tensors ---------------------------------------
+
+INSTALL_HINT = "install the ONNX extra: pip install fnx[onnx]"
+
+
+def require(module, needed_by):
+    """``import module``, or an ImportError that says how to get it."""
+    try:
+        return importlib.import_module(module)
+    except ImportError as err:
+        raise ImportError(f"{needed_by} needs the '{module}' package, which is not installed; "
+                          f"{INSTALL_HINT}") from err
+
+
+class UnsupportedDtypeError(MissingRuleError, TypeError):
+    """A value of a dtype ONNX export has no lowering for (complex): a ``TypeError``, and
+    a ``MissingRuleError`` like a primitive without a lowering (the rule for this dtype
+    is what is missing)."""
+
+
+_ONNX_DTYPE_NAMES = {
+    "bool": "BOOL", "int8": "INT8", "int16": "INT16", "int32": "INT32", "int64": "INT64",
+    "uint8": "UINT8", "uint16": "UINT16", "uint32": "UINT32", "uint64": "UINT64",
+    "float16": "FLOAT16", "bfloat16": "BFLOAT16", "float32": "FLOAT", "float64": "DOUBLE",
+}
+
+
+def onnx_dtype(dtype) -> int:
+    """The ``onnx.TensorProto`` element type of a NumPy dtype.
+
+    Complex dtypes have no ONNX operators to speak of and are rejected with an
+    ``UnsupportedDtypeError`` (a ``TypeError``), as is anything else outside bool,
+    integers and floats.
+    """
+    onnx = require("onnx", "fnx.onnx")
+    dtype = np.dtype(dtype)
+    if dtype.kind == "c":
+        raise UnsupportedDtypeError(
+            f"ONNX export does not support complex dtypes (got {dtype.name}): ONNX has "
+            "almost no operators for complex tensors. Split the computation into real and "
+            "imaginary parts before exporting.")
+    name = _ONNX_DTYPE_NAMES.get(dtype.name)
+    if name is None:
+        raise UnsupportedDtypeError(f"ONNX export does not support the dtype {dtype.name}")
+    return getattr(onnx.TensorProto, name)
 
 
 def is_float(dt):
@@ -157,7 +207,6 @@ def cast(ctx, x, src, dst):
     """``x`` (of dtype ``src``) as ``dst``: itself when they are equal."""
     if np.dtype(src) == np.dtype(dst):
         return x
-    from ..onnx.export import onnx_dtype   # the exporter's dtype map (lowering time only)
     return op(ctx, "Cast", x, to=onnx_dtype(dst))
 
 

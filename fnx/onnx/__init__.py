@@ -10,22 +10,23 @@
     outputs = fnx.onnx.run(model, params, x)          # onnxruntime, CPU
 
 ``export`` traces the function (``fnx.make_ir``) and lowers each primitive
-through its ``prim.onnx`` rule; ``lower_primitive`` builds a one-equation model
-for checking one rule. A rule is ``lower(ctx, *input_names, **params)`` that
-adds nodes through ``ctx`` (a ``LoweringContext``) and returns its output
-name(s): see ``fnx.onnx.export``. The rules of the built-in primitives live in
-``fnx.onnx.lowerings`` (with the list of primitives left out, and why).
+through its ``"onnx"`` lowering (``fnx.backends.lowering(prim, "onnx")``, also
+``prim.onnx``); ``lower_primitive`` builds a one-equation model for checking one rule.
+A rule is ``lower(ctx, *input_names, **params)`` that adds nodes through ``ctx`` (a
+``LoweringContext``) and returns its output name(s): see ``fnx.onnx.export``. The
+rules of the built-in primitives are registered beside their other rules in the
+``fnx.lax`` module defining each, written with the helpers of ``fnx.core.onnx_rules``
+(whose docstring lists the primitives left out, and why). ``OnnxBackend`` is the
+exporter as a backend (``fnx.backends.get_backend("onnx")``).
 
 The ``onnx`` package (and ``onnxruntime`` for ``run``) is imported only when
 needed: ``pip install fnx[onnx]``.
 """
 from .export import (DEFAULT_OPSET, LoweringContext, UnsupportedDtypeError, export,
                      export_ir, lower_ir, lower_primitive, onnx_dtype, run)
-from . import lowerings as _lowerings
 from ..core.backend import register_backend as _register_backend
 from .backend import OnnxBackend
 
-_lowerings.install()
 _register_backend(OnnxBackend())
 
 __all__ = ["DEFAULT_OPSET", "LoweringContext", "OnnxBackend", "UnsupportedDtypeError", "export",

@@ -24,7 +24,6 @@ install it.
 """
 from __future__ import annotations
 
-import importlib
 import inspect
 import itertools
 import re
@@ -34,22 +33,13 @@ import numpy as np
 from .. import tree_util
 from ..core import dtypes
 from ..core.ir import IR, Eqn, Literal, Var
+from ..core.onnx_rules import UnsupportedDtypeError, onnx_dtype  # noqa: F401
+from ..core.onnx_rules import require as _require
 from ..core.primitive import REGISTRY, Primitive, ShapeDtypeStruct
 from ..errors import MissingRuleError, ShapeError
 
 DEFAULT_OPSET = 18
 MIN_OPSET = 18     # the lowerings use opset-18 operator signatures (axes as inputs, ...)
-
-_INSTALL_HINT = "install the ONNX extra: pip install fnx[onnx]"
-
-
-def _require(module, needed_by):
-    """``import module``, or an ImportError that says how to get it."""
-    try:
-        return importlib.import_module(module)
-    except ImportError as err:
-        raise ImportError(f"{needed_by} needs the '{module}' package, which is not installed; "
-                          f"{_INSTALL_HINT}") from err
 
 
 def _onnx():
@@ -58,41 +48,6 @@ def _onnx():
 
 def _onnxruntime():
     return _require("onnxruntime", "fnx.onnx.run")
-
-
-# --- dtypes ------------------------------------------------------------------------------
-
-class UnsupportedDtypeError(MissingRuleError, TypeError):
-    """A value of a dtype ONNX export has no lowering for (complex): a ``TypeError``, and
-    a ``MissingRuleError`` like a primitive without a lowering (the rule for this dtype
-    is what is missing)."""
-
-
-_ONNX_DTYPE_NAMES = {
-    "bool": "BOOL", "int8": "INT8", "int16": "INT16", "int32": "INT32", "int64": "INT64",
-    "uint8": "UINT8", "uint16": "UINT16", "uint32": "UINT32", "uint64": "UINT64",
-    "float16": "FLOAT16", "bfloat16": "BFLOAT16", "float32": "FLOAT", "float64": "DOUBLE",
-}
-
-
-def onnx_dtype(dtype) -> int:
-    """The ``onnx.TensorProto`` element type of a NumPy dtype.
-
-    Complex dtypes have no ONNX operators to speak of and are rejected with an
-    ``UnsupportedDtypeError`` (a ``TypeError``), as is anything else outside bool,
-    integers and floats.
-    """
-    onnx = _onnx()
-    dtype = np.dtype(dtype)
-    if dtype.kind == "c":
-        raise UnsupportedDtypeError(
-            f"ONNX export does not support complex dtypes (got {dtype.name}): ONNX has "
-            "almost no operators for complex tensors. Split the computation into real and "
-            "imaginary parts before exporting.")
-    name = _ONNX_DTYPE_NAMES.get(dtype.name)
-    if name is None:
-        raise UnsupportedDtypeError(f"ONNX export does not support the dtype {dtype.name}")
-    return getattr(onnx.TensorProto, name)
 
 
 def _tensor_proto(value: np.ndarray, name: str):
@@ -195,14 +150,20 @@ class LoweringContext:
         return name
 
     # subgraphs -------------------------------------------------------------------------
+    def lower_ir(self, ir, in_names):
+        """Lower ``ir`` into this graph with its inputs named ``in_names``; its output
+        names (what a control-flow rule calls for a branch or body, without importing
+        the exporter)."""
+        return lower_ir(self, ir, in_names)
+
     def subgraph(self, build, inputs=(), out_avals=(), name: str = "body"):
         """A ``GraphProto`` for a control-flow node's attribute (``If`` branches, ``Loop``
         and ``Scan`` bodies).
 
         ``inputs`` are the graph's formal inputs as (name hint, ShapeDtypeStruct)
         pairs; ``build(sub, input_names) -> [output names]`` adds the body's nodes
-        to ``sub``, a ``LoweringContext`` for the subgraph (``lower_ir(sub, ir,
-        names)`` lowers an IR into it). The body may read any value of the enclosing
+        to ``sub``, a ``LoweringContext`` for the subgraph (``sub.lower_ir(ir, names)``
+        lowers an IR into it). The body may read any value of the enclosing
         graphs by name (ONNX outer scope). Value names are unique across the whole
         model; initializers made with ``sub.const`` go to the main graph (visible
         inside every subgraph), while ``Constant`` nodes stay in the graph that uses

@@ -7,23 +7,13 @@ jvp, transpose, batching) in the ``fnx.lax`` module that defines it, with
 ``fnx.core.onnx_rules``, whose docstring also lists how the lowerings reproduce the NumPy
 impls, the onnxruntime workarounds, and the primitives left out (and why).
 
-This module keeps the names used from it: ``ONNXRUNTIME_GAPS``, ``install()`` (nothing to
-do: importing ``fnx.lax`` registers every rule) and, for the control-flow lowerings until
-they use ``fnx.core.onnx_rules`` too, the former private names of the helpers they call.
+This module keeps the names used from it: ``ONNXRUNTIME_GAPS`` and the ONNX dtype
+constants.
 """
 from __future__ import annotations
 
 from ..core.onnx_rules import (BOOL, F16, F32, F64, I8, I16, I32, I64,  # noqa: F401
                                ONNXRUNTIME_GAPS, U8, U16, U32, U64)
 
-__all__ = ["ONNXRUNTIME_GAPS", "install"]
+__all__ = ["ONNXRUNTIME_GAPS"]
 
-
-def install():
-    """Nothing to do: each primitive's ONNX lowering is registered where it is defined."""
-
-
-# the former private names the control-flow lowerings (fnx.lax.control_flow) still use
-from ..core.onnx_rules import (  # noqa: E402,F401
-    cast as _cast, eq as _eq, extremum as _max, full as _full, not_ as _not, op as _op,
-    scalar as _k)

@@ -8,6 +8,7 @@ import numpy as np
 from ... import tree_util
 from ...core import dtypes
 from ...core.array import Tracer, to_array
+from ...core import onnx_rules as O
 from ...core.backend import apply_ir, register_lowering
 from ...core.ir import IR, Eqn, Var, dce, eval_ir
 from ...core.primitive import Primitive, ShapeDtypeStruct
@@ -197,21 +198,19 @@ cond_p.dce_rule = _cond_dce
 def _cond_onnx(ctx, index, *ops, branches):
     """The impl's clamped index picks the branch: ``If(index <= 0, branch 0, If(index <= 1,
     branch 1, ...))``; one branch is inlined."""
-    from ...onnx import lowerings as O
-    from ...onnx.export import lower_ir
     n, outs, ops = len(branches), list(ctx.out_avals), list(ops)
     if n == 1:
-        return lower_ir(ctx, branches[0], ops)
+        return ctx.lower_ir(branches[0], ops)
     if not outs:
         return []
     it = ctx.in_avals[0].dtype
-    idx = O._cast(ctx, O._max(ctx, index, O._k(ctx, n - 1, it), it, "Min"), it, O.I64)
+    idx = O.cast(ctx, O.extremum(ctx, index, O.scalar(ctx, n - 1, it), it, "Min"), it, O.I64)
 
     def chain(c, j):
         if j == n - 1:
-            return lower_ir(c, branches[j], ops)
-        pred = O._op(c, "LessOrEqual", idx, O._k(c, j, O.I64))
-        then_g = c.subgraph(lambda s, _: lower_ir(s, branches[j], ops), (), outs,
+            return c.lower_ir(branches[j], ops)
+        pred = O.op(c, "LessOrEqual", idx, O.scalar(c, j, O.I64))
+        then_g = c.subgraph(lambda s, _: s.lower_ir(branches[j], ops), (), outs,
                             f"cond_branch{j}")
         else_g = c.subgraph(lambda s, _: chain(s, j + 1), (), outs, f"cond_else{j}")
         return _as_list(c.node("If", [pred], outputs=len(outs), then_branch=then_g,

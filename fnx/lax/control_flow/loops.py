@@ -9,6 +9,7 @@ import numpy as np
 from ... import tree_util
 from ...core import dtypes
 from ...core.array import Array, Tracer, to_array
+from ...core import onnx_rules as O
 from ...core.backend import apply_scan, backend_for, register_lowering
 from ...core.ir import IR, Eqn, Var, Literal, dce, eval_ir
 from ...core.primitive import Primitive, ShapeDtypeStruct
@@ -209,8 +210,6 @@ while_p.batch = _while_batch
 def _while_onnx(ctx, *args, cond_ir, body_ir, cond_nconsts, body_nconsts):
     """ONNX ``Loop`` without a trip count: the predicate on the initial carry is computed
     before the loop, and the body computes the next carry and the predicate on it."""
-    from ...onnx import lowerings as O
-    from ...onnx.export import lower_ir
     cc, bc, init = _while_split(args, cond_nconsts, body_nconsts)
     outs = list(ctx.out_avals)
     if not outs:
@@ -218,11 +217,11 @@ def _while_onnx(ctx, *args, cond_ir, body_ir, cond_nconsts, body_nconsts):
     pdt = cond_ir.out_avals[0].dtype
 
     def pred(c, carry):
-        (p,) = lower_ir(c, cond_ir, cc + carry)
-        return p if pdt == O.BOOL else O._not(c, O._eq(c, p, 0, pdt))
+        (p,) = c.lower_ir(cond_ir, cc + carry)
+        return p if pdt == O.BOOL else O.not_(c, O.eq(c, p, 0, pdt))
 
     def build(s, names):
-        new = lower_ir(s, body_ir, bc + list(names[2:]))
+        new = s.lower_ir(body_ir, bc + list(names[2:]))
         return [pred(s, new)] + new
     scalar = ShapeDtypeStruct((), np.bool_)
     g = ctx.subgraph(build, [("iter", ShapeDtypeStruct((), np.int64)), ("cond", scalar)]
@@ -550,13 +549,11 @@ def _scan_onnx(ctx, *args, body, num_consts, num_carry, length, reverse, unroll)
     its scan outputs, both read/written backwards for ``reverse``; a scan without xs
     gets a dummy (length,) scan input that fixes the trip count. Length 0: the initial
     carries and empty ys."""
-    from ...onnx import lowerings as O
-    from ...onnx.export import lower_ir
     nc, nk = num_consts, num_carry
     consts, init, xs = list(args[:nc]), list(args[nc:nc + nk]), list(args[nc + nk:])
     outs = list(ctx.out_avals)
     if length == 0:
-        return init + [O._full(ctx, np.zeros((), a.dtype), a.dtype, a.shape)
+        return init + [O.full(ctx, np.zeros((), a.dtype), a.dtype, a.shape)
                        for a in outs[nk:]]
     if not outs:
         return []
@@ -567,7 +564,7 @@ def _scan_onnx(ctx, *args, body, num_consts, num_carry, length, reverse, unroll)
         in_avals.append(ShapeDtypeStruct((), np.bool_))
 
     def build(s, names):
-        return lower_ir(s, body, consts + names[:nk + n_x])
+        return s.lower_ir(body, consts + names[:nk + n_x])
     g = ctx.subgraph(build, [("carry" if i < nk else "x", a) for i, a in enumerate(in_avals)],
                      list(body.out_avals), "scan_body")
     rev = int(bool(reverse))
