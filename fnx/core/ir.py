@@ -288,93 +288,41 @@ def dce(ir: IR) -> IR:
 
 
 # --- algebraic simplification --------------------------------------------------------
+# Each rewrite is a rule of its primitive (``prim.simplify``, registered in the module that
+# defines the primitive): ``rule(eqn, ins, lits, producer)`` with the equation's inputs
+# already substituted, ``lits`` (var -> the Literal it is a broadcast of) and ``producer``
+# (var -> the equation computing it) returns the var or literal its single output
+# equals, a cheaper ``Eqn`` computing the same output, or None. The helpers below are
+# what rules are written with.
 
-def _scalar_of(v, lits):
+def literal_scalar(v, lits):
     """The value of a literal, or of a var known to be a broadcast of one; else None."""
     lit = v if type(v) is Literal else lits.get(v)
     return None if lit is None else np.asarray(lit.value)
 
 
-def _is_one(v, lits):
+def is_literal_one(v, lits):
     """A (broadcast) literal one (not complex: (a+bi)(1+0i) turns an infinite b into NaN,
     and a complex quotient is not computed part by part either)."""
-    c = _scalar_of(v, lits)
+    c = literal_scalar(v, lits)
     return c is not None and v.aval.dtype.kind != "c" and bool(c == 1)
 
 
-def _is_zero(v, lits, negative):
+def is_literal_zero(v, lits, negative):
     """A (broadcast) literal zero whose sign bit is set (``negative``) or clear."""
-    c = _scalar_of(v, lits)
+    c = literal_scalar(v, lits)
     return (c is not None and v.aval.dtype.kind in "iuf" and bool(c == 0)
             and bool(np.signbit(c)) == negative)
 
 
-def _is_identity(perm):
+def is_identity_permutation(perm):
     return tuple(perm) == tuple(range(len(perm)))
 
 
-def _rewrite(e, ins, lits, producer):
-    """``simplify``'s rules for one equation (inputs already substituted): the var or
-    literal its single output equals, a cheaper equation computing the same outputs, or
-    None."""
-    name, out = e.prim.name, e.outputs[0]
-    if len(ins) == 2 and name in ("mul", "add", "sub", "div"):
-        a, b = ins
-        kind = out.aval.dtype.kind
-        if name == "mul":
-            if _is_one(b, lits):
-                return a
-            if _is_one(a, lits):
-                return b
-        elif name == "div":
-            if _is_one(b, lits):
-                return a
-        elif name == "sub":
-            if _is_zero(b, lits, negative=False):
-                return a
-        elif kind in "iu":  # add: x + 0 == x for integers
-            if _is_zero(b, lits, negative=False):
-                return a
-            if _is_zero(a, lits, negative=False):
-                return b
-        elif kind == "f":   # add: only -0.0 is the float identity (+0.0 + -0.0 is +0.0)
-            if _is_zero(b, lits, negative=True):
-                return a
-            if _is_zero(a, lits, negative=True):
-                return b
-        return None
-    if len(ins) != 1 or type(ins[0]) is Literal:
-        return None
-    x, p = ins[0], e.params
-    inner = producer.get(x)
-    inner_name = inner.prim.name if inner is not None else None
-    if name == "integer_pow" and p["y"] == 1:
-        return x  # x ** 1 (the jvp of x ** 2 asks for it)
-    if name == "neg" and inner_name == "neg":
-        return inner.inputs[0]
-    if name == "transpose":
-        perm = tuple(p["permutation"])
-        if inner_name == "transpose":
-            first = tuple(inner.params["permutation"])
-            x, perm = inner.inputs[0], tuple(first[i] for i in perm)
-            if not _is_identity(perm):
-                return Eqn(e.prim, [x], e.outputs, {**p, "permutation": perm}, e.source)
-        return x if _is_identity(perm) else None
-    if name == "reshape" and p.get("dimensions") is None:
-        if inner_name == "reshape" and inner.params.get("dimensions") is None:
-            x = inner.inputs[0]
-            if tuple(x.aval.shape) != tuple(p["new_sizes"]):
-                return Eqn(e.prim, [x], e.outputs, p, e.source)
-        return x if tuple(x.aval.shape) == tuple(p["new_sizes"]) else None
-    if name == "convert_element_type":
-        return x  # the caller keeps it only when the types match: the impl returns x then
-    if name == "broadcast_in_dim":
-        same = (tuple(p["shape"]) == x.aval.shape
-                and tuple(p["broadcast_dimensions"]) == tuple(range(x.aval.ndim)))
-        return x if same else None
-    if name in ("squeeze", "expand_dims") and not p["dimensions"]:
-        return x
-    return None
+def producer_of(x, producer, prim):
+    """The equation of primitive ``prim`` that computes var ``x``, or None."""
+    e = producer.get(x) if type(x) is Var else None
+    return e if e is not None and e.prim is prim else None
 
 
 def simplify(ir: IR) -> IR:
@@ -404,6 +352,9 @@ def simplify(ir: IR) -> IR:
       primitive's own impl, so bitwise what the call would give).
 
     Run ``dce`` afterwards to drop the equations this leaves unused (``optimize`` does).
+    Each rule is its primitive's ``simplify`` rule (``fnx/lax/elementwise.py`` and
+    ``fnx/lax/shape.py``); a primitive with ``broadcasts_operand`` set (``broadcast_in_dim``)
+    makes "a broadcast of a literal" count as that literal.
     """
     lits, producer, subst, eqns, changed = {}, {}, {}, [], False
     for e in ir.eqns:
@@ -415,8 +366,9 @@ def simplify(ir: IR) -> IR:
             subst[e.outputs[0]] = Literal(value[()], e.outputs[0].aval)
             continue
         new = None
-        if not e.prim.multiple_results and not any(sub_irs(e.params)):
-            new = _rewrite(e, ins, lits, producer)
+        rule = e.prim.simplify
+        if rule is not None and not e.prim.multiple_results and not any(sub_irs(e.params)):
+            new = rule(e, ins, lits, producer)
         if new is not None and type(new) is not Eqn:
             if new.aval == e.outputs[0].aval:
                 subst[e.outputs[0]] = new
@@ -426,7 +378,7 @@ def simplify(ir: IR) -> IR:
             new = Eqn(e.prim, ins, e.outputs, e.params, e.source)
         if new is not None:
             e, changed = new, True
-        if e.prim.name == "broadcast_in_dim" and _scalar_of(e.inputs[0], lits) is not None:
+        if e.prim.broadcasts_operand and literal_scalar(e.inputs[0], lits) is not None:
             src = e.inputs[0]
             lits[e.outputs[0]] = src if type(src) is Literal else lits[src]
         if not e.prim.multiple_results:

@@ -132,6 +132,11 @@ class Primitive:
         self.linear = False
         # Rules this primitive cannot have, with the reason: {"batch": "no operands"}.
         self.not_needed = {}
+        # simplify (fnx.core.ir): (eqn, ins, lits, producer) -> an equal var/literal, a
+        # cheaper Eqn, or None; exact rewrites only (bitwise the same result).
+        self.simplify = None
+        # Its output is its operand broadcast (a broadcast of a literal is that literal).
+        self.broadcasts_operand = False
         # Eager grad compiles and caches each call signature's derivation; False for
         # primitives whose rules run user code that may need concrete values.
         self.cache_eager_vjp = True

@@ -24,6 +24,7 @@ from ..core import cuda_rules as C
 from ..core import dtypes
 from ..core import onnx_rules as O
 from ..core.backend import register_lowering
+from ..core.ir import Literal, is_literal_one, is_literal_zero, producer_of
 from ..core.primitive import Primitive, ShapeDtypeStruct
 from ..errors import ShapeError
 from ..transforms.jvp import defjvp, defjvp_zero, deflinear, instantiate, sum_tangents
@@ -79,6 +80,8 @@ def _convert_ct(ct, x):
 neg_p = unop("neg", np.negative)
 deflinear(neg_p)
 neg_p.transpose = lambda ct, x: [L.neg(ct)]
+neg_p.simplify = lambda e, ins, lits, producer: (  # neg(neg(x)) is x: the sign bit twice
+    inner.inputs[0] if (inner := producer_of(ins[0], producer, neg_p)) is not None else None)
 
 
 def _neg_cuda(xs, in_dtypes, out_dtype):
@@ -617,6 +620,8 @@ integer_pow_p = Primitive("integer_pow", shape_rule=_integer_pow_rule,
 defjvp(integer_pow_p, lambda g, ans, x, *, y: (
     L.mul(g, L.mul(L.integer_pow(x, y - 1), float(y))) if y != 0 else None))
 batch_elementwise(integer_pow_p)
+integer_pow_p.simplify = lambda e, ins, lits, producer: (  # x ** 1 (x ** 2's jvp asks)
+    ins[0] if e.params["y"] == 1 and type(ins[0]) is not Literal else None)
 
 
 def _integer_pow_cuda(xs, in_dtypes, out_dtype, *, y):
@@ -691,6 +696,24 @@ add_p = binop("add", _quiet(np.add))
 defjvp(add_p, lambda g, ans, x, y: g, lambda g, ans, x, y: g)
 add_p.transpose = lambda ct, x, y: [unbroadcast(ct, x) if is_linear(x) else None,
                                     unbroadcast(ct, y) if is_linear(y) else None]
+
+
+def _simplify_add(e, ins, lits, producer):
+    """``x + 0`` and ``0 + x`` for integers; for floats only ``-0.0`` is the identity
+    (``+0.0 + -0.0`` is ``+0.0``)."""
+    a, b = ins
+    kind = e.outputs[0].aval.dtype.kind
+    if kind not in "iuf":
+        return None
+    negative = kind == "f"
+    if is_literal_zero(b, lits, negative):
+        return a
+    if is_literal_zero(a, lits, negative):
+        return b
+    return None
+
+
+add_p.simplify = _simplify_add
 register_lowering(add_p, "cuda", C.arith("+"))
 register_lowering(add_p, "onnx", O.binary("Add"))
 
@@ -699,6 +722,8 @@ sub_p = binop("sub", _quiet(np.subtract))
 defjvp(sub_p, lambda g, ans, x, y: g, lambda g, ans, x, y: L.neg(g))
 sub_p.transpose = lambda ct, x, y: [unbroadcast(ct, x) if is_linear(x) else None,
                                     unbroadcast(L.neg(ct), y) if is_linear(y) else None]
+sub_p.simplify = lambda e, ins, lits, producer: (  # x - (+0) is x, also -0.0 - +0.0
+    ins[0] if is_literal_zero(ins[1], lits, negative=False) else None)
 register_lowering(sub_p, "cuda", C.arith("-"))
 register_lowering(sub_p, "onnx", O.binary("Sub"))
 
@@ -707,6 +732,9 @@ mul_p = binop("mul", _quiet(np.multiply))
 defjvp(mul_p, lambda g, ans, x, y: L.mul(g, y), lambda g, ans, x, y: L.mul(x, g))
 mul_p.transpose = lambda ct, x, y: (
     [unbroadcast(L.mul(ct, y), x), None] if is_linear(x) else [None, unbroadcast(L.mul(x, ct), y)])
+mul_p.simplify = lambda e, ins, lits, producer: (  # x * 1, 1 * x: exact in IEEE
+    ins[0] if is_literal_one(ins[1], lits) else ins[1] if is_literal_one(ins[0], lits)
+    else None)
 register_lowering(mul_p, "cuda", C.arith("*"))
 register_lowering(mul_p, "onnx", O.binary("Mul"))
 
@@ -748,6 +776,8 @@ div_p = binop("div", _div_impl)                  # integer division truncates to
 defjvp(div_p, lambda g, ans, x, y: L.div(g, y),
        lambda g, ans, x, y: L.neg(L.mul(g, L.div(ans, y))))
 div_p.transpose = lambda ct, x, y: [unbroadcast(L.div(ct, y), x), None]
+div_p.simplify = lambda e, ins, lits, producer: (
+    ins[0] if is_literal_one(ins[1], lits) else None)
 
 
 def _div_onnx(ctx, x, y):
@@ -1329,6 +1359,9 @@ def _convert_jvp(primals, tangents, *, new_dtype, weak_type=False):
 
 convert_element_type_p.jvp = _convert_jvp
 convert_element_type_p.transpose = lambda ct, x, **p: [_convert_ct(ct, x)]
+# to x's own dtype and weak type it is x (simplify keeps a result only of x's exact type)
+convert_element_type_p.simplify = lambda e, ins, lits, producer: (
+    ins[0] if type(ins[0]) is not Literal else None)
 batch_elementwise(convert_element_type_p)
 
 

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..core import onnx_rules as O
 from ..core.backend import register_lowering
+from ..core.ir import Eqn, Literal, is_identity_permutation, producer_of
 from ..core.primitive import Primitive, ShapeDtypeStruct
 from ..core.trace import EVAL, get_trace
 from ..errors import OutOfMemoryError, ShapeError
@@ -118,6 +119,20 @@ def _broadcast_in_dim_impl(x, *, shape, broadcast_dimensions):
 broadcast_in_dim_p = Primitive("broadcast_in_dim", shape_rule=_broadcast_in_dim_rule,
                                impl=_broadcast_in_dim_impl)
 deflinear(broadcast_in_dim_p)
+broadcast_in_dim_p.broadcasts_operand = True
+
+
+def _simplify_broadcast_in_dim(e, ins, lits, producer):
+    """A broadcast to ``x``'s own shape along its own axes is ``x``."""
+    (x,), p = ins, e.params
+    if type(x) is Literal:
+        return None
+    same = (tuple(p["shape"]) == x.aval.shape
+            and tuple(p["broadcast_dimensions"]) == tuple(range(x.aval.ndim)))
+    return x if same else None
+
+
+broadcast_in_dim_p.simplify = _simplify_broadcast_in_dim
 
 
 def _broadcast_in_dim_transpose(ct, x, *, shape, broadcast_dimensions):
@@ -193,6 +208,23 @@ def _reshape_transpose(ct, x, *, new_sizes, dimensions=None):
 
 
 reshape_p.transpose = _reshape_transpose
+
+
+def _simplify_reshape(e, ins, lits, producer):
+    """``reshape(reshape(x))`` (no ``dimensions`` permutation) is one reshape, and a
+    reshape to ``x``'s own shape is ``x``: they only relabel elements."""
+    (x,), p = ins, e.params
+    if type(x) is Literal or p.get("dimensions") is not None:
+        return None
+    inner = producer_of(x, producer, reshape_p)
+    if inner is not None and inner.params.get("dimensions") is None:
+        x = inner.inputs[0]
+        if tuple(x.aval.shape) != tuple(p["new_sizes"]):
+            return Eqn(e.prim, [x], e.outputs, p, e.source)
+    return x if tuple(x.aval.shape) == tuple(p["new_sizes"]) else None
+
+
+reshape_p.simplify = _simplify_reshape
 batch_shifted(reshape_p, lambda p, n, x: dict(
     new_sizes=(n,) + tuple(p["new_sizes"]),
     dimensions=None if p.get("dimensions") is None else
@@ -230,6 +262,24 @@ def _transpose_transpose(ct, x, *, permutation):
 
 
 transpose_p.transpose = _transpose_transpose
+
+
+def _simplify_transpose(e, ins, lits, producer):
+    """Two transposes are one, by ``p[q[i]]``; by the identity permutation it is ``x``."""
+    (x,), p = ins, e.params
+    if type(x) is Literal:
+        return None
+    perm = tuple(p["permutation"])
+    inner = producer_of(x, producer, transpose_p)
+    if inner is not None:
+        first = tuple(inner.params["permutation"])
+        x, perm = inner.inputs[0], tuple(first[i] for i in perm)
+        if not is_identity_permutation(perm):
+            return Eqn(e.prim, [x], e.outputs, {**p, "permutation": perm}, e.source)
+    return x if is_identity_permutation(perm) else None
+
+
+transpose_p.simplify = _simplify_transpose
 batch_shifted(transpose_p, lambda p, n, x: dict(
     permutation=(0,) + tuple(d + 1 for d in p["permutation"])))
 
@@ -291,6 +341,14 @@ def _expand_dims_onnx(ctx, x, *, dimensions):
 
 
 register_lowering(expand_dims_p, "onnx", _expand_dims_onnx)
+
+
+def _simplify_no_axes(e, ins, lits, producer):
+    """``squeeze``/``expand_dims`` of no axes is ``x``."""
+    return ins[0] if not e.params["dimensions"] and type(ins[0]) is not Literal else None
+
+
+squeeze_p.simplify = expand_dims_p.simplify = _simplify_no_axes
 
 
 def _rev_rule(x, *, dimensions):
