@@ -196,3 +196,12 @@ def test_threads_share_the_quiet_fast_path():
         for t in threads:
             t.join()
     assert not errors, errors[:3]
+
+
+def test_primitive_path_hypot_and_complex_tanh_are_quiet():
+    import warnings
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        big = fnp.array([3e38], "float32")
+        assert np.isinf(np.asarray(fnp.hypot(big, big))).all()
+        fnp.tanh(fnp.array([1e30 + 1e30j], "complex64"))
