@@ -113,9 +113,6 @@ PRIVATE_CROSSINGS = _lines("""
 fnx._api -> fnx.core.tracing._abstractify
 fnx.ad_checkpoint -> fnx.core.tracing._abstractify
 fnx.ad_checkpoint -> fnx.transforms.custom._NAME_SINKS
-fnx.backends.numpy_codegen -> fnx.lax._rules
-fnx.backends.numpy_codegen -> fnx.lax._rules._IGNORE_ALL
-fnx.backends.numpy_codegen -> fnx.lax._rules._extobj_contextvar
 fnx.dtypes -> fnx.core.dtypes._NARROW
 fnx.dtypes -> fnx.core.dtypes._ml_dtypes
 fnx.extend -> fnx.lax._rules

@@ -30,7 +30,7 @@ import numpy as np
 
 from ..core.backend import lowering
 from ..core.ir import IR, Literal
-from ..lax import _rules
+from ..core.numpy_errstate import ERROR_STATE, IGNORE_ALL
 from . import buffers
 from .numpy_helpers import _fused_reduce  # noqa: F401 (tests call it from here)
 from .numpy_passes import PoolPlan, binder, nbytes, plan
@@ -273,8 +273,8 @@ def _fold(call, glb):
 def quiet_lines(body, glb):
     """``body`` run in the floating-point "ignore" state: one state for the whole call,
     not one per op."""
-    if _rules._extobj_contextvar is not None:
-        glb["_fp_state"], glb["_fp_ignore"] = _rules._extobj_contextvar, _rules._IGNORE_ALL
+    if ERROR_STATE is not None:
+        glb["_fp_state"], glb["_fp_ignore"] = ERROR_STATE, IGNORE_ALL
         return (["_fp_token = _fp_state.set(_fp_ignore)", "try:"]
                 + ["    " + line for line in body]
                 + ["finally:", "    _fp_state.reset(_fp_token)"])

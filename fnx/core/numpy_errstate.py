@@ -24,11 +24,14 @@ import contextvars
 
 import numpy as np
 
-__all__ = ["IGNORE_ALL", "quiet_set", "quiet_reset", "quiet_run", "quiet_call", "quiet"]
+__all__ = ["IGNORE_ALL", "ERROR_STATE", "quiet_set", "quiet_reset", "quiet_run", "quiet_call",
+           "quiet"]
 
 try:
     from numpy._core._ufunc_config import _extobj_contextvar, _make_extobj
     IGNORE_ALL = _make_extobj(all="ignore")
+    ERROR_STATE = _extobj_contextvar          # the context variable itself (generated code
+    #                                           sets and resets it around a whole call)
     quiet_set = _extobj_contextvar.set        # quiet_set(IGNORE_ALL) -> token
     quiet_reset = _extobj_contextvar.reset    # quiet_reset(token)
     _QUIET_CONTEXT = contextvars.Context()
@@ -36,6 +39,7 @@ try:
     quiet_run = _QUIET_CONTEXT.run            # quiet_run(f, *args, **kw) -> f(*args, **kw)
 except (ImportError, AttributeError, TypeError):  # pragma: no cover - NumPy 1.x
     IGNORE_ALL = "ignore"
+    ERROR_STATE = None                        # no context variable: use np.errstate
 
     def quiet_set(state):
         """Ignore every floating-point error; returns the previous settings."""

@@ -27,13 +27,6 @@ _KIND_WORDS = {"biufc": "any", "iufc": "numeric", "iu": "integer", "biu": "boole
 # --- quiet NumPy calls ------------------------------------------------------------------
 # JAX semantics: no floating-point warnings (overflow, inf - inf, 0 * inf, ...). The
 # quiet error state is a NumPy-backend helper (``fnx.core.numpy_errstate``).
-# ``_extobj_contextvar``/``_IGNORE_ALL`` stay only for ``numpy_codegen.quiet_lines``
-# until it imports ``quiet_set``/``quiet_reset``/``IGNORE_ALL`` from there too.
-try:
-    from numpy._core._ufunc_config import _extobj_contextvar
-except (ImportError, AttributeError):  # pragma: no cover - NumPy 1.x
-    _extobj_contextvar = None
-_IGNORE_ALL = IGNORE_ALL
 
 
 def kind_of(dtype):
