@@ -25,7 +25,7 @@ from .transforms.vmap import vmap
 from .transforms.jacobian import hessian, jacfwd, jacrev
 from .transforms.custom import checkpoint, checkpoint_policies, custom_jvp, custom_vjp, remat
 from . import ad_checkpoint, custom_derivatives  # noqa: E402,F401  (JAX's module names)
-from .transforms.vjp import fwd_and_bwd, grad, linearize, value_and_grad, vjp
+from .transforms.vjp import grad, linearize, value_and_grad, vjp
 from . import testing  # noqa: E402  (after the transforms it checks)
 from . import nn, optim, random, scipy  # noqa: E402  (user-level libraries over numpy/lax)
 from . import datasets, serialization  # noqa: E402  (digits; flax-format checkpoints)
@@ -34,7 +34,7 @@ from . import debug, example_libraries, test_util, tree  # noqa: E402,F401  (JAX
 from . import dtypes  # noqa: E402,F401  (jax.dtypes)
 from ._api import (check_tracer_leaks, checking_leaks, closure_convert,  # noqa: E402,F401
                    copy_to_host_async, custom_gradient, default_device, default_prng_impl,
-                   explain_cache_misses, threefry_partitionable)
+                   explain_cache_misses, fwd_and_bwd, threefry_partitionable)
 from .dtypes import float0  # noqa: E402,F401
 from . import image  # noqa: E402,F401  (jax.image)
 from . import custom_batching  # noqa: E402,F401  (jax.custom_batching)
@@ -51,7 +51,7 @@ from .core import primitive as _primitive  # noqa: E402
 
 _primitive.BUILTIN = frozenset(_primitive.REGISTRY)  # fnx's own primitives (not users')
 
-__version__ = "0.1.0"
+from ._version import __version__  # noqa: E402
 
 
 def device_put(x, device=None):

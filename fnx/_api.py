@@ -28,7 +28,9 @@ from .core.primitive import ShapeDtypeStruct, aval_of
 from .core.trace import EVAL, Trace, get_trace, trace_context
 from .core.tracing import _abstractify, make_ir, trace_flat
 from .transforms.custom import custom_vjp
-from .transforms.vjp import backward_pass
+from .errors import ArgnumsError
+from .transforms.jit import jit
+from .transforms.vjp import VJP, backward_pass, vjp
 
 Device = type(CPU_DEVICE)   # the class of fnx's one device (CpuDevice)
 
@@ -291,7 +293,7 @@ def print_environment_info(return_string=False):
     returned with ``return_string=True``."""
 
 
-    from . import __version__
+    from ._version import __version__
     text = (f"fnx:    {__version__}\nnumpy:  {np.__version__}\n"
             f"python: {sys.version}\ndevice info: cpu-1, 1 local devices\n"
             f"process_count: 1\nplatform: {platform.uname()}\n")
@@ -533,3 +535,45 @@ def threefry_partitionable(value=True):
 def copy_to_host_async(x):
     """Returns ``x``: fnx arrays live in host memory already, so there is nothing to copy."""
     return x
+
+
+# --- jax.fwd_and_bwd ---------------------------------------------------------------------
+
+def fwd_and_bwd(fun, argnums, has_aux=False, jitted=True):
+    """``(fwd, bwd)``: ``fwd(*args)`` is ``(out, residuals)`` (``(out, residuals, aux)``
+    with ``has_aux``), the forward pass of ``fun`` differentiated with respect to
+    ``args[argnums]``, and ``bwd(residuals, cotangent)`` the cotangents of those
+    arguments (a tuple when ``argnums`` is a sequence). ``residuals`` is a VJP object;
+    with ``jitted`` (the default) both are jitted, so each compiles once."""
+    single = isinstance(argnums, int)
+    nums = (argnums,) if single else tuple(argnums)
+    if not nums or not all(isinstance(n, int) and not isinstance(n, bool) for n in nums):
+        raise ArgnumsError(f"fwd_and_bwd: argnums must be an int or a non-empty sequence of "
+                           f"ints, got {argnums!r}")
+
+    def fwd(*args):
+        n_args = len(args)
+        for n in nums:
+            if not -n_args <= n < n_args:
+                raise ArgnumsError(f"fwd_and_bwd: argnums {argnums} out of range for "
+                                   f"{n_args} positional arguments")
+        idx = [n % n_args for n in nums]
+
+        def of_diff(*diff):
+            full = list(args)
+            for i, d in zip(idx, diff):
+                full[i] = d
+            return fun(*full)
+
+        return vjp(of_diff, *[args[i] for i in idx], has_aux=has_aux)
+
+    def bwd(f_vjp, ct):
+        if not isinstance(f_vjp, VJP):
+            raise TypeError(f"fwd_and_bwd: bwd takes the residuals fwd returned (a VJP "
+                            f"object) and a cotangent, got {type(f_vjp).__name__}")
+        cts = f_vjp(ct)
+        return cts[0] if single else cts
+
+    if jitted:
+        return jit(fwd), jit(bwd)
+    return fwd, bwd

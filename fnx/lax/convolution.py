@@ -1175,15 +1175,17 @@ def _window_params(op, x, window_dimensions, window_strides, padding, base_dilat
                 window_dilation=wdl)
 
 
+# The computations ``reduce_window`` recognises, by identity, as the monoid of one of its
+# primitives. Libraries above lax add their own spellings (``fnx.numpy`` adds
+# ``fnp.add``/``maximum``/``minimum``), so lax need not import them.
+WINDOW_REDUCERS = {L.add: "sum", L.max: "max", L.min: "min"}
+
+
 def _which_computation(computation):
-    from .. import numpy as fnp
-    if computation in (L.add, fnp.add):
-        return "sum"
-    if computation in (L.max, fnp.maximum):
-        return "max"
-    if computation in (L.min, fnp.minimum):
-        return "min"
-    return None
+    try:
+        return WINDOW_REDUCERS.get(computation)
+    except TypeError:  # an unhashable callable
+        return None
 
 
 def _concrete_scalar(v):

@@ -170,3 +170,5 @@ _array_module.fnp = __import__(__name__, fromlist=["_"])
 from .ufuncs import attach_ufunc_methods as _attach_ufunc_methods  # noqa: E402
 _attach_ufunc_methods(_array_module.fnp)   # fnp.add.outer, fnp.add.at(..., inplace=False)
 save, savez, savez_compressed = _np.save, _np.savez, _np.savez_compressed  # via __array__
+from ..lax.convolution import WINDOW_REDUCERS as _WINDOW_REDUCERS  # noqa: E402
+_WINDOW_REDUCERS.update({add: "sum", maximum: "max", minimum: "min"})  # reduce_window(.., fnp.add)

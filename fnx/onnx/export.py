@@ -344,7 +344,7 @@ def export_ir(ir: IR, *, opset: int = DEFAULT_OPSET, input_names=None, output_na
         initializer=ctx.initializers, value_info=value_info)
     opsets = [onnx.helper.make_opsetid("", opset)] + [
         onnx.helper.make_opsetid(d, v) for d, v in sorted(ctx.domains.items())]
-    from .. import __version__ as fnx_version
+    from .._version import __version__ as fnx_version
     model = onnx.helper.make_model(graph, opset_imports=opsets, producer_name="fnx",
                                    producer_version=fnx_version)
     # the oldest IR version that carries these opsets: runtimes accept it most widely

@@ -374,47 +374,6 @@ tree_util.register_pytree_node(
     lambda spec, ch: VJP(spec, *ch))
 
 
-def fwd_and_bwd(fun, argnums, has_aux=False, jitted=True):
-    """``(fwd, bwd)``: ``fwd(*args)`` is ``(out, residuals)`` (``(out, residuals, aux)``
-    with ``has_aux``), the forward pass of ``fun`` differentiated with respect to
-    ``args[argnums]``, and ``bwd(residuals, cotangent)`` the cotangents of those
-    arguments (a tuple when ``argnums`` is a sequence). ``residuals`` is a VJP object;
-    with ``jitted`` (the default) both are jitted, so each compiles once."""
-    single = isinstance(argnums, int)
-    nums = (argnums,) if single else tuple(argnums)
-    if not nums or not all(isinstance(n, int) and not isinstance(n, bool) for n in nums):
-        raise ArgnumsError(f"fwd_and_bwd: argnums must be an int or a non-empty sequence of "
-                           f"ints, got {argnums!r}")
-
-    def fwd(*args):
-        n_args = len(args)
-        for n in nums:
-            if not -n_args <= n < n_args:
-                raise ArgnumsError(f"fwd_and_bwd: argnums {argnums} out of range for "
-                                   f"{n_args} positional arguments")
-        idx = [n % n_args for n in nums]
-
-        def of_diff(*diff):
-            full = list(args)
-            for i, d in zip(idx, diff):
-                full[i] = d
-            return fun(*full)
-
-        return vjp(of_diff, *[args[i] for i in idx], has_aux=has_aux)
-
-    def bwd(f_vjp, ct):
-        if not isinstance(f_vjp, VJP):
-            raise TypeError(f"fwd_and_bwd: bwd takes the residuals fwd returned (a VJP "
-                            f"object) and a cotangent, got {type(f_vjp).__name__}")
-        cts = f_vjp(ct)
-        return cts[0] if single else cts
-
-    if jitted:
-        from .jit import jit
-        return jit(fwd), jit(bwd)
-    return fwd, bwd
-
-
 def _check_cotangent(i, ct, out):
     """A cotangent must have its output's shape, and a float output's dtype."""
     if tuple(ct.shape) != tuple(out.shape):
