@@ -27,7 +27,9 @@ from __future__ import annotations
 
 import functools
 
-from . import tree_util
+import numpy as np
+
+from . import lax, tree_util
 from .core.array import Array, Tracer, to_array
 from .core.primitive import Primitive, ShapeDtypeStruct
 from .core.trace import EVAL, get_trace
@@ -59,8 +61,13 @@ def _batch(vals, dims, size, *, fun, rule, name):
 
 
 def _broadcast_front(x, size):
-    from . import numpy as fnp
-    return fnp.broadcast_to(x[None], (size,) + tuple(x.shape))
+    return lax.broadcast(x, (size,))
+
+
+def _zeros_like(x):
+    """Zeros of ``x``'s shape, dtype and weak type (``fnx.numpy.zeros_like``)."""
+    return lax.broadcast_in_dim(Array._wrap(np.zeros((), x.dtype)[()], x.weak_type),
+                                tuple(x.shape), ())
 
 
 def _reverse_mode(values):
@@ -78,7 +85,6 @@ def _reverse_mode(values):
 
 
 def _jvp(primals, tangents, *, fun, rule, name):
-    from . import numpy as fnp
     from .transforms.jvp import jvp
     if _reverse_mode([t for t in tangents if t is not None]):
         raise CustomRuleError(
@@ -86,7 +92,7 @@ def _jvp(primals, tangents, *, fun, rule, name):
             "function is not defined (as in JAX); wrap it in fnx.custom_vjp (outside the "
             "custom_vmap) to give it a gradient, or use jvp/jacfwd")
     n = len(primals)
-    tangents = [fnp.zeros_like(p) if t is None else t for p, t in zip(primals, tangents)]
+    tangents = [_zeros_like(p) if t is None else t for p, t in zip(primals, tangents)]
 
     def fun_jvp(*pt):
         outs, out_t = jvp(lambda *p: fun(*p), tuple(pt[:n]), tuple(pt[n:]))

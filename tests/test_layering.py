@@ -97,12 +97,6 @@ def _lines(text):
 
 # "importer -> imported", one per line, sorted.
 UPWARD_EDGES = _lines("""
-fnx.custom_batching -> fnx.numpy
-fnx.transforms.custom -> fnx.lax
-fnx.transforms.jvp -> fnx.lax
-fnx.transforms.tape -> fnx.lax
-fnx.transforms.vjp -> fnx.lax
-fnx.transforms.vmap -> fnx.lax
 """)
 
 # "user -> package.module.private_name", sorted.

@@ -12,6 +12,7 @@ import operator
 import numpy as np
 
 from ..core import dtypes
+from ..core import ops as _core_ops
 from ..core.array import Array, to_array
 from ..errors import ShapeError
 from . import elementwise as ew
@@ -486,6 +487,11 @@ def top_k(operand, k):
     return vals, idx
 
 
+
+# the transformations below fnx.lax apply these (fnx.core.ops)
+_core_ops.add, _core_ops.broadcast_in_dim, _core_ops.convert_element_type = (
+    add, broadcast_in_dim, convert_element_type)
+_core_ops.transpose, _core_ops.reduce_sum = transpose, reduce_sum
 
 __all__ = sorted(n for n, v in list(globals().items())
                  if not n.startswith("_") and getattr(v, "__module__", None) == __name__)

@@ -21,6 +21,7 @@ import numpy as np
 
 from .. import tree_util
 from .._config import config
+from ..core import ops
 from ..core.array import Array, Tracer, to_array
 from ..core.backend import apply_ir
 from ..core.ir import Literal, eval_ir
@@ -235,8 +236,7 @@ def _check_like(name, what, got, like, i):
         # rule (JAX lets bwd's pass as a "temporary exception" and raises for jvp's)
         kind = got.dtype.kind
         if (got.weak_type and kind in "iuf") or (like.dtype.kind == "c" and kind == "f"):
-            from .. import lax
-            return lax.convert_element_type(got, like.dtype)
+            return ops.convert_element_type(got, like.dtype)
         raise CustomRuleError(
             f"{name}: {what} {i} has dtype {got.dtype}, but its primal has dtype "
             f"{like.dtype}; a rule must return values of its primal's dtype: convert it "
@@ -1013,7 +1013,6 @@ def _custom_jvp_batch(vals, dims, size, *, fun, rule, name):
 
 
 def _custom_vjp_batch(vals, dims, size, *, fun, rule, name):
-    from .. import lax
     from .vmap import vmap
     fwd, bwd = rule
     axes = tuple(dims)
@@ -1034,7 +1033,7 @@ def _custom_vjp_batch(vals, dims, size, *, fun, rule, name):
                for c, a in zip(cts, out_avals)]
         in_cts = bwd_each(tuple(res), tuple(cts))
         # an unbatched input was shared by every example: its cotangent is their sum
-        return [c if d == 0 or c is None else lax.reduce_sum(c, (0,))
+        return [c if d == 0 or c is None else ops.reduce_sum(c, (0,))
                 for c, d in zip(in_cts, axes)]
 
     outs = custom_vjp_call_p.bind(*vals, fun=fun_b, rule=(fwd_b, bwd_b), name=name)

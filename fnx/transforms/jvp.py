@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import tree_util
+from ..core import ops
 from ..core import dtypes
 from ..core.array import Array, Tracer, to_array
 from ..core.trace import Trace, get_trace, parent_context, trace_context
@@ -128,8 +129,7 @@ def split_aux(out, name):
 
 def zeros_like_tangent(x):
     """An explicit zero tangent for ``x`` (integer primals get float0-like int zeros)."""
-    from .. import lax
-    return lax.broadcast_in_dim(Array._wrap(np.zeros((), x.dtype)), x.shape, ())
+    return ops.broadcast_in_dim(Array._wrap(np.zeros((), x.dtype)), x.shape, ())
 
 
 # --- rule constructors (used next to each primitive's definition) -------------------------
@@ -142,17 +142,15 @@ def _fit(c, shape):
     """A contribution computed against a rank-0 operand, broadcast to the output shape."""
     if c is None or tuple(c.shape) == tuple(shape):
         return c
-    from .. import lax
-    return lax.broadcast_in_dim(c, tuple(shape), ())
+    return ops.broadcast_in_dim(c, tuple(shape), ())
 
 
 def sum_tangents(ts):
     """The sum of the tangents in ``ts`` that are not None (None if all are)."""
-    from .. import lax
     out = None
     for t in ts:
         if t is not None:
-            out = t if out is None else lax.add(out, t)
+            out = t if out is None else ops.add(out, t)
     return out
 
 

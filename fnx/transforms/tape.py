@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..core import ops
 from ..core.backend import get_backend
 from ..core import dtypes
 from ..core.array import Array, Tracer, to_array
@@ -198,7 +199,6 @@ class TapeTrace(Trace):
 
 
 def _backward_traced(entries, cts, residual_values):
-    from .. import lax
     for k in range(len(entries) - 1, -1, -1):
         rule, residuals, in_nodes, out_nodes = entries[k]
         out_cts = [None if i is None else cts.pop(i, None) for i in out_nodes]
@@ -214,7 +214,7 @@ def _backward_traced(entries, cts, residual_values):
         for i, c in zip(in_nodes, in_cts):
             if c is not None:
                 prev = cts.get(i)
-                cts[i] = c if prev is None else lax.add(prev, c)
+                cts[i] = c if prev is None else ops.add(prev, c)
     return cts
 
 
@@ -453,5 +453,4 @@ class TapeSpec:
 
 
 def _add(a, b):
-    from .. import lax
-    return lax.add(a, b)
+    return ops.add(a, b)

@@ -19,6 +19,7 @@ import functools
 import numpy as np
 
 from .. import tree_util
+from ..core import ops
 from ..core import dtypes
 from ..core.array import Array, to_array
 from ..core.ir import IR, Literal, dce, eval_ir
@@ -122,8 +123,7 @@ def backward_pass(ir: IR, cts_out):
 
 
 def _add(a, b):
-    from .. import lax
-    return lax.add(a, b)
+    return ops.add(a, b)
 
 
 # --- public API ----------------------------------------------------------------------------
@@ -342,8 +342,7 @@ class VJP:
         for i, (c, o) in enumerate(zip(ct_leaves, spec.out_avals)):
             _check_cotangent(i, c, o)
             if c.weak_type and c.dtype != o.dtype and dtypes.is_inexact(o.dtype):
-                from .. import lax
-                ct_leaves[i] = lax.convert_element_type(c, o.dtype)  # a Python scalar
+                ct_leaves[i] = ops.convert_element_type(c, o.dtype)  # a Python scalar
         cts = spec.backward.backward(self._residuals(), ct_leaves)
         cts = [_like_primal(zeros_like_tangent(p) if c is None else c, p)
                for p, c in zip(spec.p_avals, cts)]
@@ -549,8 +548,7 @@ def _like_primal(ct, primal):
     """A gradient has its primal's type, weak type included (JAX: ``grad(f)(3.)`` is a
     weakly typed float32, so it does not promote a float16 array it meets)."""
     if primal.weak_type and not ct.weak_type and ct.dtype == primal.dtype:
-        from .. import lax
-        return lax.convert_element_type(ct, ct.dtype, weak_type=True)
+        return ops.convert_element_type(ct, ct.dtype, weak_type=True)
     return ct
 
 

@@ -13,6 +13,7 @@ import functools
 import numpy as np
 
 from .. import tree_util
+from ..core import ops
 from ..core.array import Array, Tracer, to_array
 from ..core.primitive import ShapeDtypeStruct
 from ..core.trace import Trace, get_trace, parent_context, trace_context
@@ -32,11 +33,10 @@ class BatchTracer(Tracer):
 
 
 def move_to_front(x, bdim):
-    from .. import lax
     if bdim is None or bdim == 0:
         return x
     perm = [bdim] + [d for d in range(x.ndim) if d != bdim]
-    return lax.transpose(x, perm)
+    return ops.transpose(x, perm)
 
 
 class BatchTrace(Trace):
@@ -252,14 +252,13 @@ def vmap(fun, in_axes=0, out_axes=0, axis_size=None):
         oaxes = _axes_for("out_axes", "output", out_single, out_prefix, out_cache, out_tree)
         results = []
         for i, ((v, d), oa) in enumerate(zip(lifted, oaxes)):
-            from .. import lax
             if d is None:
                 if oa is None:
                     results.append(v)
                     continue
                 if not -v.ndim - 1 <= oa <= v.ndim:
                     raise _out_axis_error(out, i, v.ndim, tuple(v.shape), oa)
-                v = lax.broadcast_in_dim(v, (size,) + tuple(v.shape),
+                v = ops.broadcast_in_dim(v, (size,) + tuple(v.shape),
                                          tuple(range(1, 1 + v.ndim)))
                 d = 0
             elif oa is None:
@@ -273,7 +272,7 @@ def vmap(fun, in_axes=0, out_axes=0, axis_size=None):
             if oa != d:
                 perm = [k for k in range(v.ndim) if k != d]
                 perm.insert(oa, d)
-                v = lax.transpose(v, perm)
+                v = ops.transpose(v, perm)
             results.append(v)
         return tree_util.tree_unflatten(out_tree, results)
 
@@ -303,14 +302,13 @@ def materialize_batch_axis(x, d, size, shape):
     unbatched ``x`` (``d`` None) gets a leading batch axis of ``size``, a batched one has it
     at 0 (``d == 0``); the other dimensions broadcast NumPy-style (trailing-aligned) to
     ``shape``. Batching rules use it to align their operands."""
-    from .. import lax
     target = (size,) + tuple(shape)
     if d is None:
-        return lax.broadcast_in_dim(x, target, tuple(range(1 + len(shape) - x.ndim,
+        return ops.broadcast_in_dim(x, target, tuple(range(1 + len(shape) - x.ndim,
                                                          1 + len(shape))))
     if tuple(x.shape) == target:
         return x
-    return lax.broadcast_in_dim(x, target, (0,) + tuple(range(1 + len(shape) - (x.ndim - 1),
+    return ops.broadcast_in_dim(x, target, (0,) + tuple(range(1 + len(shape) - (x.ndim - 1),
                                                              1 + len(shape))))
 
 
