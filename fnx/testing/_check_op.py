@@ -480,11 +480,9 @@ def _check_op(op, args, reference, params, checks, skip, order, modes, nondiff_a
                                                order=order, modes=(mode,), seed=seed, **over))
             report.ran[check] += 1
 
-        if "kernel" in selected:
-            _check_kernel(op, is_prim, np_args, p, out, value_tol("kernel"), guarded, fail,
-                          report)
-        if "onnx" in selected:
-            _check_onnx(op, is_prim, f, np_args, fx_args, p, out, value_tol("onnx"), guarded,
+        for check, (_backend, checker) in BACKEND_CHECKS.items():
+            if check in selected:
+                checker(op, is_prim, f, np_args, fx_args, p, out, value_tol(check), guarded,
                         fail, report)
 
     if max_examples is None:
@@ -561,7 +559,7 @@ def _check_vmap(f, np_args, out, data, draw_lane, unbatched, tol, guarded, fail,
     report.ran["vmap"] += 1
 
 
-def _check_kernel(op, is_prim, np_args, params, out, tol, guarded, fail, report):
+def _check_kernel(op, is_prim, f, np_args, fx_args, params, out, tol, guarded, fail, report):
     if not is_prim or op.kernel is None:
         report.skip("kernel", "no GPU kernel (prim.kernel)" if is_prim else
                     "a function, not a primitive: check its primitives' kernels")
@@ -629,3 +627,9 @@ def _check_onnx(op, is_prim, f, np_args, fx_args, params, out, tol, guarded, fai
     if m:
         fail("onnx", m)
     report.ran["onnx"] += 1
+
+
+# The checks of a primitive's backend lowerings, by check name: the backend whose rule
+# (``lowering(prim, backend)``) each runs against the impl, and how. The "numpy" backend's
+# rules are what the "jit" check runs.
+BACKEND_CHECKS = {"kernel": ("cuda", _check_kernel), "onnx": ("onnx", _check_onnx)}
