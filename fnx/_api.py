@@ -26,7 +26,7 @@ from .core.dtypes import dtype_and_weak
 from .core.ir import IR, Literal, Var, eval_ir, format_ir
 from .core.primitive import ShapeDtypeStruct, aval_of
 from .core.trace import EVAL, Trace, get_trace, trace_context
-from .core.tracing import _abstractify, make_ir, trace_flat
+from .core.tracing import abstractify, make_ir, trace_flat
 from .transforms.custom import custom_vjp
 from .errors import ArgnumsError
 from .transforms.jit import jit
@@ -320,7 +320,7 @@ def linear_transpose(fun, *primals, reduce_axes=()):
         raise NotImplementedError("linear_transpose: reduce_axes (pmap's named axes) has "
                                   "no meaning in fnx; leave it out")
     leaves, in_tree = tree_util.tree_flatten(primals)
-    avals = [_abstractify(x, "linear_transpose") if isinstance(x, ShapeDtypeStruct)
+    avals = [abstractify(x, "linear_transpose") if isinstance(x, ShapeDtypeStruct)
              else to_array(x, "linear_transpose").aval for x in leaves]
     out_tree = [None]
 

@@ -9,7 +9,7 @@ import inspect
 from . import tree_util
 from .core.primitive import ShapeDtypeStruct
 from .core.trace import trace_context
-from .core.tracing import IRTrace, IRTracer, _abstractify
+from .core.tracing import IRTrace, IRTracer, abstractify
 from .transforms.custom import (_NAME_SINKS, checkpoint, checkpoint_name,  # noqa: F401
                                 checkpoint_policies, remat)
 from .transforms.vjp import linearize_flat
@@ -79,7 +79,7 @@ def saved_residuals(f, *args, **kwargs):
     ``ShapeDtypeStruct`` placeholders: nothing is computed."""
     leaves, in_tree = tree_util.tree_flatten((args, kwargs))
     arg_names = _leaf_names(f, args, kwargs)
-    avals = [_abstractify(x, "saved_residuals") for x in leaves]
+    avals = [abstractify(x, "saved_residuals") for x in leaves]
     trace = IRTrace(None, "saved_residuals")
     names = {}
     _NAME_SINKS.append(names)

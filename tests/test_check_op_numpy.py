@@ -84,7 +84,7 @@ def test_shape_check_covers_the_default_mode(monkeypatch):
     report = check_op(fnp.sin, x64, reference=np.sin, checks=("impl", "shape"),
                       max_examples=5)
     assert report.ran["shape"] == 5
-    monkeypatch.setattr(tracing, "_abstractify", lambda x, where="": x if isinstance(
+    monkeypatch.setattr(tracing, "abstractify", lambda x, where="": x if isinstance(
         x, tracing.ShapeDtypeStruct) else tracing.to_array(x).aval)
     with pytest.raises(OpCheckError, match="jax_enable_x64 off, eval_shape gives"):
         check_op(fnp.sin, x64, reference=np.sin, checks=("impl", "shape"), max_examples=5)

@@ -79,7 +79,10 @@ class IRTrace(Trace):
         return outs if prim.multiple_results else outs[0]
 
 
-def _abstractify(x, where="make_ir"):
+def abstractify(x, where="make_ir"):
+    """The abstract value a traced function sees for the argument ``x`` (an array, a
+    tracer, a Python scalar or a ``ShapeDtypeStruct`` placeholder); ``where`` names the
+    caller in the 64-bit narrowing warning."""
     if isinstance(x, ShapeDtypeStruct):
         # A placeholder's 64-bit dtype narrows as an array input's does (JAX's eval_shape,
         # make_jaxpr and jit trace float64 placeholders as float32 when x64 is off), so
@@ -164,7 +167,8 @@ def rebuild_call(fun, static, in_tree, static_argnums):
     return flat_fun, out_tree_box
 
 
-def _normalize_argnums(static_argnums):
+def normalize_argnums(static_argnums):
+    """``static_argnums`` (None, an int or a sequence) as a sorted tuple."""
     if static_argnums is None:
         return ()
     if isinstance(static_argnums, int):
@@ -179,13 +183,13 @@ def make_ir(fun, static_argnums=(), *, return_shape=False):
     nothing is computed. With ``return_shape=True`` also returns the output
     shapes as a pytree of ``ShapeDtypeStruct``.
     """
-    static_argnums = _normalize_argnums(static_argnums)
+    static_argnums = normalize_argnums(static_argnums)
 
     def make(*args, **kwargs):
         static, leaves, in_tree = flatten_static(args, kwargs, static_argnums, ())
         flat_fun, out_tree = rebuild_call(fun, static, in_tree, static_argnums)
         name = getattr(fun, "__name__", "fun")
-        ir = trace_flat(flat_fun, [_abstractify(x, name) for x in leaves], name)
+        ir = trace_flat(flat_fun, [abstractify(x, name) for x in leaves], name)
         if return_shape:
             return ir, tree_util.tree_unflatten(out_tree[0], ir.out_avals)
         return ir

@@ -42,7 +42,7 @@ from ..core.ir import IR, check_ir
 from ..core.primitive import Primitive
 from ..core.trace import EVAL, check_ir_values, get_trace, nonfinite_kind, user_frame_info
 from ..core.primitive import ShapeDtypeStruct
-from ..core.tracing import (_abstractify, _normalize_argnums, flatten_static, rebuild_call,
+from ..core.tracing import (abstractify, flatten_static, normalize_argnums, rebuild_call,
                             trace_flat)
 from ..errors import ShapeError
 
@@ -325,7 +325,7 @@ def _leaf_key(x):
     if isinstance(x, Tracer):
         return (x.shape, x.dtype, x.weak_type, "tracer")
     if isinstance(x, ShapeDtypeStruct):  # a placeholder (trace/lower without data)
-        a = _abstractify(x, "jit")
+        a = abstractify(x, "jit")
         return (a.shape, a.dtype, a.weak_type)
     a = to_array(x)
     return (a.shape, a.dtype, a.weak_type)
@@ -619,7 +619,7 @@ class JitFunction:
     def _trace(self, static, leaves, in_tree, nums=None):
         flat_fun, out_tree = rebuild_call(self.fun, static, in_tree,
                                           self.static_argnums if nums is None else nums)
-        avals = [x.aval if isinstance(x, Array) else _abstractify(x, "jit") for x in leaves]
+        avals = [x.aval if isinstance(x, Array) else abstractify(x, "jit") for x in leaves]
         log = config.values["jax_log_compiles"]
         t0 = time.perf_counter()
         ir = trace_flat(flat_fun, avals, self.name)
