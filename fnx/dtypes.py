@@ -34,7 +34,7 @@ __all__ = ["TypePromotionError", "bfloat16", "canonicalize_dtype", "extended", "
            "float0", "iinfo", "issubdtype", "itemsize_bits", "prng_key", "result_type",
            "scalar_type_of"]
 
-bfloat16 = _d._ml_dtypes.bfloat16 if _d._ml_dtypes is not None else None
+bfloat16 = _d.bfloat16.type if _d.bfloat16 is not None else None  # the scalar type
 
 
 class extended(np.generic):
@@ -90,7 +90,7 @@ def canonicalize_dtype(dtype, allow_extended_dtype=False):
     if not isinstance(dtype, (np.dtype, str, type)) and hasattr(dtype, "dtype"):
         dtype = dtype.dtype
     d = _d.canonicalize(dtype)
-    return _d._NARROW.get(d, d)
+    return _d.NARROW.get(d, d)
 
 
 def issubdtype(a, b):
@@ -135,7 +135,7 @@ def result_type(*args, return_weak_type_flag=False):
             raise TypePromotionError("result_type: float0 (the dtype of an integer input's "
                                      "gradient) does not promote with any dtype")
     dtype, weak = _d.promote_pairs(_d.dtype_and_weak(a) for a in args)
-    dtype = _d._NARROW.get(dtype, dtype)
+    dtype = _d.NARROW.get(dtype, dtype)
     return (dtype, bool(weak)) if return_weak_type_flag else dtype
 
 

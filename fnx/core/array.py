@@ -46,16 +46,16 @@ class Array:
         # data narrows to 32 bits unless jax_enable_x64 is on (as JAX's inputs do).
         v = np.array(value, dtype=None if dtype is None else dtypes.canonical(dtype, "Array"))
         if dtype is None:
-            if v.dtype not in dtypes._SUPPORTED_SET:
+            if v.dtype not in dtypes.SUPPORTED_SET:
                 v = v.astype(dtypes.canonicalize(v.dtype))
-            if v.dtype in dtypes._NARROW:
+            if v.dtype in dtypes.NARROW:
                 if isinstance(value, (np.ndarray, np.generic)) or hasattr(value, "__array__"):
                     v = dtypes.narrow_value(v, "Array")
                 else:  # Python numbers: the defaults, not a narrowing
-                    if v.dtype.kind in "iu" and not dtypes._fits(v, dtypes._NARROW[v.dtype]):
+                    if v.dtype.kind in "iu" and not dtypes._fits(v, dtypes.NARROW[v.dtype]):
                         big = v.max() if v.max() > np.iinfo(np.int32).max else v.min()
                         dtypes.check_python_int(int(big), dtypes.int32, "Array")
-                    v = v.astype(dtypes._NARROW[v.dtype])
+                    v = v.astype(dtypes.NARROW[v.dtype])
         v.flags.writeable = False
         self._value = v
         self.weak_type = bool(weak_type)
@@ -639,11 +639,11 @@ def to_array(x, what="argument"):
             dtypes.check_python_int(x, dtypes.int32, what)
         return Array._wrap(np.array(x, dtype=dt)[()], weak)
     if isinstance(x, np.generic):
-        if x.dtype not in dtypes._SUPPORTED_SET:
+        if x.dtype not in dtypes.SUPPORTED_SET:
             x = x.astype(dtypes.canonicalize(x.dtype))
-        return Array._wrap(dtypes.narrow_value(x, what) if x.dtype in dtypes._NARROW else x)
+        return Array._wrap(dtypes.narrow_value(x, what) if x.dtype in dtypes.NARROW else x)
     if isinstance(x, np.ndarray):
-        if x.dtype in dtypes._NARROW:
+        if x.dtype in dtypes.NARROW:
             v = dtypes.narrow_value(x, what)  # a new buffer nobody else holds
             v.flags.writeable = False
             return Array._wrap(v)

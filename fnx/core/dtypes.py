@@ -54,7 +54,7 @@ SUPPORTED = [bool_, int8, int16, int32, int64, uint8, uint16, uint32, uint64,
              float16, float32, float64, complex64, complex128]
 if bfloat16 is not None:
     SUPPORTED.insert(SUPPORTED.index(float32), bfloat16)
-_SUPPORTED_SET = frozenset(SUPPORTED)
+SUPPORTED_SET = frozenset(SUPPORTED)
 
 # --- the lattice -----------------------------------------------------------
 # Nodes are numpy dtypes plus three weak kinds standing for Python scalars.
@@ -166,7 +166,7 @@ def canonicalize(dtype) -> np.dtype:
                             "(pip install ml_dtypes)") from None
         raise TypeError(f"{dtype!r} is not a dtype fnx understands; use one of "
                         f"{', '.join(d.name for d in SUPPORTED)}") from None
-    if d not in _SUPPORTED_SET:
+    if d not in SUPPORTED_SET:
         raise TypeError(f"dtype {d} is not supported by fnx; use one of "
                         f"{', '.join(s.name for s in SUPPORTED)}")
     return d
@@ -296,7 +296,7 @@ def result_type(*args) -> np.dtype:
     if not args:
         raise ValueError("result_type needs at least one argument")
     d = promote_pairs(dtype_and_weak(a) for a in args)[0]
-    return _NARROW.get(d, d)
+    return NARROW.get(d, d)
 
 
 def promote_types(a, b) -> np.dtype:
@@ -415,8 +415,11 @@ def short_name(dtype) -> str:
 # ``fnx.config.update("jax_enable_x64", ...)``. The flag's state lives in module
 # globals that ``_set_x64`` rebinds, so the hot paths pay a global lookup.
 
-_NARROWING = {float64: float32, int64: int32, uint64: uint32, complex128: complex64}
-_NARROW = dict(_NARROWING)   # what narrows now: empty under x64
+# NARROWING: each 64-bit dtype and the 32-bit one it narrows to with x64 off. NARROW: what
+# narrows now (NARROWING, or empty under x64); ``_set_x64`` rebinds it, so read it as
+# ``dtypes.NARROW``, never import the name.
+NARROWING = {float64: float32, int64: int32, uint64: uint32, complex128: complex64}
+NARROW = dict(NARROWING)
 _X64 = False
 _STRICT = False
 _PY_BOOL = (bool_, False)
@@ -454,7 +457,7 @@ def canonical(dtype, where="dtype") -> np.dtype:
     unless ``jax_enable_x64`` is on (as in JAX); the first narrowing warns once.
     ``where`` names the function asking, for the warning."""
     d = canonicalize(dtype)
-    n = _NARROW.get(d)
+    n = NARROW.get(d)
     if n is None:
         return d
     _warn_narrowing(d, n, where)
@@ -466,7 +469,7 @@ def narrow_value(v, where="input"):
     (as JAX does with its inputs, silently); else ``v`` itself. fnx warns once, on the
     first narrowing that loses something: any float64/complex128, and 64-bit integers
     whose values do not fit in 32 bits (NumPy's int64 ``np.arange(3)`` narrows quietly)."""
-    n = _NARROW.get(v.dtype)
+    n = NARROW.get(v.dtype)
     if n is None:
         return v
     if not _warned and not (v.dtype.kind in "iu" and _fits(v, n)):
@@ -515,12 +518,12 @@ def reset_narrowing_warning():
 
 
 def _set_x64(on):
-    global _X64, float_, int_, complex_, _NARROW, _PY_INT, _PY_FLOAT, _PY_COMPLEX, _join
+    global _X64, float_, int_, complex_, NARROW, _PY_INT, _PY_FLOAT, _PY_COMPLEX, _join
     on = bool(on)
     _X64 = on
     float_, int_, complex_ = (float64, int64, complex128) if on else (float32, int32, complex64)
     _WEAK_DEFAULT.update({WEAK_INT: int_, WEAK_FLOAT: float_, WEAK_COMPLEX: complex_})
-    _NARROW = {} if on else dict(_NARROWING)
+    NARROW = {} if on else dict(NARROWING)
     _PY_INT, _PY_FLOAT, _PY_COMPLEX = (int_, True), (float_, True), (complex_, True)
     _join = _join_x64 if on else _join_x32
 

@@ -33,7 +33,7 @@ class ShapeDtypeStruct:
         # Shape rules build many of these: skip conversions that are not needed.
         if type(shape) is not tuple or not all(type(d) is int for d in shape):
             shape = tuple(int(d) for d in shape)
-        if not (isinstance(dtype, np.dtype) and dtype in dtypes._SUPPORTED_SET):
+        if not (isinstance(dtype, np.dtype) and dtype in dtypes.SUPPORTED_SET):
             dtype = dtypes.canonicalize(dtype)
         self.shape = shape
         self.dtype = dtype

@@ -76,7 +76,7 @@ def _array(name, object, dtype, ndmin=0):
         # list, the result is strongly typed.
         leaves = list(_leaves(object))
         dt = dtype or dtypes.promote_pairs(dtypes.dtype_and_weak(v) for v in leaves)[0]
-        if dt in dtypes._NARROW:  # a NumPy float64 (or int64...) among the leaves
+        if dt in dtypes.NARROW:  # a NumPy float64 (or int64...) among the leaves
             dt = dtypes.canonical(dt, name)
         if any(isinstance(v, Tracer) for v in leaves):
             out = _nested(object, dt)  # traced values: stacked, recorded under jit
@@ -125,7 +125,7 @@ def from_dlpack(x, /, *, device=None, copy=None):
     if copy is False:
         v = v.view()
         v.flags.writeable = False
-        if v.dtype not in dtypes._SUPPORTED_SET:
+        if v.dtype not in dtypes.SUPPORTED_SET:
             raise BufferError(f"from_dlpack: dtype {v.dtype} is not supported by fnx, "
                               "so copy=False is impossible")
         return Array._wrap(v)

@@ -245,7 +245,7 @@ def _is_arraylike(x) -> bool:
 
 def _to_fnx(arr, weak_type=False):
     arr = np.asarray(arr)
-    if arr.dtype not in _dtypes._SUPPORTED_SET:
+    if arr.dtype not in _dtypes.SUPPORTED_SET:
         return arr
     if arr.flags.writeable:
         arr = arr.copy()
@@ -262,7 +262,7 @@ def restore_leaf(target, stored, *, as_fnx=False, what="target"):
             return None, f"file has {_describe(stored)}, {what} has {_describe(target)}"
         to_fnx = as_fnx or not isinstance(target, (np.ndarray, np.generic))
         if (to_fnx and not _dtypes.x64_enabled() and tuple(stored.shape) == tuple(target.shape)
-                and _dtypes._NARROWING.get(np.dtype(stored.dtype)) == np.dtype(target.dtype)):
+                and _dtypes.NARROWING.get(np.dtype(stored.dtype)) == np.dtype(target.dtype)):
             # A 64-bit entry loading into an fnx leaf with x64 off: the leaf is the
             # 32-bit form fnx (like JAX) makes of any 64-bit input, so the value narrows
             # the same way (warned once, naming the flag) instead of failing to load.
@@ -270,11 +270,11 @@ def restore_leaf(target, stored, *, as_fnx=False, what="target"):
         if (tuple(stored.shape) != tuple(target.shape)
                 or np.dtype(stored.dtype) != np.dtype(target.dtype)):
             why = f"file has {_describe(stored)}, {what} has {_describe(target)}"
-            if (_dtypes.x64_enabled() and np.dtype(stored.dtype) in _dtypes._NARROWING.values()
-                    and _dtypes._NARROWING.get(np.dtype(target.dtype)) == stored.dtype):
+            if (_dtypes.x64_enabled() and np.dtype(stored.dtype) in _dtypes.NARROWING.values()
+                    and _dtypes.NARROWING.get(np.dtype(target.dtype)) == stored.dtype):
                 why += (" (saved with jax_enable_x64 off? build the target with the file's "
                         "dtype, or load with the flag off)")
-            elif (not _dtypes.x64_enabled() and np.dtype(stored.dtype) in _dtypes._NARROWING
+            elif (not _dtypes.x64_enabled() and np.dtype(stored.dtype) in _dtypes.NARROWING
                     and tuple(stored.shape) == tuple(target.shape)):
                 why += (" (with jax_enable_x64 off a 64-bit entry narrows into an fnx leaf "
                         "of the 32-bit dtype; a NumPy leaf must have the file's dtype)")
