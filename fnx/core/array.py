@@ -23,7 +23,7 @@ fnp = None  # fnx.numpy, set by fnx.numpy when it is imported (avoids an import 
 _API_VERSIONS = ("2021.12", "2022.12", "2023.12", "2024.12")  # what __array_namespace__ accepts
 
 
-class _Deleted:
+class DeletedBuffer:
     """Stands in for the buffer of a donated Array; any use raises."""
     __slots__ = ("where",)
 
@@ -63,7 +63,7 @@ class Array:
     @staticmethod
     def _wrap(value, weak_type=False):
         """Wrap a NumPy array/scalar that nothing else will write (no copy)."""
-        a = _new_array(Array)
+        a = new_array(Array)
         a._value = value
         a.weak_type = weak_type
         return a
@@ -143,7 +143,7 @@ class Array:
     def _concrete(self, what):
         """The NumPy value, for conversions that need one (tracers override)."""
         v = self._value
-        if type(v) is _Deleted:
+        if type(v) is DeletedBuffer:
             v.dtype  # raises DeletedArrayError
         return v
 
@@ -231,7 +231,7 @@ class Array:
 
     def __repr__(self):
         v = self._value
-        if type(v) is _Deleted:
+        if type(v) is DeletedBuffer:
             return "Array(<deleted>)"
         body = np.array2string(np.asarray(v), separator=", ", prefix="Array(")
         shape = f", shape={v.shape}" if v.size == 0 and v.shape != (0,) else ""
@@ -268,10 +268,10 @@ class Array:
         return self
 
     def is_deleted(self):
-        return type(self._value) is _Deleted
+        return type(self._value) is DeletedBuffer
 
     def delete(self):
-        self._value = _Deleted("delete()")
+        self._value = DeletedBuffer("delete()")
 
     def copy(self):
         return self
@@ -420,7 +420,9 @@ class Array:
     def __ge__(self, o): return fnp.greater_equal(self, o)
 
 
-_new_array = object.__new__
+# ``new_array(Array)``: an Array with no slot set yet (what ``Array._wrap`` does, for hot paths
+# that fill ``_value`` and ``weak_type`` inline)
+new_array = object.__new__
 
 
 def _operand_like(o):
@@ -608,7 +610,7 @@ def _eval_process_primitive(self, prim, args, params):
     for a in args:
         if type(a) is Array:
             v = a._value
-            if type(v) is _Deleted:
+            if type(v) is DeletedBuffer:
                 v.dtype  # raises DeletedArrayError
             vals.append(v)
         elif isinstance(a, Tracer):

@@ -13,7 +13,7 @@ from .. import lax
 from ..lax import elementwise as _ew
 from ..core import dtypes
 from ..core.numpy_errstate import quiet_call as _quiet_call, quiet_run as _quiet_run
-from ..core.array import Array, _new_array, to_array
+from ..core.array import Array, new_array, to_array
 from ..core.trace import EVAL, get_trace
 from ._util import (RANK_CHECK as _RANK_CHECK, broadcast_shapes, broadcast_to_shape, promote,
                     promote_broadcast)
@@ -54,7 +54,7 @@ def _fast_binary(name, slow, ufunc, kinds, prim, out_bool=False, quiet=True):
                         r = _quiet_call(ufunc, xv, yv)
                     except ValueError:
                         return slow(x, y)
-                out = _new_array(Array)
+                out = new_array(Array)
                 out._value = r
                 out.weak_type = not out_bool and x.weak_type and y.weak_type
                 return out
@@ -68,7 +68,7 @@ def _fast_binary(name, slow, ufunc, kinds, prim, out_bool=False, quiet=True):
                         r = _quiet_run(ufunc, xv, y)
                     except RuntimeError:
                         r = _quiet_call(ufunc, xv, y)
-                    out = _new_array(Array)
+                    out = new_array(Array)
                     out._value = r
                     out.weak_type = not out_bool and x.weak_type
                     return out
@@ -82,7 +82,7 @@ def _fast_binary(name, slow, ufunc, kinds, prim, out_bool=False, quiet=True):
                             r = _quiet_run(ufunc, x, yv)
                         except RuntimeError:
                             r = _quiet_call(ufunc, x, yv)
-                        out = _new_array(Array)
+                        out = new_array(Array)
                         out._value = r
                         out.weak_type = not out_bool and y.weak_type
                         return out
@@ -139,7 +139,7 @@ def _unary(name, lax_fn, to_inexact=False):
                         r = _quiet_run(raw, v)
                     except RuntimeError:  # busy quiet context, or raw's own error
                         r = _quiet_call(raw, v)
-                    out = _new_array(Array)
+                    out = new_array(Array)
                     out._value = r
                     out.weak_type = x.weak_type
                     return out
@@ -150,7 +150,7 @@ def _unary(name, lax_fn, to_inexact=False):
             if type(x) is Array and get_trace() is EVAL:
                 v = x._value
                 if v.dtype.kind == "f":  # every unary primitive maps floats to their dtype
-                    out = _new_array(Array)
+                    out = new_array(Array)
                     out._value = impl(v)
                     out.weak_type = x.weak_type
                     return out
@@ -357,7 +357,7 @@ def absolute(x, /):
     if type(x) is Array and get_trace() is EVAL:
         v = x._value
         if v.dtype.kind == "f":  # eager floats: |x| keeps the dtype and the weak type
-            out = _new_array(Array)
+            out = new_array(Array)
             out._value = _abs_impl(v)
             out.weak_type = x.weak_type
             return out

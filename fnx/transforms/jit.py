@@ -37,7 +37,7 @@ from .. import tree_util
 from .._config import TRACE_FLAGS, config
 from ..backends import apply_ir, available_backends, backend_for, get_backend
 from ..core import dtypes
-from ..core.array import Array, Tracer, _Deleted, to_array
+from ..core.array import Array, DeletedBuffer, Tracer, to_array
 from ..core.ir import IR, check_ir
 from ..core.primitive import Primitive
 from ..core.trace import EVAL, check_ir_values, get_trace, nonfinite_kind, user_frame_info
@@ -775,7 +775,7 @@ class JitFunction:
             raw = []
             for x in leaves:
                 v = x._value if type(x) is Array else _call_value(x, self.name)
-                if type(v) is _Deleted:
+                if type(v) is DeletedBuffer:
                     v.dtype  # raises DeletedArrayError
                 raw.append(v)
             if values["jax_debug_nans"] or values["jax_debug_infs"]:
@@ -828,13 +828,13 @@ class JitFunction:
             if i < len(args):
                 for leaf in tree_util.tree_leaves(args[i]):
                     if type(leaf) is Array:
-                        leaf._value = _Deleted(f"jit({self.name})")
+                        leaf._value = DeletedBuffer(f"jit({self.name})")
         if kwargs:
             for k in self.donate_argnames:
                 if k in kwargs:
                     for leaf in tree_util.tree_leaves(kwargs[k]):
                         if type(leaf) is Array:
-                            leaf._value = _Deleted(f"jit({self.name})")
+                            leaf._value = DeletedBuffer(f"jit({self.name})")
 
     def lower(self, *args, **kwargs):
         """The IR (and generated code) for these arguments, without running it."""
