@@ -13,9 +13,9 @@ import sys
 import numpy as np
 
 from . import dtypes
-from .trace import _current
+from .trace import CURRENT_TRACE
 
-_current_trace = _current.get
+_current_trace = CURRENT_TRACE.get
 
 REGISTRY: dict[str, "Primitive"] = {}
 BUILTIN: frozenset = frozenset()   # the names of fnx's own primitives (set by fnx/__init__)

@@ -95,34 +95,35 @@ class EvalTrace(Trace):
 
 
 EVAL = EvalTrace()
-_current = contextvars.ContextVar("fnx_trace", default=EVAL)
-get_trace = _current.get
+CURRENT_TRACE = contextvars.ContextVar("fnx_trace", default=EVAL)  # the trace bind hands to
+get_trace = CURRENT_TRACE.get
+_current = CURRENT_TRACE  # the old name, for fnx.transforms.tape until it uses CURRENT_TRACE
 
 
 @contextlib.contextmanager
 def trace_context(trace: Trace):
     """Make ``trace`` current inside the block; it is invalid after the block."""
-    token = _current.set(trace)
+    token = CURRENT_TRACE.set(trace)
     try:
         yield trace
     finally:
-        _current.reset(token)
+        CURRENT_TRACE.reset(token)
         trace.valid = False
 
 
 @contextlib.contextmanager
 def parent_context(trace: Trace):
     """Make ``trace.parent`` current inside the block (a trace binds there)."""
-    token = _current.set(trace.parent)
+    token = CURRENT_TRACE.set(trace.parent)
     try:
         yield
     finally:
-        _current.reset(token)
+        CURRENT_TRACE.reset(token)
 
 
 def bind(prim, args, params):
     """Hand a primitive call to the current trace."""
-    return _current.get().process_primitive(prim, args, params)
+    return CURRENT_TRACE.get().process_primitive(prim, args, params)
 
 
 # --- jax_debug_nans / jax_debug_infs ---------------------------------------------------------
@@ -179,11 +180,11 @@ def check_ir_values(ir, args, where):
     entered, and so are the bodies of ``scan``, ``while`` and ``cond`` (step by step).
     Raises FloatingPointError naming ``where`` if no equation produced one (only the
     compiled code did)."""
-    token = _current.set(EVAL)
+    token = CURRENT_TRACE.set(EVAL)
     try:
         _locate(ir, list(args), where)
     finally:
-        _current.reset(token)
+        CURRENT_TRACE.reset(token)
     kind = "nan" if config.values["jax_debug_nans"] else "inf"
     raise FloatingPointError(
         f"invalid value ({kind}) encountered in {where}: its compiled code produced it, but "
@@ -251,10 +252,12 @@ def _enter(e, ins, where):
         _locate(branches[i], ins[1:], f"branch {i} of {inner}")
 
 
-def _debug_flags_changed(_value=None):
-    """Install or remove the eager check. Eager ``grad`` normally runs each primitive's
-    derivative as compiled code (``cache_eager_vjp``); while checking, it evaluates them
-    primitive by primitive instead, forward and backward, so each one is checked."""
+def apply_debug_flags(_value=None):
+    """Install or remove the eager check, as jax_debug_nans and jax_debug_infs say (the
+    flags' change hook; jit calls it once more when the flags came from the environment).
+    Eager ``grad`` normally runs each primitive's derivative as compiled code
+    (``cache_eager_vjp``); while checking, it evaluates them primitive by primitive
+    instead, forward and backward, so each one is checked."""
     from .primitive import REGISTRY
     v = config.values
     if v["jax_debug_nans"] or v["jax_debug_infs"]:
@@ -285,7 +288,7 @@ _SAVED_CACHE_VJP: dict = {}
 _PATCHED_MODULES: list = []
 _LIBRARY_PREFIXES = ("fnx.numpy", "fnx.lax", "fnx.nn", "fnx.scipy", "fnx.random")
 _NOT_EVAL = object()
-config.on_change("jax_debug_nans", _debug_flags_changed)
-config.on_change("jax_debug_infs", _debug_flags_changed)
+config.on_change("jax_debug_nans", apply_debug_flags)
+config.on_change("jax_debug_infs", apply_debug_flags)
 if config.values["jax_debug_nans"] or config.values["jax_debug_infs"]:  # set by environment
-    _debug_flags_changed()
+    apply_debug_flags()

@@ -966,7 +966,7 @@ def jit(fun=None, in_shardings=None, out_shardings=None, static_argnums=None,
 
 # Flags set from the environment before the primitives existed: apply the eager grad
 # part of the NaN/inf checks now that they do.
-from ..core.trace import _debug_flags_changed  # noqa: E402
+from ..core.trace import apply_debug_flags  # noqa: E402
 
 if config.values["jax_debug_nans"] or config.values["jax_debug_infs"]:
-    _debug_flags_changed()
+    apply_debug_flags()
