@@ -447,12 +447,13 @@ def register_dataclass(nodetype: type | None = None,
 # is `(handler, aux_data, child_structures)`.  Handlers compare by identity,
 # so equality and hashing of these tuples run at C speed.
 
-def _count_leaves(node) -> int:
+def count_leaves(node) -> int:
+    """The number of leaves of a structure node (``PyTreeDef._node``)."""
     if node is None:
         return 1
     n = 0
     for c in node[2]:
-        n += 1 if c is None else _count_leaves(c)
+        n += 1 if c is None else count_leaves(c)
     return n
 
 
@@ -601,7 +602,9 @@ def _child_key(h, aux, x, i):
     return h.flatten_with_keys(x)[0][i][0]
 
 
-def _describe(h, aux, n) -> str:
+def node_description(h, aux, n) -> str:
+    """What a node of handler ``h``, aux data ``aux`` and ``n`` children is, for messages
+    (``tuple of length 2``, ``dict with keys ['a', 'b']``)."""
     kind = h.kind
     if kind in ("tuple", "list"):
         return f"{kind} of length {n}"
@@ -617,13 +620,17 @@ def _describe(h, aux, n) -> str:
             f"{'child' if n == 1 else 'children'} and aux data {aux!r}")
 
 
+# the old names, for fnx.transforms.vmap until it uses the public ones
+_count_leaves, _describe = count_leaves, node_description
+
+
 def _describe_value(x) -> str:
     h = _handler_for(x)
     if h is None:
         return f"a leaf of type {type(x).__qualname__}"
     try:
         children, aux = h.flatten(x)
-        return _describe(h, aux, len(list(children)))
+        return node_description(h, aux, len(list(children)))
     except Exception:  # pragma: no cover - only for error messages
         return f"a {type(x).__qualname__} node"
 
@@ -632,7 +639,7 @@ def _mismatch_message(e: _Mismatch) -> str:
     path = tuple(_child_key(h, aux, x, i) for h, aux, x, i in
                  reversed(e.frames))
     h, aux, children = e.node
-    expected = _describe(h, aux, len(children))
+    expected = node_description(h, aux, len(children))
     return (f"structures differ at {_path_str(path)}: expected {expected}, "
             f"got {_describe_value(e.value)}")
 
@@ -731,7 +738,7 @@ class PyTreeDef:
         node = self._node
         if node is None:
             return []
-        return [_make_treedef(c, _count_leaves(c)) for c in node[2]]
+        return [_make_treedef(c, count_leaves(c)) for c in node[2]]
 
     def node_data(self):
         """``(node type, aux data)`` of the root node, or None for a leaf."""
