@@ -56,7 +56,9 @@ def check_matrix(name, x, square=True):
                          f"{describe(x)}")
 
 
-def _real_dtype(dtype):
+def real_dtype(dtype):
+    """The real dtype of a float or complex ``dtype``'s matrices' singular values and
+    eigenvalues (float32 for float32 and complex64, else float64)."""
     return np.dtype(np.float32) if dtype in (np.complex64, np.float32) else \
         np.dtype(np.float64)
 
@@ -76,7 +78,8 @@ def _mT(x):
     return L.transpose(x, tuple(range(nd - 2)) + (nd - 1, nd - 2))
 
 
-def _H(x):
+def mH(x):
+    """The conjugate transpose of the matrices in ``x``'s last two axes (JAX's ``x.mH``)."""
     return L.conj(_mT(x)) if _is_complex(x) else _mT(x)
 
 
@@ -159,7 +162,7 @@ def _hermitian_from(x, lower):
     d = _diag_part(x)
     if _is_complex(x):
         d = L.convert_element_type(L.real(d), x.dtype)
-    return L.add(L.add(t, _H(t)), d)
+    return L.add(L.add(t, mH(t)), d)
 
 
 def _batch_front(vals, dims, size):
@@ -225,7 +228,7 @@ def cholesky(x, *, symmetrize_input=True):
     x = to_array(x)
     if symmetrize_input:
         check_matrix("cholesky", x)
-        x = L.mul(L.add(x, _H(x)), 0.5)
+        x = L.mul(L.add(x, mH(x)), 0.5)
     return cholesky_p.bind(x)
 
 
@@ -394,7 +397,7 @@ def _lu_impl(x):
 lu_p = Primitive("lu", shape_rule=_lu_rule, impl=quiet(_lu_impl), multiple_results=True)
 
 
-def _permutation_matrix(perm, dtype):
+def permutation_matrix(perm, dtype):
     """P with P[..., i, j] = (perm[..., i] == j), so (P x)[i] = x[perm[i]]."""
     n = perm.shape[-1]
     shape = tuple(perm.shape) + (n,)
@@ -408,7 +411,7 @@ def _lu_jvp(primals, tangents):
     lu_, piv, perm = lu_p.bind(x)
     if dx is None:
         return [lu_, piv, perm], [None, None, None]
-    pdx = _mm(_permutation_matrix(perm, x.dtype), dx)
+    pdx = _mm(permutation_matrix(perm, x.dtype), dx)
     t = triangular_solve(lu_, pdx, left_side=True, lower=True, unit_diagonal=True)
     t = triangular_solve(lu_, t, left_side=False, lower=False)            # L^-1 P dA U^-1
     lower = L.add(_tril(lu_, -1), _eye(lu_.shape, lu_.dtype))
@@ -448,9 +451,9 @@ qr_p = Primitive("qr", shape_rule=_qr_rule, impl=quiet(_qr_impl), multiple_resul
 def _qr_tall_jvp(q, r, dx):
     """Tangents of a reduced QR with m >= n (r square, invertible)."""
     dx_rinv = triangular_solve(r, dx, left_side=False, lower=False)        # dA R^-1
-    qt = _mm(_H(q), dx_rinv)
+    qt = _mm(mH(q), dx_rinv)
     low = _tril(qt, -1)
-    omega = L.sub(low, _H(low))                                            # skew-Hermitian
+    omega = L.sub(low, mH(low))                                            # skew-Hermitian
     if _is_complex(qt):     # keep diag(R) real (LAPACK's convention): imaginary diagonal
         d = _diag_part(qt)
         omega = L.add(omega, L.sub(d, L.convert_element_type(L.real(d), qt.dtype)))
@@ -481,7 +484,7 @@ def _qr_jvp(primals, tangents, *, full_matrices):
 
     r1, r2 = cols(r, 0, m), cols(r, m, n)
     dq, dr1 = _qr_tall_jvp(q, r1, cols(dx, 0, m))
-    dr2 = _mm(_H(q), L.sub(cols(dx, m, n), _mm(dq, r2)))
+    dr2 = _mm(mH(q), L.sub(cols(dx, m, n), _mm(dq, r2)))
     return [q, r], [dq, L.concatenate([dr1, dr2], nd - 1)]
 
 
@@ -499,12 +502,12 @@ def qr(x, *, full_matrices=True):
 
 def _eigh_rule(x, *, lower):
     check_matrix("eigh", x)
-    return [_sds(x.shape, x.dtype), _sds(x.shape[:-1], _real_dtype(x.dtype))]
+    return [_sds(x.shape, x.dtype), _sds(x.shape[:-1], real_dtype(x.dtype))]
 
 
 def _eigh_impl(x, *, lower):
     w, v = np.linalg.eigh(x, UPLO="L" if lower else "U")
-    return [v.astype(x.dtype, copy=False), w.astype(_real_dtype(x.dtype), copy=False)]
+    return [v.astype(x.dtype, copy=False), w.astype(real_dtype(x.dtype), copy=False)]
 
 
 eigh_p = Primitive("eigh", shape_rule=_eigh_rule, impl=quiet(_eigh_impl), multiple_results=True)
@@ -527,7 +530,7 @@ def _eigh_jvp(primals, tangents, *, lower):
     if dx is None:
         return [v, w], [None, None]
     da = _hermitian_from(dx, lower)
-    vdv = _mm(_H(v), _mm(da, v))
+    vdv = _mm(mH(v), _mm(da, v))
     dw = _diag(vdv)
     if _is_complex(dw):
         dw = L.real(dw)
@@ -547,7 +550,7 @@ def eigh(x, *, lower=True, symmetrize_input=True):
     x = to_array(x)
     if symmetrize_input:
         check_matrix("eigh", x)
-        x = L.mul(L.add(x, _H(x)), 0.5)
+        x = L.mul(L.add(x, mH(x)), 0.5)
     return tuple(eigh_p.bind(x, lower=bool(lower)))
 
 
@@ -557,7 +560,7 @@ def _svd_rule(x, *, full_matrices, compute_uv):
     check_matrix("svd", x, square=False)
     b, (m, n) = x.shape[:-2], x.shape[-2:]
     k = min(m, n)
-    s = _sds(b + (k,), _real_dtype(x.dtype))
+    s = _sds(b + (k,), real_dtype(x.dtype))
     if not compute_uv:
         return [s]
     ku, kv = (m, n) if full_matrices else (k, k)
@@ -565,7 +568,7 @@ def _svd_rule(x, *, full_matrices, compute_uv):
 
 
 def _svd_impl(x, *, full_matrices, compute_uv):
-    rd = _real_dtype(x.dtype)
+    rd = real_dtype(x.dtype)
     if not compute_uv:
         return [np.linalg.svd(x, compute_uv=False).astype(rd, copy=False)]
     u, s, vh = np.linalg.svd(x, full_matrices=full_matrices)
@@ -591,8 +594,8 @@ def _svd_jvp(primals, tangents, *, full_matrices, compute_uv):
         u, s, vh = outs
     else:
         u, s, vh = svd_p.bind(x, full_matrices=False, compute_uv=True)
-    v = _H(vh)
-    ds_mat = _mm(_H(u), _mm(dx, v))                    # U^H dA V, (..., k, k)
+    v = mH(vh)
+    ds_mat = _mm(mH(u), _mm(dx, v))                    # U^H dA V, (..., k, k)
     ds = _diag(ds_mat)
     if _is_complex(ds):
         ds = L.real(ds)
@@ -608,20 +611,20 @@ def _svd_jvp(primals, tangents, *, full_matrices, compute_uv):
     s_inv = L.convert_element_type(
         L.select(zero, L.full(s.shape, 0, s.dtype),
                  L.div(1.0, L.add(s, L.convert_element_type(zero, s.dtype)))), dt)
-    du_core = L.mul(f, L.add(dss, _H(dss)))
+    du_core = L.mul(f, L.add(dss, mH(dss)))
     if _is_complex(ds_mat):  # the imaginary diagonal of U^H dA V goes to dU (gauge: dV's is 0)
         d = _diag_part(ds_mat)
         imag = L.sub(d, L.convert_element_type(L.real(d), dt))
         du_core = L.add(du_core, L.mul(imag, _col(s_inv, k)))
     du = _mm(u, du_core)
-    dv = _mm(v, L.mul(f, L.add(sds, _H(sds))))
+    dv = _mm(v, L.mul(f, L.add(sds, mH(sds))))
     if m > k:        # the part of dA V outside span(U)
         dav = _mm(dx, v)
-        du = L.add(du, L.mul(L.sub(dav, _mm(u, _mm(_H(u), dav))), _col(s_inv, m)))
+        du = L.add(du, L.mul(L.sub(dav, _mm(u, _mm(mH(u), dav))), _col(s_inv, m)))
     if n > k:
-        dahu = _mm(_H(dx), u)
+        dahu = _mm(mH(dx), u)
         dv = L.add(dv, L.mul(L.sub(dahu, _mm(v, _mm(vh, dahu))), _col(s_inv, n)))
-    return outs, [du, ds, _H(dv)]
+    return outs, [du, ds, mH(dv)]
 
 
 svd_p.jvp = _svd_jvp

@@ -302,12 +302,10 @@ def _inexact_matrix(name, x, square=False):
     return x
 
 
-_real_dtype = _la._real_dtype
-_mH = _la._H   # conjugate transpose of the matrices in the last two axes
 
 
 def _eps(dtype):
-    return float(np.finfo(_real_dtype(dtype)).eps)
+    return float(np.finfo(_la.real_dtype(dtype)).eps)
 
 
 def _identity_like(a):
@@ -327,7 +325,7 @@ def _broadcast_batch(name, a, b):
 
 def _lu_solve(lu_, perm, b):
     """x with P A x = L U x = P b, given ``lu`` and ``perm`` of A (equal batch dims)."""
-    pb = matmul(_la._permutation_matrix(perm, b.dtype), b)
+    pb = matmul(_la.permutation_matrix(perm, b.dtype), b)
     y = _la.triangular_solve(lu_, pb, left_side=True, lower=True, unit_diagonal=True)
     return _la.triangular_solve(lu_, y, left_side=True, lower=False)
 
@@ -373,7 +371,7 @@ def _lu_parts(name, x):
     n = a.shape[-1]
     swaps = sum_(ew.not_equal(piv, lax.broadcasted_iota(np.int32, piv.shape, piv.ndim - 1)),
                  axis=-1)
-    rd = _real_dtype(a.dtype)
+    rd = _la.real_dtype(a.dtype)
     parity = lax.convert_element_type(
         ew.subtract(1, ew.multiply(2, ew.remainder(swaps, 2))), rd)
     return diagonal(lu_), parity
@@ -411,7 +409,7 @@ def cholesky(x, /, *, upper=False):
     the gradient is symmetric; not positive definite: NaNs (as JAX; NumPy raises)."""
     a = _inexact_matrix("cholesky", x, square=True)
     chol = _la.cholesky(a)
-    return _mH(chol) if upper else chol
+    return _la.mH(chol) if upper else chol
 
 
 def qr(x, /, *, mode="reduced"):
@@ -491,8 +489,8 @@ def pinv(x, /, *, rtol=None, hermitian=False, rcond=None):
     u, s, vh = _la.svd(a, full_matrices=False)
     _, s_inv = _cutoff_mask(s, rtol)
     from .. import elementwise as ew
-    scaled = ew.multiply(_mH(vh), lax.convert_element_type(s_inv, a.dtype)[..., None, :])
-    return matmul(scaled, _mH(u))
+    scaled = ew.multiply(_la.mH(vh), lax.convert_element_type(s_inv, a.dtype)[..., None, :])
+    return matmul(scaled, _la.mH(u))
 
 
 def lstsq(a, b, rcond=None):
@@ -519,8 +517,8 @@ def lstsq(a, b, rcond=None):
         rcond = _eps(a.dtype) * max(m, n)
     u, s, vh = _la.svd(a, full_matrices=False)
     keep, s_inv = _cutoff_mask(s, rcond)
-    ub = ew.multiply(matmul(_mH(u), b), lax.convert_element_type(s_inv, a.dtype)[:, None])
-    x = matmul(_mH(vh), ub)
+    ub = ew.multiply(matmul(_la.mH(u), b), lax.convert_element_type(s_inv, a.dtype)[:, None])
+    x = matmul(_la.mH(vh), ub)
     r = ew.subtract(b, matmul(a, x))
     resid = sum_(ew.real(ew.multiply(ew.conj(r), r)) if r.dtype.kind == "c"
                  else ew.multiply(r, r), axis=0)
