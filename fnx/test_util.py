@@ -14,8 +14,8 @@ import numpy as np
 
 from . import tree_util
 from .core.array import to_array
-from .testing._grads import check_grads as _check_grads
-from .testing._grads import default_tolerances
+from .testing import check_grads as _check_grads
+from .testing import default_tolerances
 
 __all__ = ["check_grads", "check_jvp", "check_vjp"]
 
