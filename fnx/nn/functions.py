@@ -16,7 +16,7 @@ from .. import lax
 from .. import numpy as fnp
 from ..core import dtypes
 from ..core.array import to_array
-from ..numpy._util import normalize_axes, normalize_axis, promote
+from ..numpy.util import normalize_axes, normalize_axis, promote
 
 __all__ = ["relu", "relu6", "leaky_relu", "elu", "selu", "celu", "gelu", "silu", "swish",
            "softplus", "sigmoid", "log_sigmoid", "hard_tanh", "hard_sigmoid", "hard_silu",

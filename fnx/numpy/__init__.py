@@ -87,7 +87,7 @@ class _ArrayNamespaceInfo:
 
     @staticmethod
     def _device(name, device):
-        from ._util import check_device
+        from .util import check_device
         check_device(f"__array_namespace_info__().{name}", device)
 
     def capabilities(self):

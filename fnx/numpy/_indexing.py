@@ -535,7 +535,7 @@ def take(a, indices, axis=None, out=None, mode=None, unique_indices=False,
     if axis is None:
         a = lax.reshape(a, (a.size,))
         axis = 0
-    from ._util import normalize_axis
+    from .util import normalize_axis
     axis = normalize_axis("take", axis, a.ndim)
     idx = to_array(indices)
     if idx.dtype.kind not in "iu":
@@ -558,7 +558,7 @@ def take(a, indices, axis=None, out=None, mode=None, unique_indices=False,
 
 
 def _along_axis_spec(arr, indices, axis, name):
-    from ._util import broadcast_shapes, normalize_axis
+    from .util import broadcast_shapes, normalize_axis
     arr, indices = to_array(arr), to_array(indices)
     if indices.ndim != arr.ndim:
         raise ValueError(f"{name}: indices (rank {indices.ndim}) must have the same rank as "

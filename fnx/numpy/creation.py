@@ -11,7 +11,7 @@ from .. import lax
 from ..core import dtypes
 from ..core.array import Array, Tracer, to_array
 from ..lax.shape import check_shape
-from ._util import check_device, concrete_int
+from .util import check_device, concrete_int
 
 
 def _shape(shape, name="shape"):

@@ -16,7 +16,7 @@ import string
 
 from .. import lax
 from ..core import dtypes
-from ._util import promote
+from .util import promote
 
 __all__ = ["einsum"]
 

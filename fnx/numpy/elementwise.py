@@ -15,7 +15,7 @@ from ..core import dtypes
 from ..core.numpy_errstate import quiet_call as _quiet_call, quiet_run as _quiet_run
 from ..core.array import Array, new_array, to_array
 from ..core.trace import EVAL, get_trace
-from ._util import (RANK_CHECK as _RANK_CHECK, broadcast_shapes, broadcast_to_shape, promote,
+from .util import (RANK_CHECK as _RANK_CHECK, broadcast_shapes, broadcast_to_shape, promote,
                     promote_broadcast)
 
 _FLOAT_KINDS = "f"

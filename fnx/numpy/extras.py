@@ -22,7 +22,7 @@ from .. import lax
 from ..core import dtypes
 from ..core.array import Array, Tracer, to_array
 from ..errors import ConcretizationError, ShapeError
-from ._util import concrete_int, normalize_axis, promote
+from .util import concrete_int, normalize_axis, promote
 
 __all__ = [
     "gradient", "trapezoid", "unwrap", "ediff1d", "angle", "frexp", "modf", "ldexp",

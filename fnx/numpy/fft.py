@@ -33,7 +33,7 @@ from .. import lax
 from ..core import dtypes
 from ..core.array import Array, Tracer, to_array
 from ..lax.fft import FftType
-from ._util import check_device, concrete_int, normalize_axis, promote
+from .util import check_device, concrete_int, normalize_axis, promote
 
 __all__ = ["fft", "ifft", "rfft", "irfft", "hfft", "ihfft", "fftn", "ifftn", "rfftn",
            "irfftn", "fft2", "ifft2", "rfft2", "irfft2", "fftfreq", "rfftfreq", "fftshift",

@@ -16,7 +16,7 @@ from .. import lax
 from ..core import dtypes
 from ..core.array import Array, Tracer, to_array
 from ..errors import ConcretizationError, ShapeError
-from ._util import concrete_int, normalize_axis
+from .util import concrete_int, normalize_axis
 
 __all__ = ["r_", "c_", "s_", "index_exp", "mgrid", "ogrid", "ix_", "indices", "diag_indices",
            "diag_indices_from", "tril_indices", "tril_indices_from", "triu_indices",
@@ -137,7 +137,7 @@ class _Grid:
     def __getitem__(self, key):
         from .creation import meshgrid
         from .manipulation import stack
-        from ._util import promote
+        from .util import promote
         if isinstance(key, slice):
             return _slice_range(self.name, key)
         ranges = [_slice_range(self.name, k) if isinstance(k, slice) else None for k in key]
@@ -279,7 +279,7 @@ def ravel_multi_index(multi_index, dims, mode="raise", order="C", *, dtype=None)
     ``mode``: 'raise' (concrete indices out of range raise), 'wrap' or 'clip'."""
     from .elementwise import clip, remainder
     from .reductions import all as all_
-    from ._util import promote_broadcast
+    from .util import promote_broadcast
     dims = tuple(concrete_int("ravel_multi_index", d, "a dimension") for d in dims)
     if len(multi_index) != len(dims):
         raise ValueError(f"ravel_multi_index: {len(multi_index)} index arrays for "

@@ -11,7 +11,7 @@ from ..core import dtypes
 from ..core.array import Array, to_array
 from ..errors import ShapeError
 from ..lax.shape import check_shape
-from ._util import (AxisError, broadcast_shapes as _bshapes, broadcast_to_shape, check_device, concrete_int,
+from .util import (AxisError, broadcast_shapes as _bshapes, broadcast_to_shape, check_device, concrete_int,
                     normalize_axes, normalize_axis, promote)
 
 

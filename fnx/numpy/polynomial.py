@@ -10,7 +10,7 @@ from .. import lax
 from ..core import dtypes
 from ..core.array import Tracer, to_array
 from ..errors import ConcretizationError, ShapeError
-from ._util import concrete_int, promote
+from .util import concrete_int, promote
 
 __all__ = ["poly", "polyadd", "polysub", "polymul", "polydiv", "polyder", "polyint",
            "polyval", "polyfit", "roots", "vander", "trim_zeros"]

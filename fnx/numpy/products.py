@@ -6,7 +6,7 @@ from ..core import dtypes
 from ..core.array import to_array
 from ..lax._rules import kind_of
 from ..errors import ShapeError
-from ._util import broadcast_shapes, broadcast_to_shape, normalize_axis, promote
+from .util import broadcast_shapes, broadcast_to_shape, normalize_axis, promote
 
 
 def _dot(name, a, b, dn, precision, preferred_element_type):

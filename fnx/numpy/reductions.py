@@ -16,7 +16,7 @@ from ..core.array import Array, to_array
 from ..core.numpy_errstate import quiet_call as _quiet_call, quiet_run as _quiet_run
 from ..core.trace import EVAL, get_trace
 from ..errors import ShapeError
-from ._util import normalize_axes, normalize_axis, promote
+from .util import normalize_axes, normalize_axis, promote
 
 
 def _check_axis(name, a, axis):
@@ -150,7 +150,7 @@ _mean = mean
 
 
 def broadcast_where(where, shape):
-    from ._util import broadcast_to_shape
+    from .util import broadcast_to_shape
     w = to_array(where)
     return broadcast_to_shape(w if w.dtype == dtypes.bool_ else w != 0, shape)
 

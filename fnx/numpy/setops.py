@@ -18,7 +18,7 @@ from .. import lax
 from ..core import dtypes
 from ..core.array import Array, Tracer, to_array
 from ..errors import ConcretizationError
-from ._util import normalize_axis, promote
+from .util import normalize_axis, promote
 
 __all__ = ["nonzero", "flatnonzero", "argwhere", "unique", "unique_values", "unique_counts",
            "unique_inverse", "unique_all", "UniqueAllResult", "UniqueCountsResult",

@@ -10,7 +10,7 @@ from .. import lax
 from ..core import dtypes
 from ..core.array import Array, to_array
 from ..errors import ShapeError
-from ._util import broadcast_shapes, broadcast_to_shape, normalize_axis, promote
+from .util import broadcast_shapes, broadcast_to_shape, normalize_axis, promote
 
 __all__ = ["sort", "argsort", "searchsorted", "lexsort", "partition", "argpartition",
            "sort_complex"]

@@ -16,7 +16,7 @@ from ..core import dtypes
 from ..core.array import Array, Tracer, to_array
 from ..core.numpy_errstate import quiet_call
 from ..errors import ConcretizationError, ShapeError
-from ._util import normalize_axes, promote
+from .util import normalize_axes, promote
 
 __all__ = ["median", "quantile", "percentile", "nanmedian", "nanquantile", "nanpercentile",
            "nansum", "nanprod", "nanmax", "nanmin", "nanmean", "nanvar", "nanstd",

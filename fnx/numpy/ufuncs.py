@@ -15,7 +15,7 @@ import numpy as np
 from .. import lax
 from ..core.array import Array, Tracer
 from ..errors import ConcretizationError
-from ._util import normalize_axes, normalize_axis
+from .util import normalize_axes, normalize_axis
 
 __all__ = ["ufunc", "frompyfunc"]
 

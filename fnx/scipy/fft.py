@@ -12,7 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import numpy as fnp
-from ..numpy._util import promote
+from ..numpy.util import promote
 
 __all__ = ["dct", "idct", "dctn", "idctn"]
 

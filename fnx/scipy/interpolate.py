@@ -8,7 +8,7 @@ import numpy as np
 from .. import numpy as fnp
 from .. import tree_util
 from ..errors import ShapeError
-from ..numpy._util import promote
+from ..numpy.util import promote
 
 __all__ = ["RegularGridInterpolator"]
 

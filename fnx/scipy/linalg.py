@@ -32,7 +32,7 @@ from ..core import dtypes
 from ..core.primitive import Primitive, ShapeDtypeStruct
 from ..errors import ShapeError
 from ..lax import linalg as lax_linalg
-from ..numpy._util import promote
+from ..numpy.util import promote
 from ..transforms.vjp import is_linear
 
 __all__ = ["cholesky", "cho_factor", "cho_solve", "solve_triangular", "lu", "lu_factor",

@@ -34,7 +34,7 @@ from .. import lax
 from .. import numpy as fnp
 from ..core import dtypes
 from ..errors import ShapeError
-from ..numpy._util import promote
+from ..numpy.util import promote
 from ..transforms.vjp import value_and_grad
 
 __all__ = ["minimize", "OptimizeResults"]

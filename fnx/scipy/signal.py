@@ -25,7 +25,7 @@ from .. import lax
 from .. import numpy as fnp
 from ..core import dtypes
 from ..errors import ShapeError
-from ..numpy._util import promote
+from ..numpy.util import promote
 
 __all__ = ["convolve", "correlate", "convolve2d", "correlate2d", "fftconvolve", "detrend",
            "stft", "istft", "csd", "welch", "get_window"]

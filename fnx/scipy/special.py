@@ -30,7 +30,7 @@ from ..nn.functions import log_sigmoid as _log_sigmoid
 from ..nn.functions import log_softmax as _log_softmax
 from ..nn.functions import logsumexp
 from ..nn.functions import softmax as _softmax
-from ..numpy._util import promote, promote_broadcast
+from ..numpy.util import promote, promote_broadcast
 from ..extend import Primitive, ShapeDtypeStruct, ShapeError, batch_elementwise, defjvp
 from ..transforms.custom import custom_jvp
 from . import _special_impl as _impl

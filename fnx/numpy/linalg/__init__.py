@@ -21,7 +21,7 @@ from ...lax.linalg import check_matrix
 from ...lax import linalg as _la
 from ...core.array import to_array
 from ...errors import ShapeError
-from .._util import normalize_axes, promote
+from ..util import normalize_axes, promote
 from ..manipulation import matrix_transpose  # noqa: F401
 from ..products import kron, matmul, outer, tensordot, vecdot  # noqa: F401
 
@@ -311,13 +311,13 @@ def _eps(dtype):
 def _identity_like(a):
     """Identity matrices of ``a``'s shape and dtype."""
     from ..creation import eye
-    from .._util import broadcast_to_shape
+    from ..util import broadcast_to_shape
     return broadcast_to_shape(eye(a.shape[-1], dtype=a.dtype), a.shape)
 
 
 def _broadcast_batch(name, a, b):
     """a (..., m, m) and b (..., m, k) with their batch dims broadcast together."""
-    from .._util import broadcast_shapes, broadcast_to_shape
+    from ..util import broadcast_shapes, broadcast_to_shape
     batch = broadcast_shapes(name, a.shape[:-2], b.shape[:-2])
     return (broadcast_to_shape(a, batch + a.shape[-2:]),
             broadcast_to_shape(b, batch + b.shape[-2:]))

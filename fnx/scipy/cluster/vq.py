@@ -3,7 +3,7 @@ from __future__ import annotations
 
 from ... import numpy as fnp
 from ...errors import ShapeError
-from ...numpy._util import promote
+from ...numpy.util import promote
 
 __all__ = ["vq"]
 

@@ -18,7 +18,7 @@ from ... import numpy as fnp
 from ... import random
 from ...core import dtypes
 from ...errors import ShapeError
-from ...numpy._util import promote
+from ...numpy.util import promote
 
 __all__ = ["Rotation", "Slerp"]
 

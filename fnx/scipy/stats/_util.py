@@ -5,7 +5,7 @@ import numpy as np
 
 from ... import numpy as fnp
 from ...core import dtypes
-from ...numpy._util import promote
+from ...numpy.util import promote
 
 
 def promote_inexact(name, *args):

@@ -1,4 +1,5 @@
-"""Shared helpers of ``fnx.numpy``: promotion, broadcasting, axis handling."""
+"""Shared helpers of ``fnx.numpy``, which ``fnx.nn`` and ``fnx.scipy`` use too: promotion,
+broadcasting, axis handling."""
 from __future__ import annotations
 
 import os
