@@ -83,8 +83,8 @@ from .core.ir import check_ir as _check_ir
 from .core.ir import eval_ir as _eval_ir
 from .core.primitive import REGISTRY, Primitive, ShapeDtypeStruct
 from .errors import MissingRuleError, ShapeError
-from .lax._rules import binop as binary_elementwise
-from .lax._rules import unop as unary_elementwise
+from .lax.rule_helpers import binop as binary_elementwise
+from .lax.rule_helpers import unop as unary_elementwise
 from .transforms.jvp import defjvp, defjvp_zero, deflinear, deflinear_in
 from .transforms.vjp import UndefinedPrimal, is_linear
 from .transforms.vmap import batch_elementwise, move_to_front

@@ -44,7 +44,7 @@ from ..core.primitive import Primitive, ShapeDtypeStruct
 from ..errors import MissingRuleError, ShapeError
 from ..transforms.jvp import defjvp, deflinear, deflinear_in
 from ..transforms.vjp import is_linear
-from ._rules import check_kind, describe, kind_of, quiet
+from .rule_helpers import check_kind, describe, kind_of, quiet
 from . import ops as L  # (rules run after import; ops imports this module)
 
 __all__ = [

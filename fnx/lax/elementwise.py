@@ -30,7 +30,7 @@ from ..errors import ShapeError
 from ..transforms.jvp import defjvp, defjvp_zero, deflinear, instantiate, sum_tangents
 from ..transforms.vjp import is_linear
 from ..transforms.vmap import batch_elementwise
-from ._rules import binop, check_kind, describe, quiet, same_shapes_dtypes, unop
+from .rule_helpers import binop, check_kind, describe, quiet, same_shapes_dtypes, unop
 from . import special_math
 from . import ops as L  # (rules run after import; ops imports this module)
 

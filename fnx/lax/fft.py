@@ -47,7 +47,7 @@ import numpy as np
 from ..core.array import to_array
 from ..core.primitive import Primitive, ShapeDtypeStruct
 from ..errors import ShapeError
-from ._rules import describe
+from .rule_helpers import describe
 
 __all__ = ["FftType", "fft", "fft_p"]
 

@@ -34,7 +34,7 @@ from ..errors import ShapeError
 from ..transforms.jvp import deflinear_in, instantiate, sum_tangents
 from ..transforms.vjp import is_linear
 from ..transforms.vmap import materialize_batch_axis
-from ._rules import describe, quiet
+from .rule_helpers import describe, quiet
 
 SCATTER_MODES = ("set", "add", "mul", "min", "max")
 

@@ -34,7 +34,7 @@ from ..core.array import to_array
 from ..core.primitive import Primitive, ShapeDtypeStruct
 from ..errors import ShapeError
 from . import ops as L
-from ._rules import describe, quiet
+from .rule_helpers import describe, quiet
 
 __all__ = ["cholesky", "triangular_solve", "lu", "qr", "eigh", "svd",
            "cholesky_p", "triangular_solve_p", "lu_p", "qr_p", "eigh_p", "svd_p"]

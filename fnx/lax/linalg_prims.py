@@ -19,7 +19,7 @@ from ..core.primitive import Primitive, ShapeDtypeStruct
 from ..errors import ShapeError
 from ..transforms.jvp import defjvp
 from ..transforms.vjp import is_linear
-from ._rules import describe, kind_of, quiet
+from .rule_helpers import describe, kind_of, quiet
 
 
 def _free(ndim, *used):

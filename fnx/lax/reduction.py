@@ -18,7 +18,7 @@ from ..core.primitive import Primitive, ShapeDtypeStruct
 from ..errors import ShapeError
 from ..transforms.jvp import deflinear, defjvp, defjvp_zero
 from ..transforms.vmap import batch_shifted
-from ._rules import KINDS, check_kind, describe, normalize_axes, quiet
+from .rule_helpers import KINDS, check_kind, describe, normalize_axes, quiet
 from . import ops as L  # (rules run after import; ops imports this module)
 
 

@@ -24,7 +24,7 @@ from ..errors import OutOfMemoryError, ShapeError
 from ..transforms.jvp import deflinear, deflinear_in, defjvp_zero, instantiate
 from ..transforms.vjp import is_linear
 from ..transforms.vmap import batch_shifted, materialize_batch_axis
-from ._rules import describe, kind_of, normalize_axes
+from .rule_helpers import describe, kind_of, normalize_axes
 from . import ops as L  # (rules run after import; ops imports this module)
 
 

@@ -16,7 +16,7 @@ from ..core.backend import register_lowering
 from ..core.primitive import Primitive, ShapeDtypeStruct
 from ..errors import ShapeError
 from ..transforms.vmap import materialize_batch_axis
-from ._rules import describe, normalize_axis
+from .rule_helpers import describe, normalize_axis
 
 
 # === sort ========================================================================================

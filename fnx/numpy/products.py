@@ -4,7 +4,7 @@ from __future__ import annotations
 from .. import lax
 from ..core import dtypes
 from ..core.array import to_array
-from ..lax._rules import kind_of
+from ..lax.rule_helpers import kind_of
 from ..errors import ShapeError
 from .util import broadcast_shapes, broadcast_to_shape, normalize_axis, promote
 

@@ -38,7 +38,7 @@ from .. import lax
 from .. import numpy as fnp
 from ..core import dtypes
 from ..core.array import Array, to_array
-from ..lax._rules import describe
+from ..lax.rule_helpers import describe
 from ._gamma import random_gamma_p
 from ._threefry import threefry2x32_p
 

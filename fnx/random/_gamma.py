@@ -27,10 +27,11 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..core.numpy_errstate import quiet
 from ..core.primitive import Primitive, ShapeDtypeStruct
 from ..errors import ShapeError
 from ..lax import special_math
-from ..lax._rules import describe, quiet
+from ..lax.rule_helpers import describe
 from ..transforms.vmap import materialize_batch_axis
 from ._threefry import threefry2x32_numpy
 

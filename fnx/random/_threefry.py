@@ -17,9 +17,10 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.array import to_array
+from ..core.numpy_errstate import quiet
 from ..core.primitive import Primitive, ShapeDtypeStruct
 from ..errors import ShapeError
-from ..lax._rules import describe, quiet
+from ..lax.rule_helpers import describe
 from ..transforms.jvp import defjvp_zero
 from ..transforms.vmap import materialize_batch_axis
 

@@ -1,4 +1,6 @@
-"""Rule constructors shared by the primitive families.
+"""Rule constructors shared by the primitive families (and by ``fnx.extend``, whose
+``unary_elementwise``/``binary_elementwise`` are ``unop``/``binop``, and the primitives
+of ``fnx.random``).
 
 They keep each primitive's definition to a few lines: ``unop``/``binop``
 build a Primitive with the standard elementwise shape/dtype rule; the
