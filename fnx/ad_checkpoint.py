@@ -10,7 +10,7 @@ from . import tree_util
 from .core.primitive import ShapeDtypeStruct
 from .core.trace import trace_context
 from .core.tracing import IRTrace, IRTracer, abstractify
-from .transforms.custom import (_NAME_SINKS, checkpoint, checkpoint_name,  # noqa: F401
+from .transforms.custom import (NAME_SINKS, checkpoint, checkpoint_name,  # noqa: F401
                                 checkpoint_policies, remat)
 from .transforms.vjp import linearize_flat
 
@@ -82,7 +82,7 @@ def saved_residuals(f, *args, **kwargs):
     avals = [abstractify(x, "saved_residuals") for x in leaves]
     trace = IRTrace(None, "saved_residuals")
     names = {}
-    _NAME_SINKS.append(names)
+    NAME_SINKS.append(names)
     try:
         with trace_context(trace):
             ins = [trace.new_arg(a) for a in avals]
@@ -93,7 +93,7 @@ def saved_residuals(f, *args, **kwargs):
 
             _, lin = linearize_flat(flat, ins)
     finally:
-        _NAME_SINKS.pop()
+        NAME_SINKS.pop()
     position = {v: i for i, v in enumerate(trace.invars)}
     order = {}
     producers = {}

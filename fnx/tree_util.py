@@ -620,10 +620,6 @@ def node_description(h, aux, n) -> str:
             f"{'child' if n == 1 else 'children'} and aux data {aux!r}")
 
 
-# the old names, for fnx.transforms.vmap until it uses the public ones
-_count_leaves, _describe = count_leaves, node_description
-
-
 def _describe_value(x) -> str:
     h = _handler_for(x)
     if h is None:

@@ -101,10 +101,6 @@ UPWARD_EDGES = _lines("""
 
 # "user -> package.module.private_name", sorted.
 PRIVATE_CROSSINGS = _lines("""
-fnx.ad_checkpoint -> fnx.transforms.custom._NAME_SINKS
-fnx.transforms.tape -> fnx.core.trace._current
-fnx.transforms.vmap -> fnx.tree_util._count_leaves
-fnx.transforms.vmap -> fnx.tree_util._describe
 """)
 
 # "primitive backend module_that_registers_it", sorted.

@@ -97,7 +97,6 @@ class EvalTrace(Trace):
 EVAL = EvalTrace()
 CURRENT_TRACE = contextvars.ContextVar("fnx_trace", default=EVAL)  # the trace bind hands to
 get_trace = CURRENT_TRACE.get
-_current = CURRENT_TRACE  # the old name, for fnx.transforms.tape until it uses CURRENT_TRACE
 
 
 @contextlib.contextmanager
@@ -290,5 +289,4 @@ _LIBRARY_PREFIXES = ("fnx.numpy", "fnx.lax", "fnx.nn", "fnx.scipy", "fnx.random"
 _NOT_EVAL = object()
 config.on_change("jax_debug_nans", apply_debug_flags)
 config.on_change("jax_debug_infs", apply_debug_flags)
-if config.values["jax_debug_nans"] or config.values["jax_debug_infs"]:  # set by environment
-    apply_debug_flags()
+# flags set by the environment are applied by fnx/__init__, once every primitive exists

@@ -684,8 +684,8 @@ def _eval_inline(ir, args):
                 eqns[-1].source = e.source
                 for o in outs:
                     o._origin = e.source
-            if _NAME_SINKS:  # a checkpoint_name of the inner value names the new one
-                sink = _NAME_SINKS[-1]
+            if NAME_SINKS:  # a checkpoint_name of the inner value names the new one
+                sink = NAME_SINKS[-1]
                 for v, o in zip(e.outputs, outs):
                     if v in sink and isinstance(o, IRTracer):
                         sink[o.var] = sink[v]
@@ -727,7 +727,7 @@ def _with_saved(ir, saved, n_in, name):
 # print_saved_residuals) traces: the innermost recording IR variable under it is
 # mapped to (name, source line) in the active sink.
 
-_NAME_SINKS: list = []
+NAME_SINKS: list = []
 
 
 class _NamePrim:
@@ -899,9 +899,9 @@ def checkpoint_name(x, name):
     its name. ``x`` may be a pytree."""
     if not isinstance(name, str):
         raise TypeError(f"checkpoint_name: name must be a string, got {type(name).__name__}")
-    if _NAME_SINKS:
+    if NAME_SINKS:
         from ..core.trace import user_frame_info
-        sink, source = _NAME_SINKS[-1], None
+        sink, source = NAME_SINKS[-1], None
         for leaf in tree_util.tree_leaves(x):
             v = _ir_var(leaf)
             if v is not None:
@@ -950,14 +950,14 @@ def checkpoint(fun=None, *, prevent_cse=True, policy=None, static_argnums=()):
         # enclosing transformations, e.g. weights a scan body reads) made explicit
         # operands, so every transformation of the call sees and differentiates them.
         names = {}
-        _NAME_SINKS.append(names)
+        NAME_SINKS.append(names)
         try:
             ir = trace_flat(fun_flat, [ShapeDtypeStruct(a.shape, a.dtype, a.weak_type)
                                        for a in leaves], name)
         finally:
-            _NAME_SINKS.pop()
-        if _NAME_SINKS and names:  # names seen from outside too (print_saved_residuals)
-            _NAME_SINKS[-1].update(names)
+            NAME_SINKS.pop()
+        if NAME_SINKS and names:  # names seen from outside too (print_saved_residuals)
+            NAME_SINKS[-1].update(names)
         if any(isinstance(c, Tracer) for c in ir.consts):
             closed, consts = ir.hoist_consts()
             call = _ir_function(closed, name)
@@ -1048,13 +1048,13 @@ def _remat_call_batch(vals, dims, size, *, fun, name):
 def _remat_lin_batch(vals, dims, size, *, num_res, fun, out_avals):
     # remat_lin(res, t) is jvp(fun, res, t)[1]: a residual and its tangent must agree on
     # being batched, so where one of the pair is, the other is broadcast to match.
-    from .vmap import _full
+    from .vmap import materialize_batch_axis
     vals, dims = list(vals), list(dims)
     for i in range(len(vals) - num_res):  # (saved residuals past them have no tangent)
         j = num_res + i
         if dims[i] != dims[j]:
             k = i if dims[i] is None else j
-            vals[k] = _full(vals[k], None, size, vals[k].shape)
+            vals[k] = materialize_batch_axis(vals[k], None, size, vals[k].shape)
             dims[k] = 0
     avals = tuple(ShapeDtypeStruct((size,) + tuple(a.shape), a.dtype, a.weak_type)
                   for a in out_avals)

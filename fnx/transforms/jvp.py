@@ -154,7 +154,6 @@ def sum_tangents(ts):
     return out
 
 
-_sum_tangents = sum_tangents  # the old name, for fnx.lax rules still using it
 
 
 def defjvp(prim, *rules):

@@ -30,14 +30,15 @@ from ..core import dtypes
 from ..core.array import Array, Tracer, to_array
 from ..core.ir import IR, eval_ir, optimize
 from ..core.primitive import ShapeDtypeStruct
-from ..core.trace import EVAL, Trace, _current, get_trace, parent_context, trace_context
+from ..core.trace import (CURRENT_TRACE, EVAL, Trace, get_trace, parent_context,
+                          trace_context)
 from ..core.tracing import IRTrace
 from .jvp import zeros_like_tangent
 from .vjp import backward_pass, linearize_flat
 
 
 _new = object.__new__
-_set_trace, _reset_trace = _current.set, _current.reset
+_set_trace, _reset_trace = CURRENT_TRACE.set, CURRENT_TRACE.reset
 _wrap = Array._wrap
 _ORIGIN = "a value differentiated by an eager grad/vjp"
 

@@ -119,7 +119,7 @@ def _child_key(h, aux, i):
 def _describe_node(node):
     if node is None:
         return "a leaf (an array or scalar)"
-    desc = tree_util._describe(node[0], node[1], len(node[2]))
+    desc = tree_util.node_description(node[0], node[1], len(node[2]))
     return desc if desc == "None" else "a " + desc
 
 
@@ -131,7 +131,7 @@ def _expand(what, root, pnode, pleaves, node):
 
     def rec(p, n, path):
         if p is None:  # a prefix leaf: it stands for every leaf below n
-            out.extend([next(it)] * tree_util._count_leaves(n))
+            out.extend([next(it)] * tree_util.count_leaves(n))
             return
         h, aux, children = p
         if n is None or n[0] is not h or len(n[2]) != len(children) or n[1] != aux:
@@ -312,7 +312,6 @@ def materialize_batch_axis(x, d, size, shape):
                                                              1 + len(shape))))
 
 
-_full = materialize_batch_axis  # the old name, for fnx.lax and custom rules still using it
 
 
 def batch_elementwise(prim):
