@@ -148,3 +148,15 @@ def test_loops_and_branches_are_stepped_into():
                 fnx.jit(f)(x)
         with pytest.raises(FloatingPointError, match=r"acos \(inside iteration 0 of while\)"):
             cases[1][0](x)
+
+
+def test_the_flag_from_the_environment_applies_at_import():
+    import os
+    import subprocess
+    import sys
+    code = ("import fnx, fnx.numpy as fnp\n"
+            "try:\n    fnp.log(fnp.float32(-1.0))\nexcept FloatingPointError:\n    print('raised')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         timeout=120, env={**os.environ, "JAX_DEBUG_NANS": "1"})
+    assert out.returncode == 0, out.stderr   # importing fnx with the flag set used to fail
+    assert out.stdout.strip() == "raised"

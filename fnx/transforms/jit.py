@@ -962,11 +962,3 @@ def jit(fun=None, in_shardings=None, out_shardings=None, static_argnums=None,
                                  inline=inline)
     return JitFunction(fun, static_argnums, static_argnames, donate_argnums, donate_argnames,
                        keep_unused, inline)
-
-
-# Flags set from the environment before the primitives existed: apply the eager grad
-# part of the NaN/inf checks now that they do.
-from ..core.trace import apply_debug_flags  # noqa: E402
-
-if config.values["jax_debug_nans"] or config.values["jax_debug_infs"]:
-    apply_debug_flags()
