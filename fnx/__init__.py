@@ -66,8 +66,7 @@ def block_until_ready(x):
 
 # NaN/inf checks asked for by the environment (JAX_DEBUG_NANS=1): applied now that every
 # primitive exists (the eager grad part patches them).
-from ._config import config as _config  # noqa: E402
 from .core.trace import apply_debug_flags as _apply_debug_flags  # noqa: E402
 
-if _config.values["jax_debug_nans"] or _config.values["jax_debug_infs"]:
+if config.values["jax_debug_nans"] or config.values["jax_debug_infs"]:
     _apply_debug_flags()
