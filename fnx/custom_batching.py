@@ -34,6 +34,7 @@ from .core.array import Array, Tracer, to_array
 from .core.primitive import Primitive, ShapeDtypeStruct
 from .core.trace import EVAL, get_trace
 from .core.tracing import trace_flat
+from .transforms.custom import function_call_body
 from .errors import CustomRuleError
 
 __all__ = ["custom_vmap", "sequential_vmap"]
@@ -120,6 +121,7 @@ def _jvp(primals, tangents, *, fun, rule, name):
 
 
 custom_vmap_call_p.batch = _batch
+custom_vmap_call_p.call_body = function_call_body
 custom_vmap_call_p.jvp = _jvp
 custom_vmap_call_p.not_needed = {"transpose": "not linear; reverse mode needs a custom_vjp "
                                                "around the custom_vmap function"}

@@ -137,6 +137,12 @@ class Primitive:
         self.simplify = None
         # Its output is its operand broadcast (a broadcast of a literal is that literal).
         self.broadcasts_operand = False
+        # A call primitive: eqn -> the IR it computes (what an exporter inlines); None else.
+        self.call_body = None
+        # A primitive with sub-IRs (loops, conditionals): (params, inputs, where, locate)
+        # re-runs them as its impl would, each through locate(ir, args, where_inside), so
+        # jax_debug_nans names the primitive inside that made a NaN/inf.
+        self.locate_nonfinite = None
         # Eager grad compiles and caches each call signature's derivation; False for
         # primitives whose rules run user code that may need concrete values.
         self.cache_eager_vjp = True

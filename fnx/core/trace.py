@@ -224,31 +224,23 @@ def _locate(ir, args, where, consts=None):
 
 def _enter(e, ins, where):
     """Re-run a call or control-flow equation's inner IRs one equation at a time
-    (raising where they make the NaN/inf)."""
-    from .array import Array
+    (raising where they make the NaN/inf): a call's IR (jit) directly, a loop's or a
+    conditional's through its primitive's ``locate_nonfinite`` rule."""
     p, name = e.params, e.prim.name
-    inner = f"{name} inside {where}" if where else name
     sub = p.get("ir")
     if sub is not None and hasattr(sub, "eqns"):  # a call (jit)
         _locate(sub, ins, f"jit({p.get('name', name)})")
-    elif name == "scan":
-        nc, nk = p["num_consts"], p["num_carry"]
-        consts, carry, xs = ins[:nc], ins[nc:nc + nk], ins[nc + nk:]
-        steps = range(p["length"] - 1, -1, -1) if p["reverse"] else range(p["length"])
-        for t in steps:
-            xt = [Array._wrap(np.asarray(x._value[t]), x.weak_type) for x in xs]
-            carry = _locate(p["body"], consts + carry + xt, f"step {t} of {inner}")[:nk]
-    elif name == "while":
-        ncc, nbc = p["cond_nconsts"], p["body_nconsts"]
-        cc, bc, carry = ins[:ncc], ins[ncc:ncc + nbc], ins[ncc + nbc:]
-        t = 0
-        while bool(_locate(p["cond_ir"], cc + carry, f"the test of {inner}")[0]._value):
-            carry = _locate(p["body_ir"], bc + carry, f"iteration {t} of {inner}")
-            t += 1
-    elif name == "cond":
-        branches = p["branches"]
-        i = min(max(int(ins[0]._value), 0), len(branches) - 1)
-        _locate(branches[i], ins[1:], f"branch {i} of {inner}")
+    elif e.prim.locate_nonfinite is not None:
+        e.prim.locate_nonfinite(p, ins, f"{name} inside {where}" if where else name,
+                                locate_nonfinite)
+
+
+def locate_nonfinite(ir, args, where):
+    """Evaluate ``ir`` on ``args`` one equation at a time, raising FloatingPointError at
+    the first that makes a NaN/inf the debug flags ask about (its primitive, its source
+    line and ``where``); its outputs otherwise. What a ``locate_nonfinite`` rule calls
+    for each inner IR it runs."""
+    return _locate(ir, args, where)
 
 
 def apply_debug_flags(_value=None):

@@ -195,17 +195,10 @@ class LoweringContext:
 # --- lowering an IR -------------------------------------------------------------------------
 
 def _inline_body(eqn: Eqn) -> IR | None:
-    """The IR a call primitive stands for, or None for other primitives."""
-    name = eqn.prim.name
-    if name == "jit":
-        return eqn.params["ir"]
-    if name in ("custom_jvp_call", "custom_vjp_call", "remat_call", "custom_vmap_call"):
-        # they hold a flat Python function of Arrays; its IR is what it computes
-        # (the custom derivative and batching rules do not matter for inference)
-        from ..core.tracing import trace_flat
-        return trace_flat(eqn.params["fun"], [v.aval for v in eqn.inputs],
-                          eqn.params.get("name", name))
-    return None
+    """The IR a call primitive stands for (its ``call_body`` rule), or None for other
+    primitives."""
+    rule = eqn.prim.call_body
+    return None if rule is None else rule(eqn)
 
 
 def _missing_rule(eqn: Eqn) -> MissingRuleError:

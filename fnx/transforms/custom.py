@@ -56,6 +56,17 @@ custom_vjp_call_p = Primitive("custom_vjp_call", shape_rule=_call_rule, impl=_ca
                               multiple_results=True)
 
 
+def function_call_body(eqn):
+    """``call_body`` of a primitive calling a flat Python function of Arrays
+    (``params["fun"]``): the IR that function computes (custom derivative and batching
+    rules do not change the value)."""
+    return trace_flat(eqn.params["fun"], [v.aval for v in eqn.inputs],
+                      eqn.params.get("name", eqn.prim.name))
+
+
+custom_jvp_call_p.call_body = custom_vjp_call_p.call_body = function_call_body
+
+
 def _custom_jvp_jvp(primals, tangents, *, fun, rule, name):
     return rule(list(primals), list(tangents))  # the rule sees symbolic zeros (None)
 
@@ -642,6 +653,7 @@ def _remat_call_impl(*vals, fun, name):
 
 remat_call_p = Primitive("remat_call", shape_rule=_remat_call_rule, impl=_remat_call_impl,
                          multiple_results=True)
+remat_call_p.call_body = function_call_body
 
 
 def _remat_call_jvp(primals, tangents, *, fun, name):

@@ -221,6 +221,16 @@ def _cond_onnx(ctx, index, *ops, branches):
 register_lowering(cond_p, "onnx", _cond_onnx)
 
 
+def _cond_locate_nonfinite(p, ins, where, locate):
+    """jax_debug_nans: the branch the impl takes, one equation at a time."""
+    branches = p["branches"]
+    i = builtins.min(builtins.max(int(ins[0]._value), 0), len(branches) - 1)
+    locate(branches[i], ins[1:], f"branch {i} of {where}")
+
+
+cond_p.locate_nonfinite = _cond_locate_nonfinite
+
+
 # === cond and switch (the public functions) ===================================================
 
 def _branch_outputs_check(name, branch_names, trees, out_avals):

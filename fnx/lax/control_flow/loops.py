@@ -232,6 +232,20 @@ def _while_onnx(ctx, *args, cond_ir, body_ir, cond_nconsts, body_nconsts):
 register_lowering(while_p, "onnx", _while_onnx)
 
 
+def _while_locate_nonfinite(p, ins, where, locate):
+    """jax_debug_nans: the loop run as the impl runs it, test and body one equation at a
+    time."""
+    ncc, nbc = p["cond_nconsts"], p["body_nconsts"]
+    cc, bc, carry = ins[:ncc], ins[ncc:ncc + nbc], ins[ncc + nbc:]
+    t = 0
+    while bool(locate(p["cond_ir"], cc + carry, f"the test of {where}")[0]._value):
+        carry = locate(p["body_ir"], bc + carry, f"iteration {t} of {where}")
+        t += 1
+
+
+while_p.locate_nonfinite = _while_locate_nonfinite
+
+
 def while_loop(cond_fun, body_fun, init_val):
     """``val = init_val; while cond_fun(val): val = body_fun(val); return val`` as one
     primitive. Forward-mode differentiable; for reverse mode use ``scan`` or
@@ -574,6 +588,19 @@ def _scan_onnx(ctx, *args, body, num_consts, num_carry, length, reverse, unroll)
 
 
 register_lowering(scan_p, "onnx", _scan_onnx)
+
+
+def _scan_locate_nonfinite(p, ins, where, locate):
+    """jax_debug_nans: the steps in the impl's order, the body one equation at a time."""
+    nc, nk = p["num_consts"], p["num_carry"]
+    consts, carry, xs = ins[:nc], ins[nc:nc + nk], ins[nc + nk:]
+    steps = range(p["length"] - 1, -1, -1) if p["reverse"] else range(p["length"])
+    for t in steps:
+        xt = [Array._wrap(np.asarray(x._value[t]), x.weak_type) for x in xs]
+        carry = locate(p["body"], consts + carry + xt, f"step {t} of {where}")[:nk]
+
+
+scan_p.locate_nonfinite = _scan_locate_nonfinite
 
 
 def _bind_scan(consts, init, xs, *, body, length, reverse=False, unroll=1):
