@@ -205,3 +205,23 @@ def test_primitive_path_hypot_and_complex_tanh_are_quiet():
         big = fnp.array([3e38], "float32")
         assert np.isinf(np.asarray(fnp.hypot(big, big))).all()
         fnp.tanh(fnp.array([1e30 + 1e30j], "complex64"))
+
+
+@pytest.mark.parametrize("name", ["less", "less_equal", "greater", "greater_equal", "maximum",
+                                  "minimum", "fmax", "fmin", "clip", "signbit", "isposinf",
+                                  "trunc", "remainder"])
+def test_bfloat16_nans_compare_quietly(name):
+    from fnx.core import dtypes as core_dtypes
+    if core_dtypes.bfloat16 is None:
+        pytest.skip("no bfloat16 (ml_dtypes) here")
+    x = fnp.array([np.nan, 1.0, -2.0], dtype="bfloat16")
+    y = fnp.array([1.0, np.nan, 3.0], dtype="bfloat16")
+    f = getattr(fnp, name)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        if name in ("signbit", "isposinf", "trunc"):
+            f(x)
+        elif name == "clip":
+            f(x, 0.0, 1.0)
+        else:
+            f(x, y)

@@ -31,6 +31,7 @@ from ..transforms.jvp import defjvp, defjvp_zero, deflinear, instantiate, sum_ta
 from ..transforms.vjp import is_linear
 from ..transforms.vmap import batch_elementwise
 from .rule_helpers import binop, check_kind, describe, quiet, same_shapes_dtypes, unop
+from ..core.numpy_errstate import quiet_call
 from . import special_math
 from . import ops as L  # (rules run after import; ops imports this module)
 
@@ -39,6 +40,20 @@ _ERR = dict(divide="ignore", invalid="ignore", over="ignore", under="ignore")
 # NumPy impl without floating-point warnings (JAX semantics: no warnings); ``.raw``
 # is the plain function, which jit calls inside one errstate for the whole call.
 _quiet = quiet
+
+
+def _quiet_for_bfloat16(prim):
+    """bfloat16's comparison and max/min loops (ml_dtypes) warn on NaN where NumPy's own
+    do not: the eager impl runs them quietly for bfloat16; other dtypes, and jit's code
+    (through ``prim.ufunc``), call the ufunc as it is."""
+    ufunc, bf16 = prim.impl, dtypes.bfloat16
+
+    def impl(x, y):
+        if x.dtype == bf16:
+            return quiet_call(ufunc, x, y)
+        return ufunc(x, y)
+    impl.__name__ = getattr(ufunc, "__name__", prim.name)
+    prim.impl = impl
 
 
 def _real_dtype(d):
@@ -903,6 +918,7 @@ def _extremum_onnx(op_type):
 
 
 max_p = binop("max", np.maximum, "any")
+_quiet_for_bfloat16(max_p)
 defjvp(max_p, lambda g, ans, x, y: L.mul(g, _tie_weight(x, y)),
        lambda g, ans, x, y: L.mul(g, _tie_weight(y, x)))
 register_lowering(max_p, "cuda", C.call2("fnx_max"))
@@ -910,6 +926,7 @@ register_lowering(max_p, "onnx", _extremum_onnx("Max"))
 
 
 min_p = binop("min", np.minimum, "any")
+_quiet_for_bfloat16(min_p)
 defjvp(min_p, lambda g, ans, x, y: L.mul(g, _tie_weight(y, x)),
        lambda g, ans, x, y: L.mul(g, _tie_weight(x, y)))
 register_lowering(min_p, "cuda", C.call2("fnx_min"))
@@ -1050,24 +1067,28 @@ register_lowering(ne_p, "onnx", _ne_onnx)
 
 
 lt_p = binop("lt", np.less, "real", out_dtype=dtypes.bool_)
+_quiet_for_bfloat16(lt_p)
 defjvp_zero(lt_p)
 register_lowering(lt_p, "cuda", C.compare("<"))
 register_lowering(lt_p, "onnx", O.comparison("Less"))
 
 
 le_p = binop("le", np.less_equal, "real", out_dtype=dtypes.bool_)
+_quiet_for_bfloat16(le_p)
 defjvp_zero(le_p)
 register_lowering(le_p, "cuda", C.compare("<="))
 register_lowering(le_p, "onnx", O.comparison("LessOrEqual"))
 
 
 gt_p = binop("gt", np.greater, "real", out_dtype=dtypes.bool_)
+_quiet_for_bfloat16(gt_p)
 defjvp_zero(gt_p)
 register_lowering(gt_p, "cuda", C.compare(">"))
 register_lowering(gt_p, "onnx", O.comparison("Greater"))
 
 
 ge_p = binop("ge", np.greater_equal, "real", out_dtype=dtypes.bool_)
+_quiet_for_bfloat16(ge_p)
 defjvp_zero(ge_p)
 register_lowering(ge_p, "cuda", C.compare(">="))
 register_lowering(ge_p, "onnx", O.comparison("GreaterOrEqual"))
