@@ -119,14 +119,17 @@ def test_the_passes_annotate_the_equations():
     assert len(p.skip) == len(ir.eqns) - 1
 
 
-def test_facts_about_primitives_are_keyed_by_primitive():
-    from fnx.backends import numpy_passes
-    from fnx.core.primitive import REGISTRY, Primitive
+def test_facts_about_primitives_are_declared_by_the_primitives():
+    from fnx import lax
 
-    facts = [*numpy_passes.NEVER_ALIAS, *numpy_passes.FRESH_RESULT,
-             *numpy_passes.FRESH_WHEN_CASTING, *numpy_passes.REDUCER_UFUNC,
-             *numpy_passes.FLOAT_UFUNC, numpy_passes.BROADCAST, numpy_passes.TRANSPOSE]
-    assert all(isinstance(q, Primitive) and REGISTRY[q.name] is q for q in facts)
+    assert lax.dot_general_p.never_aliases_operands and lax.dot_general_p.fresh_result
+    assert all(p.never_aliases_operands for p in (lax.reduce_sum_p, lax.reduce_prod_p,
+                                                   lax.reduce_max_p, lax.reduce_min_p))
+    assert lax.reduce_sum_p.numpy_reducer is np.add
+    assert lax.convert_element_type_p.fresh_result_when_casting
+    assert lax.broadcast_in_dim_p.broadcasts_operand and lax.transpose_p.permutes
+    assert lax.div_p.numpy_float_ufunc is not None and lax.add_p.numpy_float_ufunc is None
+    assert not lax.add_p.never_aliases_operands and lax.add_p.numpy_reducer is None
 
 
 def test_jit_grad_of_maximum_with_a_broadcast_zero():

@@ -42,53 +42,17 @@ import math
 import numpy as np
 
 from ..core.ir import Literal, has_effects, sub_irs
-from ..lax import (add_p, broadcast_in_dim_p, convert_element_type_p, div_p, dot_general_p,
-                   eq_p, gt_p, integer_pow_p, logistic_p, mul_p, reduce_max_p, reduce_min_p,
-                   reduce_prod_p, reduce_sum_p, select_n_p, transpose_p)
+from ..lax import add_p, convert_element_type_p, eq_p, gt_p, logistic_p, mul_p, select_n_p
 from . import buffers
 from .numpy_helpers import (_BLEND_UINT, _fused_reduce, _helper, _logistic,
                             _scale_by_tie_weight, _select_int, _tie_weight)
 
 # --- facts about primitives -------------------------------------------------------------------
-# (Attributes of the primitives' definitions in fnx.lax to come; see each comment.)
-
-# Its impl always returns a new buffer, never (a view of) an operand: a ufunc's reduce
-# returns a copy even over no axes. (``prim.never_aliases_operands``)
-NEVER_ALIAS = frozenset([dot_general_p, reduce_sum_p, reduce_prod_p, reduce_max_p,
-                         reduce_min_p])
-# Its (non-0-d) result is always a fresh buffer the program owns. (``prim.fresh_result``)
-FRESH_RESULT = frozenset([dot_general_p])
-# Its result is a fresh buffer, aliasing no operand, when the dtype changes (else it may be
-# the operand itself). (``prim.fresh_result_when_casting``)
-FRESH_WHEN_CASTING = frozenset([convert_element_type_p])
-# Its impl is ``ufunc.reduce`` over ``axes``. (``prim.numpy_reducer``)
-REDUCER_UFUNC = {reduce_sum_p: np.add, reduce_max_p: np.maximum, reduce_min_p: np.minimum}
-# Its result broadcasts its operand (NumPy's broadcasting may do the same on a ufunc's
-# operand). (``prim.numpy_broadcast``)
-BROADCAST = broadcast_in_dim_p
-# A permutation of its operand, which a specializable producer may compute directly
-# (``numpy_specialize(..., permutation)``). (``prim.permutes``)
-TRANSPOSE = transpose_p
-
-
-def _true_divide_for_floats(e):
-    """``div``'s impl on floats is ``true_divide``."""
-    if not e.params and all(v.aval.dtype.kind in "fc" for v in e.inputs):
-        return np.true_divide
-    return None
-
-
-def _square_for_floats(e):
-    """``integer_pow`` by 2 on floats is ``square``."""
-    if e.params == {"y": 2} and e.inputs[0].aval.dtype.kind in "fc":
-        return np.square
-    return None
-
-
-# For a primitive with no plain ``ufunc``: the ufunc its impl runs for a float equation of
-# these params, or None. (``prim.numpy_float_ufunc(eqn)``)
-FLOAT_UFUNC = {div_p: _true_divide_for_floats, integer_pow_p: _square_for_floats}
-
+# Declared where each primitive is defined (fnx.core.primitive lists them): what its impl
+# returns (``never_aliases_operands``, ``fresh_result``, ``fresh_result_when_casting``),
+# which ufunc it reduces with (``numpy_reducer``) or runs on floats
+# (``numpy_float_ufunc``), whether it broadcasts (``broadcasts_operand``) or permutes
+# (``permutes``) its operand.
 
 # --- per-equation queries ---------------------------------------------------------------------
 
@@ -102,7 +66,7 @@ def eqn_ufunc(e):
     if e.prim.multiple_results or len(e.outputs) != 1 \
             or e.outputs[0].aval.dtype.kind not in "fc":
         return None
-    rule = FLOAT_UFUNC.get(e.prim)
+    rule = e.prim.numpy_float_ufunc
     return None if rule is None else rule(e)
 
 
@@ -112,9 +76,9 @@ def fresh_result(e, ufunc):
     ``dot_general`` plan, a ``convert_element_type`` that changes the dtype."""
     if e.prim.multiple_results or not e.outputs[0].aval.shape:
         return False  # 0-d results may be NumPy scalars (read-only)
-    if ufunc is not None or e.prim in FRESH_RESULT:
+    if ufunc is not None or e.prim.fresh_result:
         return True
-    return (e.prim in FRESH_WHEN_CASTING and type(e.inputs[0]) is not Literal
+    return (e.prim.fresh_result_when_casting and type(e.inputs[0]) is not Literal
             and e.inputs[0].aval.dtype != e.outputs[0].aval.dtype)
 
 
@@ -193,9 +157,9 @@ class Plan:
     def never_aliases(self, i, v):
         """Eqn ``i`` reading ``v`` never returns (a view of) ``v``'s buffer."""
         e = self.ir.eqns[i]
-        if i in self.special or self.ufuncs[i] is not None or e.prim in NEVER_ALIAS:
+        if i in self.special or self.ufuncs[i] is not None or e.prim.never_aliases_operands:
             return True
-        return e.prim in FRESH_WHEN_CASTING and v.aval.dtype != e.outputs[0].aval.dtype
+        return e.prim.fresh_result_when_casting and v.aval.dtype != e.outputs[0].aval.dtype
 
     def foldable(self, i, e, constant):
         """Eqn ``i`` may be computed at compile time (its inputs are literals or
@@ -268,7 +232,7 @@ def fuse_transposes(p):
     laid out for the consumer, no intermediate."""
     ir, fused_into, skip = p.ir, p.fused_into, p.skip
     for i, e in enumerate(ir.eqns):
-        if e.prim is TRANSPOSE and len(e.inputs) == 1 and type(e.inputs[0]) is not Literal:
+        if e.prim.permutes and len(e.inputs) == 1 and type(e.inputs[0]) is not Literal:
             j = p.producer.get(e.inputs[0])
             if (j is not None and p.uses0[e.inputs[0]] == 1 and j not in fused_into
                     and getattr(ir.eqns[j].prim, "numpy_specialize", None) is not None
@@ -386,7 +350,7 @@ def _match_fused_reduce(p, j):
     inputs)`` for ``_fused_reduce``, else None."""
     ir, producer = p.ir, p.producer
     r = ir.eqns[j]
-    if r.prim not in REDUCER_UFUNC or type(r.inputs[0]) is Literal:
+    if r.prim.numpy_reducer is None or type(r.inputs[0]) is Literal:
         return None
     v = r.inputs[0]
     shape, nd = v.aval.shape, len(v.aval.shape)
@@ -402,9 +366,9 @@ def _match_fused_reduce(p, j):
         return None
     for x in e.inputs:
         if type(x) is not Literal and x in producer \
-                and ir.eqns[producer[x]].prim is BROADCAST:
+                and ir.eqns[producer[x]].prim.broadcasts_operand:
             return None
-    fn = functools.partial(_fused_reduce, ufunc=u, reducer=REDUCER_UFUNC[r.prim],
+    fn = functools.partial(_fused_reduce, ufunc=u, reducer=r.prim.numpy_reducer,
                            axes=axes, shape=tuple(shape), dtype=v.aval.dtype)
     return i, fn, list(e.inputs)
 
@@ -439,7 +403,7 @@ def _scalar_broadcasts(ir, keep):
     reads the literal instead of the full-size array)."""
     out = {}
     for e in ir.eqns:
-        if (e.prim is BROADCAST and type(e.inputs[0]) is Literal
+        if (e.prim.broadcasts_operand and type(e.inputs[0]) is Literal
                 and e.outputs[0] not in keep):
             out[e.outputs[0]] = e.inputs[0]
     return out
@@ -670,7 +634,7 @@ def block_elementwise(p):
         special[root] = Special(fn, fused_inputs, "fused_elementwise", writes_into="any")
     helper_reads = {v for s in special.values() for v in s.inputs if type(v) is not Literal}
     for i, e in enumerate(ir.eqns):
-        if (i not in skip and e.prim is BROADCAST
+        if (i not in skip and e.prim.broadcasts_operand
                 and type(e.inputs[0]) is Literal and e.outputs[0] not in keep
                 and readers0.get(e.outputs[0])
                 and all(j in skip for j in readers0[e.outputs[0]])
@@ -710,7 +674,7 @@ def unbroadcast(p):
         full = [type(v) is not Literal and v.aval.shape == shape for v in e.inputs]
         for k, v in enumerate(e.inputs):
             j = producer.get(v) if type(v) is not Literal else None
-            if (j is None or j in skip or ir.eqns[j].prim is not BROADCAST
+            if (j is None or j in skip or not ir.eqns[j].prim.broadcasts_operand
                     or not full[k] or sum(full) < 2):
                 continue
             p.unbroadcast[(i, k)] = _numpy_broadcastable(ir.eqns[j])
@@ -772,7 +736,7 @@ def liveness(p):
             uses[v] = uses.get(v, 0) + 1
     for i in reversed(range(len(ir.eqns))):
         e = ir.eqns[i]
-        if (i not in skip and e.prim is BROADCAST and uses.get(e.outputs[0], 0) == 0
+        if (i not in skip and e.prim.broadcasts_operand and uses.get(e.outputs[0], 0) == 0
                 and any(ir.eqns[j].inputs[k] is e.outputs[0] for j, k in p.unbroadcast)):
             skip.add(i)
             x = e.inputs[0]
@@ -802,7 +766,7 @@ def plan_buffers(p):
         sharing.update((d, {d}) for d in pool.donors)
         for i, e in enumerate(ir.eqns):
             if (i in skip or fresh_result(e, p.ufuncs[i]) or i in special
-                    or e.prim in NEVER_ALIAS):
+                    or e.prim.never_aliases_operands):
                 continue
             for vs in sharing.values():
                 if any(v in vs for v in p.inputs_of(i, e) if type(v) is not Literal):

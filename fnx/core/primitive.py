@@ -137,6 +137,17 @@ class Primitive:
         self.simplify = None
         # Its output is its operand broadcast (a broadcast of a literal is that literal).
         self.broadcasts_operand = False
+        # Facts the NumPy backend plans buffers with (set where the primitive is defined):
+        # its impl never returns (a view of) an operand; its non-0-d result is always a
+        # fresh buffer; it is fresh when the dtype changes (a cast); its impl is
+        # ``numpy_reducer.reduce`` over ``axes``; ``numpy_float_ufunc(eqn)``: the ufunc its
+        # impl runs for a float equation, or None; it permutes its operand (transpose).
+        self.never_aliases_operands = False
+        self.fresh_result = False
+        self.fresh_result_when_casting = False
+        self.numpy_reducer = None
+        self.numpy_float_ufunc = None
+        self.permutes = False
         # A call primitive: eqn -> the IR it computes (what an exporter inlines); None else.
         self.call_body = None
         # A primitive with sub-IRs (loops, conditionals): (params, inputs, where, locate)

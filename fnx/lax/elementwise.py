@@ -637,6 +637,8 @@ defjvp(integer_pow_p, lambda g, ans, x, *, y: (
 batch_elementwise(integer_pow_p)
 integer_pow_p.simplify = lambda e, ins, lits, producer: (  # x ** 1 (x ** 2's jvp asks)
     ins[0] if e.params["y"] == 1 and type(ins[0]) is not Literal else None)
+integer_pow_p.numpy_float_ufunc = lambda e: (  # by 2 on floats the impl is np.square
+    np.square if e.params == {"y": 2} and e.inputs[0].aval.dtype.kind in "fc" else None)
 
 
 def _integer_pow_cuda(xs, in_dtypes, out_dtype, *, y):
@@ -793,6 +795,16 @@ defjvp(div_p, lambda g, ans, x, y: L.div(g, y),
 div_p.transpose = lambda ct, x, y: [unbroadcast(L.div(ct, y), x), None]
 div_p.simplify = lambda e, ins, lits, producer: (
     ins[0] if is_literal_one(ins[1], lits) else None)
+
+
+def _true_divide_for_floats(e):
+    """``div``'s impl on floats is ``true_divide`` (for the NumPy backend's planner)."""
+    if not e.params and all(v.aval.dtype.kind in "fc" for v in e.inputs):
+        return np.true_divide
+    return None
+
+
+div_p.numpy_float_ufunc = _true_divide_for_floats
 
 
 def _div_onnx(ctx, x, y):
@@ -1383,6 +1395,7 @@ convert_element_type_p.transpose = lambda ct, x, **p: [_convert_ct(ct, x)]
 # to x's own dtype and weak type it is x (simplify keeps a result only of x's exact type)
 convert_element_type_p.simplify = lambda e, ins, lits, producer: (
     ins[0] if type(ins[0]) is not Literal else None)
+convert_element_type_p.fresh_result_when_casting = True  # else it may return x itself
 batch_elementwise(convert_element_type_p)
 
 

@@ -192,6 +192,7 @@ def _plan(lshape, rshape, dn, pet, perm):
 
 dot_general_p = Primitive("dot_general", shape_rule=_dot_general_rule,
                           impl=quiet(_dot_general_impl))
+dot_general_p.never_aliases_operands = dot_general_p.fresh_result = True  # a new buffer
 
 
 def _numpy_specialize(in_avals, params, permutation=None):

@@ -141,6 +141,8 @@ def _reduce_bitwise_onnx(which):
 
 # the ufuncs' own reduce: what np.sum/prod/max/min call for arrays, without their wrappers
 reduce_sum_p = _reducer("reduce_sum", np.add.reduce, "num")
+reduce_sum_p.numpy_reducer = np.add
+reduce_sum_p.never_aliases_operands = True  # ufunc.reduce copies even over no axes
 deflinear(reduce_sum_p)
 
 
@@ -155,6 +157,7 @@ register_lowering(reduce_sum_p, "onnx", _reduce_arith_onnx("ReduceSum"))
 
 
 reduce_prod_p = _reducer("reduce_prod", np.multiply.reduce, "num")
+reduce_prod_p.never_aliases_operands = True
 
 
 def _reduce_prod_jvp(primals, tangents, *, axes):
@@ -192,12 +195,16 @@ def _chosen_jvp(g, ans, x, *, axes):
 
 
 reduce_max_p = _reducer("reduce_max", np.maximum.reduce, "any", "max")
+reduce_max_p.numpy_reducer = np.maximum
+reduce_max_p.never_aliases_operands = True
 defjvp(reduce_max_p, _chosen_jvp)
 _batch_reduce(reduce_max_p)
 register_lowering(reduce_max_p, "onnx", _reduce_extreme_onnx("max"))
 
 
 reduce_min_p = _reducer("reduce_min", np.minimum.reduce, "any", "min")
+reduce_min_p.numpy_reducer = np.minimum
+reduce_min_p.never_aliases_operands = True
 defjvp(reduce_min_p, _chosen_jvp)
 _batch_reduce(reduce_min_p)
 register_lowering(reduce_min_p, "onnx", _reduce_extreme_onnx("min"))

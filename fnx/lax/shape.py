@@ -280,6 +280,7 @@ def _simplify_transpose(e, ins, lits, producer):
 
 
 transpose_p.simplify = _simplify_transpose
+transpose_p.permutes = True
 batch_shifted(transpose_p, lambda p, n, x: dict(
     permutation=(0,) + tuple(d + 1 for d in p["permutation"])))
 
