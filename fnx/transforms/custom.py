@@ -795,21 +795,12 @@ def _saved_by_policy(ir, policy, names):
     with trace_context(probe):
         ins = [probe.new_arg(a) for a in ir.in_avals]
 
+        def record(e, outs):  # every equation's value, to look the candidates up
+            env.update(zip(e.outputs, outs))
+            return outs
+
         def run(*xs):
-            local = dict(zip(ir.constvars, [c if isinstance(c, Array) else Array._wrap(c)
-                                            for c in ir.consts]))
-            local.update(zip(ir.invars, xs))
-
-            def read(v):
-                if type(v) is Literal:
-                    return Array._wrap(v.value, v.aval.weak_type)
-                return local[v]
-
-            for e in ir.eqns:
-                out = e.prim.bind(*[read(v) for v in e.inputs], **e.params)
-                local.update(zip(e.outputs, out if e.prim.multiple_results else [out]))
-            env.update(local)
-            return [read(v) for v in ir.outvars]
+            return eval_ir(ir, *xs, after=record)
 
         _, lin = linearize_flat(run, ins)
     # what the backward pass reads, and every forward value those are computed from:
