@@ -82,7 +82,9 @@ def test_a_new_backend_registers_and_is_listed_where_available():
         with pytest.raises(TypeError, match="named fnx.backends.Backend"):
             register_backend(object())
     finally:
-        core_backend._BACKENDS.pop("test_interpreter", None)
+        gone = core_backend._BACKENDS.pop("test_interpreter", None)
+        if gone in core_backend._DEVICE_BACKENDS:
+            core_backend._DEVICE_BACKENDS.remove(gone)
 
 
 def test_clear_caches_empties_the_backends_executable_caches():

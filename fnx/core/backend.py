@@ -133,6 +133,9 @@ class Backend:
 
 
 _BACKENDS: dict[str, Backend] = {}
+# The registered backends that hold buffers of their own (not NumPy's, not an exporter's):
+# the ones ``backend_for`` asks, kept by ``register_backend`` so a call asks none today.
+_DEVICE_BACKENDS: list = []
 
 
 def register_backend(backend: Backend) -> Backend:
@@ -141,6 +144,7 @@ def register_backend(backend: Backend) -> Backend:
         raise TypeError(f"register_backend: expected a named fnx.backends.Backend, got "
                         f"{backend!r}")
     _BACKENDS[backend.name] = backend
+    _DEVICE_BACKENDS[:] = [b for n, b in _BACKENDS.items() if n != "numpy" and b.platform]
     return backend
 
 
@@ -181,10 +185,13 @@ def lowering(prim: Primitive, backend_name: str):
 
 def backend_for(buffers) -> Backend:
     """The backend whose device holds ``buffers`` (the raw values of a call's
-    arguments): the first backend that owns one of them, else NumPy (host values)."""
-    for b in _BACKENDS.values():
-        if b.name != "numpy" and b.platform and any(b.owns(x) for x in buffers):
-            return b
+    arguments, any iterable): the first backend that owns one of them, else NumPy (host
+    values). With no device backend registered nothing is looked at."""
+    if _DEVICE_BACKENDS:
+        buffers = list(buffers)
+        for b in _DEVICE_BACKENDS:
+            if any(b.owns(x) for x in buffers):
+                return b
     return _BACKENDS["numpy"]
 
 

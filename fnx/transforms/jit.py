@@ -585,7 +585,7 @@ class JitFunction:
         nums = self._static_nums(args)
         static, leaves, in_tree = flatten_static(args, kwargs, nums, self.static_argnames)
         key = (_intern_ctx(), static, in_tree, tuple(_leaf_key(x) for x in leaves),
-               backend_for([x._value for x in leaves if type(x) is Array]).name)
+               backend_for(x._value for x in leaves if type(x) is Array).name)
         try:
             hash(key)
         except TypeError:
