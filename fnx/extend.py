@@ -50,6 +50,13 @@ entries):
     one output element, where ``xs[i]`` names a local variable holding input ``i``'s
     element (see ``fnx.kernels``).
 
+``register_lowering(prim, "numpy", NumpyRule(...))`` (optional): how jit's generated
+    NumPy code computes the primitive better than calling its impl (``NumpyRule``: the
+    ufunc the impl is, a plan specialized to the avals, an expression such as a view;
+    see ``fnx.core.numpy_rules``). A plain callable
+    ``(input_exprs, params, bind_global, in_avals, out_avals) -> str or None`` is an
+    expression. ``unary_elementwise``/``binary_elementwise`` of a ufunc register its rule.
+
 ``register_lowering(prim, "onnx", rule)`` (optional): an ONNX lowering,
     ``(ctx, *input_names, **params) -> str`` (a list for ``multiple_results``), adding
     nodes with ``ctx.node(op_type, inputs, **attrs)`` and constants with
@@ -76,6 +83,7 @@ import numpy as np
 
 from .core.array import Array, Tracer, to_array
 from .core.backend import lowering, register_lowering
+from .core.numpy_rules import NumpyRule
 from .core.ir import Eqn as _Eqn
 from .core.ir import Literal as _Literal
 from .core.ir import Var as _Var
@@ -93,7 +101,7 @@ __all__ = [
     "Array", "MissingRuleError", "Primitive", "REGISTRY", "ShapeDtypeStruct", "ShapeError",
     "UndefinedPrimal", "batch_elementwise", "binary_elementwise", "defjvp", "defjvp_zero",
     "core", "deflinear", "deflinear_in", "is_linear", "lowering", "move_to_front",
-    "register_lowering", "unary_elementwise",
+    "register_lowering", "unary_elementwise", "NumpyRule",
 ]
 
 

@@ -125,11 +125,31 @@ def test_facts_about_primitives_are_declared_by_the_primitives():
     assert lax.dot_general_p.never_aliases_operands and lax.dot_general_p.fresh_result
     assert all(p.never_aliases_operands for p in (lax.reduce_sum_p, lax.reduce_prod_p,
                                                    lax.reduce_max_p, lax.reduce_min_p))
-    assert lax.reduce_sum_p.numpy_reducer is np.add
     assert lax.convert_element_type_p.fresh_result_when_casting
     assert lax.broadcast_in_dim_p.broadcasts_operand and lax.transpose_p.permutes
-    assert lax.div_p.numpy_float_ufunc is not None and lax.add_p.numpy_float_ufunc is None
-    assert not lax.add_p.never_aliases_operands and lax.add_p.numpy_reducer is None
+    assert not lax.add_p.never_aliases_operands
+
+
+def test_numpy_lowerings_are_numpy_rules_registered_by_the_primitives():
+    from fnx import lax
+    from fnx.backends import lowering
+    from fnx.core.numpy_rules import NumpyRule, numpy_rule
+
+    assert numpy_rule(lax.reduce_sum_p).reducer is np.add
+    assert numpy_rule(lax.reduce_prod_p).reducer is None  # a product is not fused
+    assert numpy_rule(lax.div_p).float_ufunc is not None
+    assert numpy_rule(lax.add_p).float_ufunc is None and numpy_rule(lax.add_p).reducer is None
+    assert numpy_rule(lax.add_p).ufunc is np.add and numpy_rule(lax.sin_p).ufunc is np.sin
+    assert numpy_rule(lax.dot_general_p).specialize is not None
+    assert numpy_rule(lax.select_n_p).broadcasts
+    assert numpy_rule(lax.cumsum_p).ufunc is None  # no rule: the impl computes
+    for p in (lax.add_p, lax.dot_general_p, lax.transpose_p, lax.reduce_max_p):
+        assert isinstance(lowering(p, "numpy"), NumpyRule)
+    # a rule is callable as a plain expression hook
+    assert lax.transpose_p.numpy_codegen(["x"], {"permutation": (1, 0)}, None, None,
+                                         None) == "x.transpose((1, 0))"
+    with pytest.raises(TypeError, match="ufunc must be a NumPy ufunc"):
+        NumpyRule(ufunc=abs)
 
 
 def test_jit_grad_of_maximum_with_a_broadcast_zero():

@@ -6,14 +6,14 @@ function), literals and constants bound once, and a ``del`` right after each
 value's last use so intermediate buffers are freed as early as possible.
 Nothing interprets the IR per call.
 
-A primitive may provide ``numpy_codegen(input_exprs, params, bind_global, in_avals,
-out_avals)`` (an expression string, e.g. ``x.reshape((3, 1))`` for a view, or None to
-call the impl) or ``numpy_specialize(in_avals, params, permutation)`` (a
-function of the input arrays for those avals; eager impls must pick the same
-computation so jit stays bitwise equal to eager). With ``numpy_specialize``, a
-``transpose`` that is the only use of the result is fused in: the function is
-asked for the transposed result directly (``dot_general`` then writes an outer
-product in the consumer's layout instead of materializing and transposing).
+A primitive's ``"numpy"`` lowering (``fnx.core.numpy_rules.NumpyRule``, registered
+beside its other rules) may name the ufunc its impl is, give an ``expression`` (a string,
+e.g. ``x.reshape((3, 1))`` for a view, or None to call the impl) or ``specialize(in_avals,
+params, permutation)`` (a function of the input arrays for those avals; eager impls must
+pick the same computation so jit stays bitwise equal to eager). With ``specialize``, a
+``transpose`` that is the only use of the result is fused in: the function is asked for
+the transposed result directly (``dot_general`` then writes an outer product in the
+consumer's layout instead of materializing and transposing).
 
 Everything else the lowering does (fusions, helpers in place of groups of equations,
 unbroadcast operands, in-place writes, donation) is decided first by the planning passes
@@ -28,7 +28,7 @@ import itertools
 
 import numpy as np
 
-from ..core.backend import lowering
+from ..core.numpy_rules import numpy_rule
 from ..core.ir import IR, Literal
 from ..core.numpy_errstate import ERROR_STATE, IGNORE_ALL
 from . import buffers
@@ -150,9 +150,9 @@ class _Emitter:
         global bound for the function called (None: ``expr`` is the whole expression);
         ``fn_obj``: that function when it may take ``out=``; ``outputs``: the vars it
         computes (a fused transpose's); ``ufunc``: the plain ufunc called, if so. In
-        order: a helper planned in its place, the equation's ufunc, the primitive's
-        ``numpy_specialize``, its registered ``"numpy"`` lowering (an expression; None
-        falls through), its impl with its params bound."""
+        order: a helper planned in its place, the equation's ufunc, the ``specialize``
+        and then the ``expression`` (None falls through) of the primitive's ``"numpy"``
+        rule, its impl with its params bound."""
         p, bind_global, prim = self.plan, self.bind_global, e.prim
         s = p.special.get(i)
         if s is not None:
@@ -162,9 +162,10 @@ class _Emitter:
         if ufunc is not None:
             fn = bind_global(ufunc.__name__, ufunc)
             # a stand-in ufunc (``div``'s ``true_divide``) runs quiet, as the impl does
-            self.quiet |= hasattr(prim.impl, "raw") or ufunc is not getattr(prim, "ufunc", None)
+            self.quiet |= hasattr(prim.impl, "raw") or ufunc is not numpy_rule(prim).ufunc
             return fn, ufunc, None, e.outputs, ufunc
-        specialize = getattr(prim, "numpy_specialize", None)
+        rule = numpy_rule(prim)
+        specialize = rule.specialize
         if specialize is not None:
             # A function for these avals (e.g. dot_general's plan), the same one eager
             # calls pick, so jit stays bitwise equal to eager.
@@ -175,9 +176,8 @@ class _Emitter:
             fn = bind_global(prim.name, fn_obj)
             self.quiet |= hasattr(prim.impl, "raw")
             return fn, fn_obj, None, outputs, None
-        codegen = lowering(prim, "numpy")  # ``prim.numpy_codegen``
-        if codegen is not None:
-            expr = codegen([self.ref(v) for v in e.inputs], e.params, bind_global,
+        if rule.expression is not None:
+            expr = rule.expression([self.ref(v) for v in e.inputs], e.params, bind_global,
                            [v.aval for v in e.inputs], [v.aval for v in e.outputs])
             if expr is not None:
                 self.quiet |= hasattr(prim.impl, "raw")

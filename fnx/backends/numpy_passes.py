@@ -42,17 +42,19 @@ import math
 import numpy as np
 
 from ..core.ir import Literal, has_effects, sub_irs
+from ..core.numpy_rules import numpy_rule
 from ..lax import add_p, convert_element_type_p, eq_p, gt_p, logistic_p, mul_p, select_n_p
 from . import buffers
 from .numpy_helpers import (_BLEND_UINT, _fused_reduce, _helper, _logistic,
                             _scale_by_tie_weight, _select_int, _tie_weight)
 
 # --- facts about primitives -------------------------------------------------------------------
-# Declared where each primitive is defined (fnx.core.primitive lists them): what its impl
-# returns (``never_aliases_operands``, ``fresh_result``, ``fresh_result_when_casting``),
-# which ufunc it reduces with (``numpy_reducer``) or runs on floats
-# (``numpy_float_ufunc``), whether it broadcasts (``broadcasts_operand``) or permutes
-# (``permutes``) its operand.
+# Declared where each primitive is defined: what its impl returns
+# (``never_aliases_operands``, ``fresh_result``, ``fresh_result_when_casting``), whether it
+# broadcasts (``broadcasts_operand``) or permutes (``permutes``) its operand
+# (fnx.core.primitive lists them); and its ``"numpy"`` lowering (``numpy_rule``, a
+# ``fnx.core.numpy_rules.NumpyRule``): the ufunc it is or runs on floats, the ufunc it
+# reduces with, a specialized function for given avals, whether it broadcasts operands.
 
 # --- per-equation queries ---------------------------------------------------------------------
 
@@ -60,14 +62,13 @@ def eqn_ufunc(e):
     """The ufunc computing ``e`` exactly as its impl does for these avals, else None: a
     plain ufunc primitive's; a float ``div``'s ``true_divide``; a float ``integer_pow``
     by 2's ``square``."""
-    u = getattr(e.prim, "ufunc", None)
-    if u is not None and not e.params:
-        return u
+    rule = numpy_rule(e.prim)
+    if rule.ufunc is not None and not e.params:
+        return rule.ufunc
     if e.prim.multiple_results or len(e.outputs) != 1 \
-            or e.outputs[0].aval.dtype.kind not in "fc":
+            or e.outputs[0].aval.dtype.kind not in "fc" or rule.float_ufunc is None:
         return None
-    rule = e.prim.numpy_float_ufunc
-    return None if rule is None else rule(e)
+    return rule.float_ufunc(e)
 
 
 def fresh_result(e, ufunc):
@@ -228,14 +229,14 @@ def count_uses(p):
 
 def fuse_transposes(p):
     """A ``transpose`` that is the only use of a specializable primitive's result is
-    computed by that primitive (``numpy_specialize(..., permutation)``): same values,
+    computed by that primitive (its rule's ``specialize(..., permutation)``): same values,
     laid out for the consumer, no intermediate."""
     ir, fused_into, skip = p.ir, p.fused_into, p.skip
     for i, e in enumerate(ir.eqns):
         if e.prim.permutes and len(e.inputs) == 1 and type(e.inputs[0]) is not Literal:
             j = p.producer.get(e.inputs[0])
             if (j is not None and p.uses0[e.inputs[0]] == 1 and j not in fused_into
-                    and getattr(ir.eqns[j].prim, "numpy_specialize", None) is not None
+                    and numpy_rule(ir.eqns[j].prim).specialize is not None
                     and not ir.eqns[j].prim.multiple_results):
                 fused_into[j] = e
                 skip.add(i)
@@ -350,7 +351,8 @@ def _match_fused_reduce(p, j):
     inputs)`` for ``_fused_reduce``, else None."""
     ir, producer = p.ir, p.producer
     r = ir.eqns[j]
-    if r.prim.numpy_reducer is None or type(r.inputs[0]) is Literal:
+    reducer = numpy_rule(r.prim).reducer
+    if reducer is None or type(r.inputs[0]) is Literal:
         return None
     v = r.inputs[0]
     shape, nd = v.aval.shape, len(v.aval.shape)
@@ -368,7 +370,7 @@ def _match_fused_reduce(p, j):
         if type(x) is not Literal and x in producer \
                 and ir.eqns[producer[x]].prim.broadcasts_operand:
             return None
-    fn = functools.partial(_fused_reduce, ufunc=u, reducer=r.prim.numpy_reducer,
+    fn = functools.partial(_fused_reduce, ufunc=u, reducer=reducer,
                            axes=axes, shape=tuple(shape), dtype=v.aval.dtype)
     return i, fn, list(e.inputs)
 
@@ -662,13 +664,13 @@ def _numpy_broadcastable(e):
 
 def unbroadcast(p):
     """Ufunc operands that are broadcasts (and those of primitives whose impl broadcasts
-    like a ufunc, ``numpy_broadcasts``): read the broadcast's operand instead, when
+    like a ufunc, ``NumpyRule.broadcasts``): read the broadcast's operand instead, when
     another operand has the full shape."""
     ir, skip, special, producer = p.ir, p.skip, p.special, p.producer
     for i, e in enumerate(ir.eqns):
         if (i in skip or i in special or len(e.outputs) != 1
                 or not (p.ufuncs[i] is not None
-                        or getattr(e.prim, "numpy_broadcasts", False))):
+                        or numpy_rule(e.prim).broadcasts)):
             continue
         shape = e.outputs[0].aval.shape
         full = [type(v) is not Literal and v.aval.shape == shape for v in e.inputs]

@@ -25,9 +25,11 @@ A primitive's **lowering rules**, one per backend, are registered beside its oth
 with ``register_lowering(prim, backend_name, rule)`` and looked up with
 ``lowering(prim, backend_name)``. The backends named so far:
 
-* ``"numpy"``: vectorized NumPy on the CPU (always there). A rule is an optional
-  code-generation hook, ``(input expressions, params, bind_global, in_avals,
-  out_avals) -> expression string`` (or None: call the primitive's impl).
+* ``"numpy"``: vectorized NumPy on the CPU (always there). The impl is NumPy code; a
+  rule (``fnx.core.numpy_rules.NumpyRule``) says how jit's generated code does better:
+  the ufunc the impl is, a plan specialized to the avals, an expression (a plain
+  callable ``(input expressions, params, bind_global, in_avals, out_avals) -> expression
+  string or None`` is one).
 * ``"cuda"``: generated CUDA kernels through CuPy. A rule is ``(xs, in_dtypes,
   out_dtype, **params) -> str``, the CUDA C expression of one output element
   (``fnx.kernels``).

@@ -137,16 +137,14 @@ class Primitive:
         self.simplify = None
         # Its output is its operand broadcast (a broadcast of a literal is that literal).
         self.broadcasts_operand = False
-        # Facts the NumPy backend plans buffers with (set where the primitive is defined):
-        # its impl never returns (a view of) an operand; its non-0-d result is always a
-        # fresh buffer; it is fresh when the dtype changes (a cast); its impl is
-        # ``numpy_reducer.reduce`` over ``axes``; ``numpy_float_ufunc(eqn)``: the ufunc its
-        # impl runs for a float equation, or None; it permutes its operand (transpose).
+        # Facts about what the impl returns, which a backend plans buffers with (set where
+        # the primitive is defined): it never returns (a view of) an operand; its non-0-d
+        # result is always a fresh buffer; it is fresh when the dtype changes (a cast); it
+        # permutes its operand (transpose). How the NumPy backend computes it is its
+        # "numpy" lowering (``fnx.core.numpy_rules.NumpyRule``).
         self.never_aliases_operands = False
         self.fresh_result = False
         self.fresh_result_when_casting = False
-        self.numpy_reducer = None
-        self.numpy_float_ufunc = None
         self.permutes = False
         # A call primitive: eqn -> the IR it computes (what an exporter inlines); None else.
         self.call_body = None
@@ -177,8 +175,9 @@ class Primitive:
     kernel = _lowering_slot("cuda", "GPU kernel hook: ``(xs, in_dtypes, out_dtype, **params) "
                                     "-> CUDA C expression``")
     numpy_codegen = _lowering_slot(
-        "numpy", "jit on NumPy: ``(input expressions, params, bind_global, in_avals, "
-                 "out_avals) -> expression string`` or None to call the impl")
+        "numpy", "jit on NumPy: a ``fnx.core.numpy_rules.NumpyRule``, or a plain "
+                 "``(input expressions, params, bind_global, in_avals, out_avals) -> "
+                 "expression string`` (None: call the impl)")
     del _lowering_slot
 
     @property

@@ -40,6 +40,7 @@ from ..core import dtypes
 from ..core import onnx_rules as O
 from ..core.array import to_array
 from ..core.backend import register_lowering
+from ..core.numpy_rules import NumpyRule
 from ..core.primitive import Primitive, ShapeDtypeStruct
 from ..errors import MissingRuleError, ShapeError
 from ..transforms.jvp import defjvp, deflinear, deflinear_in
@@ -501,9 +502,9 @@ def _conv_impl(lhs, rhs, **p):
 
 conv_general_dilated_p = Primitive("conv_general_dilated", shape_rule=_conv_shape_rule,
                                    impl=quiet(_conv_impl))
-conv_general_dilated_p.numpy_specialize = (
-    lambda avals, params, permutation=None:
-    _conv_plan(*_conv_key(avals[0].shape, avals[1].shape, params, permutation)))
+register_lowering(conv_general_dilated_p, "numpy", NumpyRule(
+    specialize=lambda avals, params, permutation=None:
+    _conv_plan(*_conv_key(avals[0].shape, avals[1].shape, params, permutation))))
 
 
 defjvp(conv_general_dilated_p,

@@ -24,6 +24,7 @@ from ..core import cuda_rules as C
 from ..core import dtypes
 from ..core import onnx_rules as O
 from ..core.backend import register_lowering
+from ..core.numpy_rules import NumpyRule
 from ..core.ir import Literal, is_literal_one, is_literal_zero, producer_of
 from ..core.primitive import Primitive, ShapeDtypeStruct
 from ..errors import ShapeError
@@ -45,7 +46,7 @@ _quiet = quiet
 def _quiet_for_bfloat16(prim):
     """bfloat16's comparison and max/min loops (ml_dtypes) warn on NaN where NumPy's own
     do not: the eager impl runs them quietly for bfloat16; other dtypes, and jit's code
-    (through ``prim.ufunc``), call the ufunc as it is."""
+    (through the ufunc of its ``"numpy"`` rule), call the ufunc as it is."""
     ufunc, bf16 = prim.impl, dtypes.bfloat16
 
     def impl(x, y):
@@ -550,7 +551,7 @@ register_lowering(conj_p, "onnx", O.identity)
 
 
 stop_gradient_p = unop("stop_gradient", lambda x: x, "any")  # identity whose derivative is 0
-stop_gradient_p.numpy_codegen = lambda ins, params, bind_global, *avals: ins[0]
+register_lowering(stop_gradient_p, "numpy", NumpyRule(expression=lambda ins, *_: ins[0]))
 defjvp_zero(stop_gradient_p)
 register_lowering(stop_gradient_p, "cuda", C.identity)
 register_lowering(stop_gradient_p, "onnx", O.identity)
@@ -637,8 +638,9 @@ defjvp(integer_pow_p, lambda g, ans, x, *, y: (
 batch_elementwise(integer_pow_p)
 integer_pow_p.simplify = lambda e, ins, lits, producer: (  # x ** 1 (x ** 2's jvp asks)
     ins[0] if e.params["y"] == 1 and type(ins[0]) is not Literal else None)
-integer_pow_p.numpy_float_ufunc = lambda e: (  # by 2 on floats the impl is np.square
-    np.square if e.params == {"y": 2} and e.inputs[0].aval.dtype.kind in "fc" else None)
+register_lowering(integer_pow_p, "numpy", NumpyRule(float_ufunc=lambda e: (
+    # by 2 on floats the impl is np.square
+    np.square if e.params == {"y": 2} and e.inputs[0].aval.dtype.kind in "fc" else None)))
 
 
 def _integer_pow_cuda(xs, in_dtypes, out_dtype, *, y):
@@ -804,7 +806,7 @@ def _true_divide_for_floats(e):
     return None
 
 
-div_p.numpy_float_ufunc = _true_divide_for_floats
+register_lowering(div_p, "numpy", NumpyRule(float_ufunc=_true_divide_for_floats))
 
 
 def _div_onnx(ctx, x, y):
@@ -1255,7 +1257,7 @@ def _select_n_impl(which, *cases):
 
 
 select_n_p = Primitive("select_n", shape_rule=_select_n_rule, impl=_select_n_impl)
-select_n_p.numpy_broadcasts = True  # its impl broadcasts operands (see numpy_codegen)
+register_lowering(select_n_p, "numpy", NumpyRule(broadcasts=True))  # np.where broadcasts
 
 
 def _select_n_jvp(primals, tangents):

@@ -29,6 +29,7 @@ import numpy as np
 
 from ..core import onnx_rules as O
 from ..core.backend import register_lowering
+from ..core.numpy_rules import NumpyRule
 from ..core.primitive import Primitive, ShapeDtypeStruct
 from ..errors import ShapeError
 from ..transforms.jvp import deflinear_in, instantiate, sum_tangents
@@ -355,7 +356,7 @@ def _gather_specialize(in_avals, params, permutation=None):
     return gather
 
 
-gather_p.numpy_specialize = _gather_specialize
+register_lowering(gather_p, "numpy", NumpyRule(specialize=_gather_specialize))
 deflinear_in(gather_p, 0)
 
 
@@ -459,7 +460,7 @@ def _scatter_specialize(in_avals, params, permutation=None):
     return scatter
 
 
-scatter_p.numpy_specialize = _scatter_specialize
+register_lowering(scatter_p, "numpy", NumpyRule(specialize=_scatter_specialize))
 
 
 def _scatter_jvp(primals, tangents, *, spec, mode):

@@ -4,7 +4,7 @@ The NumPy impl picks a strategy per operand shapes (``plan``, cached): a
 broadcast multiply for contractions of size 1 (outer products, per-example
 weight gradients), zeros for size 0, else batch dims first and contracting
 dims last on the lhs (first on the rhs) and one ``matmul``, so BLAS runs on the
-contraction. The jit backend binds the same plans (``numpy_specialize``).
+contraction. The jit backend binds the same plans (its ``"numpy"`` rule's ``specialize``).
 """
 from __future__ import annotations
 
@@ -15,6 +15,7 @@ import numpy as np
 
 from ..core import onnx_rules as O
 from ..core.backend import register_lowering
+from ..core.numpy_rules import NumpyRule
 from ..core.primitive import Primitive, ShapeDtypeStruct
 from ..errors import ShapeError
 from ..transforms.jvp import defjvp
@@ -224,7 +225,7 @@ def _matmul_with_out(f, g):
     return fn
 
 
-dot_general_p.numpy_specialize = _numpy_specialize
+register_lowering(dot_general_p, "numpy", NumpyRule(specialize=_numpy_specialize))
 
 
 # --- jvp rule: bilinear ----------------------------------------------------------------------

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..core import onnx_rules as O
 from ..core.backend import register_lowering
+from ..core.numpy_rules import NumpyRule
 from ..core.primitive import Primitive, ShapeDtypeStruct
 from ..errors import ShapeError
 from ..transforms.jvp import deflinear, defjvp, defjvp_zero
@@ -38,7 +39,7 @@ def _identity(dtype, which):
 
 # === reductions =================================================================================
 
-def _reducer(name, numpy_fn, kinds, which=None):
+def _reducer(name, numpy_fn, kinds, which=None, fuses=False):
     def shape_rule(x, *, axes):
         check_kind(name, x, KINDS[kinds])
         return _reduced(x, normalize_axes(name, axes, x.ndim))
@@ -58,7 +59,9 @@ def _reducer(name, numpy_fn, kinds, which=None):
             if x.dtype.kind not in "fc" or 0 in x.shape:
                 return None  # the impl's empty-input fill or dtype cast
             return f"{bind_global(name, numpy_fn)}({ins[0]}, axis={tuple(params['axes'])!r})"
-        prim.numpy_codegen = codegen
+        # ``fuses``: the backend may fuse an elementwise producer into blocks of the reduce
+        register_lowering(prim, "numpy", NumpyRule(
+            expression=codegen, reducer=numpy_fn.__self__ if fuses else None))
     return prim
 
 
@@ -140,8 +143,7 @@ def _reduce_bitwise_onnx(which):
 
 
 # the ufuncs' own reduce: what np.sum/prod/max/min call for arrays, without their wrappers
-reduce_sum_p = _reducer("reduce_sum", np.add.reduce, "num")
-reduce_sum_p.numpy_reducer = np.add
+reduce_sum_p = _reducer("reduce_sum", np.add.reduce, "num", fuses=True)
 reduce_sum_p.never_aliases_operands = True  # ufunc.reduce copies even over no axes
 deflinear(reduce_sum_p)
 
@@ -194,16 +196,14 @@ def _chosen_jvp(g, ans, x, *, axes):
     return L.div(L.reduce_sum(L.mul(g, hit), axes), L.reduce_sum(hit, axes))
 
 
-reduce_max_p = _reducer("reduce_max", np.maximum.reduce, "any", "max")
-reduce_max_p.numpy_reducer = np.maximum
+reduce_max_p = _reducer("reduce_max", np.maximum.reduce, "any", "max", fuses=True)
 reduce_max_p.never_aliases_operands = True
 defjvp(reduce_max_p, _chosen_jvp)
 _batch_reduce(reduce_max_p)
 register_lowering(reduce_max_p, "onnx", _reduce_extreme_onnx("max"))
 
 
-reduce_min_p = _reducer("reduce_min", np.minimum.reduce, "any", "min")
-reduce_min_p.numpy_reducer = np.minimum
+reduce_min_p = _reducer("reduce_min", np.minimum.reduce, "any", "min", fuses=True)
 reduce_min_p.never_aliases_operands = True
 defjvp(reduce_min_p, _chosen_jvp)
 _batch_reduce(reduce_min_p)

@@ -9,10 +9,10 @@ dtypes, and say what to do.
 """
 from __future__ import annotations
 
-import numpy as np
-
 from ..core import dtypes
+from ..core.backend import register_lowering
 from ..core.numpy_errstate import IGNORE_ALL, quiet  # noqa: F401 (lax's impls use quiet)
+from ..core.numpy_rules import NumpyRule, ufunc_of
 from ..core.primitive import Primitive, ShapeDtypeStruct
 from ..errors import ShapeError
 from ..transforms.vmap import batch_elementwise
@@ -55,14 +55,16 @@ def unop(name, impl, kinds="num", out_dtype=None, hint=""):
         od = out_dtype(x.dtype)
         return ShapeDtypeStruct(x.shape, od, x.weak_type and od.kind == x.dtype.kind)
     p = Primitive(name, shape_rule=shape_rule, impl=impl)
-    p.ufunc = _ufunc_of(impl)
+    _lower_as_ufunc(p, impl)
     batch_elementwise(p)
     return p
 
 
-def _ufunc_of(impl):
-    raw = getattr(impl, "raw", impl)
-    return raw if isinstance(raw, np.ufunc) else None
+def _lower_as_ufunc(p, impl):
+    """An impl that is a ufunc is the primitive's NumPy lowering as it is."""
+    u = ufunc_of(impl)
+    if u is not None:
+        register_lowering(p, "numpy", NumpyRule(ufunc=u))
 
 
 def same_shapes_dtypes(name, avals, what="operands"):
@@ -91,7 +93,7 @@ def binop(name, impl, kinds="num", out_dtype=None, hint=""):
         return ShapeDtypeStruct(x.shape or y.shape, x.dtype if out_dtype is None else out_dtype,
                                 weak if out_dtype is None else False)
     p = Primitive(name, shape_rule=shape_rule, impl=impl)
-    p.ufunc = _ufunc_of(impl)
+    _lower_as_ufunc(p, impl)
     batch_elementwise(p)
     return p
 

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..core import onnx_rules as O
 from ..core.backend import register_lowering
+from ..core.numpy_rules import NumpyRule
 from ..core.ir import Eqn, Literal, is_identity_permutation, producer_of
 from ..core.primitive import Primitive, ShapeDtypeStruct
 from ..core.trace import EVAL, get_trace
@@ -194,7 +195,7 @@ def _reshape_impl(x, *, new_sizes, dimensions=None):
 
 
 reshape_p = Primitive("reshape", shape_rule=_reshape_rule, impl=_reshape_impl)
-reshape_p.numpy_codegen = _reshaped
+register_lowering(reshape_p, "numpy", NumpyRule(expression=_reshaped))
 deflinear(reshape_p)
 
 
@@ -249,8 +250,8 @@ def _transpose_rule(x, *, permutation):
 
 transpose_p = Primitive("transpose", shape_rule=_transpose_rule,
                         impl=lambda x, *, permutation: np.transpose(x, permutation))
-transpose_p.numpy_codegen = (lambda ins, params, bind_global, in_avals, out_avals:
-                             f"{ins[0]}.transpose({tuple(params['permutation'])!r})")
+register_lowering(transpose_p, "numpy", NumpyRule(
+    expression=lambda ins, params, *_: f"{ins[0]}.transpose({tuple(params['permutation'])!r})"))
 deflinear(transpose_p)
 
 
@@ -303,7 +304,7 @@ def _squeeze_rule(x, *, dimensions):
 
 squeeze_p = Primitive("squeeze", shape_rule=_squeeze_rule,
                       impl=lambda x, *, dimensions: np.squeeze(x, tuple(dimensions)))
-squeeze_p.numpy_codegen = _reshaped
+register_lowering(squeeze_p, "numpy", NumpyRule(expression=_reshaped))
 deflinear(squeeze_p)
 squeeze_p.transpose = lambda ct, x, *, dimensions: [L.reshape(ct, x.shape)]
 batch_shifted(squeeze_p, lambda p, n, x: dict(dimensions=_shift_dims(p["dimensions"],
@@ -329,7 +330,7 @@ def _expand_dims_rule(x, *, dimensions):
 
 expand_dims_p = Primitive("expand_dims", shape_rule=_expand_dims_rule,
                           impl=lambda x, *, dimensions: np.expand_dims(x, tuple(dimensions)))
-expand_dims_p.numpy_codegen = _reshaped
+register_lowering(expand_dims_p, "numpy", NumpyRule(expression=_reshaped))
 deflinear(expand_dims_p)
 expand_dims_p.transpose = lambda ct, x, *, dimensions: [L.reshape(ct, x.shape)]
 batch_shifted(expand_dims_p, lambda p, n, x: dict(
