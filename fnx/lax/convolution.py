@@ -14,29 +14,23 @@ linear and batching rules, then its ONNX lowering where ONNX has the op, registe
   minimum, in row-major window order: ties are broken deterministically), and its
   transpose, which adds each window's cotangent to that element.
 
-The NumPy impls never loop over pixels or the batch. A convolution moves the
-operand to channels-last layout once (that copy also applies lhs dilation and
-padding), takes every window as a strided view (``as_strided``), and contracts
-with one BLAS matmul per feature/batch group; the window gather is a copy
-driven by the kernel offsets (one vectorized slice copy per kernel tap,
-contiguous rows of channels). Pooling combines one strided slice per window tap
-with a ufunc. The plans (shapes, strides, permutations) are computed once per
-operand shapes and cached; ``jit`` binds the same plans, so jit and eager agree
-bitwise.
+The NumPy impls (im2col and one matmul per convolution, planned once per shape
+signature; pooling as one strided slice per window tap combined with a ufunc) are the
+NumPy backend's helper ``fnx.core.numpy_windows``; the impls and the ``"numpy"`` rules
+both call it, so jit and eager agree bitwise.
 
 Pooling helpers for layers: ``max_pool``, ``min_pool``, ``avg_pool`` and ``sum_pool``
 pool over chosen spatial axes (channels-last by default, as flax does).
 """
 from __future__ import annotations
 
-import functools
 import math
 from collections import namedtuple
 
 import numpy as np
-from numpy.lib.stride_tricks import as_strided
 
 from ..core import dtypes
+from ..core import numpy_windows as NW
 from ..core import onnx_rules as O
 from ..core.array import to_array
 from ..core.backend import register_lowering
@@ -65,8 +59,7 @@ class ConvDimensionNumbers(namedtuple("ConvDimensionNumbers",
 
 # --- static argument handling --------------------------------------------------------------
 
-def _dilate_dim(n, d):
-    return 0 if n == 0 else 1 + d * (n - 1)
+_dilate_dim = NW.dilated_size
 
 
 def _ints(op, what, v, n, minimum=1):
@@ -186,60 +179,8 @@ def conv_general_shape_tuple(lhs_shape, rhs_shape, window_strides, padding,
     out[dn.out_spec[0]] = lhs_shape[dn.lhs_spec[0]]
     out[dn.out_spec[1]] = rhs_shape[dn.rhs_spec[0]]
     for i, (n, k, s, (lo, hi)) in enumerate(zip(in_sp, k_sp, strides, pads)):
-        out[dn.out_spec[2 + i]] = _out_size(n + lo + hi, k, s)
+        out[dn.out_spec[2 + i]] = NW.out_size(n + lo + hi, k, s)
     return tuple(out)
-
-
-# --- the NumPy machinery: padding, windows -------------------------------------------------
-
-def _placement(n, lo, dil, size):
-    """Element i of a length-n axis lands at lo + i * dil of a padded axis of ``size``:
-    the range [i0, i1) of elements that land inside, and the slice they land on."""
-    i0 = max(0, -(-(-lo) // dil)) if lo < 0 else 0
-    i1 = min(n, (size - 1 - lo) // dil + 1) if size - 1 - lo >= 0 else 0
-    if i1 <= i0:
-        return 0, 0, slice(0, 0)
-    start = lo + i0 * dil
-    return i0, i1, slice(start, lo + (i1 - 1) * dil + 1, dil)
-
-
-def _dilate_pad(x, fill, pads, dils):
-    """``x`` with ``dils - 1`` holes between elements and (low, high) padding per axis
-    (negative: cropped), holes and padding set to ``fill``; a new C-contiguous array."""
-    shape = tuple(_dilate_dim(n, d) + lo + hi for n, d, (lo, hi) in zip(x.shape, dils, pads))
-    out = np.full(shape, fill, x.dtype) if fill != 0 else np.zeros(shape, x.dtype)
-    src, dst = [], []
-    for n, d, (lo, _), size in zip(x.shape, dils, pads, shape):
-        i0, i1, sl = _placement(n, lo, d, size)
-        src.append(slice(i0, i1))
-        dst.append(sl)
-    out[tuple(dst)] = x[tuple(src)]
-    return out
-
-
-def _undilate_unpad(acc, shape, pads, dils):
-    """The inverse placement of ``_dilate_pad``: the elements of ``acc`` (padded, dilated
-    layout) that correspond to an operand of ``shape``; elements cropped away get 0."""
-    src, dst = [], []
-    full = True
-    for n, d, (lo, _), size in zip(shape, dils, pads, acc.shape):
-        i0, i1, sl = _placement(n, lo, d, size)
-        dst.append(slice(i0, i1))
-        src.append(sl)
-        full &= (i0 == 0 and i1 == n)
-    if full:
-        return np.ascontiguousarray(acc[tuple(src)])
-    out = np.zeros(shape, acc.dtype)
-    out[tuple(dst)] = acc[tuple(src)]
-    return out
-
-
-def _needs_pad(pads, dils):
-    return any(lo or hi for lo, hi in pads) or any(d != 1 for d in dils)
-
-
-def _out_size(padded, window, stride):
-    return 0 if padded < window else (padded - window) // stride + 1
 
 
 # --- conv_general_dilated ------------------------------------------------------------------
@@ -291,7 +232,7 @@ def _conv_shape_rule(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dil
         if padded < 0:
             bad(f"negative padding {padding[i]} removes more than spatial dimension {i} "
                 f"(size {n}, dilated {_dilate_dim(n, lhs_dilation[i])}) has")
-        out[ospec[2 + i]] = _out_size(padded, _dilate_dim(k, rhs_dilation[i]), window_strides[i])
+        out[ospec[2 + i]] = NW.out_size(padded, _dilate_dim(k, rhs_dilation[i]), window_strides[i])
     dtype = lhs.dtype if preferred_element_type is None else np.dtype(preferred_element_type)
     if preferred_element_type is not None:
         k_in, k_out = kind_of(lhs.dtype), kind_of(dtype)
@@ -299,192 +240,6 @@ def _conv_shape_rule(lhs, rhs, *, window_strides, padding, lhs_dilation, rhs_dil
             bad(f"preferred_element_type={dtype} is incompatible with {lhs.dtype} operands")
     return ShapeDtypeStruct(out, dtype, lhs.weak_type and rhs.weak_type
                             and preferred_element_type is None)
-
-
-def _windows(x, out_sp, ks, strides, rdil, lead=1):
-    """Every window of ``x`` (lead..., spatial..., C) as a view (lead..., out..., k..., C)."""
-    s = x.strides
-    nsp = len(out_sp)
-    shape = x.shape[:lead] + tuple(out_sp) + tuple(ks) + (x.shape[-1],)
-    st = (s[:lead] + tuple(s[lead + i] * strides[i] for i in range(nsp))
-          + tuple(s[lead + i] * rdil[i] for i in range(nsp)) + (s[-1],))
-    return as_strided(x, shape, st, writeable=False)
-
-
-def _tap_index(offs, dil, out, strides):
-    """The strided slices (one per axis) that tap ``offs`` of every window reads: window
-    ``q`` starts at ``q * strides`` and its taps are ``dil`` apart."""
-    return tuple(slice(o * d, o * d + (m - 1) * st + 1, st)
-                 for o, d, m, st in zip(offs, dil, out, strides))
-
-
-def _im2col(x, out_sp, ks, strides, rdil, cols_shape):
-    """The windows of ``x`` (N, spatial..., C) gathered into a new array laid out
-    (N, out..., k..., C), reshaped to ``cols_shape``: one vectorized slice copy per
-    kernel tap when taps are large, else a copy of the strided window view."""
-    N, C = x.shape[0], x.shape[-1]
-    K = math.prod(ks)
-    P = math.prod(out_sp)
-    if K == 1 or P * C >= 64 * K:
-        # Large taps: copying tap by tap moves long contiguous runs.
-        cols = np.empty((N,) + tuple(out_sp) + (K, C), x.dtype)
-        for t, offs in enumerate(np.ndindex(*ks)):
-            sl = (slice(None),) + _tap_index(offs, rdil, out_sp, strides) + (slice(None),)
-            cols[(Ellipsis, t, slice(None))] = x[sl]
-        return cols.reshape(cols_shape)
-    return _windows(x, out_sp, ks, strides, rdil).reshape(cols_shape)
-
-
-def _operands(pet, x_perm, w_perm, padding, ldil, channels_first):
-    """``prep(lhs, rhs) -> (x, w)``: both cast to ``pet`` (unless None) and transposed by
-    ``x_perm`` / ``w_perm``; ``x`` padded and dilated over its spatial axes, which follow
-    the channels (``channels_first``) or precede them."""
-    pad_it = _needs_pad(padding, ldil)
-    lead, trail = (2, 0) if channels_first else (1, 1)
-    pads_full = ((0, 0),) * lead + tuple(padding) + ((0, 0),) * trail
-    dils_full = (1,) * lead + tuple(ldil) + (1,) * trail
-
-    def prep(lhs, rhs):
-        if pet is not None:
-            lhs, rhs = lhs.astype(pet, copy=False), rhs.astype(pet, copy=False)
-        x = lhs.transpose(x_perm)
-        if pad_it:
-            x = _dilate_pad(x, 0, pads_full, dils_full)
-        return x, rhs.transpose(w_perm)
-    return prep
-
-
-@functools.lru_cache(maxsize=2048)
-def _conv_plan(lshape, rshape, strides, padding, ldil, rdil, dn, G, B, pet, perm):
-    """The NumPy computation of one convolution for these shapes: ``fn(lhs, rhs)``."""
-    lspec, rspec, ospec = dn
-    nsp = len(lspec) - 2
-    N, C = lshape[lspec[0]], lshape[lspec[1]]
-    Co = rshape[rspec[0]]
-    xs = tuple(lshape[d] for d in lspec[2:])
-    ks = tuple(rshape[d] for d in rspec[2:])
-    padded = [_dilate_dim(n, d) + lo + hi for n, d, (lo, hi) in zip(xs, ldil, padding)]
-    out_sp = tuple(_out_size(p, _dilate_dim(k, r), s)
-                   for p, k, r, s in zip(padded, ks, rdil, strides))
-    out_shape = [0] * (nsp + 2)
-    out_shape[ospec[0]], out_shape[ospec[1]] = N // B, Co
-    for i in range(nsp):
-        out_shape[ospec[2 + i]] = out_sp[i]
-    # result axes (N, out..., Co) -> the out spec, then the fused permutation
-    src = [0] * (nsp + 2)
-    src[ospec[0]], src[ospec[1]] = 0, nsp + 1
-    for i in range(nsp):
-        src[ospec[2 + i]] = 1 + i
-    if perm is not None:
-        src = [src[p] for p in perm]
-        out_shape = [out_shape[p] for p in perm]
-    src = tuple(src)
-    identity_out = src == tuple(range(nsp + 2))
-    K = math.prod(ks)
-    P = math.prod(out_sp)
-    Kc = K * C // G
-    Og = Co // max(G, B)
-    # channels-first operands (NCHW and the like) keep their layout throughout
-    channels_first = lspec[1] < min(lspec[2:], default=nsp + 2)
-
-    def finish(y):  # y: (N', out..., Co)
-        if identity_out:
-            return y
-        return np.ascontiguousarray(y.transpose(src))
-
-    if 0 in out_shape or K * C == 0:
-        def empty(lhs, rhs):
-            dt = lhs.dtype if pet is None else pet
-            return np.zeros(out_shape, dt)
-        return empty
-
-    if channels_first:   # operands keep their spec order: (N, C, spatial...), (O, I, k...)
-        prep = _operands(pet, lspec, rspec, padding, ldil, True)
-        return _conv_plan_cf(prep, N, C, Co, ks, out_sp, strides, rdil, G, B, src)
-
-    x_perm = (lspec[0],) + tuple(lspec[2:]) + (lspec[1],)
-    w_perm = tuple(rspec[2:]) + (rspec[1], rspec[0])
-    prep = _operands(pet, x_perm, w_perm, padding, ldil, False)
-
-    def fn(lhs, rhs):
-        x, w = prep(lhs, rhs)                              # w: k..., Ci, Co
-        if G == 1 and B == 1:
-            cols = _im2col(x, out_sp, ks, strides, rdil, (N * P, K * C))
-            y = np.matmul(cols, w.reshape(K * C, Co))       # (N P, Co)
-            return finish(y.reshape((N,) + out_sp + (Co,)))
-        g = max(G, B)
-        if G > 1:   # feature groups: (N, sp, G, Cg) -> (G, N P, K Cg)
-            Cg = C // G
-            xg = x.reshape(x.shape[:-1] + (G, Cg))
-            xg = np.moveaxis(xg, -2, 0)                    # (G, N, sp..., Cg) view
-            cols = _windows(xg, out_sp, ks, strides, rdil, 2).reshape(G, N * P, Kc)
-            Nb = N
-        else:       # batch groups: (B, Nb, sp, C) -> (B, Nb P, K C)
-            Nb = N // B
-            xb = x.reshape((B, Nb) + x.shape[1:])
-            cols = _windows(xb, out_sp, ks, strides, rdil, 2).reshape(B, Nb * P, Kc)
-        wg = w.reshape(Kc, g, Og).transpose(1, 0, 2)        # (g, K Cg, Og)
-        y = np.matmul(cols, wg)                            # (g, Nb P, Og)
-        y = y.reshape((g, Nb) + out_sp + (Og,))
-        y = np.moveaxis(y, 0, -2).reshape((Nb,) + out_sp + (Co,))
-        return finish(y)
-    return fn
-
-
-def _im2col_cf(x, out_sp, ks, strides, rdil):
-    """``x`` (N, C, spatial...) -> a new array (N, C, k..., out...) of every window, copied
-    by one vectorized slice copy per kernel tap or per output position (fewer of the
-    two), or from a strided view when both are many."""
-    N, C = x.shape[:2]
-    nsp = len(out_sp)
-    K, P = math.prod(ks), math.prod(out_sp)
-    full = (slice(None), slice(None))
-    if min(K, P) > 256:
-        s = x.strides
-        view = as_strided(x, (N, C) + tuple(ks) + tuple(out_sp),
-                          s[:2] + tuple(s[2 + i] * rdil[i] for i in range(nsp))
-                          + tuple(s[2 + i] * strides[i] for i in range(nsp)), writeable=False)
-        return np.ascontiguousarray(view)
-    cols = np.empty((N, C) + tuple(ks) + tuple(out_sp), x.dtype)
-    if K <= P:
-        for tap in np.ndindex(*ks):
-            cols[full + tap] = x[full + _tap_index(tap, rdil, out_sp, strides)]
-    else:
-        rest = (slice(None),) * nsp
-        for pos in np.ndindex(*out_sp):
-            # the window at ``pos``: its taps are the slice's elements
-            cols[full + rest + pos] = x[full + _tap_index(pos, strides, ks, rdil)]
-    return cols
-
-
-def _conv_plan_cf(prep, N, C, Co, ks, out_sp, strides, rdil, G, B, src):
-    """The channels-first plan: windows copied as (N, C, k..., out...), one matmul of
-    the kernel (Co, Ci k...) against them, the result (N, Co, out...) without transposes.
-    ``prep`` gives the operands in (N, C, spatial...) and (O, I, k...) order."""
-    nsp = len(ks)
-    K, P = math.prod(ks), math.prod(out_sp)
-    Cg = C // G
-    # y axes are (N, Co, out...); ``src`` numbers them (N, out..., Co): renumber
-    cf_src = tuple(0 if a == 0 else 1 if a == nsp + 1 else a + 1 for a in src)
-    cf_identity = cf_src == tuple(range(nsp + 2))
-
-    def fn(lhs, rhs):
-        x, w = prep(lhs, rhs)                                # w: Co, Ci, k...
-        cols = _im2col_cf(x, out_sp, ks, strides, rdil)      # N, C, k..., out...
-        if B > 1:
-            Nb, Ob = N // B, Co // B
-            y = np.matmul(w.reshape(B, 1, Ob, C * K), cols.reshape(B, Nb, C * K, P))
-            y = y.transpose(1, 0, 2, 3).reshape((Nb, Co) + tuple(out_sp))
-        elif G > 1:
-            y = np.matmul(w.reshape(G, Co // G, Cg * K), cols.reshape(N, G, Cg * K, P))
-            y = y.reshape((N, Co) + tuple(out_sp))
-        else:
-            y = np.matmul(w.reshape(Co, C * K), cols.reshape(N, C * K, P))
-            y = y.reshape((N, Co) + tuple(out_sp))
-        if cf_identity:
-            return y
-        return np.ascontiguousarray(y.transpose(cf_src))
-    return fn
 
 
 def _conv_key(lshape, rshape, p, perm=None):
@@ -497,14 +252,14 @@ def _conv_key(lshape, rshape, p, perm=None):
 
 
 def _conv_impl(lhs, rhs, **p):
-    return _conv_plan(*_conv_key(lhs.shape, rhs.shape, p))(lhs, rhs)
+    return NW.conv_plan(*_conv_key(lhs.shape, rhs.shape, p))(lhs, rhs)
 
 
 conv_general_dilated_p = Primitive("conv_general_dilated", shape_rule=_conv_shape_rule,
                                    impl=quiet(_conv_impl))
 register_lowering(conv_general_dilated_p, "numpy", NumpyRule(
     specialize=lambda avals, params, permutation=None:
-    _conv_plan(*_conv_key(avals[0].shape, avals[1].shape, params, permutation))))
+    NW.conv_plan(*_conv_key(avals[0].shape, avals[1].shape, params, permutation))))
 
 
 defjvp(conv_general_dilated_p,
@@ -842,7 +597,7 @@ def _rw_geometry(name, shape, window_dimensions, window_strides, padding, base_d
             raise ShapeError(f"{name}: negative padding {(lo, hi)} removes more than the "
                              f"dimension of size {n} has (operand shape {tuple(shape)})"
                              f"{extra}")
-        out.append(_out_size(padded, _dilate_dim(w, wd), s))
+        out.append(NW.out_size(padded, _dilate_dim(w, wd), s))
     return tuple(out)
 
 
@@ -856,58 +611,10 @@ def _rw_shape(name, kinds):
     return rule
 
 
-def _identity(dtype, which):
-    if which == "sum":
-        return 0
-    if dtype.kind in "fc" or dtype == dtypes.bfloat16:
-        return -np.inf if which == "max" else np.inf
-    if dtype.kind == "b":
-        return which != "max"
-    info = np.iinfo(dtype)
-    return info.min if which == "max" else info.max
-
-
-def _rw_padded(x, fill, p):
-    if _needs_pad(p["padding"], p["base_dilation"]):
-        return _dilate_pad(x, fill, p["padding"], p["base_dilation"])
-    return x
-
-
-def _tap_slices(out, p):
-    """Per window tap: the tap's index tuple into the padded operand (strided slices)."""
-    for offs in np.ndindex(*p["window_dimensions"]):
-        yield _tap_index(offs, p["window_dilation"], out, p["window_strides"])
-
-
-_UFUNC = {"sum": np.add, "max": np.maximum, "min": np.minimum}
-
-
 def _rw_impl(which):
-    ufunc = _UFUNC[which]
-
     def impl(x, **p):
         out = _rw_geometry("reduce_window", x.shape, *(p[k] for k in _RW_PARAMS))
-        if 0 in out:
-            return np.zeros(out, x.dtype)
-        if x.size == 0:
-            return np.full(out, _identity(x.dtype, which), x.dtype)
-        xp = _rw_padded(x, _identity(x.dtype, which), p)
-        K = math.prod(p["window_dimensions"])
-        if K > 64:   # many taps: one reduction over a strided window view
-            st = xp.strides
-            shape = out + tuple(p["window_dimensions"])
-            strides = (tuple(a * s for a, s in zip(st, p["window_strides"]))
-                       + tuple(a * d for a, d in zip(st, p["window_dilation"])))
-            win = as_strided(xp, shape, strides, writeable=False)
-            res = ufunc.reduce(win, axis=tuple(range(len(out), 2 * len(out))))
-            return res if res.dtype == x.dtype else res.astype(x.dtype)
-        acc = None
-        for sl in _tap_slices(out, p):
-            if acc is None:
-                acc = np.array(xp[sl], copy=True)
-            else:
-                ufunc(acc, xp[sl], out=acc)
-        return acc
+        return NW.reduce_windows(x, out, which, p)
     return impl
 
 
@@ -948,7 +655,7 @@ def _reduce_window_onnx(which):
         dt, nd = a.dtype, a.ndim
         if 0 in out.shape:
             return O.full(ctx, np.zeros((), dt), dt, out.shape)
-        fill = np.array(_identity(dt, which)).astype(dt)
+        fill = np.array(NW.window_identity(dt, which)).astype(dt)
         if 0 in a.shape:
             return O.full(ctx, fill, dt, out.shape)
         cfg = [(lo, hi, bd - 1) for (lo, hi), bd in zip(padding, base_dilation)]
@@ -1060,54 +767,13 @@ def _check_select(name, x, which):
     check_kind(name, x, "biuf")
 
 
-def _selection(x, out, which, p):
-    """Per window tap, a boolean mask (pooled shape) of the windows that select that tap:
-    the first maximum (minimum) in row-major tap order. Windows whose extreme is NaN
-    select nothing (zero derivative). Returns the taps' slices and masks."""
-    xp = _rw_padded(x, _identity(x.dtype, which), p)
-    ext = np.maximum if which == "max" else np.minimum
-    taps = list(_tap_slices(out, p))
-    best = np.array(xp[taps[0]], copy=True)
-    for sl in taps[1:]:
-        ext(best, xp[sl], out=best)
-    masks, taken = [], None
-    for sl in taps:
-        m = xp[sl] == best
-        if taken is None:
-            taken = m.copy()
-        else:
-            m &= ~taken
-            taken |= m
-        masks.append(m)
-    return xp.shape, taps, masks
-
-
 def _gather_impl(t, x, *, which, **p):
     out = _rw_geometry("select_and_gather_add", x.shape, *(p[k] for k in _RW_PARAMS))
-    if 0 in out or x.size == 0:
-        return np.zeros(out, t.dtype)
-    _, taps, masks = _selection(x, out, which, p)
-    tp = _rw_padded(t, 0, p)
-    res = np.zeros(out, t.dtype)
-    for sl, m in zip(taps, masks):
-        np.copyto(res, tp[sl], where=m)
-    return res
+    return NW.select_gather(t, x, out, which, p)
 
 
 def _scatter_impl(ct, x, *, which, **p):
-    out = ct.shape
-    if 0 in out or x.size == 0:
-        return np.zeros(x.shape, ct.dtype)
-    pshape, taps, masks = _selection(x, out, which, p)
-    acc = np.zeros(pshape, ct.dtype)
-    finite = ct.dtype.kind in "biu" or bool(np.isfinite(ct).all())
-    for sl, m in zip(taps, masks):
-        # ct * mask is exact for finite ct (x * 1 = x, x * 0 = 0); inf/NaN need where
-        part = ct * m if finite else np.where(m, ct, ct.dtype.type(0))
-        np.add(acc[sl], part, out=acc[sl])
-    if _needs_pad(p["padding"], p["base_dilation"]):
-        return _undilate_unpad(acc, x.shape, p["padding"], p["base_dilation"])
-    return acc
+    return NW.select_scatter(ct, x, which, p)
 
 
 def _gather_shape(t, x, *, which, **p):
@@ -1226,7 +892,7 @@ def reduce_window(operand, init_value, computation, window_dimensions, window_st
             "min": reduce_window_min_p}[which]
     out = prim.bind(x, **p)
     init = _concrete_scalar(init_value)
-    ident = _identity(x.dtype, which)
+    ident = NW.window_identity(x.dtype, which)
     if init is not None and init == ident:
         return out
     init_arr = L._scalar_operand(init_value, x.dtype) if init is not None else \
