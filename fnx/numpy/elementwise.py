@@ -1,9 +1,9 @@
 """Elementwise functions of ``fnx.numpy``: promote, broadcast, bind a primitive.
 
-The common binary ops have an eager fast path: with no transformation active
-and operands whose NumPy result dtype is already the fnx one (equal dtypes, or
-an array with a Python scalar of a compatible kind), they call the NumPy ufunc
-directly. Everything else goes through promotion and the lax primitives.
+Each function is its general path (promotion, broadcasting, a lax primitive); the
+common ones add the NumPy backend's eager shortcut (``fnx.backends.numpy_eager``): with
+no transformation active and operands that need no promotion, the ufunc or the impl runs
+on the buffers directly.
 """
 from __future__ import annotations
 
@@ -12,104 +12,14 @@ import numpy as np
 from .. import lax
 from ..lax import elementwise as _ew
 from ..core import dtypes
-from ..core.numpy_errstate import quiet_call as _quiet_call, quiet_run as _quiet_run
-from ..core.array import Array, new_array, to_array
-from ..core.trace import EVAL, get_trace
+from ..core.array import Array, to_array
+from ..backends.numpy_eager import fast_binary, fast_unary
 from .util import (RANK_CHECK as _RANK_CHECK, broadcast_shapes, broadcast_to_shape, promote,
                     promote_broadcast)
 
-_FLOAT_KINDS = "f"
-_abs_impl = _ew.abs_p.impl
-# Python ints outside int32 are int64 in the lattice: they take the promotion path
-_INT32_MIN, _INT32_MAX = -2**31, 2**31 - 1
 
-
-def _fast_binary(name, slow, ufunc, kinds, prim, out_bool=False, quiet=True):
-    """``slow`` with shortcuts when nothing needs promoting or broadcasting: eagerly
-    straight to ``ufunc``, under a transformation straight to ``prim``.
-
-    The ufunc runs in NumPy's quiet error state, as the primitive's impl does: no
-    floating-point warnings (overflow, ``inf - inf``; a Python scalar too large for the
-    array's dtype). ``_quiet_run`` costs about 20 ns; where another thread holds its
-    context, ``_quiet_call``. ``quiet=False`` (comparisons, ``maximum``/``minimum``,
-    bitwise ops, which never warn on two arrays of one dtype and whose primitives call
-    the bare ufunc) skips it for two arrays."""
-    ok_dtypes = frozenset(d for d in dtypes.SUPPORTED if d.kind in kinds)
-    bind = prim.bind
-    traced_kinds = kinds.replace("b", "")  # bool add/multiply are or/and
-
-    def f(x, y, /):
-        tx, ty = type(x), type(y)
-        if tx is Array and ty is Array:  # the hottest case first: two concrete arrays
-            xv, yv = x._value, y._value
-            dt = xv.dtype
-            if dt is yv.dtype and dt in ok_dtypes and get_trace() is EVAL and not (
-                    _RANK_CHECK[0] and xv.ndim != yv.ndim):
-                try:
-                    r = _quiet_run(ufunc, xv, yv) if quiet else ufunc(xv, yv)
-                except ValueError:
-                    return slow(x, y)  # shapes do not broadcast: the slow path explains
-                except RuntimeError:  # the quiet context is busy (another thread)
-                    try:
-                        r = _quiet_call(ufunc, xv, yv)
-                    except ValueError:
-                        return slow(x, y)
-                out = new_array(Array)
-                out._value = r
-                out.weak_type = not out_bool and x.weak_type and y.weak_type
-                return out
-        if get_trace() is EVAL:  # an array with a Python scalar of a compatible kind
-            if tx is Array:
-                xv = x._value
-                if (ty is float and xv.dtype.kind in _FLOAT_KINDS) or (
-                        ty is int and xv.dtype.kind in "iuf" and xv.dtype.kind in kinds
-                        and _INT32_MIN <= y <= _INT32_MAX):
-                    try:
-                        r = _quiet_run(ufunc, xv, y)
-                    except RuntimeError:
-                        r = _quiet_call(ufunc, xv, y)
-                    out = new_array(Array)
-                    out._value = r
-                    out.weak_type = not out_bool and x.weak_type
-                    return out
-            elif tx is float or tx is int:
-                if ty is Array:
-                    yv = y._value
-                    if (tx is float and yv.dtype.kind in _FLOAT_KINDS) or (
-                            tx is int and yv.dtype.kind in "iuf" and yv.dtype.kind in kinds
-                            and _INT32_MIN <= x <= _INT32_MAX):
-                        try:
-                            r = _quiet_run(ufunc, x, yv)
-                        except RuntimeError:
-                            r = _quiet_call(ufunc, x, yv)
-                        out = new_array(Array)
-                        out._value = r
-                        out.weak_type = not out_bool and y.weak_type
-                        return out
-        elif isinstance(x, Array):  # tracers of one dtype, equal shapes or a rank-0 side
-            if isinstance(y, Array):
-                dt = x.dtype
-                if dt == y.dtype and dt.kind in traced_kinds and (
-                        x.shape == y.shape or not x.ndim or not y.ndim):
-                    return bind(x, y)
-            elif (ty is float or ty is int) and x.dtype.kind == "f":
-                # a scalar too large for the dtype is inf (without NumPy's cast warning)
-                try:
-                    s = _quiet_run(np.array, y, x.dtype)
-                except RuntimeError:
-                    s = _quiet_call(np.array, y, x.dtype)
-                return bind(x, Array._wrap(s[()], True))
-        elif (tx is float or tx is int) and isinstance(y, Array) and y.dtype.kind == "f":
-            try:
-                s = _quiet_run(np.array, x, y.dtype)
-            except RuntimeError:
-                s = _quiet_call(np.array, x, y.dtype)
-            return bind(Array._wrap(s[()], True), y)
-        return slow(x, y)
-    f.__name__ = name
-    f.__qualname__ = name
-    f.__doc__ = f"Elementwise ``{name}`` with NumPy broadcasting and JAX type promotion."
-    return f
+def _fast_binary(*args, **kw):
+    return fast_binary(*args, rank_check=_RANK_CHECK, **kw)  # the NumPy backend's shortcut
 
 
 def _binary(name, lax_fn, to_inexact=False, bool_fn=None):
@@ -125,42 +35,13 @@ def _binary(name, lax_fn, to_inexact=False, bool_fn=None):
 
 
 def _unary(name, lax_fn, to_inexact=False):
-    prim = lax_fn.prim
-    impl = prim.impl
-    raw = getattr(impl, "raw", None)
-    if raw is not None:
-        # A quiet impl: run its raw function in the "ignore all" error state here,
-        # which spares the wrapper's call frame (about 0.1 us of a 0.5 us op).
-        def f(x, /):
-            if type(x) is Array and get_trace() is EVAL:
-                v = x._value
-                if v.dtype.kind == "f":  # every unary primitive maps floats to their dtype
-                    try:
-                        r = _quiet_run(raw, v)
-                    except RuntimeError:  # busy quiet context, or raw's own error
-                        r = _quiet_call(raw, v)
-                    out = new_array(Array)
-                    out._value = r
-                    out.weak_type = x.weak_type
-                    return out
-            (x,) = promote(name, x, to_inexact=to_inexact)
-            return lax_fn(x)
-    else:
-        def f(x, /):
-            if type(x) is Array and get_trace() is EVAL:
-                v = x._value
-                if v.dtype.kind == "f":  # every unary primitive maps floats to their dtype
-                    out = new_array(Array)
-                    out._value = impl(v)
-                    out.weak_type = x.weak_type
-                    return out
-            (x,) = promote(name, x, to_inexact=to_inexact)
-            return lax_fn(x)
-    f.__name__ = name
-    f.__qualname__ = name
-    f.__doc__ = f"Elementwise ``{name}`` (integer inputs are converted to float where the " \
-                "result is not an integer)" if to_inexact else f"Elementwise ``{name}``."
-    return f
+    def slow(x, /):
+        (x,) = promote(name, x, to_inexact=to_inexact)
+        return lax_fn(x)
+    slow.__name__ = name
+    slow.__doc__ = f"Elementwise ``{name}`` (integer inputs are converted to float where the " \
+                   "result is not an integer)" if to_inexact else f"Elementwise ``{name}``."
+    return fast_unary(lax_fn.prim, slow)
 
 
 # --- arithmetic --------------------------------------------------------------------------
@@ -352,19 +233,14 @@ negative = _unary("negative", lax.neg)
 sign = _unary("sign", lax.sign)
 
 
-def absolute(x, /):
+def _absolute(x, /):
     """``|x|``; bools and unsigned ints are returned as they are (as JAX)."""
-    if type(x) is Array and get_trace() is EVAL:
-        v = x._value
-        if v.dtype.kind == "f":  # eager floats: |x| keeps the dtype and the weak type
-            out = new_array(Array)
-            out._value = _abs_impl(v)
-            out.weak_type = x.weak_type
-            return out
     (x,) = promote("absolute", x)
     return x if x.dtype.kind in "bu" else lax.abs(x)
 
 
+_absolute.__name__ = "absolute"
+absolute = fast_unary(_ew.abs_p, _absolute)  # eager floats: |x| keeps dtype and weak type
 abs = absolute
 
 
