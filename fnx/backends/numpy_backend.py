@@ -1,40 +1,87 @@
 """The NumPy backend: an IR lowered to one generated Python function over NumPy arrays
 (``numpy_codegen``), its buffers kept between calls (``buffers``), on the CPU; a scan
-loop as one generated function too (``numpy_loops``)."""
+loop as one generated function too (``numpy_loops``). Before lowering, the scans of an IR
+are restructured by the planner pass (``fnx.lax.control_flow.scan_plan.plan_scans``)
+with the backend's BLAS relayout hook (``numpy_loops.blas_relayout``)."""
 from __future__ import annotations
 
 import sys
+import weakref
 
 import numpy as np
 
 from ..core.array import Array
 from ..core.backend import Backend
+from ..lax.control_flow.scan_plan import ScanPlan, Unplanned, plan_scans, scan_plan_for
 from . import buffers
 from .buffers import RING_HELD
 from .numpy_codegen import compile_ir
-from .numpy_loops import scan_runner
+from .numpy_loops import blas_relayout, scan_runner
+
+_AS_IS = object()  # a scan with nothing to move out of its loop: run as it is
 
 
 class NumPyBackend(Backend):
     name = "numpy"
     platform = "cpu"
+    # The scan planner's hook for the operands of loop matmuls: a loop-invariant matrix
+    # BLAS would read through a transposed view is transposed once before the loop.
+    scan_relayout = staticmethod(blas_relayout)
+
+    def __init__(self):
+        super().__init__()
+        # scan body -> {loop shape: _AS_IS, its ScanPlan (run once so far, eagerly) or
+        # the compiled restructured program}
+        self.scans = weakref.WeakKeyDictionary()
 
     def compile(self, ir, name="jit", donated=()):
-        """The generated function of ``ir`` (``numpy_codegen.compile_ir``): ``.fn``,
-        ``.source`` and ``.pool`` (its buffers)."""
-        return compile_ir(ir, name, tuple(donated))
+        """The generated function of ``ir`` with its scans restructured (``plan_scans``
+        with ``scan_relayout``, then ``numpy_codegen.compile_ir``): ``.fn``, ``.source``
+        and ``.pool`` (its buffers)."""
+        return compile_ir(plan_scans(ir, relayout=self.scan_relayout), name, tuple(donated))
 
     def clear_cache(self):
-        """Forget the cached executables, and release the buffers every compiled function
-        keeps between calls (those of pools still reachable too)."""
+        """Forget the cached executables and scan plans, and release the buffers every
+        compiled function keeps between calls (those of pools still reachable too)."""
         super().clear_cache()
+        self.scans.clear()
         buffers.release_all()
 
     def run_scan(self, body, buffers, *, num_consts, num_carry, length, reverse, unroll=1):
-        """The scan as one generated function (``numpy_loops.scan_runner``: the body's code
-        inlined in a Python ``for``, ys written into preallocated arrays), cached per
-        body and loop shape; ``unroll`` changes nothing here."""
-        return scan_runner(body, num_consts, num_carry, length, reverse)(*buffers)
+        """The scan restructured by the planner (with ``scan_relayout``), its loop one
+        generated function (``numpy_loops.scan_runner``: the body's code inlined in a
+        Python ``for``, ys written into preallocated arrays). What to run is cached per
+        body and loop shape: a scan that a compiled function runs has a body the planner
+        already restructured, which runs as it is; another (an eager scan, whose body is
+        traced afresh on every call) runs its plan eagerly the first time
+        (``ScanPlan.run``) and its restructured program compiled from the second.
+        ``unroll`` changes nothing here."""
+        key = (num_consts, num_carry, length, reverse, unroll)
+        per = self.scans.get(body)
+        if per is None:
+            per = self.scans[body] = {}
+        run = per.get(key)
+        if run is None:
+            plan = None if length == 0 else scan_plan_for(
+                body, num_consts=num_consts, num_carry=num_carry, relayout=self.scan_relayout)
+            if plan is not None:
+                try:
+                    outs = plan.run(buffers, length, reverse, unroll)
+                except Unplanned:
+                    pass  # a batching rule refused: run the loop as it is
+                else:
+                    per[key] = plan
+                    return outs
+            run = per[key] = _AS_IS
+        if run is _AS_IS:
+            return scan_runner(body, num_consts, num_carry, length, reverse)(*buffers)
+        if type(run) is ScanPlan:  # run a second time: compile the restructured program
+            try:
+                run = per[key] = self.compile(run.program(length, reverse, unroll), "scan").fn
+            except Unplanned:  # pragma: no cover - ``run`` batched the same work
+                per[key] = _AS_IS
+                return scan_runner(body, num_consts, num_carry, length, reverse)(*buffers)
+        return list(run(*buffers))
 
     def put(self, value):
         return np.asarray(value)

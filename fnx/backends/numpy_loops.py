@@ -1,6 +1,7 @@
 """The NumPy backend's loops: a ``scan`` runs as one generated Python function (the body's
 code from ``numpy_codegen.emit_eqns`` inlined in a ``for``), cached per body IR and
-loop shape (``NumPyBackend.run_scan``)."""
+loop shape (``NumPyBackend.run_scan``); ``blas_relayout`` is the backend's hook into the
+scan planner (``fnx.lax.control_flow.scan_plan``) for the operands of loop matmuls."""
 from __future__ import annotations
 
 import itertools
@@ -8,10 +9,13 @@ import weakref
 
 import numpy as np
 
-from ..core.ir import Var
+from ..core.ir import Eqn, Var
+from ..core.primitive import ShapeDtypeStruct
+from ..lax.linalg_prims import dot_general_p
+from ..lax.shape import transpose_p
 from .numpy_codegen import emit_eqns, quiet_lines
 
-__all__ = ["scan_runner"]
+__all__ = ["scan_runner", "blas_relayout"]
 
 _RUNNERS = weakref.WeakKeyDictionary()
 
@@ -81,3 +85,38 @@ def scan_runner(body, num_consts, num_carry, length, reverse):
     run = per[key] = glb["run"]
     run.source = src
     return run
+
+
+def blas_relayout(e, invariant):
+    """The scan planner's relayout hook (``scan_plan.plan_scans(ir, relayout=...)``): for a
+    loop ``dot_general`` with a loop-invariant operand that BLAS would read through a
+    transposed view (its batch, free and contracting axes not in the order of a
+    contiguous matmul operand), ``(the dot_general reading a transposed copy, [the
+    transpose])``; the planner runs the transpose once before the loop, so each step
+    multiplies contiguous operands. None for any other equation."""
+    if e.prim is not dot_general_p:
+        return None
+    (lc, rc), (lb, rb) = e.params["dimension_numbers"]
+    ins, dn = list(e.inputs), [[list(lc), list(rc)], [list(lb), list(rb)]]
+    before = []
+    for side in (0, 1):
+        v = ins[side]
+        if type(v) is not Var or not invariant(v) or len(v.aval.shape) < 2:
+            continue
+        c, b = dn[0][side], dn[1][side]
+        f = [d for d in range(len(v.aval.shape)) if d not in c and d not in b]
+        order = b + f + c if side == 0 else b + c + f
+        if order == list(range(len(order))):
+            continue
+        where = {d: i for i, d in enumerate(order)}
+        w = Var(ShapeDtypeStruct(tuple(v.aval.shape[d] for d in order), v.aval.dtype,
+                                 v.aval.weak_type))
+        before.append(Eqn(transpose_p, [v], [w], {"permutation": tuple(order)}, e.source))
+        ins[side] = w
+        dn[0][side] = [where[d] for d in c]
+        dn[1][side] = [where[d] for d in b]
+    if not before:
+        return None
+    params = dict(e.params, dimension_numbers=((tuple(dn[0][0]), tuple(dn[0][1])),
+                                               (tuple(dn[1][0]), tuple(dn[1][1]))))
+    return Eqn(e.prim, ins, e.outputs, params, e.source), before

@@ -22,8 +22,9 @@ static bounds for reverse mode). vmap: a batched ``cond`` index becomes a select
 every branch's outputs; a batched ``while`` predicate loops until every lane is done,
 freezing finished lanes with a select. Impls: the bodies run on the backend holding
 the operands, through ``fnx.core.backend`` (``apply_ir`` for a branch, ``executable``
-for the while bodies, ``apply_scan`` for a whole scan, which the NumPy backend runs as
-one generated function: ``fnx.backends.numpy_loops``); control flow imports no backend.
+for the while bodies, ``apply_scan`` for a whole scan, which the NumPy backend
+restructures with ``scan_plan.plan_scans`` and runs as one generated function:
+``fnx.backends.numpy_loops``); control flow imports no backend.
 DCE: unused outputs of ``scan``/``cond`` are dropped, with what only they needed
 inside the bodies. ONNX: ``cond`` lowers to ``If`` (a chain of them for more than two
 branches), ``scan`` to ``Scan``, ``while`` to ``Loop``; the bodies become subgraphs
@@ -32,12 +33,14 @@ enclosing graph (ONNX outer scope).
 
 Modules: ``common`` (tracing into closed IRs, jvp/vmap of an IR inside a rule, carry
 checks), ``conditionals`` (``cond``/``switch``), ``loops`` (``while_loop``,
-``fori_loop``, ``scan``, ``map``), ``scan_plan`` (the work a scan body need not do on
-every step, moved out of the loop before ``scan`` is bound).
+``fori_loop``, ``scan``, ``map``), ``scan_plan`` (``plan_scans``: the IR pass a backend
+runs before lowering, moving the work a scan body need not do on every step out of the
+loop; ``scan`` binds the loop as written).
 """
 from __future__ import annotations
 
 from .conditionals import cond, cond_p, switch
 from .loops import fori_loop, map, scan, scan_p, while_loop, while_p
+from .scan_plan import plan_scans, scan_plan_for
 
 __all__ = ["cond", "switch", "while_loop", "fori_loop", "scan", "map"]

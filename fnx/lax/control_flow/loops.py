@@ -19,7 +19,6 @@ from ...errors import ShapeError
 from .common import (_as_list, _batch_flat, _batched_aval, _closed, _describe_aval, _fun_name,
                      _jvp_flat, _linearize_parts, _match_carry, _promoted, _strengthened,
                      _strong, _used_invars, _zeros)
-from .scan_plan import ScanPlan, Unplanned
 
 __all__ = ["while_loop", "fori_loop", "scan", "map"]
 
@@ -604,16 +603,10 @@ scan_p.locate_nonfinite = _scan_locate_nonfinite
 
 
 def _bind_scan(consts, init, xs, *, body, length, reverse=False, unroll=1):
-    """Bind ``scan`` for ``body`` (consts, carries, xs -> carries, ys) with the work that
-    need not run on every step moved out of the loop; the outputs are the scan's."""
+    """Bind ``scan`` for ``body`` (consts, carries, xs -> carries, ys) as it is; the work
+    that need not run on every step is moved out of the loop by the backend, which runs
+    ``scan_plan.plan_scans`` before lowering."""
     consts, init, xs = list(consts), list(init), list(xs)
-    if length > 0:
-        plan = ScanPlan(body, len(consts), len(init))
-        if not plan.trivial:
-            try:
-                return plan.run(scan_p, consts, init, xs, length, reverse, unroll)
-            except Unplanned:
-                pass
     return scan_p.bind(*consts, *init, *xs, body=body, num_consts=len(consts),
                        num_carry=len(init), length=length, reverse=reverse, unroll=unroll)
 
