@@ -280,6 +280,16 @@ extern "C" __global__ void asserts(float* out)
 {
     assert(threadIdx.x != 5);
 }
+extern "C" __global__ void off_by_one(const float* __restrict__ in, float* __restrict__ out, int n)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i <= n) out[i] = in[i] + 1.0f;          // i == n reads and writes one past the end
+}
+extern "C" __global__ void in_place(float* __restrict__ x, int n)
+{
+    const int i = blockIdx.x * blockDim.x + threadIdx.x;
+    if (i < n) x[i] = 2.0f * x[i];
+}
 extern "C" __global__ void __launch_bounds__(128) bounded(float* out)
 {
     out[threadIdx.x] = 1.0f;
@@ -460,6 +470,27 @@ def test_undefined_behaviour_raises(kernel, block, message):
 
 
 @needs_gxx
+def test_out_of_bounds_writes_raise_and_reads_show():
+    m = E.compile_kernels(MISUSE)
+    x = np.arange(40, dtype=np.float32)
+    out = np.zeros(40, np.float32)
+    with pytest.raises(E.EmulationError, match=r"kernel off_by_one wrote outside its arrays .*"
+                       r"out \(float\* __restrict__, 160 bytes\): bytes 0 to 3 past its end"):
+        m.launch("off_by_one", 2, 32, (x, out, np.int32(40)))
+    np.testing.assert_array_equal(out, x + 1)          # the writes in bounds are kept
+    big = np.zeros(41, np.float32)          # one element too many: the read is out of bounds
+    m.launch("off_by_one", 2, 32, (x, big, np.int32(40)))
+    assert np.isnan(big[40])                # it read the pad (signalling NaNs)
+    m.launch("off_by_one", 2, 32, (x, out, np.int32(39)))
+    m.launch("off_by_one", 2, 32, (x, big, np.int32(40)), check_bounds=False)
+    # views of one buffer share a copy: in place through overlapping views still works
+    buf = np.arange(64, dtype=np.float32)
+    m.launch("in_place", 1, 64, (buf[8:40], np.int32(32)))
+    np.testing.assert_array_equal(buf, np.concatenate([np.arange(8), 2 * np.arange(8, 40),
+                                                       np.arange(40, 64)]))
+
+
+@needs_gxx
 def test_launches_refused():
     m = E.compile_kernels(MISUSE)
     out = np.zeros(4096, np.float32)
@@ -616,6 +647,7 @@ def test_generated_elementwise_kernels_and_preamble_run_unchanged():
                for p, args, params in cases]
     text = C.PREAMBLE + "".join({ks.name: ks.body for ks in sources}.values())
     m = E.compile_kernels(text)
+    C.host_compile(sources)                 # the one-thread references, in one batch
     for (prim, args, params), ks in zip(cases, sources):
         assert not m.kernels[ks.name].fibers
         out = np.empty(ks.out_aval.shape, ks.out_aval.dtype)

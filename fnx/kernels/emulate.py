@@ -85,11 +85,21 @@ memory at block start, each function-scope static ``__shared__`` variable when t
 thread of the block reaches its declaration -- so reading it before writing shows.
 (File-scope ``__shared__`` variables are neither poisoned nor counted in the 48 KiB.)
 
+Out-of-bounds accesses to the arrays passed (``check_bounds``, on unless
+``FNX_EMULATE_CHECK_BOUNDS=0``): the kernel runs on copies of its array arguments, each
+between two 4 KiB pads (arrays whose memory overlaps share one copy, so an in-place kernel
+still sees what it writes); after the launch the copies are written back and a write into
+a pad is an ``EmulationError`` naming the parameter and the offsets. A pad holds signalling
+NaNs for a float array (arithmetic on them gives other bits, so even a NaN computed from a
+pad and written is seen) and 0xa5-like bytes otherwise, distinct per array: a read from a
+pad shows in the results. The copies cost a memcpy per array and launch; pass
+``check_bounds=False`` to time the emulator itself.
+
 Not emulated: ``__half`` and other fp16 types, textures/surfaces, cooperative groups,
 dynamic parallelism, ``__activemask``, the non-``_sync`` warp intrinsics, directed-rounding
 intrinsics other than ``_rn`` (they fail to compile), and spin-waits on other threads of
 the same block (threads switch only at barriers and collectives, so such a loop hangs).
-Out-of-bounds accesses are not checked (a write outside an array may crash the process),
+Accesses further than 4 KiB outside an array, and out-of-bounds reads, are not reported,
 nor is aliasing of ``__restrict__`` pointers. An ``extern "C"`` kernel may not take the
 name of a C library function (``div``, ``abs``, ...): g++ sees both. Template kernels are
 compiled but cannot be launched by name.
@@ -728,7 +738,7 @@ class Module:
                                     f"{', '.join(self.kernels) or 'none'}){extra}") from None
 
     def launch(self, name, grid, block, args, shared_bytes=0, *, schedule=None, seed=0,
-               workers=None, allow_strided=False):
+               workers=None, allow_strided=False, check_bounds=None):
         """Run kernel ``name`` on a ``grid`` of blocks of ``block`` threads (ints or
         tuples of up to 3), with ``shared_bytes`` of dynamic shared memory per block.
 
@@ -736,7 +746,9 @@ class Module:
         (C-contiguous unless ``allow_strided``; None passes a null pointer), scalars as
         CuPy passes them. ``schedule`` ("forward", "reverse", "shuffle" with ``seed``)
         orders the threads of each block; ``workers`` CPU threads run blocks (default
-        ``FNX_EMULATE_THREADS`` or the CPU count, 1 for small launches).
+        ``FNX_EMULATE_THREADS`` or the CPU count, 1 for small launches). With
+        ``check_bounds`` (default: on unless ``FNX_EMULATE_CHECK_BOUNDS=0``) the kernel
+        sees padded copies of the arrays (see the module docstring).
         Raises ``KernelLaunchError`` before running, ``EmulationError`` from the run."""
         k = self._kernel(name)
         grid3 = _dims(grid, "grid", name, (2**31 - 1, 65535, 65535))
@@ -762,6 +774,9 @@ class Module:
             raise KernelLaunchError(f"kernel {name}({sig}) takes {len(k.params)} arguments, "
                                     f"got {len(args)}")
         keep = [_convert(name, p, a, allow_strided) for p, a in zip(k.params, args)]
+        if check_bounds is None:
+            check_bounds = os.environ.get("FNX_EMULATE_CHECK_BOUNDS", "1") not in ("", "0")
+        padded = _Padded(name, k.params, args, keep) if check_bounds else None
         ptrs = (ctypes.c_void_p * max(1, len(keep)))(*[ctypes.addressof(c) for c in keep])
         if schedule is None:
             schedule = os.environ.get("FNX_EMULATE_SCHEDULE", "forward")
@@ -779,8 +794,106 @@ class Module:
                          int(seed) & (2**64 - 1), SCHEDULES[schedule],
                          max(1, min(int(workers), 256)),
                          int(os.environ.get("FNX_EMULATE_STACK_KB", "256")) * 1024)
-        if k._launch(ctypes.byref(launch)):
+        failed = k._launch(ctypes.byref(launch))
+        overrun = padded.finish() if padded is not None else None
+        if failed:
             raise EmulationError(err.value.decode(errors="replace"))
+        if overrun:
+            raise EmulationError(overrun)
+
+
+_PAD = 4096
+
+
+def _extent(a):
+    """The bytes an array's elements span: (first address, end address)."""
+    lo = hi = a.ctypes.data
+    if a.size:
+        for n, st in zip(a.shape, a.strides):
+            if st < 0:
+                lo += st * (n - 1)
+            else:
+                hi += st * (n - 1)
+        hi += a.itemsize
+    return lo, hi
+
+
+def _pad_word(dtype, k):
+    """The bytes of one pad element of the k-th copied array: a signalling NaN for
+    floats (arithmetic on it gives a quiet NaN, other bits: a value computed from a pad
+    and written to another is seen), 0xa5-like bytes otherwise; distinct per array."""
+    k &= 0xFF
+    if dtype == np.float32:
+        return np.array([0x7FA5A500 | k], np.uint32).tobytes()
+    if dtype == np.float64:
+        return np.array([0x7FF4A5A5A5A5A500 | k], np.uint64).tobytes()
+    return bytes([0xA5 ^ k if 0xA5 ^ k not in (0, 0xFF) else 0x5A])
+
+
+class _Padded:
+    """The array arguments of one launch moved into copies between two pads: overlapping
+    arrays share one copy (an in-place kernel still sees its input change), the pointers
+    in ``keep`` are redirected, and ``finish`` copies written bytes back and reports a pad
+    the kernel wrote."""
+
+    def __init__(self, kernel, params, args, keep):
+        self.kernel = kernel
+        spans = []
+        for i, (p, a) in enumerate(zip(params, args)):
+            if p.pointer and isinstance(a, np.ndarray):
+                lo, hi = _extent(a)
+                spans.append([lo, hi, [i]])
+        spans.sort(key=lambda s: s[0])
+        groups = []
+        for lo, hi, idx in spans:
+            if groups and lo < groups[-1][1]:
+                groups[-1][1] = max(groups[-1][1], hi)
+                groups[-1][2] += idx
+            else:
+                groups.append([lo, hi, idx])
+        self.groups = []
+        for k, (lo, hi, idx) in enumerate(groups):
+            size = hi - lo
+            word = _pad_word(args[idx[0]].dtype, k)
+            pad = np.frombuffer(word * (_PAD // len(word)), np.uint8)
+            raw = np.empty(size + 2 * _PAD + 64, np.uint8)
+            start = -raw.ctypes.data % 64
+            buf = raw[start:start + size + 2 * _PAD]
+            buf[:_PAD] = pad
+            buf[_PAD + size:] = pad
+            original = (np.ctypeslib.as_array((ctypes.c_uint8 * size).from_address(lo))
+                        if size else np.empty(0, np.uint8))
+            buf[_PAD:_PAD + size] = original
+            base = buf.ctypes.data + _PAD
+            for i in idx:
+                keep[i].value = base + (args[i].ctypes.data - lo)
+            written = any(not params[i].const for i in idx)
+            names = [f"{params[i].name} ({params[i].type}, {args[i].nbytes} bytes)" for i in idx]
+            self.groups.append((buf, pad, len(word), original, size, written, names))
+
+    def finish(self):
+        """Copy written arrays back; a message if the kernel wrote into a pad."""
+        problems = []
+        for buf, pad, itemsize, original, size, written, names in self.groups:
+            if written and size:
+                original[:] = buf[_PAD:_PAD + size]
+            before = np.flatnonzero(buf[:_PAD] != pad)
+            after = np.flatnonzero(buf[_PAD + size:] != pad)
+            w = itemsize        # whole elements: bytes [first, last] rounded out to them
+            where = []
+            if before.size:
+                first, last = before[0] // w * w - _PAD, before[-1] // w * w + w - 1 - _PAD
+                where.append(f"bytes {first} to {last} before its start")
+            if after.size:
+                first, last = after[0] // w * w, after[-1] // w * w + w - 1
+                where.append(f"bytes {first} to {last} past its end")
+            if where:
+                problems.append(f"{' / '.join(names)}: {' and '.join(where)}")
+        if problems:
+            return (f"kernel {self.kernel} wrote outside its arrays (out-of-bounds writes, "
+                    f"caught in {_PAD}-byte pads around each array argument): "
+                    + "; ".join(problems))
+        return None
 
 
 def _type_error(kernel, p, what):
