@@ -12,6 +12,7 @@ import re
 import subprocess
 import sys
 import textwrap
+import warnings
 
 import numpy as np
 import pytest
@@ -23,6 +24,10 @@ from fnx.core.primitive import ShapeDtypeStruct
 
 needs_gxx = pytest.mark.skipif(not E.emulator_available(), reason="g++ is not available")
 needs_nvrtc = pytest.mark.skipif(not C.compiler_available(), reason="NVRTC is not available")
+needs_device = pytest.mark.skipif(not C.device_available(), reason="no CUDA device")
+with warnings.catch_warnings():   # as in test_kernels: the marker is registered nowhere else
+    warnings.simplefilter("ignore", pytest.PytestUnknownMarkWarning)
+    gpu = pytest.mark.gpu
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -671,3 +676,54 @@ def test_every_emulated_source_compiles_with_nvrtc(name):
 def test_nvrtc_check_reports_errors():
     with pytest.raises(C.KernelCompileError, match="NVRTC could not compile .* sm_80"):
         E.nvrtc_check('extern "C" __global__ void bad(float* o) { o[0] = undefined_name; }')
+
+
+# --- on a real GPU: the emulator gives what the device gives -------------------------------------
+
+def _on_device(source, name, grid, block, args, shared_mem=0, tmp_path=None):
+    """Run kernel ``name`` of ``source`` on the GPU (NVRTC's PTX, loaded by CuPy) on
+    copies of ``args``; the arrays after the launch (None for scalars)."""
+    import cupy
+    ptx = E.nvrtc_check(source, archs=("sm_80",))["sm_80"]
+    path = os.path.join(str(tmp_path), f"{name}.ptx")
+    with open(path, "wb") as f:
+        f.write(ptx)
+    dev = [cupy.asarray(a) if isinstance(a, np.ndarray) else a for a in args]
+    as3 = (lambda d: (d,) if isinstance(d, int) else tuple(d))
+    cupy.RawModule(path=path).get_function(name)(as3(grid), as3(block), tuple(dev),
+                                                 shared_mem=shared_mem)
+    return [cupy.asnumpy(d) if isinstance(a, np.ndarray) else None for a, d in zip(args, dev)]
+
+
+@gpu
+@needs_device
+@needs_gxx
+def test_emulator_matches_the_gpu(tmp_path):
+    rng = np.random.default_rng(7)
+    v = rng.integers(-50, 50, 64).astype(np.int32)
+    out = np.zeros((64, 12), np.int32)
+    module("warps").launch("warp_ops", 1, 64, (v, out))
+    np.testing.assert_array_equal(out, _on_device(WARPS, "warp_ops", 1, 64, (v, out * 0),
+                                                  tmp_path=tmp_path)[1])
+
+    nbins = 37
+    vals = rng.integers(0, nbins, 50_000).astype(np.int32)
+    args = (vals, vals.size, np.zeros(nbins, np.uint32), np.int32(nbins), np.zeros(1, np.float32),
+            np.full(1, -1, np.int32))
+    dev = _on_device(ATOMICS, "histogram", 64, 256, args, shared_mem=nbins * 4, tmp_path=tmp_path)
+    module("atomics").launch("histogram", 64, 256, args, shared_bytes=nbins * 4)
+    for got, want in zip(args, dev):
+        if want is not None:
+            np.testing.assert_array_equal(got, want)
+
+    x = (rng.standard_normal((50, 300)) * 4).astype(np.float32)
+    y = np.empty_like(x)
+    module("rows").launch("softmax_rows", 50, 256, (x, y, np.int32(300)))
+    want = _on_device(ROWS, "softmax_rows", 50, 256, (x, y * 0, np.int32(300)), tmp_path=tmp_path)
+    np.testing.assert_allclose(y, want[1], rtol=1e-5, atol=1e-8)
+    d = rng.standard_normal((23, 77))
+    mx = np.zeros(23)
+    module("rows").launch("rowmax_warp", 6, (32, 4), (d, mx, np.int32(23), np.int32(77)))
+    want = _on_device(ROWS, "rowmax_warp", 6, (32, 4), (d, mx * 0, np.int32(23), np.int32(77)),
+                      tmp_path=tmp_path)
+    np.testing.assert_array_equal(mx, want[1])
