@@ -416,3 +416,69 @@ def test_eager_cond_and_switch_check_the_branches_not_taken():
     for _ in range(3):   # the other branch is traced once per signature, never run
         np.testing.assert_array_equal(lax.cond(False, other, taken, x), x + 1)
     assert calls == ["taken", "traced", "taken", "taken"]
+
+
+# --- which carries get a tangent ---------------------------------------------------------
+
+def _jvp_cases():
+    f32 = np.float32
+
+    def rnn(w, xs, h0):  # the state, from a constant h0, depends on w: the widest mask
+        return (lax.scan(lambda h, x: (fnp.tanh(x @ w + h @ w),) * 2, h0, xs)[1] ** 2).sum()
+
+    def counter(w, xs, h0):  # a float carry that never depends on w
+        def cell(c, x):
+            n, h = c
+            return (n + 1.0, fnp.tanh(x @ w) + h * 0), x.sum() * n
+        (_, h), ys = lax.scan(cell, (f32(0), h0), xs)
+        return h.sum() + ys.sum()
+
+    def floor_cycle(w, xs, h0):  # two carries tied to w only through floor: no tangent
+        def cell(c, x):
+            a, b = c
+            return (b + fnp.floor(x @ w), a), (x @ w).sum() + a.sum()
+        return lax.scan(cell, (h0, h0), xs)[1].sum()
+
+    def stop(w, xs, h0):
+        def cell(h, x):
+            h = lax.stop_gradient(h) * 0.5 + x @ w
+            return h, h.sum()
+        h, ys = lax.scan(cell, h0, xs)
+        return ys.sum() + h.sum()
+
+    def int_carry(w, xs, h0):
+        return lax.scan(lambda c, x: ((c[0] + 1, c[1] @ w + x * c[0]), c[1].sum()),
+                        (0, h0), xs)[1].sum()
+    return rnn, counter, floor_cycle, stop, int_carry
+
+
+def test_scan_jvp_finds_the_carry_tangents_in_one_linearization_when_it_can(monkeypatch):
+    from fnx.lax.control_flow import loops
+    rng = np.random.default_rng(3)
+    w = rng.normal(size=(4, 4)).astype(np.float32) * 0.5
+    xs = rng.normal(size=(5, 3, 4)).astype(np.float32)
+    h0 = np.zeros((3, 4), np.float32)
+    traced = []
+    closed = loops._closed
+    monkeypatch.setattr(loops, "_closed", lambda f, a, n: (traced.append(n), closed(f, a, n))[1])
+    irs, counts = {}, {}
+    for widest in (True, False):
+        if not widest:  # the fixpoint from the carries given a tangent only, as before
+            monkeypatch.setattr(loops, "_scan_jvp_widest_first", False)
+        for f in _jvp_cases():
+            traced.clear()
+            ir = str(fnx.make_ir(fnx.grad(f))(w, xs, h0))
+            counts[widest, f.__name__] = traced.count("scan_fwd")
+            irs[widest, f.__name__] = (ir, str(fnx.make_ir(fnx.grad(f, (0, 2)))(w, xs, h0)))
+            if f.__name__ in ("floor_cycle", "stop"):
+                continue  # floor jumps, stop_gradient cuts: no finite difference to match
+            got = fnx.jit(fnx.grad(f))(w, xs, h0)
+            eps, d = 1e-2, np.zeros_like(w)
+            d[1, 2] = 1
+            num = (f(w + eps * d, xs, h0) - f(w - eps * d, xs, h0)) / (2 * eps)
+            close(np.asarray(got)[1, 2], num, 2e-2)
+    for name in ("rnn", "counter", "floor_cycle", "stop", "int_carry"):
+        assert irs[True, name] == irs[False, name], name  # the same masks, the same IRs
+    # an RNN's state gets a tangent: found from the widest mask's linear IR, one trace
+    assert counts[True, "rnn"] == 1 and counts[False, "rnn"] == 2
+    assert counts[True, "stop"] == 1 and counts[True, "int_carry"] == 1

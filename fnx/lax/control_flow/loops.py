@@ -11,7 +11,7 @@ from ...core import dtypes
 from ...core.array import Array, Tracer, to_array
 from ...core import onnx_rules as O
 from ...core.backend import apply_scan, backend_for, register_lowering
-from ...core.ir import IR, Eqn, Var, Literal, dce, eval_ir
+from ...core.ir import IR, Eqn, Var, Literal, dce, eval_ir, sub_irs
 from ...core.primitive import Primitive, ShapeDtypeStruct
 from ...core.trace import get_trace
 from ...core.tracing import IRTracer, trace_flat
@@ -368,6 +368,9 @@ def _x_aval(a):
     return ShapeDtypeStruct(tuple(a.shape)[1:], a.dtype, a.weak_type)
 
 
+_scan_jvp_widest_first = True  # (tests compare with the plain fixpoint)
+
+
 def _scan_jvp(primals, tangents, *, body, num_consts, num_carry, length, reverse, unroll):
     nc, nk = num_consts, num_carry
     consts, init, xs = primals[:nc], primals[nc:nc + nk], primals[nc + nk:]
@@ -378,15 +381,32 @@ def _scan_jvp(primals, tangents, *, body, num_consts, num_carry, length, reverse
     in_avals = ([_strong(c.aval) for c in consts] + [_strong(k.aval) for k in init]
                 + [_x_aval(x.aval) for x in xs])
     n_out = len(body.outvars)
+    # Which carries get a tangent: a fixpoint over the body. The widest mask (every
+    # inexact carry) is tried first when some carry starts without a tangent: it is
+    # usually the fixpoint (an RNN's state, from a constant initial value, depends on the
+    # weights), which its linear IR shows at once; else the loop goes on from the carries
+    # that IR shows get one, so the mask found is the same.
+    full = [dtypes.is_inexact(p.dtype) for p in init]
+    widest = (_scan_jvp_widest_first and kmask != full
+              and not any(any(sub_irs(e.params)) for e in body.eqns))
+    trial = full if widest else kmask
     while True:
-        fun, box = _linearize_parts(body, cmask + kmask + xmask)
+        fun, box = _linearize_parts(body, cmask + trial + xmask)
         fir, fconsts = _closed(fun, in_avals, "scan_fwd")
         zero = box["zero"]
+        if widest:
+            widest = False
+            reach = _tangent_carries(box["lin"], zero, cmask, trial, kmask)
+            if reach == trial:
+                break
+            trial = kmask if reach is None else reach
+            continue
         new = [m or (not zero[i] and dtypes.is_inexact(init[i].dtype))
-               for i, m in enumerate(kmask)]
-        if new == kmask:
+               for i, m in enumerate(trial)]
+        if new == trial:
             break
-        kmask = new
+        trial = new
+    kmask = trial
     lin = box["lin"]
     ymask = [not z and dtypes.is_inexact(a.dtype)
              for z, a in zip(zero[nk:], body.out_avals[nk:])]
@@ -432,6 +452,33 @@ def _scan_jvp(primals, tangents, *, body, num_consts, num_carry, length, reverse
 
 
 scan_p.jvp = _scan_jvp
+
+
+def _tangent_carries(lin, zero, cmask, trial, kmask):
+    """From the linear IR ``lin`` of a scan body linearized with the carries in ``trial``
+    (and the consts/xs in their masks): which carries get a tangent when only those in
+    ``kmask`` start with one (the least fixpoint, by what the linear equations read);
+    None when ``lin`` holds equations whose outputs need not each depend on every input
+    (several results, sub-IRs)."""
+    if any(e.prim.multiple_results or any(sub_irs(e.params)) for e in lin.eqns):
+        return None
+    n_c, n_k = sum(cmask), sum(trial)
+    if len(lin.invars) < n_c + n_k:  # pragma: no cover - one input per masked tangent
+        return None
+    kpos = [i for i, m in enumerate(trial) if m]
+    carries_in = lin.invars[n_c:n_c + n_k]
+    given = set(lin.invars[:n_c]) | set(lin.invars[n_c + n_k:])
+    on = list(kmask)
+    while True:
+        reached = given | {v for v, i in zip(carries_in, kpos) if on[i]}
+        for e in lin.eqns:
+            if any(type(v) is Var and v in reached for v in e.inputs):
+                reached.update(e.outputs)
+        new = [m or (trial[i] and not zero[i] and type(lin.outvars[i]) is Var
+                     and lin.outvars[i] in reached) for i, m in enumerate(on)]
+        if new == on:
+            return on
+        on = new
 
 
 def _scan_transpose(cts, *args, body, num_consts, num_carry, length, reverse, unroll):
