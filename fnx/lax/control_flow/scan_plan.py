@@ -35,9 +35,9 @@ import weakref
 import numpy as np
 
 from ..._config import config
+from ...core.array import Array
 from ...core.ir import IR, Eqn, Var, Literal, check_ir, dce, eval_ir, has_effects, sub_irs
 from ...core.primitive import ShapeDtypeStruct
-from ...core.array import Array
 from ...core.trace import CURRENT_TRACE, EVAL
 from ...core.tracing import trace_flat
 from ...errors import ShapeError
@@ -447,8 +447,6 @@ def _plan_ir(ir, relayout, closed):
                 for f in frag.eqns:
                     eqns.append(Eqn(f.prim, [where.get(v, v) if type(v) is Var else v
                                              for v in f.inputs], f.outputs, f.params, f.source))
-                    if f.prim is scan_p:
-                        _mark_final(f.params["body"], relayout)
                 for o, v in zip(e.outputs, frag.outvars):
                     subst[o] = where.get(v, v) if type(v) is Var else v
                 constvars += frag.constvars
@@ -467,12 +465,10 @@ def _restructured(e, relayout):
     """The equations replacing the scan equation ``e``: an IR taking ``e``'s inputs and
     returning its outputs, or None when the loop stays as it is."""
     p = e.params
-    body, nc, nk = p["body"], p["num_consts"], p["num_carry"]
-    if p["length"] == 0 or relayout in _FINAL.get(body, ()):
-        return None
-    plan = ScanPlan(body, nc, nk, relayout)
-    if plan.trivial:
-        _mark_final(body, relayout)
+    body = p["body"]
+    plan = None if p["length"] == 0 else scan_plan_for(
+        body, num_consts=p["num_consts"], num_carry=p["num_carry"], relayout=relayout)
+    if plan is None:
         return None
     try:
         frag = plan.program(p["length"], p["reverse"], p["unroll"],
