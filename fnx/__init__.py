@@ -54,10 +54,21 @@ _primitive.BUILTIN = frozenset(_primitive.REGISTRY)  # fnx's own primitives (not
 from ._version import __version__  # noqa: E402
 
 
-def device_put(x, device=None):
-    """Arrays of every leaf of ``x`` (copies NumPy inputs; fnx arrays are returned as is)."""
-    from .core.array import to_array
-    return tree_util.tree_map(to_array, x)
+def device_put(x, device=None, *, src=None, donate=False, may_alias=None):
+    """Every leaf of ``x`` as an Array on ``device`` (a device of ``fnx.devices()``, a
+    ``SingleDeviceSharding``, or None: where it is; NumPy and Python inputs are copied to
+    the CPU first), committed there (see ``fnx.core.devices``); ``device`` may also be a
+    pytree prefix of ``x`` giving one device per subtree."""
+    from .core.array import device_put_array, to_array
+    from .core.array import SingleDeviceSharding
+
+    def one(leaf, dev):
+        if isinstance(dev, SingleDeviceSharding):
+            dev = dev._device
+        return device_put_array(to_array(leaf, "device_put"), dev)
+    if device is None or isinstance(device, (Device, SingleDeviceSharding)):
+        return tree_util.tree_map(lambda leaf: one(leaf, device), x)
+    return tree_util.tree_map(one, x, device)
 
 
 def block_until_ready(x):

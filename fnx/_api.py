@@ -5,9 +5,9 @@ and the custom-derivative helpers ``closure_convert`` (closed-over traced values
 to trailing arguments) and ``custom_gradient`` (TensorFlow-style ``(value, vjp)`` pairs,
 a ``custom_vjp`` whose backward function is traced once in the forward pass).
 
-fnx runs on one device, the host CPU, in one process, so the device queries answer for
-that one device (``CpuDevice(id=0)``, as JAX on a CPU-only machine); asking for another
-backend raises. Names have no effect on fnx's IR, so ``named_call`` and ``named_scope``
+fnx runs in one process, on the host CPU and, where the CUDA backend is there (a GPU with
+CuPy, or its emulation with ``FNX_GPU_EMULATE=1``), a GPU; the device queries answer for
+those (``fnx.core.devices`` has the placement rules). Names have no effect on fnx's IR, so ``named_call`` and ``named_scope``
 only check their arguments.
 """
 from __future__ import annotations
@@ -22,6 +22,7 @@ import numpy as np
 from . import tree_util
 from ._config import config
 from .core.array import CPU_DEVICE, Array, Tracer, to_array
+from .core.backend import all_devices, default_device as default_device_now
 from .core.dtypes import dtype_and_weak
 from .core.ir import IR, Literal, Var, eval_ir, format_ir
 from .core.primitive import ShapeDtypeStruct, aval_of
@@ -32,7 +33,7 @@ from .errors import ArgnumsError
 from .transforms.jit import jit
 from .transforms.vjp import VJP, backward_pass, vjp
 
-Device = type(CPU_DEVICE)   # the class of fnx's one device (CpuDevice)
+from .core.devices import Device  # noqa: E402  (JAX's jax.Device: every device's class)
 
 
 # --- make_jaxpr ------------------------------------------------------------------------------
@@ -208,38 +209,62 @@ class ensure_compile_time_eval:
 
 # --- devices and processes ---------------------------------------------------------------------
 
-def _check_backend(backend, what):
-    if backend is not None and backend != "cpu" and backend is not CPU_DEVICE:
-        raise RuntimeError(f"{what}: unknown backend {backend!r}; fnx runs on one backend, "
-                           "'cpu'")
+_PLATFORM_ALIASES = {"cpu": "cpu", "gpu": "gpu", "cuda": "gpu"}
+
+
+def _platform_of(backend, what):
+    """The platform ("cpu", "gpu") a ``backend=`` argument names (a name or a device)."""
+    if isinstance(backend, Device):
+        return backend.platform
+    platform_ = _PLATFORM_ALIASES.get(str(backend).lower()) if backend is not None else None
+    if platform_ is None:
+        raise RuntimeError(f"{what}: unknown backend {backend!r}; the backends are "
+                           f"{sorted(set(d.platform for d in all_devices()))} ('cuda' is "
+                           "'gpu')")
+    return platform_
 
 
 def devices(backend=None):
-    """The devices: fnx has one, the CPU (``[CpuDevice(id=0)]``)."""
-    _check_backend(backend, "devices")
-    return [CPU_DEVICE]
+    """The devices of ``backend`` ("cpu", "gpu"/"cuda"; None: the default backend's).
+    A GPU is there with CuPy and a CUDA device, or emulated (``FNX_GPU_EMULATE=1``);
+    asking for one where there is none raises, as JAX."""
+    platform_ = default_backend() if backend is None else _platform_of(backend, "devices")
+    found = [d for d in all_devices() if d.platform == platform_]
+    if not found:
+        raise RuntimeError(f"devices: no {platform_!r} backend here (the platforms are "
+                           f"{sorted(set(d.platform for d in all_devices()))}). A GPU needs "
+                           "CuPy and a CUDA device (pip install fnx[cuda]), or "
+                           "FNX_GPU_EMULATE=1 for the CPU emulation of one.")
+    return found
 
 
 def local_devices(process_index=None, backend=None, host_id=None):
-    _check_backend(backend, "local_devices")
     if (process_index or 0) != 0 or (host_id or 0) != 0:
         raise ValueError(f"local_devices: there is one process (index 0), got "
                          f"{process_index if process_index is not None else host_id}")
-    return [CPU_DEVICE]
+    return devices(backend)
 
 
 def device_count(backend=None):
-    _check_backend(backend, "device_count")
-    return 1
+    return len(devices(backend))
 
 
 def local_device_count(backend=None):
-    _check_backend(backend, "local_device_count")
-    return 1
+    return len(devices(backend))
 
 
 def default_backend():
-    return "cpu"
+    """The platform computations on uncommitted values run on: "cpu", unless
+    ``fnx.default_device`` (or ``jax_default_device``) names a GPU. Unlike JAX, a GPU
+    is never the default by itself: data goes there with ``device_put`` or
+    ``default_device``."""
+    d = default_device_now()
+    return "cpu" if d is None else d.platform
+
+
+def _check_backend(backend, what):
+    if backend is not None:
+        _platform_of(backend, what)
 
 
 def process_index(backend=None):
@@ -263,7 +288,7 @@ def device_get(x):
     def get(leaf):
         if isinstance(leaf, Tracer):
             leaf._concrete("device_get")
-        return leaf._value if type(leaf) is Array else leaf
+        return leaf._concrete("device_get") if type(leaf) is Array else leaf
     return tree_util.tree_map(get, x)
 
 
@@ -514,10 +539,9 @@ def checking_leaks():
 
 
 def default_device(device):
-    """``with fnx.default_device(d):``: ``d`` must be the one device, the CPU (or None,
-    'cpu'); anything else raises."""
-    if device is not None and device is not CPU_DEVICE and device != "cpu":
-        raise ValueError(f"default_device: fnx has one device, {CPU_DEVICE!r}; got {device!r}")
+    """``with fnx.default_device(d):``: computations on uncommitted values (creation
+    functions, ``fnx.random``, Python scalars and NumPy inputs) run on the device ``d``
+    (a Device, or "cpu"/"gpu": that platform's first device; None: the CPU)."""
     return config._override("jax_default_device", device)
 
 

@@ -9,7 +9,7 @@ Ported code sets flags the way it does under JAX::
 Every flag fnx knows is listed in ``FLAGS`` with what fnx does with it. A flag
 fnx implements changes behaviour as in JAX; a flag that cannot change a result
 here (log and cache settings, the traceback filter) is accepted and recorded;
-a value fnx cannot honour (a GPU platform, the old non-partitionable threefry)
+a value fnx cannot honour (the old non-partitionable threefry)
 raises ``ValueError`` saying so. An unknown flag raises ``AttributeError``, so a
 misspelt flag is never silently ignored.
 
@@ -61,10 +61,21 @@ def _platform(name, value):
     if value is None:
         return value
     for part in str(value).split(","):
-        if part.strip().lower() not in ("cpu", ""):
-            raise ValueError(f"fnx.config: {name}={value!r}: fnx runs on the CPU only in this "
-                             "version (the GPU backend is not built yet); use 'cpu' or None")
+        if part.strip().lower() not in ("cpu", "gpu", "cuda", ""):
+            raise ValueError(f"fnx.config: {name}={value!r}: fnx's platforms are 'cpu' and "
+                             "'gpu' (also called 'cuda')")
     return value
+
+
+def _device(name, value):
+    """None, a platform name ("cpu", "gpu", "cuda") or a device (``fnx.devices()``)."""
+    if value is None or (isinstance(value, str) and value.lower() in ("cpu", "gpu", "cuda")):
+        return value
+    from .core.devices import Device
+    if isinstance(value, Device):
+        return value
+    raise ValueError(f"fnx.config: {name} takes a device (one of fnx.devices()), a platform "
+                     f"name ('cpu', 'gpu') or None, got {value!r}")
 
 
 def _precision(name, value):
@@ -103,8 +114,9 @@ FLAGS = {
                                   "'strict' refuses implicit promotion between dtypes"),
     "jax_default_matmul_precision": (None, _precision,
                                      "recorded; NumPy's CPU matmuls run at full precision"),
-    "jax_platform_name": (None, _platform, "only the CPU exists"),
-    "jax_platforms": (None, _platform, "only the CPU exists"),
+    "jax_platform_name": (None, _platform, "recorded; the default device is the CPU unless "
+                                           "jax_default_device names another"),
+    "jax_platforms": (None, _platform, "recorded; see jax_platform_name"),
     "jax_default_prng_impl": ("threefry2x32", _choice("threefry2x32"),
                               "fnx.random is threefry-2x32"),
     "jax_threefry_partitionable": (True, _true_only("fnx derives keys the partitionable way, "
@@ -121,7 +133,7 @@ FLAGS = {
     "jax_persistent_cache_min_compile_time_secs": (1.0, _anything, "recorded"),
     "jax_persistent_cache_min_entry_size_bytes": (0, _anything, "recorded"),
     "jax_transfer_guard": (None, _anything, "recorded; one device, no transfers"),
-    "jax_default_device": (None, _anything, "recorded; one device"),
+    "jax_default_device": (None, _device, "where computations on uncommitted values run"),
     "jax_dynamic_shapes": (False, _choice(False), "shapes are static"),
     "jax_spmd_mode": ("allow_all", _anything, "recorded"),
     "jax_use_shardy_partitioner": (False, _anything, "recorded; no partitioner"),
@@ -169,8 +181,14 @@ class Config:
         old = self.values[name]
         self.values[name] = value
         if old != value:
-            for fn in self._listeners.get(name, ()):
-                fn(value)
+            try:
+                for fn in self._listeners.get(name, ()):
+                    fn(value)
+            except BaseException:  # a listener refused the value: keep the old one
+                self.values[name] = old
+                for fn in self._listeners.get(name, ()):
+                    fn(old)
+                raise
 
     def read(self, name):
         if name not in FLAGS:

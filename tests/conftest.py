@@ -3,7 +3,12 @@ and ``fnx-thorough`` (200): ``HYPOTHESIS_PROFILE=fnx-thorough python -m pytest``
 deep local run."""
 import os
 
-from hypothesis import settings
+# The GPU device: a real one where CuPy finds one, else its CPU emulation, registered for the
+# whole suite (so every CPU test also runs with a device backend present); the tests marked
+# ``gpu`` run on it.
+os.environ.setdefault("FNX_GPU_EMULATE", "1")
+
+from hypothesis import settings  # noqa: E402
 
 from fnx.testing.strategies import register_profiles
 
@@ -16,6 +21,9 @@ import fnx  # noqa: E402
 
 
 def pytest_configure(config):
+    config.addinivalue_line(
+        "markers", "gpu: runs on the GPU device (the emulated one without a GPU; "
+        "`pytest -m gpu` runs only these)")
     config.addinivalue_line(
         "markers", "x64: run with jax_enable_x64 on, as JAX's own suite runs its float64 and "
         "int64 tests (put `pytestmark = pytest.mark.x64` in a module whose references are 64-bit)")
@@ -36,3 +44,33 @@ def x64():
     """``jax_enable_x64`` on for one test (a test asks for it by name); restored after."""
     with fnx.enable_x64(True):
         yield
+
+
+@pytest.fixture
+def gpu():
+    """The GPU device (``fnx.devices("gpu")[0]``): a real one, else the emulated one."""
+    from fnx.backends import enable_gpu_emulation
+    try:
+        return fnx.devices("gpu")[0]
+    except RuntimeError:
+        enable_gpu_emulation()
+        return fnx.devices("gpu")[0]
+
+
+def pytest_terminal_summary(terminalreporter):
+    """How many GPU-marked tests ran, and on which device."""
+    counts = {}
+    for outcome in ("passed", "failed", "error", "skipped"):
+        for rep in terminalreporter.stats.get(outcome, []):
+            if "gpu" in getattr(rep, "keywords", {}) and rep.when in ("call", "setup"):
+                if outcome == "passed" and rep.when != "call":
+                    continue
+                counts[outcome] = counts.get(outcome, 0) + 1
+    if counts:
+        try:
+            dev = fnx.devices("gpu")[0]
+            where = f"{dev!r} ({dev.device_kind})"
+        except RuntimeError:
+            where = "no GPU device"
+        parts = ", ".join(f"{n} {k}" for k, n in counts.items())
+        terminalreporter.write_line(f"GPU-marked tests on {where}: {parts}")

@@ -83,8 +83,8 @@ def test_a_new_backend_registers_and_is_listed_where_available():
             register_backend(object())
     finally:
         gone = core_backend._BACKENDS.pop("test_interpreter", None)
-        if gone in core_backend._DEVICE_BACKENDS:
-            core_backend._DEVICE_BACKENDS.remove(gone)
+        if gone in core_backend.DEVICE_BACKENDS:
+            core_backend.DEVICE_BACKENDS.remove(gone)
 
 
 def test_clear_caches_empties_the_backends_executable_caches():

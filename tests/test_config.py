@@ -35,7 +35,7 @@ def test_unknown_flags_raise_and_attributes_cannot_be_set():
 
 @pytest.mark.parametrize("name,bad", [
     ("jax_enable_x64", "maybe"), ("jax_numpy_rank_promotion", "sometimes"),
-    ("jax_platform_name", "gpu"), ("jax_platforms", "cuda,cpu"),
+    ("jax_platform_name", "tpu"), ("jax_platforms", "tpu,cpu"),
     ("jax_threefry_partitionable", False), ("jax_default_prng_impl", "rbg"),
     ("jax_num_cpu_devices", 8), ("jax_default_matmul_precision", "ultra"),
     ("jax_dynamic_shapes", True), ("jax_enable_custom_prng", True)])

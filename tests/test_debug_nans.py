@@ -114,12 +114,12 @@ def test_donated_argument_still_invalidated():
 def test_off_costs_nothing():
     # No wrapper on the eager dispatch and the libraries' fast paths are their own.
     assert "process_primitive" not in EVAL.__dict__
-    from fnx.numpy import elementwise
-    assert elementwise.EVAL is EVAL
+    from fnx.backends import numpy_eager  # fnx.numpy's eager shortcuts
+    assert numpy_eager.EVAL is EVAL
     with fnx.debug_nans(True):
         assert "process_primitive" in EVAL.__dict__
-        assert elementwise.EVAL is not EVAL
-    assert "process_primitive" not in EVAL.__dict__ and elementwise.EVAL is EVAL
+        assert numpy_eager.EVAL is not EVAL
+    assert "process_primitive" not in EVAL.__dict__ and numpy_eager.EVAL is EVAL
     assert not trace_mod._SAVED_CACHE_VJP
     # the jit code is the same with and without the flag
     g = fnx.jit(f)

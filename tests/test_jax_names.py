@@ -49,8 +49,8 @@ def test_devices():
             fnx.process_index(), fnx.process_count()) == (1, 1, "cpu", 0, 1)
     x = fnp.ones(3)
     assert x.device == d and x.devices() == {d}
-    with pytest.raises(RuntimeError, match="gpu"):
-        fnx.devices("gpu")
+    with pytest.raises(RuntimeError, match="tpu"):
+        fnx.devices("tpu")
 
 
 def test_ensure_compile_time_eval_computes_concrete_values_under_jit():

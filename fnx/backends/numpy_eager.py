@@ -17,6 +17,7 @@ import numpy as np
 from ..core import dtypes
 from ..core.array import Array, new_array
 from ..core.numpy_errstate import quiet_call, quiet_run
+from ..core.backend import DEVICE_BACKENDS
 from ..core.trace import EVAL, get_trace
 
 __all__ = ["fast_binary", "fast_unary"]
@@ -24,6 +25,17 @@ __all__ = ["fast_binary", "fast_unary"]
 _FLOAT_KINDS = "f"
 # Python ints outside int32 are int64 in the lattice: they take the promotion path
 _INT32_MIN, _INT32_MAX = -2**31, 2**31 - 1
+
+
+def _on_device(x, y):
+    """Whether ``x`` or ``y`` is a concrete Array whose buffer is not a NumPy one (only
+    asked when a device backend is registered)."""
+    for a in (x, y):
+        if type(a) is Array:
+            v = a._value
+            if not (type(v) is np.ndarray or isinstance(v, np.generic)):
+                return True
+    return False
 
 
 def fast_binary(name, slow, ufunc, kinds, prim, out_bool=False, quiet=True,
@@ -43,6 +55,8 @@ def fast_binary(name, slow, ufunc, kinds, prim, out_bool=False, quiet=True,
     traced_kinds = kinds.replace("b", "")  # bool add/multiply are or/and
 
     def f(x, y, /):
+        if DEVICE_BACKENDS and _on_device(x, y):  # device buffers: the general path
+            return slow(x, y)
         tx, ty = type(x), type(y)
         if tx is Array and ty is Array:  # the hottest case first: two concrete arrays
             xv, yv = x._value, y._value
@@ -125,6 +139,8 @@ def fast_unary(prim, slow):
     raw = getattr(impl, "raw", None)
     if raw is not None:
         def f(x, /):
+            if DEVICE_BACKENDS and _on_device(x, x):
+                return slow(x)
             if type(x) is Array and get_trace() is EVAL:
                 v = x._value
                 if v.dtype.kind == "f":
@@ -139,6 +155,8 @@ def fast_unary(prim, slow):
             return slow(x)
     else:
         def f(x, /):
+            if DEVICE_BACKENDS and _on_device(x, x):
+                return slow(x)
             if type(x) is Array and get_trace() is EVAL:
                 v = x._value
                 if v.dtype.kind == "f":

@@ -1,6 +1,9 @@
 """``fnx.Array``: an immutable array, and the eager trace that computes on it.
 
-An Array wraps a NumPy buffer that fnx never writes after the Array exists.
+An Array wraps a buffer that fnx never writes after the Array exists: a NumPy array on
+the CPU, or a device buffer of another backend (a CuPy array on a GPU); ``x.device``
+says which (``fnx.core.devices``). Conversions to host values (``np.asarray(x)``,
+``float(x)``, printing) copy a device buffer to the host.
 Updates are functional (``x.at[i].set(v)`` returns a new Array). Tracers
 (abstract values inside a transformation) are a subclass, so
 ``isinstance(x, fnx.Array)`` holds for both, as in JAX; internal fast paths
@@ -16,6 +19,8 @@ import numpy as np
 
 from ..errors import ConcretizationError, DeletedArrayError
 from . import dtypes
+from . import backend as _backend
+from .devices import CPU_DEVICE, Device  # noqa: F401 (fnx.core.array.CPU_DEVICE, kept)
 from .primitive import ShapeDtypeStruct
 from .trace import EvalTrace, user_frame_info
 
@@ -102,21 +107,28 @@ class Array:
 
     @property
     def device(self):
-        return CPU_DEVICE
+        """The device holding the array (the CPU for a NumPy buffer)."""
+        v = self._value
+        if type(v) is np.ndarray or isinstance(v, (np.generic, DeletedBuffer)):
+            return CPU_DEVICE
+        return _backend.backend_for((v,)).device_of(v)
 
     def devices(self):
-        """The set of devices holding the array (JAX's API): the CPU."""
-        return {CPU_DEVICE}
+        """The set of devices holding the array (JAX's API)."""
+        return {self.device}
 
     @property
     def sharding(self):
-        """How the array is laid out over devices (JAX's API): whole, on the one CPU."""
-        return SINGLE_DEVICE_SHARDING
+        """How the array is laid out over devices (JAX's API): whole, on its device."""
+        d = self.device
+        return SINGLE_DEVICE_SHARDING if d is CPU_DEVICE else SingleDeviceSharding(d)
 
     def to_device(self, device, /, *, stream=None):
-        if device is not CPU_DEVICE and device != CPU_DEVICE:
-            raise ValueError(f"to_device: only {CPU_DEVICE} is available, got {device!r}")
-        return self
+        """The array on ``device`` (the Array API's ``to_device``): itself when it is there,
+        else a copy there (``fnx.device_put``)."""
+        if device is self.device:
+            return self
+        return device_put_array(self, device)
 
     @property
     def T(self):
@@ -141,11 +153,15 @@ class Array:
 
     # --- concrete access --------------------------------------------------
     def _concrete(self, what):
-        """The NumPy value, for conversions that need one (tracers override)."""
+        """The NumPy value, for conversions that need one (tracers override); a device
+        buffer is copied to the host."""
         v = self._value
-        if type(v) is DeletedBuffer:
+        t = type(v)
+        if t is np.ndarray or isinstance(v, np.generic):
+            return v
+        if t is DeletedBuffer:
             v.dtype  # raises DeletedArrayError
-        return v
+        return _backend.backend_for((v,)).fetch(v)
 
     def __array__(self, dtype=None, copy=None):
         v = np.asarray(self._concrete("np.asarray()"))
@@ -172,6 +188,11 @@ class Array:
         buffer itself, flagged read-only. A legacy consumer (no ``max_version``) gets a
         copy by default, since the legacy protocol cannot say read-only; with
         ``copy=False`` it gets the buffer itself, which it must not write."""
+        dv = self._value
+        if not (type(dv) is np.ndarray or isinstance(dv, (np.generic, DeletedBuffer))):
+            # a device buffer exports itself (CuPy: no copy, on the GPU)
+            kw = {} if max_version is None else {"max_version": max_version}
+            return dv.__dlpack__(stream=stream, **kw)
         v = np.asarray(self._concrete("__dlpack__"))
         if stream is not None:
             raise BufferError(f"__dlpack__: fnx arrays are on the CPU, which has no "
@@ -193,6 +214,9 @@ class Array:
         return v.__dlpack__(max_version=max_version, copy=False)
 
     def __dlpack_device__(self, /):
+        dv = self._value
+        if not (type(dv) is np.ndarray or isinstance(dv, (np.generic, DeletedBuffer))):
+            return dv.__dlpack_device__()
         return (1, 0)  # kDLCPU, device 0
 
     def __bool__(self):
@@ -230,10 +254,10 @@ class Array:
         return (self[i] for i in range(self.shape[0]))
 
     def __repr__(self):
-        v = self._value
-        if type(v) is DeletedBuffer:
+        if type(self._value) is DeletedBuffer:
             return "Array(<deleted>)"
-        body = np.array2string(np.asarray(v), separator=", ", prefix="Array(")
+        v = np.asarray(self._concrete("repr()"))
+        body = np.array2string(v, separator=", ", prefix="Array(")
         shape = f", shape={v.shape}" if v.size == 0 and v.shape != (0,) else ""
         weak = ", weak_type=True" if self.weak_type else ""
         return f"Array({body}{shape}, dtype={v.dtype.name}{weak})"
@@ -461,54 +485,56 @@ def _legacy_alias(v):
     return np.asarray(_BufferOwner(v))
 
 
+def device_put_array(x, device):
+    """``x`` (an Array) on ``device`` (a Device; None: where it is), committed there: the
+    same buffer when it is there already, else a copy through the host."""
+    from . import devices as D
+    if device is None or type(x) is not Array:
+        return x  # a tracer: placement is the compiled program's business
+    if not isinstance(device, D.Device):
+        raise ValueError(f"device_put: expected a device (one of fnx.devices()), got "
+                         f"{device!r}")
+    if x.device is device:
+        return D.commit(Array._wrap(x._value, x.weak_type)) if device.platform == "cpu" else x
+    host = x._concrete("device_put")
+    if device.platform == "cpu":
+        return D.commit(Array._wrap(host, x.weak_type))
+    return Array._wrap(_backend.get_backend(device.backend).put(host), x.weak_type)
+
+
 def _rebuild(value, weak_type):
     return Array(value, weak_type=weak_type)
 
 
-class _Device:
-    """The one device, the host CPU (``fnx.devices()[0]``, ``fnx.Device``); JAX's fields."""
-    platform = "cpu"
-    device_kind = "cpu"
-    id = 0
-    process_index = host_id = task_id = local_hardware_id = 0
-
-    def __repr__(self):
-        return "CpuDevice(id=0)"
-
-    def __str__(self):
-        return "cpu:0"
-
-
-CPU_DEVICE = _Device()
 
 
 class SingleDeviceSharding:
-    """JAX's ``SingleDeviceSharding``: the whole array on one device. fnx has one
-    device (the CPU), so every array's ``.sharding`` is this, on ``CPU_DEVICE``."""
+    """JAX's ``SingleDeviceSharding``: the whole array on one device (the CPU unless
+    given): every array's ``.sharding``."""
     __slots__ = ("_device", "_memory_kind")
 
     def __init__(self, device=None, *, memory_kind=None):
         device = CPU_DEVICE if device is None else device
-        if device is not CPU_DEVICE and device != CPU_DEVICE:
-            raise ValueError(f"SingleDeviceSharding: only {CPU_DEVICE!r} is available, "
-                             f"got {device!r}")
+        if not isinstance(device, Device):
+            raise ValueError(f"SingleDeviceSharding: expected a device (fnx.devices()), got "
+                             f"{device!r}")
         if memory_kind not in (None, "device"):
-            raise ValueError(f"SingleDeviceSharding: memory_kind must be 'device' (the CPU's "
-                             f"only memory) or None, got {memory_kind!r}")
-        self._device = CPU_DEVICE
+            raise ValueError(f"SingleDeviceSharding: memory_kind must be 'device' (the "
+                             f"device's only memory) or None, got {memory_kind!r}")
+        self._device = device
         self._memory_kind = "device"
 
     def __repr__(self):
         return f"SingleDeviceSharding(device={self._device!r}, memory_kind={self._memory_kind})"
 
     def __eq__(self, other):
-        return isinstance(other, SingleDeviceSharding)
+        return isinstance(other, SingleDeviceSharding) and other._device is self._device
 
     def __hash__(self):
-        return hash(SingleDeviceSharding)
+        return hash((SingleDeviceSharding, self._device))
 
     def __reduce__(self):
-        return (SingleDeviceSharding, ())
+        return (SingleDeviceSharding, (self._device,))
 
     @property
     def device_set(self):
@@ -535,7 +561,7 @@ class SingleDeviceSharding:
         return SingleDeviceSharding(self._device, memory_kind=kind)
 
     def is_equivalent_to(self, other, ndim):
-        return isinstance(other, SingleDeviceSharding)
+        return self == other
 
     def shard_shape(self, global_shape):
         return tuple(global_shape)
@@ -618,7 +644,11 @@ def _eval_process_primitive(self, prim, args, params):
         else:
             raise TypeError(f"{prim.name}: expected fnx Arrays, got {type(a).__name__}")
     out_aval = prim.shape_rule(*args, **params)
-    out = prim.impl(*vals, **params)
+    if _backend.DEVICE_BACKENDS:  # some buffers may live on a device: run it there
+        backend, vals = _backend.place(prim.name, args, vals)
+        out = backend.eager(prim, vals, params, out_aval)
+    else:
+        out = prim.impl(*vals, **params)
     if prim.multiple_results:
         return [Array._wrap(o, av.weak_type) for o, av in zip(out, out_aval)]
     return Array._wrap(out, out_aval.weak_type)

@@ -16,6 +16,11 @@ it, never a backend's modules directly:
   None;
 * ``owns(buffer)``: whether a buffer lives on this backend's device (how ``jit`` picks
   the backend from its arguments);
+* ``devices()`` / ``device_of(buffer)``: the devices it computes on (``fnx.devices``) and
+  the one holding a buffer (``Array.device``);
+* ``eager(prim, buffers, params, out_aval)``: one primitive applied outside ``jit`` to
+  buffers of its device (the default runs the impl; a device backend runs its own
+  program);
 * ``run_scan(body, buffers, ...)``: a whole ``scan`` loop (its impl calls it through
   ``apply_scan``); the default runs ``executable(body)`` once per step and stacks the
   ys on the host, a backend overrides it with something faster (NumPy's generates one
@@ -47,10 +52,14 @@ import weakref
 
 import numpy as np
 
+from .._config import config
+from . import devices as _devices
+from .devices import CPU_DEVICE, DeviceMismatchError
 from .primitive import Primitive
 
 __all__ = ["Backend", "Executable", "register_backend", "get_backend", "available_backends",
-           "register_lowering", "lowering", "backend_for", "apply_ir", "apply_scan"]
+           "register_lowering", "lowering", "backend_for", "apply_ir", "apply_scan",
+           "all_devices", "place", "default_device"]
 
 
 class Executable:
@@ -93,6 +102,18 @@ class Backend:
 
     def owns(self, buffer) -> bool:
         return False
+
+    def devices(self) -> list:
+        """The devices this backend computes on (the CPU for a CPU backend)."""
+        return [CPU_DEVICE] if self.platform == "cpu" else []
+
+    def device_of(self, buffer):
+        """The device holding ``buffer`` (one this backend ``owns``)."""
+        return self.devices()[0]
+
+    def eager(self, prim, buffers, params, out_aval):
+        """``prim`` applied to ``buffers`` outside jit: its impl."""
+        return prim.impl(*buffers, **params)
 
     def __init__(self):
         self.executables = weakref.WeakKeyDictionary()  # IR -> its cached executable
@@ -137,7 +158,7 @@ class Backend:
 _BACKENDS: dict[str, Backend] = {}
 # The registered backends that hold buffers of their own (not NumPy's, not an exporter's):
 # the ones ``backend_for`` asks, kept by ``register_backend`` so a call asks none today.
-_DEVICE_BACKENDS: list = []
+DEVICE_BACKENDS: list = []
 
 
 def register_backend(backend: Backend) -> Backend:
@@ -146,7 +167,7 @@ def register_backend(backend: Backend) -> Backend:
         raise TypeError(f"register_backend: expected a named fnx.backends.Backend, got "
                         f"{backend!r}")
     _BACKENDS[backend.name] = backend
-    _DEVICE_BACKENDS[:] = [b for n, b in _BACKENDS.items() if n != "numpy" and b.platform]
+    DEVICE_BACKENDS[:] = [b for n, b in _BACKENDS.items() if n != "numpy" and b.platform]
     return backend
 
 
@@ -189,12 +210,86 @@ def backend_for(buffers) -> Backend:
     """The backend whose device holds ``buffers`` (the raw values of a call's
     arguments, any iterable): the first backend that owns one of them, else NumPy (host
     values). With no device backend registered nothing is looked at."""
-    if _DEVICE_BACKENDS:
+    if DEVICE_BACKENDS:
         buffers = list(buffers)
-        for b in _DEVICE_BACKENDS:
+        for b in DEVICE_BACKENDS:
             if any(b.owns(x) for x in buffers):
                 return b
     return _BACKENDS["numpy"]
+
+
+def all_devices() -> list:
+    """Every device of every available backend, the CPU first."""
+    return [d for b in _BACKENDS.values() if b.available() for d in b.devices()]
+
+
+# The default device (``fnx.default_device``'s context, ``jax_default_device``): None is
+# the CPU. A list so the config hook and ``place`` share it without a lookup.
+DEFAULT_DEVICE = [None]
+
+
+def default_device():
+    """The device computations on uncommitted values run on (None: the CPU)."""
+    return DEFAULT_DEVICE[0]
+
+
+def _resolve_default_device(value):
+    """``jax_default_device``'s value as a device (None for the CPU)."""
+    if value is None:
+        DEFAULT_DEVICE[0] = None
+        return
+    if isinstance(value, str):
+        platform = "gpu" if value.lower() in ("gpu", "cuda") else "cpu"
+        found = [d for d in all_devices() if d.platform == platform]
+        if not found:
+            raise RuntimeError(f"default_device({value!r}): no {platform!r} device here. A "
+                               "GPU needs CuPy and a CUDA device (pip install fnx[cuda]), "
+                               "or FNX_GPU_EMULATE=1 for the CPU emulation of one.")
+        value = found[0]
+    DEFAULT_DEVICE[0] = None if value.platform == "cpu" else value
+
+
+config.on_change("jax_default_device", _resolve_default_device)
+
+
+def _is_host(v):
+    return type(v) is np.ndarray or isinstance(v, np.generic)
+
+
+def place(what, args, buffers):
+    """Where a computation on ``args`` (Arrays; ``buffers``: their raw values) runs, and
+    its operands there: ``(backend, buffers)``. The device of the committed operands
+    (``fnx.core.devices``), else the default device; host operands that are not committed
+    are put on it. Operands committed to two devices raise ``DeviceMismatchError``, which
+    names both and says to ``device_put``."""
+    found = None  # (device, position)
+    for i, v in enumerate(buffers):
+        if _is_host(v):
+            if not _devices._COMMITTED_HOST or not _devices.is_committed(args[i]):
+                continue
+            d = CPU_DEVICE
+        else:
+            d = backend_for((v,)).device_of(v)
+        if found is None:
+            found = (d, i)
+        elif d is not found[0]:
+            raise DeviceMismatchError(
+                f"{what}: its operands are committed to different devices: operand "
+                f"{found[1]} ({_describe(args[found[1]])}) to {found[0]} and operand {i} "
+                f"({_describe(args[i])}) to {d}. Move one with fnx.device_put(x, device) "
+                "first (transfers are explicit).")
+    device = found[0] if found is not None else DEFAULT_DEVICE[0]
+    if device is None or device.platform == "cpu":
+        return _BACKENDS["numpy"], buffers
+    backend = _BACKENDS[device.backend]
+    return backend, [v if backend.owns(v) else backend.put(v) for v in buffers]
+
+
+def _describe(x):
+    try:
+        return f"{x.dtype}{list(x.shape)}"
+    except Exception:
+        return type(x).__name__
 
 
 def apply_ir(ir, *buffers):

@@ -277,7 +277,8 @@ def apply_debug_flags(_value=None):
 
 _SAVED_CACHE_VJP: dict = {}
 _PATCHED_MODULES: list = []
-_LIBRARY_PREFIXES = ("fnx.numpy", "fnx.lax", "fnx.nn", "fnx.scipy", "fnx.random")
+_LIBRARY_PREFIXES = ("fnx.numpy", "fnx.lax", "fnx.nn", "fnx.scipy", "fnx.random",
+                     "fnx.backends.numpy_eager")
 _NOT_EVAL = object()
 config.on_change("jax_debug_nans", apply_debug_flags)
 config.on_change("jax_debug_infs", apply_debug_flags)

@@ -518,6 +518,71 @@ def run_elementwise(prim, args, params) -> np.ndarray:
     return cupy.asnumpy(out)
 
 
+def cache_dir():
+    """Where compiled kernels are kept between processes: ``$FNX_CACHE_DIR``, else
+    ``$XDG_CACHE_HOME/fnx``, else ``~/.cache/fnx`` (a private temporary directory when
+    none of them can be written)."""
+    root = os.environ.get("FNX_CACHE_DIR") or os.path.join(
+        os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache"),
+        "fnx")
+    try:
+        os.makedirs(root, exist_ok=True)
+        if os.access(root, os.W_OK):
+            return root
+    except OSError:
+        pass
+    return _work_dir()
+
+
+def program_ptx(source, arch=None) -> bytes:
+    """PTX of a whole CUDA program (every kernel of one jitted function), compiled by
+    NVRTC with fnx's options (no FMA contraction, no flush to zero), cached in memory and
+    on disk by a hash of the source, the options and NVRTC's version, so a new process
+    does not recompile. Raises ``KernelCompileError`` with NVRTC's log."""
+    if not compiler_available():
+        raise KernelUnsupported("NVRTC is not available (install nvidia-cuda-nvrtc-cu12)")
+    options = (_arch_option(arch),) + _NVRTC_OPTIONS
+    with _LOCK:
+        ptx = _PTX_CACHE.get((source, options))
+        if ptx is not None:
+            return ptx
+    version = ".".join(map(str, _nvrtc().getVersion()))
+    digest = hashlib.sha256("\0".join((source, version) + options).encode()).hexdigest()
+    path = os.path.join(cache_dir(), f"{digest[:32]}.ptx")
+    try:
+        with open(path, "rb") as f:
+            ptx = f.read()
+    except OSError:
+        ptx, log = _nvrtc_compile(source, "fnx_program.cu", options)
+        if ptx is None:
+            raise KernelCompileError(f"NVRTC could not compile the program:\n{log}\n"
+                                     f"{_numbered(source)}")
+        tmp = f"{path}.{os.getpid()}.{threading.get_ident()}.tmp"
+        try:
+            with open(tmp, "wb") as f:
+                f.write(ptx)
+            os.replace(tmp, path)  # atomic: another process never reads half a file
+        except OSError:
+            pass
+    with _LOCK:
+        _PTX_CACHE[source, options] = ptx
+    return ptx
+
+
+def device_module(source):
+    """The CUDA program ``source`` loaded on the current device (a ``cupy.RawModule``
+    whose ``get_function(name)`` launches a kernel), compiled by ``program_ptx``."""
+    if not device_available():
+        raise KernelUnsupported("no CUDA device: GPU kernels cannot run here")
+    import cupy
+    ptx = program_ptx(source)
+    path = os.path.join(_work_dir(), f"m{hashlib.sha1(ptx).hexdigest()[:16]}.ptx")
+    if not os.path.exists(path):
+        with open(path, "wb") as f:
+            f.write(ptx)
+    return cupy.RawModule(path=path)
+
+
 # --- running the same kernel text on the CPU -----------------------------------------------------
 
 _HOST_FUNCS: dict = {}

@@ -18,7 +18,7 @@ import numpy as np
 
 from .. import lax
 from ..core import dtypes
-from ..core.array import Array, Tracer, to_array
+from ..core.array import Array, DeletedBuffer, Tracer, to_array
 from ..core.trace import EVAL, get_trace
 from ..errors import ConcretizationError, IndexOutOfBoundsError, IndexTypeError
 from ..lax.indexing import indexed_shape
@@ -113,7 +113,7 @@ def _parse(x, idx):
                     it = it.astype(np.int32)  # x[[]]: an empty integer index, as NumPy
             a = it if isinstance(it, Array) else to_array(it, "index")
             if a.dtype == dtypes.bool_ and a.ndim == 0 and not isinstance(a, Tracer):
-                items.append(_Bool0(np.asarray(a._value)))
+                items.append(_Bool0(np.asarray(a)))
             elif a.dtype == dtypes.bool_:
                 if isinstance(a, Tracer):
                     raise ConcretizationError(
@@ -121,7 +121,7 @@ def _parse(x, idx):
                         "whose shape depends on data, which jit cannot compile. Use "
                         "fnx.numpy.where(mask, x, other) instead, or x.at[mask].set(v) "
                         "with a full-shape mask.")
-                for nz in np.nonzero(np.asarray(a._value)):
+                for nz in np.nonzero(np.asarray(a)):
                     items.append(_Array(Array._wrap(nz.astype(np.int64 if nz.size and nz.max()
                                                               >= 2**31 else np.int32))))
             elif a.dtype.kind in "iu":
@@ -198,9 +198,13 @@ def getitem(x, idx, mode=None, fill_value=None):
     ``'drop'``) give ``fill_value`` (default NaN, the dtype's minimum for signed
     integers, its maximum for unsigned ones, True for bool), as JAX."""
     if type(x) is Array and mode is None and get_trace() is EVAL and _is_basic(idx):
-        # Eager basic indexing is NumPy's own (a view; IndexError out of range).
+        # Eager basic indexing is the buffer's own (NumPy's or the device array
+        # library's: a view; IndexError out of range).
+        v = x._value
+        if type(v) is DeletedBuffer:
+            v.dtype  # raises DeletedArrayError
         try:
-            return Array._wrap(x._concrete("indexing")[idx], x.weak_type)
+            return Array._wrap(v[idx], x.weak_type)
         except IndexError as e:
             if "out of bounds" not in str(e):
                 raise
@@ -440,7 +444,7 @@ class IndexUpdateRef:
             return step(x, 0)
         if not isinstance(hits, Tracer):
             y = x
-            for k in range(int(np.asarray(hits._value).max(initial=0))):
+            for k in range(int(np.asarray(hits).max(initial=0))):
                 y = step(y, k)
             return y
         bound = _index_count(x, idx)

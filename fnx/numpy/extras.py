@@ -675,7 +675,7 @@ def _static_positions(name, obj, n):
     if isinstance(obj, Tracer):
         raise ConcretizationError(f"{name}: the positions set the output shape, so they must "
                                   "be concrete (not traced) values")
-    pos = np.asarray(obj._value if isinstance(obj, Array) else obj)
+    pos = np.asarray(obj)
     if pos.dtype == np.bool_:
         if pos.shape != (n,):
             raise ShapeError(f"{name}: a boolean mask must have the axis length {n}")
@@ -898,7 +898,7 @@ def put(a, ind, v, mode=None, *, inplace=True):
         # JAX clips; fnx raises for concrete indices out of range (NumPy's default) and
         # clips traced ones, as JAX
         if not isinstance(ind, Tracer):
-            iv = np.asarray(ind._value)
+            iv = np.asarray(ind)
             if ((iv < -n) | (iv >= n)).any():
                 raise IndexError(f"put: an index is out of bounds for size {n}; pass "
                                  "mode='clip' or 'wrap' (or 'fill' to drop it)")
@@ -910,7 +910,7 @@ def put(a, ind, v, mode=None, *, inplace=True):
         if isinstance(ind, Tracer):
             raise ConcretizationError("put: mode='raise' needs concrete indices; under jit "
                                       "use mode='clip', 'wrap' or None")
-        iv = np.asarray(ind._value)
+        iv = np.asarray(ind)
         if ((iv < -n) | (iv >= n)).any():
             raise IndexError(f"put: an index is out of bounds for size {n}")
         drop = "promise_in_bounds"

@@ -68,7 +68,7 @@ def _trim_leading(name, p):
     if isinstance(p, Tracer):
         raise ConcretizationError(f"{name}: trim_leading_zeros=True sets the output shape "
                                   "from the values, so it needs concrete coefficients")
-    nz = np.flatnonzero(np.asarray(p._value))
+    nz = np.flatnonzero(np.asarray(p))
     return p[int(nz[0]):] if nz.size else p[-1:]
 
 
@@ -225,7 +225,7 @@ def roots(p, *, strip_zeros=True):
         if isinstance(p, Tracer):
             raise ConcretizationError("roots: strip_zeros=True reads the coefficients to drop "
                                       "leading zeros; under jit pass strip_zeros=False")
-        v = np.asarray(p._value)
+        v = np.asarray(p)
         nz = np.flatnonzero(v)
         if nz.size == 0:
             return fnp.zeros((0,), dtypes.promote_types(p.dtype, np.complex64))
@@ -259,7 +259,7 @@ def trim_zeros(filt, trim="fb", axis=None):
     if any(c not in "fb" for c in trim):
         raise ValueError(f"trim_zeros: trim must be a combination of 'f' and 'b', got "
                          f"{trim!r}")
-    v = np.asarray(a._value)
+    v = np.asarray(a)
     axes = range(v.ndim) if axis is None else ((axis,) if isinstance(axis, int) else axis)
     index = [slice(None)] * v.ndim
     for ax in axes:

@@ -182,7 +182,7 @@ class ufunc:
                                       "shape, so they must be concrete")
         a = fnp.asarray(a)
         axis = normalize_axis(f"{self.__name__}.reduceat", axis, a.ndim)
-        ind = [int(i) for i in np.asarray(indices._value if isinstance(indices, Array)
+        ind = [int(i) for i in np.asarray(indices if isinstance(indices, Array)
                                           else indices).ravel()]
         n = a.shape[axis]
         parts = []

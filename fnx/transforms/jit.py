@@ -35,7 +35,8 @@ import numpy as np
 
 from .. import tree_util
 from .._config import TRACE_FLAGS, config
-from ..backends import apply_ir, available_backends, backend_for, get_backend
+from ..backends import apply_ir, available_backends, get_backend
+from ..core.backend import DEVICE_BACKENDS, place
 from ..core import dtypes
 from ..core.array import Array, DeletedBuffer, Tracer, to_array
 from ..core.ir import IR, check_ir
@@ -234,8 +235,9 @@ class Traced(_StageInfo):
 
 class Lowered(_StageInfo):
     """What ``jitted.lower(*args)`` (or ``.trace(*args).lower()``) returns: the IR
-    (``.ir``, ``.as_text()``), the generated NumPy code (``.source``) and ``.compile()``,
-    the function compiled for these argument types."""
+    (``.ir``, ``.as_text()``), the generated program (``.source``; on a GPU also
+    ``.kernels``, the CUDA source of its kernels) and ``.compile()``, the function compiled
+    for these argument types."""
 
     def __init__(self, entry, name, donate_argnums=()):
         self._entry = entry
@@ -250,7 +252,18 @@ class Lowered(_StageInfo):
 
     @property
     def source(self):
+        """The generated program (Python over NumPy, or over CuPy on a GPU)."""
         return self._entry.compiled.source
+
+    @property
+    def kernels(self):
+        """The CUDA source of each generated kernel (a GPU program; [] on the CPU)."""
+        return list(getattr(self._entry.compiled, "kernels", ()))
+
+    @property
+    def device_platform(self):
+        """The platform of the backend it was lowered for ("cpu", "gpu")."""
+        return self._entry.backend.platform
 
     def compile(self, compiler_options=None):
         return self._entry
@@ -585,12 +598,21 @@ class JitFunction:
         nums = self._static_nums(args)
         static, leaves, in_tree = flatten_static(args, kwargs, nums, self.static_argnames)
         key = (_intern_ctx(), static, in_tree, tuple(_leaf_key(x) for x in leaves),
-               backend_for(x._value for x in leaves if type(x) is Array).name)
+               self._backend_name(leaves))
         try:
             hash(key)
         except TypeError:
             self._unhashable(static)
         return key, static, leaves, in_tree
+
+    def _backend_name(self, leaves):
+        """The backend the call runs on: NumPy unless a device backend is registered;
+        else where its arguments' devices say (``place``, which raises for arguments
+        committed to different devices)."""
+        if not DEVICE_BACKENDS:
+            return "numpy"
+        arrays = [x for x in leaves if type(x) is Array]
+        return place(f"jit({self.name})", arrays, [x._value for x in arrays])[0].name
 
     def _arg_name(self, where):
         """``where``: a position or a keyword name."""
@@ -779,12 +801,18 @@ class JitFunction:
                 if type(v) is DeletedBuffer:
                     v.dtype  # raises DeletedArrayError
                 raw.append(v)
+            moved = False
+            if entry.backend is not _NUMPY:  # arguments not on its device go there
+                placed = [v if entry.backend.owns(v) else entry.backend.put(v) for v in raw]
+                moved = any(a is not b for a, b in zip(placed, raw))
+                raw = placed
             if values["jax_debug_nans"] or values["jax_debug_infs"]:
                 outs = self._run_checked(entry, raw)
                 if entry.donated:
                     self._donate(args, kwargs)
                 return tree_util.tree_unflatten(out_tree, outs)
-            if not kwargs and not self.static_argnums and all(type(x) is Array for x in leaves):
+            if (not kwargs and not self.static_argnums and not moved
+                    and all(type(x) is Array for x in leaves)):
                 if all(type(a) is Array for a in args):
                     self._c.add_fast(0, tuple(map(_fast_key, args)), entry)
                 else:
@@ -923,7 +951,7 @@ def _fast_key(a):
     if type(a) is not Array:
         return _NO_FAST
     v = a._value
-    return (v.shape, v.dtype, a.weak_type)
+    return (v.shape, v.dtype, a.weak_type, type(v))  # the type: which device holds it
 
 
 _NO_FAST = object()  # marks a non-Array argument: such calls are never put in the fast table

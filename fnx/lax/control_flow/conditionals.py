@@ -224,7 +224,7 @@ register_lowering(cond_p, "onnx", _cond_onnx)
 def _cond_locate_nonfinite(p, ins, where, locate):
     """jax_debug_nans: the branch the impl takes, one equation at a time."""
     branches = p["branches"]
-    i = builtins.min(builtins.max(int(ins[0]._value), 0), len(branches) - 1)
+    i = builtins.min(builtins.max(int(ins[0]), 0), len(branches) - 1)
     locate(branches[i], ins[1:], f"branch {i} of {where}")
 
 

@@ -1,0 +1,318 @@
+"""The CUDA backend (``"cuda"``): device buffers on a GPU and an IR lowered to one
+generated Python program over them, through CuPy -- or through its CPU emulation
+(``fnx.backends.cuda_emulation``, enabled by ``FNX_GPU_EMULATE=1``), which runs the same
+program with every generated kernel compiled for the host.
+
+**The program.** ``compile(ir)`` plans the IR into steps (``fnx.kernels.fusion``):
+*kernels*, each computing a cluster of elementwise, broadcast, conversion and reduction
+equations in one launch, and *equations* left as they are (``dot_general``, gathers,
+sorts, control flow, ...). It then writes one Python function: constants put on the device
+once and bound as globals; per kernel step, its outputs allocated from CuPy's memory
+pool (``xp.empty``) and one launch; per equation step, the primitive's impl called on the
+device buffers (its NumPy calls dispatch to CuPy through NumPy's ``__array_function__`` /
+``__array_ufunc__`` protocols: ``np.matmul`` of CuPy arrays is cuBLAS), or, for an impl
+that needs host values, run on host copies and its results put back (``on_device``);
+and a ``del`` after each buffer's last use, so the pool reuses it at once. Every kernel
+of one program is compiled as one NVRTC program (one compile per jitted signature).
+
+``Executable.source`` is the program's text and ``Executable.kernels`` the CUDA source
+of its kernels (``jitted.lower(*args)`` shows both).
+
+**Eager.** A primitive applied to device Arrays outside ``jit`` runs as a one-equation
+program of its own (cached per primitive, params and operand types), so an eager
+elementwise op is one generated kernel.
+"""
+from __future__ import annotations
+
+import itertools
+import os
+import threading
+
+import numpy as np
+
+from ..core.array import Array
+from ..core.backend import Backend, Executable
+from ..core.devices import GpuDevice
+from ..core.ir import IR, Eqn, Literal, Var
+from ..core.numpy_errstate import quiet_call
+from ..core.primitive import ShapeDtypeStruct
+
+__all__ = ["CudaBackend", "CudaExecutable", "on_device"]
+
+_counter = itertools.count()
+
+
+class CudaExecutable(Executable):
+    """A compiled program: ``fn(*device buffers) -> tuple of device buffers``;
+    ``source``: the Python program; ``kernels``: the CUDA source of each kernel."""
+
+    def __init__(self, fn, source, kernels, backend):
+        super().__init__(fn, source, backend)
+        self.kernels = kernels
+
+
+def on_device(prim, backend, params):
+    """``prim``'s impl (params bound) over device buffers: run on them directly (NumPy
+    calls dispatch to the device array library), else on host copies with the results put
+    back; results that come back as host values are put on the device."""
+    impl = prim.impl
+    raw = getattr(impl, "raw", impl)
+    put, owns, fetch = backend.put, backend.owns, backend.fetch
+    multiple = prim.multiple_results
+
+    def settle(out):
+        if multiple:
+            return [o if owns(o) else put(o) for o in out]
+        return out if owns(out) else put(out)
+
+    def run(*vals):
+        try:
+            return settle(quiet_call(raw, *vals, **params))
+        except TypeError:  # the impl converts its operands to NumPy: compute on the host
+            pass
+        host = [fetch(v) if owns(v) else v for v in vals]
+        return settle(quiet_call(raw, *host, **params))
+    run.__name__ = prim.name
+    return run
+
+
+def _python_name(name):
+    return "".join(c if c.isalnum() else "_" for c in name)
+
+
+class _Writer:
+    """Writes one program's body (see the module docstring)."""
+
+    def __init__(self, backend, ir, name):
+        self.backend = backend
+        self.ir = ir
+        self.glb = {"_empty": backend.xp.empty}
+        self.names = {}
+        self.fresh = (f"v{i}" for i in itertools.count())
+        self.lines = []
+        self.kernels = []
+
+    def bind(self, prefix, value):
+        key = f"_{prefix}{len(self.glb)}"
+        self.glb[key] = value
+        return key
+
+    def ref(self, v):
+        if type(v) is Literal:
+            return self.literal(v)
+        return self.names[v]
+
+    def literal(self, lit):
+        value = np.asarray(lit.value, lit.aval.dtype)
+        return self.bind("lit", self.backend.put(value))
+
+    def plan(self):
+        if not self.backend.fuse:  # every equation its own step (no generated kernels)
+            return list(self.ir.eqns)
+        from ..kernels import fusion
+        return fusion.plan_program(self.ir)
+
+    def last_uses(self, steps):
+        last = {}
+        for i, s in enumerate(steps):
+            for v in s.inputs:
+                if type(v) is not Literal:
+                    last[v] = i
+        for v in self.ir.outvars:
+            last[v] = len(steps)
+        return last
+
+    def write(self):
+        ir, names = self.ir, self.names
+        for v, c in zip(ir.constvars, ir.consts):
+            c = c._value if isinstance(c, Array) else c
+            names[v] = self.bind("const", c if self.backend.owns(c) else self.backend.put(c))
+        args = []
+        for v in ir.invars:
+            names[v] = next(self.fresh)
+            args.append(names[v])
+        steps = self.plan()
+        kernel_steps = [s for s in steps if not isinstance(s, Eqn)]
+        if kernel_steps:
+            self.load_kernels(kernel_steps)
+        last = self.last_uses(steps)
+        for i, s in enumerate(steps):
+            if isinstance(s, Eqn):
+                self.write_eqn(s)
+            else:
+                self.write_kernel(s)
+            dead = [v for v in dict.fromkeys(s.inputs)
+                    if type(v) is not Literal and last.get(v) == i and v in names
+                    and v not in ir.invars and v not in ir.constvars]
+            if dead:
+                self.lines.append("del " + ", ".join(names[v] for v in dead))
+        outs = ", ".join(self.ref(v) for v in ir.outvars)
+        self.lines.append(f"return ({outs}{',' if len(ir.outvars) == 1 else ''})")
+        return args
+
+    def load_kernels(self, kernel_steps):
+        from ..kernels import fusion
+        source = fusion.program_source(kernel_steps)
+        functions = self.backend.load_module(source, [k.name for k in kernel_steps])
+        for k in kernel_steps:
+            self.glb[f"_k_{k.name}"] = functions[k.name]
+        self.kernels = [k.source for k in kernel_steps]
+        self.module_source = source
+
+    def write_kernel(self, k):
+        outs = []
+        for v in k.outputs:
+            name = self.names[v] = next(self.fresh)
+            dt = self.bind("dt", v.aval.dtype)
+            self.lines.append(f"{name} = _empty({tuple(v.aval.shape)!r}, {dt})")
+            outs.append(name)
+        ins = [self.ref(v) for v in k.inputs]
+        args = ", ".join(ins + outs) + ("," if len(ins) + len(outs) == 1 else "")
+        shared = f", shared_mem={k.shared_bytes}" if k.shared_bytes else ""
+        self.lines.append(f"_k_{k.name}({tuple(k.grid)!r}, {tuple(k.block)!r}, ({args}){shared})")
+
+    def write_eqn(self, e):
+        fn = self.bind(_python_name(e.prim.name), on_device(e.prim, self.backend, e.params))
+        ins = ", ".join(self.ref(v) for v in e.inputs)
+        outs = []
+        for v in e.outputs:
+            self.names[v] = next(self.fresh)
+            outs.append(self.names[v])
+        if e.prim.multiple_results:
+            lhs = ", ".join(outs) + ("," if len(outs) == 1 else "")
+            self.lines.append(f"{lhs} = {fn}({ins})" if outs else f"{fn}({ins})")
+        else:
+            self.lines.append(f"{outs[0]} = {fn}({ins})")
+
+
+class CudaBackend(Backend):
+    """See the module docstring. ``xp``: CuPy, or the emulation's stand-in."""
+
+    name = "cuda"
+    platform = "gpu"
+
+    def __init__(self, xp, emulated, device_kind=""):
+        super().__init__()
+        self.xp = xp
+        self.emulated = emulated
+        self._devices = [GpuDevice(0, device_kind, emulated=emulated)]
+        self._buffer_type = xp.ndarray
+        self._modules = {}
+        self._lock = threading.Lock()
+        self._eager = {}
+        # False (FNX_GPU_FUSION=0): no generated kernels, every equation runs its impl on
+        # the device arrays (a debugging aid: it isolates the kernel generator)
+        self.fuse = os.environ.get("FNX_GPU_FUSION", "0") != "0"  # on once fusion lands
+
+    def devices(self):
+        return list(self._devices)
+
+    def device_of(self, buffer):
+        return self._devices[0]
+
+    def owns(self, buffer):
+        return type(buffer) is self._buffer_type
+
+    def put(self, value):
+        if type(value) is self._buffer_type:
+            return value
+        return self.xp.asarray(np.asarray(value))
+
+    def fetch(self, buffer):
+        if type(buffer) is self._buffer_type:
+            return self.xp.asnumpy(buffer)
+        return np.asarray(buffer)
+
+    def wrap(self, buffer, weak_type=False):
+        return Array._wrap(buffer, weak_type)
+
+    # -- kernels ---------------------------------------------------------------------------
+    def load_module(self, source, names):
+        """The kernels ``names`` of the CUDA ``source``: launchable functions
+        ``f(grid, block, args, shared_mem=0)``, compiled once per source."""
+        with self._lock:
+            module = self._modules.get(source)
+            if module is None:
+                if self.emulated:
+                    module = self.xp.RawModule(code=source)
+                else:
+                    from ..kernels import cuda as K
+                    module = K.device_module(source)
+                self._modules[source] = module
+        return {n: module.get_function(n) for n in names}
+
+    # -- programs --------------------------------------------------------------------------
+    def compile(self, ir, name="jit", donated=()):
+        w = _Writer(self, ir, name)
+        args = w.write()
+        fname = f"_fnx_gpu_{_python_name(name)}_{next(_counter)}"
+        source = (f"def {fname}({', '.join(args + (['_dn=None'] if donated else []))}):\n"
+                  + "\n".join("    " + ln for ln in w.lines) + "\n")
+        exec(compile(source, f"<fnx gpu {name}>", "exec"), w.glb)
+        return CudaExecutable(w.glb.pop(fname), source, w.kernels, self)
+
+    def eager(self, prim, vals, params, out_aval):
+        """``prim`` on device buffers outside jit: a one-equation program, cached per
+        primitive, params and operand types (params that cannot be hashed: not cached)."""
+        sig = tuple((v.shape, v.dtype) for v in vals)
+        try:
+            key = (prim, sig, tuple(params.items()) if params else ())
+            exe = self._eager.get(key)
+        except TypeError:
+            key = exe = None
+        if exe is None:
+            invars = [Var(ShapeDtypeStruct(*s)) for s in sig]
+            outs = out_aval if prim.multiple_results else [out_aval]
+            outvars = [Var(ShapeDtypeStruct(o.shape, o.dtype, o.weak_type)) for o in outs]
+            ir = IR(invars, outvars, [Eqn(prim, invars, outvars, dict(params))])
+            exe = self.compile(ir, prim.name)
+            if key is not None:
+                if len(self._eager) > 4096:
+                    self._eager.clear()
+                self._eager[key] = exe
+        outs = exe.fn(*vals)
+        return list(outs) if prim.multiple_results else outs[0]
+
+    def run_scan(self, body, buffers, *, num_consts, num_carry, length, reverse, unroll=1):
+        """The body's compiled program run once per step from a host loop; carries and
+        ys stay on the device (ys stacked there)."""
+        fn = self.executable(body).fn
+        nc, nk = num_consts, num_carry
+        consts, carry = list(buffers[:nc]), list(buffers[nc:nc + nk])
+        xs = [self.put(x) for x in buffers[nc + nk:]]
+        y_avals = body.out_avals[nk:]
+        ys = [[None] * length for _ in y_avals]
+        for t in (range(length - 1, -1, -1) if reverse else range(length)):
+            outs = fn(*consts, *carry, *[x[t] for x in xs])
+            carry = list(outs[:nk])
+            for col, y in zip(ys, outs[nk:]):
+                col[t] = y
+        xp = self.xp
+        stacked = [xp.stack(col) if length else xp.empty((0,) + tuple(a.shape), a.dtype)
+                   for col, a in zip(ys, y_avals)]
+        return carry + stacked
+
+    def clear_cache(self):
+        super().clear_cache()
+        self._eager.clear()
+
+
+def _driver_present():
+    return os.path.exists("/dev/nvidiactl") or os.path.exists("/proc/driver/nvidia") \
+        or os.name == "nt"
+
+
+def make_backend():
+    """The CUDA backend this machine supports: CuPy on a real device; else, with
+    ``FNX_GPU_EMULATE=1``, the emulation; else None."""
+    from ..kernels import cuda as K
+    # CuPy is imported (tens of ms) only where an NVIDIA driver is there to find a device
+    if _driver_present() and K.device_available():
+        import cupy
+        name = cupy.cuda.runtime.getDeviceProperties(0)["name"]
+        return CudaBackend(cupy, emulated=False,
+                           device_kind=name.decode() if isinstance(name, bytes) else name)
+    if os.environ.get("FNX_GPU_EMULATE", "") not in ("", "0"):
+        from .cuda_emulation import EMULATED_CUPY
+        return CudaBackend(EMULATED_CUPY, emulated=True)
+    return None

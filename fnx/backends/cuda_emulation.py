@@ -1,0 +1,270 @@
+"""A CPU stand-in for CuPy, so the CUDA backend's generated program runs on machines
+without a GPU (``FNX_GPU_EMULATE=1``) and CI tests it.
+
+``EMULATED_CUPY`` offers the part of CuPy's API the CUDA backend uses, with CuPy's
+semantics where they differ from NumPy's, so a program that runs here runs on a real
+device:
+
+* ``ndarray`` (``EmulatedArray``): a device buffer. It holds a NumPy array, but is not
+  one: NumPy functions and ufuncs applied to it dispatch (``__array_function__``,
+  ``__array_ufunc__``, as CuPy's arrays do) and give device buffers; mixing it with a
+  host NumPy array in one call raises ``TypeError``, as CuPy does, and so does any
+  implicit conversion to NumPy (``np.asarray(x)``): transfers are explicit (``get()``,
+  ``asnumpy``, ``asarray``).
+* creation (``empty``, ``zeros``, ``asarray``, ...) and every other NumPy function by
+  name (``xp.matmul``, ``xp.stack``, ...), computed by NumPy on the held arrays;
+* ``RawModule(code=...)`` / ``get_function(name)``: a CUDA kernel compiled for the host
+  by ``fnx.kernels.emulate`` (g++, with threads, blocks, shared memory, barriers and
+  warp shuffles emulated) and launched as CuPy launches one:
+  ``kernel(grid, block, args, shared_mem=0)``.
+"""
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+__all__ = ["EmulatedArray", "EMULATED_CUPY", "is_emulated"]
+
+
+def _implicit(what):
+    return TypeError(f"Implicit conversion to a NumPy array is not allowed ({what}). The "
+                     "array is on an (emulated) GPU: use .get() or fnx.device_get for an "
+                     "explicit transfer to the host.")
+
+
+class EmulatedArray:
+    """A buffer of the emulated GPU (see the module docstring)."""
+
+    __slots__ = ("_a", "__weakref__")
+    __array_priority__ = 100
+
+    def __init__(self, a):
+        self._a = a
+
+    # -- what CuPy's ndarray has ------------------------------------------------------------
+    shape = property(lambda self: self._a.shape)
+    dtype = property(lambda self: self._a.dtype)
+    ndim = property(lambda self: self._a.ndim)
+    size = property(lambda self: self._a.size)
+    nbytes = property(lambda self: self._a.nbytes)
+    itemsize = property(lambda self: self._a.itemsize)
+    strides = property(lambda self: self._a.strides)
+    flags = property(lambda self: self._a.flags)
+    T = property(lambda self: EmulatedArray(self._a.T))
+    base = property(lambda self: None)
+
+    @property
+    def device(self):
+        return _EMULATED_DEVICE_ID
+
+    def get(self, stream=None, order="C", out=None):
+        """A host copy (CuPy's device-to-host transfer)."""
+        if out is not None:
+            out[...] = self._a
+            return out
+        return np.array(self._a, order=order)
+
+    def __array__(self, dtype=None, copy=None):
+        raise _implicit("np.asarray of a device array")
+
+    def __len__(self):
+        return len(self._a)
+
+    def __iter__(self):
+        for i in range(len(self._a)):
+            yield EmulatedArray(self._a[i])
+
+    def __repr__(self):
+        return repr(self._a).replace("array(", "emulated_gpu_array(", 1)
+
+    def __str__(self):
+        return str(self._a)
+
+    def __bool__(self):
+        return bool(self._a)
+
+    def __float__(self):
+        return float(self._a)
+
+    def __int__(self):
+        return int(self._a)
+
+    def __complex__(self):
+        return complex(self._a)
+
+    def __index__(self):
+        return self._a.__index__()
+
+    def item(self):
+        return self._a.item()
+
+    def tolist(self):
+        return self._a.tolist()
+
+    def __getitem__(self, key):
+        return _wrap(self._a[_unwrap(key, "indexing")])
+
+    def __setitem__(self, key, value):
+        self._a[_unwrap(key, "indexing")] = _unwrap(value, "assignment")
+
+    def __getattr__(self, name):
+        # methods (reshape, transpose, astype, copy, ravel, view, sum, ...): NumPy's on the
+        # held array, device buffers in and out
+        attr = getattr(self._a, name)
+        if not callable(attr):
+            return _wrap(attr)  # .real, .imag: device buffers too
+
+        def method(*args, **kwargs):
+            return _wrap(attr(*_unwrap(args, name), **_unwrap(kwargs, name)))
+        return method
+
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        out = kwargs.get("out")
+        res = getattr(ufunc, method)(*_unwrap(inputs, ufunc.__name__),
+                                     **_unwrap(kwargs, ufunc.__name__))
+        if out is not None:
+            return out[0] if len(out) == 1 else out
+        return _wrap(res)
+
+    def __array_function__(self, func, types, args, kwargs):
+        return _wrap(func(*_unwrap(args, func.__name__), **_unwrap(kwargs, func.__name__)))
+
+    def __dlpack__(self, stream=None):
+        raise TypeError("an emulated GPU buffer has no device memory to share through "
+                        "DLPack; transfer it to the host first")
+
+    def __reduce__(self):
+        return (EmulatedArray, (self._a,))
+
+
+def _binary_op(name):
+    ufunc_method = getattr(np.ndarray, name)
+
+    def op(self, other):
+        return _wrap(ufunc_method(self._a, _unwrap(other, name)))
+    op.__name__ = name
+    return op
+
+
+for _name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__",
+              "__truediv__", "__rtruediv__", "__floordiv__", "__rfloordiv__", "__mod__",
+              "__rmod__", "__pow__", "__rpow__", "__matmul__", "__rmatmul__", "__and__",
+              "__rand__", "__or__", "__ror__", "__xor__", "__rxor__", "__lshift__",
+              "__rlshift__", "__rshift__", "__rrshift__", "__lt__", "__le__", "__gt__",
+              "__ge__", "__eq__", "__ne__"):
+    setattr(EmulatedArray, _name, _binary_op(_name))
+for _name in ("__neg__", "__pos__", "__abs__", "__invert__"):
+    setattr(EmulatedArray, _name, (lambda m: lambda self: _wrap(m(self._a)))(
+        getattr(np.ndarray, _name)))
+EmulatedArray.__hash__ = None
+
+
+def _unwrap(x, what):
+    """``x`` with every EmulatedArray replaced by its NumPy array (through lists, tuples
+    and dicts); a host NumPy array (other than 0-d) is refused, as CuPy refuses one."""
+    t = type(x)
+    if t is EmulatedArray:
+        return x._a
+    if t is tuple or t is list:
+        return t(_unwrap(v, what) for v in x)
+    if t is dict:
+        return {k: _unwrap(v, what) for k, v in x.items()}
+    if isinstance(x, np.ndarray) and x.ndim:
+        raise TypeError(f"{what}: a host NumPy array {x.dtype}{list(x.shape)} was combined "
+                        "with an (emulated) GPU array; transfer it first (cupy.asarray / "
+                        "fnx.device_put)")
+    return x
+
+
+def _wrap(x):
+    """NumPy results as device buffers: arrays (0-d too) become EmulatedArrays; NumPy
+    scalars become 0-d EmulatedArrays (CuPy's reductions give 0-d device arrays)."""
+    if isinstance(x, np.ndarray):
+        return EmulatedArray(x)
+    if isinstance(x, np.generic):
+        return EmulatedArray(np.asarray(x))
+    if type(x) is tuple or type(x) is list:
+        return type(x)(_wrap(v) for v in x)
+    return x
+
+
+def is_emulated(x) -> bool:
+    return type(x) is EmulatedArray
+
+
+_EMULATED_DEVICE_ID = 0
+
+
+class _Function:
+    """A kernel of a ``RawModule``: ``f(grid, block, args, shared_mem=0)``."""
+
+    def __init__(self, module, name):
+        self.module, self.name = module, name
+
+    def __call__(self, grid, block, args, shared_mem=0, stream=None):
+        host = [a._a if type(a) is EmulatedArray else a for a in args]
+        for a in host:
+            if isinstance(a, np.ndarray) and not a.flags.c_contiguous:
+                raise ValueError(f"kernel {self.name}: a buffer argument of shape {a.shape} "
+                                 "is not C-contiguous")
+        self.module.launch(self.name, grid, block, host, shared_bytes=shared_mem)
+
+
+class RawModule:
+    """CuPy's ``RawModule(code=...)``: CUDA source compiled for the host."""
+
+    def __init__(self, code=None, options=(), name_expressions=None, path=None):
+        if code is None:
+            raise ValueError("the emulated RawModule needs code= (CUDA source), not PTX")
+        from ..kernels import emulate
+        self.code = code
+        self._module = emulate.compile_kernels(code)
+
+    def get_function(self, name):
+        return _Function(self._module, name)
+
+
+class _EmulatedCuPy:
+    """The CuPy namespace, emulated (see the module docstring)."""
+
+    ndarray = EmulatedArray
+    RawModule = RawModule
+    emulated = True
+
+    @staticmethod
+    def asarray(x, dtype=None, order=None):
+        """A device copy of a host value (a device buffer as it is, unless cast)."""
+        if type(x) is EmulatedArray:
+            return x if dtype is None else EmulatedArray(x._a.astype(dtype, copy=False))
+        a = np.array(x, dtype=dtype, order="C")
+        return EmulatedArray(a)
+
+    array = asarray
+
+    @staticmethod
+    def asnumpy(x, stream=None, order="C", out=None):
+        if type(x) is EmulatedArray:
+            return x.get(order=order, out=out)
+        return np.asarray(x, order=order)
+
+    @staticmethod
+    def ascontiguousarray(x, dtype=None):
+        return EmulatedArray(np.ascontiguousarray(_unwrap(x, "ascontiguousarray"), dtype))
+
+    @staticmethod
+    def get_array_module(*args):
+        return EMULATED_CUPY if any(type(a) is EmulatedArray for a in args) else np
+
+    def __getattr__(self, name):
+        fn = getattr(np, name)  # AttributeError names what the emulation lacks
+        if isinstance(fn, (type, numbers.Number, np.dtype)) or not callable(fn):
+            return fn  # dtypes (xp.float32), constants (xp.inf)
+
+        def call(*args, **kwargs):
+            return _wrap(fn(*_unwrap(args, name), **_unwrap(kwargs, name)))
+        call.__name__ = name
+        return call
+
+
+EMULATED_CUPY = _EmulatedCuPy()
