@@ -19,6 +19,16 @@ def test_benchmark_runs(name, capsys):
     assert "fnx" in text and "µs" in text and "goals:" in text
 
 
+@pytest.mark.gpu
+def test_gpu_benchmark_runs_on_the_emulated_device(gpu, capsys):
+    from benchmarks import gpu as gpu_bench
+    if not gpu.emulated:
+        pytest.skip("a real GPU: run benchmarks/gpu.py itself")
+    assert gpu_bench.main(["--emulate"]) == 0
+    text = capsys.readouterr().out
+    assert "fused gelu*w+layernorm" in text and "mlp b8" in text and "eager add" in text
+
+
 def test_check_results_catches_a_wrong_row():
     ref = {"w": ({"a": np.ones(3)}, np.float64(2.0))}
     good = {"w": {"fnx": lambda: ({"a": np.ones(3, np.float32)}, 2.0)}}

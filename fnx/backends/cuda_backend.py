@@ -235,11 +235,26 @@ class CudaBackend(Backend):
             if module is None:
                 if self.emulated:
                     module = self.xp.RawModule(code=source)
+                    self.nvrtc_check(source)
                 else:
                     from ..kernels import cuda as K
                     module = K.device_module(source)
                 self._modules[source] = module
         return {n: module.get_function(n) for n in names}
+
+    # The architectures an emulated program is also compiled for by NVRTC (so every kernel
+    # the emulation runs is known to compile for real GPUs); FNX_GPU_EMULATE_NVRTC=0: none.
+    nvrtc_archs = ("sm_80", "sm_90")
+
+    def nvrtc_check(self, source):
+        """Compile ``source`` with NVRTC for each of ``nvrtc_archs`` (where NVRTC is
+        installed): a kernel NVRTC refuses raises ``KernelCompileError`` here, without a
+        GPU. PTX is cached on disk, so a source is compiled once per machine."""
+        from ..kernels import cuda as K
+        if os.environ.get("FNX_GPU_EMULATE_NVRTC", "1") == "0" or not K.compiler_available():
+            return
+        for arch in self.nvrtc_archs:
+            K.program_ptx(source, arch)
 
     # -- programs --------------------------------------------------------------------------
     def compile(self, ir, name="jit", donated=()):
