@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core.array import to_array
+from ..core.backend import register_lowering
 from ..core.numpy_errstate import quiet
 from ..core.primitive import Primitive, ShapeDtypeStruct
 from ..errors import ShapeError
@@ -92,6 +93,27 @@ def _threefry_batch(vals, dims, size):
 
 
 threefry2x32_p.batch = _threefry_batch
+
+
+def _threefry_cuda(xs, in_dtypes, out_dtypes, ys):
+    """The ``"cuda"`` rule: C statements setting ``ys`` (two ``unsigned int`` variables)
+    to the cipher of ``xs`` (the multiple-results convention of ``fnx.kernels.fusion``):
+    the 20 rounds unrolled, the same uint32 arithmetic as ``threefry2x32_numpy`` (C's
+    unsigned arithmetic wraps as NumPy's uint32 does), so the bits are the CPU's."""
+    k1, k2, x1, x2 = xs
+    lines = [f"const unsigned int t_k0 = {k1}, t_k1 = {k2};",
+             f"const unsigned int t_k2 = t_k0 ^ t_k1 ^ {_PARITY:#x}u;",
+             f"unsigned int t_a = {x1} + t_k0, t_b = {x2} + t_k1;"]
+    ks = ("t_k0", "t_k1", "t_k2")
+    for i in range(1, 6):
+        for r in _ROTATIONS[(i - 1) % 2]:
+            lines.append(f"t_a += t_b; t_b = (t_b << {r}) | (t_b >> {32 - r}); t_b ^= t_a;")
+        lines.append(f"t_a += {ks[i % 3]}; t_b += {ks[(i + 1) % 3]}; t_b += {i}u;")
+    lines.append(f"{ys[0]} = t_a; {ys[1]} = t_b;")
+    return "\n".join(lines)
+
+
+register_lowering(threefry2x32_p, "cuda", _threefry_cuda)
 
 
 def threefry2x32(k1, k2, x1, x2):
