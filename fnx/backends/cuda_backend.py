@@ -86,7 +86,8 @@ class _Writer:
     def __init__(self, backend, ir, name):
         self.backend = backend
         self.ir = ir
-        self.glb = {"_empty": backend.xp.empty}
+        self.glb = {"_empty": backend.xp.empty, "_contig": backend.xp.ascontiguousarray}
+        self.kernel_made = set()
         self.names = {}
         self.fresh = (f"v{i}" for i in itertools.count())
         self.lines = []
@@ -166,7 +167,12 @@ class _Writer:
             dt = self.bind("dt", v.aval.dtype)
             self.lines.append(f"{name} = _empty({tuple(v.aval.shape)!r}, {dt})")
             outs.append(name)
-        ins = [self.ref(v) for v in k.inputs]
+        # kernels index their inputs as C-contiguous arrays: values an impl computed (a
+        # transposed or sliced view) and the program's inputs are made so first (free for
+        # one that is); a kernel's own outputs are
+        ins = [self.ref(v) if type(v) is Literal or v in self.kernel_made
+               else f"_contig({self.ref(v)})" for v in k.inputs]
+        self.kernel_made.update(k.outputs)
         args = ", ".join(ins + outs) + ("," if len(ins) + len(outs) == 1 else "")
         shared = f", shared_mem={k.shared_bytes}" if k.shared_bytes else ""
         self.lines.append(f"_k_{k.name}({tuple(k.grid)!r}, {tuple(k.block)!r}, ({args}){shared})")
@@ -202,7 +208,7 @@ class CudaBackend(Backend):
         self._eager = {}
         # False (FNX_GPU_FUSION=0): no generated kernels, every equation runs its impl on
         # the device arrays (a debugging aid: it isolates the kernel generator)
-        self.fuse = os.environ.get("FNX_GPU_FUSION", "0") != "0"  # on once fusion lands
+        self.fuse = os.environ.get("FNX_GPU_FUSION", "1") != "0"
 
     def devices(self):
         return list(self._devices)

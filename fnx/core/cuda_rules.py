@@ -4,7 +4,10 @@ are written with.
 
 A rule is ``kernel(xs, in_dtypes, out_dtype, **params) -> str``, the CUDA C expression of
 ONE output element, where ``xs[i]`` names a local variable holding input ``i``'s element
-in the C type of ``in_dtypes[i]`` (``cuda_type``: the C types, and the errors a rule
+in the C type of ``in_dtypes[i]``. A primitive with several results (``threefry2x32``)
+has ``kernel(xs, in_dtypes, out_dtypes, ys, **params) -> str`` instead: C statements that
+assign every ``ys[k]`` (variables the caller declared, in the C type of ``out_dtypes[k]``);
+the caller wraps them in a block (``fnx.kernels.fusion`` fuses both kinds) (``cuda_type``: the C types, and the errors a rule
 raises, are defined here and imported by ``fnx.kernels.cuda``, which wraps the expression
 in a kernel, compiles it with NVRTC and runs it through CuPy, or on the CPU through g++
 for tests). The expressions may call the helper device functions of
