@@ -172,3 +172,28 @@ def test_mlp_training_step_on_the_device_equals_the_cpu(gpu):
     # eagerly too (each primitive one program on the device)
     v, p = _mlp_step(fnx.device_put(params, gpu), gx, gy)
     np.testing.assert_allclose(float(v), float(_mlp_step(params, x, y)[0]), rtol=1e-5)
+
+
+def test_gelu_layernorm_is_at_most_three_kernels_that_nvrtc_compiles(gpu):
+    from fnx.kernels import cuda as K
+    from fnx.kernels import fusion
+
+    def f(x, w, g, b):
+        mu = fnp.mean(x, axis=-1, keepdims=True)
+        var = fnp.mean((x - mu) ** 2, axis=-1, keepdims=True)
+        return fnx.nn.gelu(x) * w + (x - mu) / fnp.sqrt(var + 1e-5) * g + b
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((64, 256)).astype(np.float32)
+    w, g, b = (rng.standard_normal(256).astype(np.float32) for _ in range(3))
+    args = [fnx.device_put(v, gpu) for v in (x, w, g, b)]
+    low = fnx.jit(f).lower(*args)
+    assert 1 <= len(low.kernels) <= 3
+    assert all("__global__" in k for k in low.kernels)
+    np.testing.assert_allclose(np.asarray(fnx.jit(f)(*args)), np.asarray(f(x, w, g, b)),
+                               rtol=1e-5, atol=1e-5)
+    if not K.compiler_available():
+        pytest.skip("NVRTC is not installed")
+    steps = fusion.plan_program(low.ir)
+    source = fusion.program_source([s for s in steps if isinstance(s, fusion.Kernel)])
+    for arch in ("sm_80", "sm_90"):
+        assert b".target sm_" in K.program_ptx(source, arch)
