@@ -190,7 +190,7 @@ def test_bad_arguments():
         check_op(lax.neg, floats(), skip=("grad",))
     with pytest.raises(ValueError, match="order"):
         check_op(lax.neg, floats(), order=3)
-    assert CHECKS == ("impl", "shape", "jit", "vmap", "jvp", "vjp", "kernel", "onnx")
+    assert CHECKS == ("impl", "shape", "jit", "vmap", "jvp", "vjp", "kernel", "onnx", "gpu")
 
 
 # --- rules_report -------------------------------------------------------------------------------

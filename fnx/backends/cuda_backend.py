@@ -27,6 +27,7 @@ from __future__ import annotations
 import itertools
 import os
 import threading
+import weakref
 
 import numpy as np
 
@@ -36,6 +37,7 @@ from ..core.devices import GpuDevice
 from ..core.ir import IR, Eqn, Literal, Var
 from ..core.numpy_errstate import quiet_call
 from ..core.primitive import ShapeDtypeStruct
+from ..lax.control_flow.scan_plan import Unplanned, plan_scans, scan_plan_for
 
 __all__ = ["CudaBackend", "CudaExecutable", "on_device"]
 
@@ -206,6 +208,7 @@ class CudaBackend(Backend):
         self._modules = {}
         self._lock = threading.Lock()
         self._eager = {}
+        self._scan_programs = weakref.WeakKeyDictionary()  # body -> {(length, reverse): IR}
         # False (FNX_GPU_FUSION=0): no generated kernels, every equation runs its impl on
         # the device arrays (a debugging aid: it isolates the kernel generator)
         self.fuse = os.environ.get("FNX_GPU_FUSION", "1") != "0"
@@ -264,6 +267,9 @@ class CudaBackend(Backend):
 
     # -- programs --------------------------------------------------------------------------
     def compile(self, ir, name="jit", donated=()):
+        # scans restructured (work moved out of their loops); no relayout: cuBLAS takes
+        # transposed operands as flags
+        ir = plan_scans(ir)
         w = _Writer(self, ir, name)
         args = w.write()
         fname = f"_fnx_gpu_{_python_name(name)}_{next(_counter)}"
@@ -297,6 +303,16 @@ class CudaBackend(Backend):
     def run_scan(self, body, buffers, *, num_consts, num_carry, length, reverse, unroll=1):
         """The body's compiled program run once per step from a host loop; carries and
         ys stay on the device (ys stacked there)."""
+        plan = scan_plan_for(body, num_consts=num_consts, num_carry=num_carry)
+        if plan is not None:  # an eager scan: the restructured loop as one program
+            try:
+                per = self._scan_programs.setdefault(body, {})
+                ir = per.get((length, reverse))
+                if ir is None:
+                    ir = per[(length, reverse)] = plan.program(length, reverse, unroll)
+                return list(self.executable(ir).fn(*buffers))
+            except Unplanned:
+                pass
         fn = self.executable(body).fn
         nc, nk = num_consts, num_carry
         consts, carry = list(buffers[:nc]), list(buffers[nc:nc + nk])

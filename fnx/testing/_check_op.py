@@ -68,8 +68,8 @@ from ._grads import _fmt, _fmt_array, _precision, _sig, check_grads
 
 __all__ = ["CHECKS", "Example", "OpCheckError", "OpReport", "check_op", "value_tolerance"]
 
-CHECKS = ("impl", "shape", "jit", "vmap", "jvp", "vjp", "kernel", "onnx")
-_PHASES = (("impl", "shape"), ("jit", "vmap"), ("jvp", "vjp"), ("kernel", "onnx"))
+CHECKS = ("impl", "shape", "jit", "vmap", "jvp", "vjp", "kernel", "onnx", "gpu")
+_PHASES = (("impl", "shape"), ("jit", "vmap"), ("jvp", "vjp"), ("kernel", "onnx", "gpu"))
 
 _RULE_OF = {  # which rule a failed check accuses, for a primitive / for a function
     "impl": ("the impl (NumPy implementation)", "the function's value"),
@@ -81,6 +81,8 @@ _RULE_OF = {  # which rule a failed check accuses, for a primitive / for a funct
             "reverse mode (a transpose rule or custom_vjp backward pass inside it)"),
     "kernel": ("the GPU kernel (prim.kernel)", "a GPU kernel"),
     "onnx": ("the ONNX lowering (prim.onnx)", "the ONNX export of the function"),
+    "gpu": ("the CUDA backend's program for it (its generated kernel, or its impl on "
+            "device arrays)", "the function on the GPU device"),
 }
 
 _VALUE_RTOL = {"float16": 1e-2, "bfloat16": 4e-2, "float32": 2e-5, "float64": 1e-12}
@@ -632,4 +634,36 @@ def _check_onnx(op, is_prim, f, np_args, fx_args, params, out, tol, guarded, fai
 # The checks of a primitive's backend lowerings, by check name: the backend whose rule
 # (``lowering(prim, backend)``) each runs against the impl, and how. The "numpy" backend's
 # rules are what the "jit" check runs.
-BACKEND_CHECKS = {"kernel": ("cuda", _check_kernel), "onnx": ("onnx", _check_onnx)}
+# Examples per check_op call run on the GPU device: each new shape is a new program to
+# compile (for the emulated device, with g++), so a few examples, not all of them.
+GPU_EXAMPLES = 2
+
+
+def _check_gpu(op, is_prim, f, np_args, fx_args, params, out, tol, guarded, fail, report):
+    """The op on the GPU device (the emulated one without a GPU), eagerly and under jit,
+    against the CPU: its outputs must stay on the device and equal the CPU's."""
+    from ..core.array import device_put_array
+    from ..core.backend import all_devices
+    gpus = [d for d in all_devices() if d.platform == "gpu"]
+    if not gpus:
+        report.skip("gpu", "no GPU device (FNX_GPU_EMULATE=1 gives the emulated one)")
+        return
+    if report.ran["gpu"] >= GPU_EXAMPLES:
+        return
+    gpu = gpus[0]
+    dev_args = [device_put_array(a, gpu) if isinstance(a, Array) else a for a in fx_args]
+    for how, run in (("eagerly", lambda: f(*dev_args)), ("under jit", lambda: jit(f)(*dev_args))):
+        got = guarded("gpu", run)
+        leaves = tree_util.tree_leaves(got)
+        for k, o in enumerate(leaves):
+            # (eagerly, an output made from no operand is on the default device, as JAX)
+            if how == "under jit" and isinstance(o, Array) and o.device is not gpu:
+                fail("gpu", f"{how}: output {k} came back on {o.device}, not on {gpu}")
+        m = _compare_outputs(got, out, tol, f"on {gpu} {how}, against the CPU")
+        if m:
+            fail("gpu", m)
+    report.ran["gpu"] += 1
+
+
+BACKEND_CHECKS = {"kernel": ("cuda", _check_kernel), "onnx": ("onnx", _check_onnx),
+                  "gpu": ("cuda", _check_gpu)}
