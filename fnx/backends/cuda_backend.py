@@ -72,6 +72,7 @@ def on_device(prim, backend, params):
             return settle(quiet_call(raw, *vals, **params))
         except TypeError:  # the impl converts its operands to NumPy: compute on the host
             pass
+        backend.host_fallbacks[prim.name] = backend.host_fallbacks.get(prim.name, 0) + 1
         host = [fetch(v) if owns(v) else v for v in vals]
         return settle(quiet_call(raw, *host, **params))
     run.__name__ = prim.name
@@ -208,6 +209,9 @@ class CudaBackend(Backend):
         self._modules = {}
         self._lock = threading.Lock()
         self._eager = {}
+        # primitive name -> how many times its impl could not run on the device buffers and
+        # ran on host copies instead (each a round trip through host memory)
+        self.host_fallbacks = {}
         self._scan_programs = weakref.WeakKeyDictionary()  # body -> {(length, reverse): IR}
         # False (FNX_GPU_FUSION=0): no generated kernels, every equation runs its impl on
         # the device arrays (a debugging aid: it isolates the kernel generator)
