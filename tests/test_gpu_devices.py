@@ -197,3 +197,47 @@ def test_gelu_layernorm_is_at_most_three_kernels_that_nvrtc_compiles(gpu):
     source = fusion.program_source([s for s in steps if isinstance(s, fusion.Kernel)])
     for arch in ("sm_80", "sm_90"):
         assert b".target sm_" in K.program_ptx(source, arch)
+
+
+def test_cnn_rnn_and_per_example_grads_on_the_device_equal_the_cpu(gpu):
+    rng = np.random.default_rng(3)
+
+    def cnn_loss(p, x):
+        h = lax.conv_general_dilated(x, p["k"], (1, 1), "SAME",
+                                     dimension_numbers=("NCHW", "OIHW", "NCHW"))
+        h = fnx.nn.relu(h + p["b"][None, :, None, None])
+        h = lax.reduce_window(h, -fnp.inf, lax.max, (1, 1, 2, 2), (1, 1, 2, 2), "VALID")
+        return fnp.mean(fnx.nn.logsumexp(h.reshape(h.shape[0], -1), axis=-1))
+
+    def rnn_loss(p, xs):
+        def cell(h, x):
+            h = fnp.tanh(x @ p["wx"] + h @ p["wh"])
+            return h, fnp.sum(h)
+        h, ys = lax.scan(cell, fnp.zeros((3, 6)), xs)
+        return fnp.mean(h ** 2) + fnp.mean(ys)
+
+    def example_loss(p, x, y):
+        return (fnp.tanh(x @ p["w"]).sum() - y) ** 2
+
+    cases = [
+        (cnn_loss, {"k": rng.normal(size=(4, 2, 3, 3)).astype(np.float32) * 0.3,
+                    "b": rng.normal(size=4).astype(np.float32)},
+         (rng.normal(size=(2, 2, 8, 8)).astype(np.float32),), fnx.grad),
+        (rnn_loss, {"wx": rng.normal(size=(5, 6)).astype(np.float32) * 0.3,
+                    "wh": rng.normal(size=(6, 6)).astype(np.float32) * 0.3},
+         (rng.normal(size=(7, 3, 5)).astype(np.float32),), fnx.grad),
+        (example_loss, {"w": rng.normal(size=(4, 3)).astype(np.float32)},
+         (rng.normal(size=(9, 4)).astype(np.float32), rng.normal(size=9).astype(np.float32)),
+         lambda f: fnx.vmap(fnx.grad(f), in_axes=(None, 0, 0))),
+    ]
+    for loss, params, data, transform in cases:
+        g = transform(loss)
+        want = g(params, *data)
+        dev_params = fnx.device_put(params, gpu)
+        dev_data = [fnx.device_put(d, gpu) for d in data]
+        for fn in (g, fnx.jit(g)):
+            got = fn(dev_params, *dev_data)
+            for k in params:
+                assert _on(got[k], gpu), (loss.__name__, k)
+                np.testing.assert_allclose(np.asarray(got[k]), np.asarray(want[k]),
+                                           rtol=2e-5, atol=2e-6, err_msg=loss.__name__)
