@@ -305,8 +305,9 @@ class CudaBackend(Backend):
         return list(outs) if prim.multiple_results else outs[0]
 
     def run_scan(self, body, buffers, *, num_consts, num_carry, length, reverse, unroll=1):
-        """The body's compiled program run once per step from a host loop; carries and
-        ys stay on the device (ys stacked there)."""
+        """An eager scan: its restructured loop as one program; otherwise the body's
+        compiled program run once per step from a host loop, carries and ys staying on
+        the device (``stack``)."""
         plan = scan_plan_for(body, num_consts=num_consts, num_carry=num_carry)
         if plan is not None:  # an eager scan: the restructured loop as one program
             try:
@@ -317,21 +318,16 @@ class CudaBackend(Backend):
                 return list(self.executable(ir).fn(*buffers))
             except Unplanned:
                 pass
-        fn = self.executable(body).fn
-        nc, nk = num_consts, num_carry
-        consts, carry = list(buffers[:nc]), list(buffers[nc:nc + nk])
-        xs = [self.put(x) for x in buffers[nc + nk:]]
-        y_avals = body.out_avals[nk:]
-        ys = [[None] * length for _ in y_avals]
-        for t in (range(length - 1, -1, -1) if reverse else range(length)):
-            outs = fn(*consts, *carry, *[x[t] for x in xs])
-            carry = list(outs[:nk])
-            for col, y in zip(ys, outs[nk:]):
-                col[t] = y
-        xp = self.xp
-        stacked = [xp.stack(col) if length else xp.empty((0,) + tuple(a.shape), a.dtype)
-                   for col, a in zip(ys, y_avals)]
-        return carry + stacked
+        xs = [self.put(x) for x in buffers[num_consts + num_carry:]]
+        return super().run_scan(body, list(buffers[:num_consts + num_carry]) + xs,
+                                num_consts=num_consts, num_carry=num_carry, length=length,
+                                reverse=reverse, unroll=unroll)
+
+    def stack(self, buffers, aval):
+        """Stacked on the device."""
+        if not buffers:
+            return self.xp.empty((0,) + tuple(aval.shape), aval.dtype)
+        return self.xp.stack(buffers)
 
     def clear_cache(self):
         super().clear_cache()

@@ -133,8 +133,8 @@ class Backend:
     def run_scan(self, body, buffers, *, num_consts, num_carry, length, reverse, unroll=1):
         """The outputs (final carries, then stacked ys) of a ``scan`` over ``buffers``
         (``consts, init, xs``; the ``scan`` primitive's operands and params): the body runs
-        once per step as ``executable(body)``, the ys are stacked on the host and put
-        back. A backend overrides this with a faster loop."""
+        once per step as ``executable(body)`` and the ys are stacked (``stack``). A
+        backend overrides this with a faster loop."""
         fn = self.executable(body).fn
         nc, nk = num_consts, num_carry
         consts, carry = list(buffers[:nc]), list(buffers[nc:nc + nk])
@@ -146,10 +146,15 @@ class Backend:
             carry = list(outs[:nk])
             for col, y in zip(ys, outs[nk:]):
                 col[t] = y
-        stacked = [np.stack([np.asarray(self.fetch(y)) for y in col]).astype(a.dtype, copy=False)
-                   if length else np.empty((0,) + tuple(a.shape), a.dtype)
-                   for col, a in zip(ys, y_avals)]
-        return carry + [self.put(y) for y in stacked]
+        return carry + [self.stack(col, a) for col, a in zip(ys, y_avals)]
+
+    def stack(self, buffers, aval):
+        """``buffers`` (of type ``aval``) stacked along a new leading axis: on the host
+        here, then put back; a backend overrides it to stack on its device."""
+        if not buffers:
+            return self.put(np.empty((0,) + tuple(aval.shape), aval.dtype))
+        return self.put(np.stack([np.asarray(self.fetch(b)) for b in buffers])
+                        .astype(aval.dtype, copy=False))
 
     def __repr__(self):
         return f"<fnx backend {self.name!r}>"

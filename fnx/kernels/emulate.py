@@ -187,26 +187,15 @@ def _compiler_id():
 
 
 def cache_dir() -> str:
-    """Where compiled kernel libraries are kept: ``$FNX_CACHE_DIR/emulate``, else
-    ``$XDG_CACHE_HOME/fnx/emulate``, else ``~/.cache/fnx/emulate``; a temporary
-    directory when none of these can be created."""
-    root = os.environ.get("FNX_CACHE_DIR")
-    if root:
-        candidates = [os.path.join(root, "emulate")]
-    else:
-        xdg = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-        candidates = [os.path.join(xdg, "fnx", "emulate")]
-    candidates.append(os.path.join(tempfile.gettempdir(), f"fnx-{os.getuid()}", "emulate")
-                      if hasattr(os, "getuid") else os.path.join(tempfile.gettempdir(), "fnx",
-                                                                   "emulate"))
-    for d in candidates:
-        try:
-            os.makedirs(d, exist_ok=True)
-            if os.access(d, os.W_OK):
-                return d
-        except OSError:
-            continue
-    raise KernelUnsupported(f"no writable cache directory for the emulator (tried {candidates})")
+    """Where compiled kernel libraries are kept: ``emulate/`` in fnx's kernel cache
+    (``fnx.kernels.cuda.cache_dir``: ``$FNX_CACHE_DIR``, else ``$XDG_CACHE_HOME/fnx``, else
+    ``~/.cache/fnx``, else a private temporary directory)."""
+    d = os.path.join(_cuda.cache_dir(), "emulate")
+    try:
+        os.makedirs(d, exist_ok=True)
+    except OSError as e:
+        raise KernelUnsupported(f"no writable cache directory for the emulator ({d}: {e})")
+    return d
 
 
 # --- reading the source ------------------------------------------------------------------------
