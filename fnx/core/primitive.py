@@ -152,6 +152,9 @@ class Primitive:
         # re-runs them as its impl would, each through locate(ir, args, where_inside), so
         # jax_debug_nans names the primitive inside that made a NaN/inf.
         self.locate_nonfinite = None
+        # Its impl hands its operands to user Python code that expects host (NumPy) values
+        # (callbacks): a device backend runs it on host copies and puts the results back.
+        self.host_callback = False
         # Eager grad compiles and caches each call signature's derivation; False for
         # primitives whose rules run user code that may need concrete values.
         self.cache_eager_vjp = True

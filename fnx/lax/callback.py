@@ -49,6 +49,7 @@ def _debug_impl(*vals, callback):
 debug_callback_p = Primitive("debug_callback", shape_rule=_debug_shape, impl=_debug_impl,
                              multiple_results=True)
 debug_callback_p.effectful = True
+debug_callback_p.host_callback = True  # the callback sees NumPy values, on any device
 debug_callback_p.cache_eager_vjp = False  # a fresh callback object per call: nothing to cache
 debug_callback_p.not_needed = {"transpose": "no outputs, and not linear in its operands"}
 
@@ -198,6 +199,7 @@ io_callback_p = Primitive("io_callback", shape_rule=_result_shape, impl=_result_
                           multiple_results=True)
 io_callback_p.effectful = True
 for _p in (pure_callback_p, io_callback_p):
+    _p.host_callback = True  # the callback gets NumPy arrays and returns host values
     _p.cache_eager_vjp = False
     _p.not_needed = {"transpose": "not differentiable (use custom_jvp/custom_vjp)"}
 
