@@ -241,3 +241,13 @@ def test_cnn_rnn_and_per_example_grads_on_the_device_equal_the_cpu(gpu):
                 assert _on(got[k], gpu), (loss.__name__, k)
                 np.testing.assert_allclose(np.asarray(got[k]), np.asarray(want[k]),
                                            rtol=2e-5, atol=2e-6, err_msg=loss.__name__)
+
+
+def test_kernels_round_like_numpy_unless_fast_math_is_asked_for(monkeypatch):
+    from fnx.kernels import cuda as K
+    monkeypatch.delenv("FNX_GPU_FAST_MATH", raising=False)
+    opts = K.program_options("sm_80")
+    assert "-fmad=false" in opts and "--use_fast_math" not in opts
+    monkeypatch.setenv("FNX_GPU_FAST_MATH", "1")
+    opts = K.program_options("sm_80")
+    assert "--use_fast_math" in opts and "-fmad=false" not in opts

@@ -534,14 +534,28 @@ def cache_dir():
     return _work_dir()
 
 
+# NVRTC's options for fast math (FMA contraction, flush to zero, approximate division,
+# square root and transcendental functions), used by program_ptx when FNX_GPU_FAST_MATH=1:
+# faster kernels whose results no longer round like the NumPy impls.
+FAST_MATH_OPTIONS = ("-std=c++17", "--use_fast_math")
+
+
+def program_options(arch=None):
+    """NVRTC's options for a program: fnx's (kernels round like NumPy), or with
+    ``FNX_GPU_FAST_MATH=1`` the fast-math ones."""
+    fast = os.environ.get("FNX_GPU_FAST_MATH", "0") not in ("", "0")
+    return (_arch_option(arch),) + (FAST_MATH_OPTIONS if fast else _NVRTC_OPTIONS)
+
+
 def program_ptx(source, arch=None) -> bytes:
     """PTX of a whole CUDA program (every kernel of one jitted function), compiled by
-    NVRTC with fnx's options (no FMA contraction, no flush to zero), cached in memory and
-    on disk by a hash of the source, the options and NVRTC's version, so a new process
-    does not recompile. Raises ``KernelCompileError`` with NVRTC's log."""
+    NVRTC with ``program_options`` (by default no FMA contraction, no flush to zero),
+    cached in memory and on disk by a hash of the source, the options and NVRTC's
+    version, so a new process does not recompile. Raises ``KernelCompileError`` with
+    NVRTC's log."""
     if not compiler_available():
         raise KernelUnsupported("NVRTC is not available (install nvidia-cuda-nvrtc-cu12)")
-    options = (_arch_option(arch),) + _NVRTC_OPTIONS
+    options = program_options(arch)
     with _LOCK:
         ptx = _PTX_CACHE.get((source, options))
         if ptx is not None:
