@@ -50,11 +50,15 @@ def x64():
 def gpu():
     """The GPU device (``fnx.devices("gpu")[0]``): a real one, else the emulated one."""
     from fnx.backends import enable_gpu_emulation
+    from fnx.kernels import emulate
     try:
-        return fnx.devices("gpu")[0]
+        dev = fnx.devices("gpu")[0]
     except RuntimeError:
         enable_gpu_emulation()
-        return fnx.devices("gpu")[0]
+        dev = fnx.devices("gpu")[0]
+    if dev.emulated and not emulate.emulator_available():
+        pytest.skip("the emulated GPU needs g++ to run its kernels")
+    return dev
 
 
 def pytest_terminal_summary(terminalreporter):

@@ -651,6 +651,11 @@ def _check_gpu(op, is_prim, f, np_args, fx_args, params, out, tol, guarded, fail
     if report.ran["gpu"] >= GPU_EXAMPLES:
         return
     gpu = gpus[0]
+    if getattr(gpu, "emulated", False):
+        from ..kernels import emulate
+        if not emulate.emulator_available():
+            report.skip("gpu", "the emulated GPU needs g++ to run its kernels")
+            return
     dev_args = [device_put_array(a, gpu) if isinstance(a, Array) else a for a in fx_args]
     for how, run in (("eagerly", lambda: f(*dev_args)), ("under jit", lambda: jit(f)(*dev_args))):
         got = guarded("gpu", run)
