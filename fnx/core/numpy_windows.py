@@ -24,6 +24,8 @@ import math
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
+from . import array_library as AL
+
 __all__ = ["dilated_size", "out_size", "needs_pad", "dilate_pad", "undilate_unpad",
            "tap_index", "conv_plan", "window_identity", "reduce_windows", "select_gather",
            "select_scatter"]
@@ -52,7 +54,7 @@ def dilate_pad(x, fill, pads, dils):
     """``x`` with ``dils - 1`` holes between elements and (low, high) padding per axis
     (negative: cropped), holes and padding set to ``fill``; a new C-contiguous array."""
     shape = tuple(dilated_size(n, d) + lo + hi for n, d, (lo, hi) in zip(x.shape, dils, pads))
-    out = np.full(shape, fill, x.dtype) if fill != 0 else np.zeros(shape, x.dtype)
+    out = AL.full(x, shape, fill, x.dtype) if fill != 0 else AL.zeros(x, shape, x.dtype)
     src, dst = [], []
     for n, d, (lo, _), size in zip(x.shape, dils, pads, shape):
         i0, i1, sl = _placement(n, lo, d, size)
@@ -73,8 +75,8 @@ def undilate_unpad(acc, shape, pads, dils):
         src.append(sl)
         full &= (i0 == 0 and i1 == n)
     if full:
-        return np.ascontiguousarray(acc[tuple(src)])
-    out = np.zeros(shape, acc.dtype)
+        return AL.ascontiguous(acc[tuple(src)])
+    out = AL.zeros(acc, shape, acc.dtype)
     out[tuple(dst)] = acc[tuple(src)]
     return out
 
@@ -90,13 +92,26 @@ def out_size(padded, window, stride):
 # --- convolution: im2col and one matmul ----------------------------------------------------
 
 def _windows(x, out_sp, ks, strides, rdil, lead=1):
-    """Every window of ``x`` (lead..., spatial..., C) as a view (lead..., out..., k..., C)."""
+    """Every window of ``x`` (lead..., spatial..., C) as a view (lead..., out..., k..., C);
+    for a device buffer, a copy (one slice copy per kernel tap: no strided views there)."""
+    if AL.is_device(x):
+        return _windows_copied(x, out_sp, ks, strides, rdil, lead)
     s = x.strides
     nsp = len(out_sp)
     shape = x.shape[:lead] + tuple(out_sp) + tuple(ks) + (x.shape[-1],)
     st = (s[:lead] + tuple(s[lead + i] * strides[i] for i in range(nsp))
           + tuple(s[lead + i] * rdil[i] for i in range(nsp)) + (s[-1],))
     return as_strided(x, shape, st, writeable=False)
+
+
+def _windows_copied(x, out_sp, ks, strides, rdil, lead):
+    """``_windows`` as a new array (lead..., out..., K, C), copied tap by tap."""
+    cols = AL.empty(x, x.shape[:lead] + tuple(out_sp) + (math.prod(ks), x.shape[-1]), x.dtype)
+    head = (slice(None),) * lead
+    for t, offs in enumerate(np.ndindex(*ks)):
+        cols[(Ellipsis, t, slice(None))] = x[head + tap_index(offs, rdil, out_sp, strides)
+                                             + (slice(None),)]
+    return cols
 
 
 def tap_index(offs, dil, out, strides):
@@ -113,9 +128,9 @@ def _im2col(x, out_sp, ks, strides, rdil, cols_shape):
     N, C = x.shape[0], x.shape[-1]
     K = math.prod(ks)
     P = math.prod(out_sp)
-    if K == 1 or P * C >= 64 * K:
+    if K == 1 or P * C >= 64 * K or AL.is_device(x):
         # Large taps: copying tap by tap moves long contiguous runs.
-        cols = np.empty((N,) + tuple(out_sp) + (K, C), x.dtype)
+        cols = AL.empty(x, (N,) + tuple(out_sp) + (K, C), x.dtype)
         for t, offs in enumerate(np.ndindex(*ks)):
             sl = (slice(None),) + tap_index(offs, rdil, out_sp, strides) + (slice(None),)
             cols[(Ellipsis, t, slice(None))] = x[sl]
@@ -178,12 +193,12 @@ def conv_plan(lshape, rshape, strides, padding, ldil, rdil, dn, G, B, pet, perm)
     def finish(y):  # y: (N', out..., Co)
         if identity_out:
             return y
-        return np.ascontiguousarray(y.transpose(src))
+        return AL.ascontiguous(y.transpose(src))
 
     if 0 in out_shape or K * C == 0:
         def empty(lhs, rhs):
             dt = lhs.dtype if pet is None else pet
-            return np.zeros(out_shape, dt)
+            return AL.zeros(lhs, out_shape, dt)
         return empty
 
     if channels_first:   # operands keep their spec order: (N, C, spatial...), (O, I, k...)
@@ -227,13 +242,13 @@ def _im2col_cf(x, out_sp, ks, strides, rdil):
     nsp = len(out_sp)
     K, P = math.prod(ks), math.prod(out_sp)
     full = (slice(None), slice(None))
-    if min(K, P) > 256:
+    if min(K, P) > 256 and not AL.is_device(x):
         s = x.strides
         view = as_strided(x, (N, C) + tuple(ks) + tuple(out_sp),
                           s[:2] + tuple(s[2 + i] * rdil[i] for i in range(nsp))
                           + tuple(s[2 + i] * strides[i] for i in range(nsp)), writeable=False)
         return np.ascontiguousarray(view)
-    cols = np.empty((N, C) + tuple(ks) + tuple(out_sp), x.dtype)
+    cols = AL.empty(x, (N, C) + tuple(ks) + tuple(out_sp), x.dtype)
     if K <= P:
         for tap in np.ndindex(*ks):
             cols[full + tap] = x[full + tap_index(tap, rdil, out_sp, strides)]
@@ -271,7 +286,7 @@ def _conv_plan_cf(prep, N, C, Co, ks, out_sp, strides, rdil, G, B, src):
             y = y.reshape((N, Co) + tuple(out_sp))
         if cf_identity:
             return y
-        return np.ascontiguousarray(y.transpose(cf_src))
+        return AL.ascontiguous(y.transpose(cf_src))
     return fn
 
 
@@ -309,13 +324,13 @@ def reduce_windows(x, out, which, p):
     """``reduce_window_{which}`` of ``x`` into the pooled shape ``out`` (``p``: the
     primitive's window params)."""
     if 0 in out:
-        return np.zeros(out, x.dtype)
+        return AL.zeros(x, out, x.dtype)
     if x.size == 0:
-        return np.full(out, window_identity(x.dtype, which), x.dtype)
+        return AL.full(x, out, window_identity(x.dtype, which), x.dtype)
     ufunc = _UFUNC[which]
     xp = _padded(x, window_identity(x.dtype, which), p)
     K = math.prod(p["window_dimensions"])
-    if K > 64:   # many taps: one reduction over a strided window view
+    if K > 64 and not AL.is_device(x):   # many taps: one reduction over a strided view
         st = xp.strides
         shape = out + tuple(p["window_dimensions"])
         strides = (tuple(a * s for a, s in zip(st, p["window_strides"]))
@@ -326,7 +341,7 @@ def reduce_windows(x, out, which, p):
     acc = None
     for sl in _tap_slices(out, p):
         if acc is None:
-            acc = np.array(xp[sl], copy=True)
+            acc = AL.copy(xp[sl])
         else:
             ufunc(acc, xp[sl], out=acc)
     return acc
@@ -341,7 +356,7 @@ def _selection(x, out, which, p):
     xp = _padded(x, window_identity(x.dtype, which), p)
     ext = np.maximum if which == "max" else np.minimum
     taps = list(_tap_slices(out, p))
-    best = np.array(xp[taps[0]], copy=True)
+    best = AL.copy(xp[taps[0]])
     for sl in taps[1:]:
         ext(best, xp[sl], out=best)
     masks, taken = [], None
@@ -359,10 +374,10 @@ def _selection(x, out, which, p):
 def select_gather(t, x, out, which, p):
     """Per window of ``x`` (pooled shape ``out``), ``t`` at the window's selected tap."""
     if 0 in out or x.size == 0:
-        return np.zeros(out, t.dtype)
+        return AL.zeros(t, out, t.dtype)
     _, taps, masks = _selection(x, out, which, p)
     tp = _padded(t, 0, p)
-    res = np.zeros(out, t.dtype)
+    res = AL.zeros(t, out, t.dtype)
     for sl, m in zip(taps, masks):
         np.copyto(res, tp[sl], where=m)
     return res
@@ -372,9 +387,9 @@ def select_scatter(ct, x, which, p):
     """``ct`` (pooled shape) added into ``x``'s shape at each window's selected tap."""
     out = ct.shape
     if 0 in out or x.size == 0:
-        return np.zeros(x.shape, ct.dtype)
+        return AL.zeros(ct, x.shape, ct.dtype)
     pshape, taps, masks = _selection(x, out, which, p)
-    acc = np.zeros(pshape, ct.dtype)
+    acc = AL.zeros(ct, pshape, ct.dtype)
     finite = ct.dtype.kind in "biu" or bool(np.isfinite(ct).all())
     for sl, m in zip(taps, masks):
         # ct * mask is exact for finite ct (x * 1 = x, x * 0 = 0); inf/NaN need where

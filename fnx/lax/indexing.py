@@ -27,6 +27,7 @@ import functools
 
 import numpy as np
 
+from ..core import array_library as AL
 from ..core import onnx_rules as O
 from ..core.backend import register_lowering
 from ..core.numpy_rules import NumpyRule
@@ -115,7 +116,7 @@ def _key(x_shape, spec, indices, oob):
     NumPy's own for ``-n <= i < 0``), so clamping to ``[-n, n - 1]`` and letting NumPy
     wrap is the whole "clip" rule: one ``maximum`` and one ``minimum``. "drop" marks an
     index outside ``[-n, n - 1]`` to point into a padding slot (index ``n``)."""
-    indices = [np.asarray(i) for i in indices]
+    indices = [AL.as_array(i) for i in indices]
     key, adv = _key_template(x_shape, spec, indices)
     bad = []
     for pos, k, dim, n, lo, hi in adv:
@@ -417,11 +418,11 @@ def _scatter_impl(x, updates, *indices, spec, mode):
     if bad:  # updates aimed outside the array land in padding that is then cut off
         out = np.pad(x, [(0, 1 if d in bad else 0) for d in range(x.ndim)])
     else:
-        out = np.array(x, copy=True)
+        out = AL.copy(x)
     if mode == "set":
         out[key] = updates
-    elif any(isinstance(k, np.ndarray) for k in key):
-        _UFUNCS[mode].at(out, key, updates)
+    elif any(k is not None and type(k) not in (int, slice) for k in key):  # index arrays
+        AL.ufunc_at(_UFUNCS[mode], out, key, updates)
     else:  # basic indices never repeat an element
         out[key] = _UFUNCS[mode](out[key], updates)
     if bad:

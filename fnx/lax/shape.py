@@ -15,6 +15,7 @@ import os
 
 import numpy as np
 
+from ..core import array_library as AL
 from ..core import onnx_rules as O
 from ..core.backend import register_lowering
 from ..core.numpy_rules import NumpyRule
@@ -107,7 +108,7 @@ def _broadcast_in_dim_rule(x, *, shape, broadcast_dimensions):
 
 def _broadcast_in_dim_impl(x, *, shape, broadcast_dimensions):
     check_memory("broadcast_in_dim", shape, x.dtype)  # a view is cheap, computing on it not
-    if not x.ndim and len(shape) == 1 and shape[0] <= 256:
+    if not x.ndim and len(shape) == 1 and shape[0] <= 256 and not AL.is_device(x):
         out = np.empty(shape, x.dtype)  # a small filled copy is cheaper than a view
         out.fill(x)
         return out
@@ -452,14 +453,17 @@ def _pad_rule(x, padding_value, *, padding_config):
 def _pad_impl(x, padding_value, *, padding_config):
     if all(lo >= 0 and hi >= 0 and not it for lo, hi, it in padding_config):
         # the common case (the transpose of a slice): write x into a filled array
-        out = np.empty([lo + n + hi for n, (lo, hi, _) in zip(x.shape, padding_config)],
-                       x.dtype)
-        out.fill(padding_value)
+        shape = [lo + n + hi for n, (lo, hi, _) in zip(x.shape, padding_config)]
+        if AL.is_device(x):
+            out = AL.full(x, shape, padding_value, x.dtype)
+        else:
+            out = np.empty(shape, x.dtype)
+            out.fill(padding_value)
         out[tuple(slice(lo, lo + n) for n, (lo, _, _) in zip(x.shape, padding_config))] = x
         return out
     grown = [max(lo, 0) + max(hi, 0) + n + max(n - 1, 0) * it
              for n, (lo, hi, it) in zip(x.shape, padding_config)]
-    out = np.full(grown, padding_value, dtype=x.dtype)
+    out = AL.full(x, grown, padding_value, x.dtype)
     out[tuple(slice(max(lo, 0), max(lo, 0) + max(n - 1, 0) * (it + 1) + 1 if n else max(lo, 0),
                     it + 1) for n, (lo, hi, it) in zip(x.shape, padding_config))] = x
     crop = tuple(slice(-min(lo, 0), g + min(hi, 0))
@@ -666,7 +670,7 @@ def _dynamic_update_slice_rule(x, update, *starts):
 
 
 def _dynamic_update_slice_impl(x, update, *starts):
-    out = np.array(x, copy=True)
+    out = AL.copy(x)
     out[_clamped_window(x.shape, starts, update.shape)] = update
     return out
 
