@@ -20,6 +20,7 @@ import math
 
 import numpy as np
 
+from ..core import array_library as AL
 from ..core import cuda_rules as C
 from ..core import dtypes
 from ..core import onnx_rules as O
@@ -1139,7 +1140,7 @@ def _shift_impl(kind):
             fill = np.where(x < 0, -1, 0) if x.dtype.kind == "i" else 0
             return np.where(big, fill, np.right_shift(x, s_ok)).astype(x.dtype, copy=False)
         u = np.dtype(f"u{x.dtype.itemsize}")  # int -> uint of equal width wraps
-        out = np.right_shift(np.asarray(x).astype(u), np.asarray(s_ok).astype(u))
+        out = np.right_shift(AL.as_array(x).astype(u), AL.as_array(s_ok).astype(u))
         return np.where(big, 0, out).astype(x.dtype)
     return impl
 

@@ -44,6 +44,7 @@ import operator
 
 import numpy as np
 
+from ..core import array_library as AL
 from ..core.array import to_array
 from ..core.primitive import Primitive, ShapeDtypeStruct
 from ..errors import ShapeError
@@ -134,7 +135,7 @@ def _fft_impl(x, *, fft_type, fft_lengths):
     out = _fft_rule(ShapeDtypeStruct(x.shape, x.dtype), fft_type=fft_type,
                     fft_lengths=fft_lengths)
     if x.size == 0 or math.prod(out.shape) == 0:
-        return np.zeros(out.shape, out.dtype)
+        return AL.zeros(x, out.shape, out.dtype)
     if fft_type == FftType.FFT:
         y = np.fft.fftn(x, axes=axes)
     elif fft_type == FftType.IFFT:
@@ -143,7 +144,7 @@ def _fft_impl(x, *, fft_type, fft_lengths):
         y = np.fft.rfftn(x, axes=axes)
     else:
         y = np.fft.irfftn(x, s=fft_lengths, axes=axes)
-    return np.asarray(y).astype(out.dtype, copy=False)
+    return AL.as_array(y).astype(out.dtype, copy=False)
 
 
 fft_p = Primitive("fft", shape_rule=_fft_rule, impl=_fft_impl)

@@ -28,8 +28,11 @@ derivatives, as in JAX.
 """
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
+from ..core import array_library as AL
 from ..core.array import to_array
 from ..core.primitive import Primitive, ShapeDtypeStruct
 from ..errors import ShapeError
@@ -255,8 +258,8 @@ def _ts_rule(a, b, *, left_side, lower, transpose_a, conjugate_a, unit_diagonal)
 def _substitute(t, b, lower):
     """Solve t x = b by substitution (t triangular, stacks), for singular t: inf/NaN."""
     n = t.shape[-1]
-    x = np.zeros(np.broadcast_shapes(t.shape[:-2], b.shape[:-2]) + b.shape[-2:],
-                 np.result_type(t, b))
+    x = AL.zeros(b, np.broadcast_shapes(t.shape[:-2], b.shape[:-2]) + b.shape[-2:],
+                 np.result_type(t.dtype, b.dtype))
     order = range(n) if lower else range(n - 1, -1, -1)
     for i in order:
         acc = b[..., i, :] - np.einsum("...j,...jk->...k", t[..., i, :], x)
@@ -267,7 +270,7 @@ def _substitute(t, b, lower):
 def _ts_impl(a, b, *, left_side, lower, transpose_a, conjugate_a, unit_diagonal):
     t = np.tril(a) if lower else np.triu(a)
     if unit_diagonal:
-        idx = np.arange(a.shape[-1])
+        idx = AL.arange(a, a.shape[-1])
         t[..., idx, idx] = 1
     is_lower = lower
     if transpose_a:
@@ -284,7 +287,7 @@ def _ts_impl(a, b, *, left_side, lower, transpose_a, conjugate_a, unit_diagonal)
         x = _substitute(t, b, is_lower)
     if not left_side:
         x = np.swapaxes(x, -1, -2)
-    return np.ascontiguousarray(x, dtype=b.dtype)
+    return AL.ascontiguous(x, b.dtype)
 
 
 triangular_solve_p = Primitive("triangular_solve", shape_rule=_ts_rule, impl=quiet(_ts_impl))
@@ -370,10 +373,10 @@ def _lu_impl(x):
     A zero column stays zero (its pivot is taken as 1), as the unblocked form did."""
     n = x.shape[-1]
     batch = x.shape[:-2]
-    a = np.array(x.reshape((int(np.prod(batch)), n, n)), dtype=x.dtype, copy=True)
-    rows = np.arange(a.shape[0])
-    pivots = np.zeros((a.shape[0], n), np.int32)
-    perm = np.tile(np.arange(n, dtype=np.int32), (a.shape[0], 1))
+    a = AL.copy(x.reshape((math.prod(batch), n, n)))
+    rows = AL.arange(a, a.shape[0])
+    pivots = AL.zeros(a, (a.shape[0], n), np.int32)
+    perm = np.tile(AL.arange(a, n, np.int32), (a.shape[0], 1))
     for k0 in range(0, n, _LU_PANEL):
         k1 = min(k0 + _LU_PANEL, n)
         for k in range(k0, k1):
@@ -384,11 +387,11 @@ def _lu_impl(x):
             a[rows, k], a[rows, p] = a[rows, p], a[rows, k]   # advanced indexing copies
             perm[rows, k], perm[rows, p] = perm[rows, p], perm[rows, k]
             piv = a[:, k, k]
-            piv = np.where(piv == 0, np.ones((), a.dtype), piv)
+            piv = np.where(piv == 0, a.dtype.type(1), piv)
             a[:, k + 1:, k] /= piv[:, None]
             a[:, k + 1:, k + 1:k1] -= a[:, k + 1:, k, None] * a[:, k, None, k + 1:k1]
         if k1 < n:
-            unit_lower = np.tril(a[:, k0:k1, k0:k1], -1) + np.eye(k1 - k0, dtype=a.dtype)
+            unit_lower = np.tril(a[:, k0:k1, k0:k1], -1) + AL.eye(a, k1 - k0, a.dtype)
             a[:, k0:k1, k1:] = np.linalg.solve(unit_lower, a[:, k0:k1, k1:])
             a[:, k1:, k1:] -= a[:, k1:, k0:k1] @ a[:, k0:k1, k1:]
     return [a.reshape(x.shape), pivots.reshape(batch + (n,)), perm.reshape(batch + (n,))]

@@ -13,6 +13,7 @@ import math
 
 import numpy as np
 
+from ..core import array_library as AL
 from ..core import onnx_rules as O
 from ..core.backend import register_lowering
 from ..core.numpy_rules import NumpyRule
@@ -148,7 +149,7 @@ def _plan(lshape, rshape, dn, pet, perm):
 
     if k == 0:  # an empty sum
         def zeros(lhs, rhs):
-            return np.zeros(final_shape, lhs.dtype if pet is None else pet)
+            return AL.zeros(lhs, final_shape, lhs.dtype if pet is None else pet)
         return zeros
 
     if k == 1:
@@ -166,7 +167,7 @@ def _plan(lshape, rshape, dn, pet, perm):
         multiply = np.multiply
         if nout == 0:
             def product(a, b):
-                return np.asarray(multiply(a, b))  # a 0-d array, not a NumPy scalar
+                return AL.as_array(multiply(a, b))  # a 0-d array, not a NumPy scalar
         else:
             def product(a, b):
                 return multiply(a, b, order="C")

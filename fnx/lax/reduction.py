@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..core import array_library as AL
 from ..core import onnx_rules as O
 from ..core.backend import register_lowering
 from ..core.numpy_rules import NumpyRule
@@ -240,7 +241,7 @@ def _arg_reducer(name, numpy_fn):
         return _reduced(x, axes, index_dtype)
 
     def impl(x, *, axes, index_dtype):
-        return np.asarray(numpy_fn(x, axis=axes[0])).astype(index_dtype)
+        return AL.as_array(numpy_fn(x, axis=axes[0])).astype(index_dtype)
     return Primitive(name, shape_rule=shape_rule, impl=impl)
 
 
