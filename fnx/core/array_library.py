@@ -91,18 +91,22 @@ def arange(like, n, dtype=None):
 
 def eye(like, n, dtype):
     """``np.eye(n, dtype=dtype)``, on the device of ``like`` when it is a device buffer."""
-    if is_device(like):
-        return np.eye(n, dtype=dtype, like=like)
+    if is_device(like):  # (CuPy's eye takes no like=)
+        out = zeros(like, (n, n), dtype)
+        np.fill_diagonal(out, 1)
+        return out
     return np.eye(n, dtype=dtype)
 
 
-# The ufuncs whose ``at`` CuPy implements (atomic scatters), for which dtypes; narrower
-# integer and bool operands scatter through a wider copy (exact: adds wrap alike modulo the
-# narrow width, max/min pick an operand), int64 adds through a uint64 view (same bits);
-# other pairs raise TypeError, so the impl runs on the host, as it must on a real device.
-# NumPy's protocols do not reach CuPy's ``ufunc.at``: it is called on CuPy's own ufunc.
+# The ufuncs whose ``at`` CuPy implements (atomic scatters), for which dtypes (as CuPy 14
+# ran them on an H200); narrower integer and bool operands scatter through a wider copy
+# (exact: adds wrap alike modulo the narrow width, max/min pick an operand); other pairs
+# (complex, multiply, ...) raise TypeError, so the impl runs on the host, as it must on a
+# real device. CuPy's float max/min scatters skip NaN updates where NumPy's propagate
+# them: those places are set to NaN afterwards. NumPy's protocols do not reach CuPy's
+# ``ufunc.at``: it is called on CuPy's own ufunc.
 _CUPY_AT = {
-    "add": frozenset("float16 float32 float64 int32 uint32 uint64 complex64 complex128".split()),
+    "add": frozenset("float16 float32 float64 int32 uint32 int64 uint64".split()),
     "maximum": frozenset("float32 float64 int32 uint32 int64 uint64".split()),
     "minimum": frozenset("float32 float64 int32 uint32 int64 uint64".split()),
 }
@@ -121,16 +125,19 @@ def ufunc_at(ufunc, out, key, values):
     name, dt = ufunc.__name__, out.dtype.name
     if dt in _CUPY_AT.get(name, ()):
         _device_at(name, out, key, values)
-        return
-    if name == "add" and dt == "int64":
-        _device_at(name, out.view(np.uint64), key, values.view(np.uint64))
+        if name != "add" and out.dtype.kind == "f":
+            nan = np.isnan(values)
+            if nan.any():  # (one scalar read)
+                hit = zeros(out, out.shape, np.int32)
+                _device_at("add", hit, key, nan.astype(np.int32))
+                out[hit > 0] = np.nan
         return
     wide = (_WIDER if name == "add" else _WIDER_EXTREME if name in _CUPY_AT else {}).get(dt)
     if wide is None:
         raise TypeError(f"{name}.at of a {dt} device array: CuPy has no scatter for it "
                         "(it runs on the host)")
-    acc = out.astype(wide)
-    _device_at(name, acc, key, values.astype(wide))
+    acc = out.astype(wide)  # (float16 max/min: through float32, NaN fixed up there)
+    ufunc_at(getattr(np, name), acc, key, values.astype(wide))
     out[...] = acc.astype(dt)
 
 

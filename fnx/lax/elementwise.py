@@ -628,6 +628,11 @@ def _int_power(x, y):
 
 def _integer_pow_impl(x, *, y):
     if x.dtype.kind in "iu":
+        if AL.is_device(x):  # a static exponent: no host array mixed in
+            if y >= 0:
+                return np.power(x, np.int64(y)).astype(x.dtype, copy=False)
+            inv = np.where(x == -1, -1 if y % 2 else 1, 0) if x.dtype.kind == "i" else 0
+            return np.where(x == 1, 1, inv).astype(x.dtype)
         return _int_power(x, np.asarray(y))
     return np.power(x, x.dtype.type(y)) if y != 2 else np.square(x)
 
@@ -1243,6 +1248,12 @@ def _select_n_impl(which, *cases):
     if len(cases) == 1:
         return cases[0]
     if which.dtype != np.bool_:
+        if AL.is_device(which):  # CuPy's choose takes one array of choices
+            out = cases[0]
+            for k in range(1, len(cases)):
+                hit = which >= k if k == len(cases) - 1 else which == k
+                out = np.where(hit, cases[k], out)
+            return out
         return np.choose(np.clip(which, 0, len(cases) - 1), cases)
     a, b = cases[1], cases[0]
     u = _BLEND_UINT.get(b.dtype.itemsize)

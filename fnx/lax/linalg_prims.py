@@ -170,6 +170,8 @@ def _plan(lshape, rshape, dn, pet, perm):
                 return AL.as_array(multiply(a, b))  # a 0-d array, not a NumPy scalar
         else:
             def product(a, b):
+                if AL.is_device(a):  # CuPy's ufuncs take no order= (and write C order)
+                    return multiply(a, b)
                 return multiply(a, b, order="C")
         return _apply(spread(lshape, lb, lf, lc, len(lb)),
                       spread(rshape, rb, rf, rc, len(lb) + len(lf)), product, pet)

@@ -40,7 +40,9 @@ def _identity(dtype, which):
 
 # === reductions =================================================================================
 
-def _reducer(name, numpy_fn, kinds, which=None, fuses=False):
+def _reducer(name, numpy_fn, kinds, which=None, fuses=False, device_fn=None):
+    """``device_fn``: the reduction for device buffers, where CuPy lacks ``numpy_fn``
+    (its ufuncs' ``reduce`` is only add's and multiply's)."""
     def shape_rule(x, *, axes):
         check_kind(name, x, KINDS[kinds])
         return _reduced(x, normalize_axes(name, axes, x.ndim))
@@ -49,8 +51,9 @@ def _reducer(name, numpy_fn, kinds, which=None, fuses=False):
         if which is not None and x.size == 0:
             axes = {a % x.ndim for a in axes}
             shape = tuple(s for i, s in enumerate(x.shape) if i not in axes)
-            return np.full(shape, _identity(x.dtype, which), x.dtype)
-        out = numpy_fn(x, axis=tuple(axes))
+            return AL.full(x, shape, _identity(x.dtype, which), x.dtype)
+        fn = device_fn if device_fn is not None and AL.is_device(x) else numpy_fn
+        out = fn(x, axis=tuple(axes))
         return out if out.dtype == x.dtype else out.astype(x.dtype)
     prim = Primitive(name, shape_rule=shape_rule, impl=quiet(impl))
     if numpy_fn.__name__ == "reduce":  # a ufunc's own reduce: jit calls it directly
@@ -197,14 +200,16 @@ def _chosen_jvp(g, ans, x, *, axes):
     return L.div(L.reduce_sum(L.mul(g, hit), axes), L.reduce_sum(hit, axes))
 
 
-reduce_max_p = _reducer("reduce_max", np.maximum.reduce, "any", "max", fuses=True)
+reduce_max_p = _reducer("reduce_max", np.maximum.reduce, "any", "max", fuses=True,
+                        device_fn=np.max)
 reduce_max_p.never_aliases_operands = True
 defjvp(reduce_max_p, _chosen_jvp)
 _batch_reduce(reduce_max_p)
 register_lowering(reduce_max_p, "onnx", _reduce_extreme_onnx("max"))
 
 
-reduce_min_p = _reducer("reduce_min", np.minimum.reduce, "any", "min", fuses=True)
+reduce_min_p = _reducer("reduce_min", np.minimum.reduce, "any", "min", fuses=True,
+                        device_fn=np.min)
 reduce_min_p.never_aliases_operands = True
 defjvp(reduce_min_p, _chosen_jvp)
 _batch_reduce(reduce_min_p)
@@ -212,14 +217,14 @@ register_lowering(reduce_min_p, "onnx", _reduce_extreme_onnx("min"))
 
 
 reduce_and_p = _reducer("reduce_and", lambda x, axis: np.bitwise_and.reduce(x, axis=axis),
-                        "intbool")
+                        "intbool", device_fn=lambda x, axis: _device_bitwise(np.all, x, axis))
 defjvp_zero(reduce_and_p)
 _batch_reduce(reduce_and_p)
 register_lowering(reduce_and_p, "onnx", _reduce_bitwise_onnx("and"))
 
 
 reduce_or_p = _reducer("reduce_or", lambda x, axis: np.bitwise_or.reduce(x, axis=axis),
-                       "intbool")
+                       "intbool", device_fn=lambda x, axis: _device_bitwise(np.any, x, axis))
 defjvp_zero(reduce_or_p)
 _batch_reduce(reduce_or_p)
 register_lowering(reduce_or_p, "onnx", _reduce_bitwise_onnx("or"))
@@ -283,7 +288,35 @@ register_lowering(argmin_p, "onnx", _arg_extreme_onnx("min"))
 
 # === cumulative =================================================================================
 
-def _cumulative(name, numpy_fn, kinds):
+def _device_bitwise(fn, x, axis):
+    if x.dtype != np.bool_:
+        raise TypeError(f"a bitwise reduction of a {x.dtype} device array: CuPy has none "
+                        "(it runs on the host)")
+    return fn(x, axis=axis)
+
+
+def _device_scan(ufunc, exact):
+    """``ufunc.accumulate`` for device buffers (CuPy has no ``accumulate`` but add's and
+    multiply's): log2(n) steps, each combining every prefix with the one ``d`` before it
+    (earlier operand first, so ties and NaNs resolve as the sequential scan's do). Only
+    for ``exact`` ufuncs (max, min), whose result does not depend on the grouping; the
+    others raise TypeError (they run on the host)."""
+    def scan(x, axis):
+        if not exact:
+            raise TypeError(f"{ufunc.__name__}.accumulate of a device array: CuPy has none, "
+                            "and a parallel scan would round differently (it runs on the host)")
+        out = x.copy()
+        n, d = x.shape[axis], 1
+        head = (slice(None),) * (axis % x.ndim)
+        while d < n:
+            later, earlier = head + (slice(d, None),), head + (slice(0, n - d),)
+            out[later] = ufunc(out[earlier], out[later])
+            d *= 2
+        return out
+    return scan
+
+
+def _cumulative(name, numpy_fn, kinds, device_fn=None):
     def shape_rule(x, *, axis, reverse=False):
         check_kind(name, x, KINDS[kinds])
         normalize_axes(name, (axis,), x.ndim)
@@ -292,7 +325,8 @@ def _cumulative(name, numpy_fn, kinds):
     def impl(x, *, axis, reverse=False):
         if reverse:
             x = np.flip(x, axis)
-        out = numpy_fn(x, axis=axis)
+        fn = device_fn if device_fn is not None and AL.is_device(x) else numpy_fn
+        out = fn(x, axis=axis)
         out = out if out.dtype == x.dtype else out.astype(x.dtype)
         return np.flip(out, axis) if reverse else out
     return Primitive(name, shape_rule=shape_rule, impl=quiet(impl))
@@ -420,20 +454,23 @@ def _cum_extreme_jvp(prim):
     prim.jvp = rule
 
 
-cummax_p = _cumulative("cummax", np.maximum.accumulate, "real")
+cummax_p = _cumulative("cummax", np.maximum.accumulate, "real",
+                       _device_scan(np.maximum, exact=True))
 _cum_extreme_jvp(cummax_p)
 _batch_cumulative(cummax_p)
 register_lowering(cummax_p, "onnx", _cum_scan_onnx("max"))
 
 
-cummin_p = _cumulative("cummin", np.minimum.accumulate, "real")
+cummin_p = _cumulative("cummin", np.minimum.accumulate, "real",
+                       _device_scan(np.minimum, exact=True))
 _cum_extreme_jvp(cummin_p)
 _batch_cumulative(cummin_p)
 register_lowering(cummin_p, "onnx", _cum_scan_onnx("min"))
 
 
 # log(cumsum(exp(x))) without overflow: each step is a logaddexp of the running value
-cumlogsumexp_p = _cumulative("cumlogsumexp", np.logaddexp.accumulate, "float")
+cumlogsumexp_p = _cumulative("cumlogsumexp", np.logaddexp.accumulate, "float",
+                            _device_scan(np.logaddexp, exact=False))
 
 
 def _cumlogsumexp_jvp(primals, tangents, *, axis, reverse=False):

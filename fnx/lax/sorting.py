@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from ..core import array_library as AL
 from ..core import onnx_rules as O
 from ..core.backend import register_lowering
 from ..core.primitive import Primitive, ShapeDtypeStruct
@@ -38,6 +39,13 @@ def _sort_impl(*operands, dimension, is_stable=True, num_keys=1):
     keys = operands[:num_keys]
     if num_keys == 1:
         perm = np.argsort(keys[0], axis=dimension, kind="stable")
+    elif AL.is_device(keys[0]):
+        # CuPy's lexsort takes no axis: stable sorts from the least significant key on
+        perm = np.argsort(keys[-1], axis=dimension, kind="stable")
+        for key in keys[-2::-1]:
+            step = np.argsort(np.take_along_axis(key, perm, axis=dimension), axis=dimension,
+                              kind="stable")
+            perm = np.take_along_axis(perm, step, axis=dimension)
     else:
         perm = np.lexsort(keys[::-1], axis=dimension)
     return [np.take_along_axis(o, perm, axis=dimension) for o in operands]
