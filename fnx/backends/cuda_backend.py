@@ -37,6 +37,7 @@ from ..core.devices import GpuDevice
 from ..core.ir import IR, Eqn, Literal, Var
 from ..core.numpy_errstate import quiet_call
 from ..core.primitive import ShapeDtypeStruct
+from ..kernels.cuda import to_device
 from ..lax.control_flow.scan_plan import Unplanned, plan_scans, scan_plan_for
 
 __all__ = ["CudaBackend", "CudaExecutable", "on_device"]
@@ -53,12 +54,14 @@ class CudaExecutable(Executable):
         self.kernels = kernels
 
 
-def on_device(prim, backend, params):
+def on_device(prim, backend, params, in_avals=None):
     """``prim``'s impl (params bound) over device buffers: run on them directly (NumPy
     calls dispatch to the device array library), else on host copies with the results put
-    back; results that come back as host values are put on the device."""
+    back; results that come back as host values are put on the device. (``in_avals``: the
+    operands' types, for rules specialized to them; none is used yet.)"""
     impl = prim.impl
     raw = getattr(impl, "raw", impl)
+
     put, owns, fetch = backend.put, backend.owns, backend.fetch
     multiple = prim.multiple_results
 
@@ -77,7 +80,9 @@ def on_device(prim, backend, params):
     def run(*vals):
         try:
             return settle(quiet_call(raw, *vals, **params))
-        except TypeError:  # the impl converts its operands to NumPy: compute on the host
+        except (TypeError, NotImplementedError):
+            # the impl converts its operands to NumPy, or calls what the device library
+            # does not have: compute on the host
             pass
         backend.host_fallbacks[prim.name] = backend.host_fallbacks.get(prim.name, 0) + 1
         host = [fetch(v) if owns(v) else v for v in vals]
@@ -188,7 +193,8 @@ class _Writer:
         self.lines.append(f"_k_{k.name}({tuple(k.grid)!r}, {tuple(k.block)!r}, ({args}){shared})")
 
     def write_eqn(self, e):
-        fn = self.bind(_python_name(e.prim.name), on_device(e.prim, self.backend, e.params))
+        fn = self.bind(_python_name(e.prim.name), on_device(e.prim, self.backend, e.params,
+                                                            [v.aval for v in e.inputs]))
         ins = ", ".join(self.ref(v) for v in e.inputs)
         outs = []
         for v in e.outputs:
@@ -236,7 +242,7 @@ class CudaBackend(Backend):
     def put(self, value):
         if type(value) is self._buffer_type:
             return value
-        return self.xp.asarray(np.asarray(value))
+        return to_device(self.xp, np.asarray(value))
 
     def fetch(self, buffer):
         if type(buffer) is self._buffer_type:

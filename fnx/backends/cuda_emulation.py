@@ -110,7 +110,11 @@ class EmulatedArray:
 
     def __getattr__(self, name):
         # methods (reshape, transpose, astype, copy, ravel, view, sum, ...): NumPy's on the
-        # held array, device buffers in and out
+        # held array, device buffers in and out. Not the protocols (__array_interface__,
+        # __array_struct__, ...): through them NumPy would read the buffer as a host array,
+        # which CuPy refuses
+        if name.startswith("__"):
+            raise AttributeError(name)
         attr = getattr(self._a, name)
         if not callable(attr):
             return _wrap(attr)  # .real, .imag: device buffers too
