@@ -8,9 +8,11 @@ device:
 * ``ndarray`` (``EmulatedArray``): a device buffer. It holds a NumPy array, but is not
   one: NumPy functions and ufuncs applied to it dispatch (``__array_function__``,
   ``__array_ufunc__``, as CuPy's arrays do) and give device buffers; mixing it with a
-  host NumPy array in one call raises ``TypeError``, as CuPy does, and so does any
-  implicit conversion to NumPy (``np.asarray(x)``): transfers are explicit (``get()``,
-  ``asnumpy``, ``asarray``).
+  host NumPy array in one call raises ``TypeError`` (a 0-d one too), as CuPy does, and so
+  does any implicit conversion to NumPy (``np.asarray(x)``): transfers are explicit
+  (``get()``, ``asnumpy``, ``asarray``). What CuPy 14's arrays lack through NumPy's ufuncs
+  is refused as there: ``reduce``/``accumulate`` of ufuncs but add and multiply,
+  ``ufunc.at``, ``order=``.
 * creation (``empty``, ``zeros``, ``asarray``, ...) and every other NumPy function by
   name (``xp.matmul``, ``xp.stack``, ...), computed by NumPy on the held arrays;
 * ``RawModule(code=...)`` / ``get_function(name)``: a CUDA kernel compiled for the host
@@ -124,6 +126,16 @@ class EmulatedArray:
         return method
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        # what CuPy 14's arrays do not offer through NumPy's ufuncs (seen on an H200):
+        # reduce/accumulate but add's and multiply's, ufunc.at, and order=
+        if method in ("reduce", "accumulate") and ufunc not in (np.add, np.multiply):
+            raise NotImplementedError(f"{ufunc.__name__}.{method} of a GPU array (CuPy has "
+                                      "only add's and multiply's)")
+        if method == "at":
+            raise TypeError(f"{ufunc.__name__}.at of a GPU array (NumPy's ufunc.at does not "
+                            "reach CuPy; use the device library's own)")
+        if "order" in kwargs:
+            raise TypeError(f"{ufunc.__name__}: CuPy's ufuncs take no order=")
         out = kwargs.get("out")
         res = getattr(ufunc, method)(*_unwrap(inputs, ufunc.__name__),
                                      **_unwrap(kwargs, ufunc.__name__))
@@ -133,6 +145,9 @@ class EmulatedArray:
 
     def __array_function__(self, func, types, args, kwargs):
         return _wrap(func(*_unwrap(args, func.__name__), **_unwrap(kwargs, func.__name__)))
+
+    def __array_namespace__(self, api_version=None):
+        return EMULATED_CUPY
 
     def __dlpack__(self, stream=None):
         raise TypeError("an emulated GPU buffer has no device memory to share through "
@@ -166,7 +181,8 @@ EmulatedArray.__hash__ = None
 
 def _unwrap(x, what):
     """``x`` with every EmulatedArray replaced by its NumPy array (through lists, tuples
-    and dicts); a host NumPy array (other than 0-d) is refused, as CuPy refuses one."""
+    and dicts); a host NumPy array is refused, 0-d ones too, as CuPy 14 refuses them (NumPy
+    scalars and Python numbers pass)."""
     t = type(x)
     if t is EmulatedArray:
         return x._a
@@ -174,7 +190,7 @@ def _unwrap(x, what):
         return t(_unwrap(v, what) for v in x)
     if t is dict:
         return {k: _unwrap(v, what) for k, v in x.items()}
-    if isinstance(x, np.ndarray) and x.ndim:
+    if isinstance(x, np.ndarray):
         raise TypeError(f"{what}: a host NumPy array {x.dtype}{list(x.shape)} was combined "
                         "with an (emulated) GPU array; transfer it first (cupy.asarray / "
                         "fnx.device_put)")
@@ -229,6 +245,33 @@ class RawModule:
         return _Function(self._module, name)
 
 
+class _Ufunc:
+    """A CuPy ufunc, emulated: called on device buffers; ``at`` (CuPy's scatter: add,
+    subtract, maximum, minimum), ``reduce``/``accumulate`` (add and multiply only)."""
+
+    def __init__(self, ufunc):
+        self.ufunc = ufunc
+        self.__name__ = ufunc.__name__
+
+    def __call__(self, *args, **kwargs):
+        return _wrap(self.ufunc(*_unwrap(args, self.__name__), **_unwrap(kwargs, self.__name__)))
+
+    def at(self, out, key, values=None):
+        if self.ufunc not in (np.add, np.subtract, np.maximum, np.minimum):
+            raise NotImplementedError(f"cupy.{self.__name__}.at is not offered by CuPy")
+        args = (key,) if values is None else (key, values)
+        self.ufunc.at(_unwrap(out, "at"), *_unwrap(args, f"{self.__name__}.at"))
+
+    def _method(self, name):
+        if self.ufunc not in (np.add, np.multiply):
+            raise NotImplementedError(f"cupy.{self.__name__}.{name} is not offered by CuPy")
+        fn = getattr(self.ufunc, name)
+        return lambda *a, **k: _wrap(fn(*_unwrap(a, name), **_unwrap(k, name)))
+
+    reduce = property(lambda self: self._method("reduce"))
+    accumulate = property(lambda self: self._method("accumulate"))
+
+
 class _EmulatedCuPy:
     """The CuPy namespace, emulated (see the module docstring)."""
 
@@ -262,6 +305,8 @@ class _EmulatedCuPy:
 
     def __getattr__(self, name):
         fn = getattr(np, name)  # AttributeError names what the emulation lacks
+        if isinstance(fn, np.ufunc):
+            return _Ufunc(fn)
         if isinstance(fn, (type, numbers.Number, np.dtype)) or not callable(fn):
             return fn  # dtypes (xp.float32), constants (xp.inf)
 

@@ -145,5 +145,5 @@ def _device_at(name, out, key, values):
     if type(out).__module__.startswith("cupy"):
         import cupy
         getattr(cupy, name).at(out, key, values)
-    else:  # the emulation's buffers take ``at`` through NumPy's __array_ufunc__
-        getattr(np, name).at(out, key, values)
+    else:  # another device library (the emulation): its own namespace's scatter
+        getattr(out.__array_namespace__(), name).at(out, key, values)
