@@ -17,7 +17,8 @@ import numpy as np
 from ..core import dtypes
 from ..core.array import Array, new_array
 from ..core.numpy_errstate import quiet_call, quiet_run
-from ..core.backend import DEVICE_BACKENDS
+from ..core.backend import DEVICE_BACKENDS, place
+from ..core.primitive import ShapeDtypeStruct
 from ..core.trace import EVAL, get_trace
 
 __all__ = ["fast_binary", "fast_unary"]
@@ -38,6 +39,20 @@ def _on_device(x, y):
     return False
 
 
+def _device_binary(name, prim, x, y, out_bool):
+    """``prim(x, y)`` for two concrete Arrays of one shape and dtype, at least one on a
+    device: straight to the device's backend (placement checked; no promotion, no
+    dispatch through the trace)."""
+    backend, vals = place(name, (x, y), (x._value, y._value))
+    v = vals[0]
+    weak = not out_bool and x.weak_type and y.weak_type
+    aval = ShapeDtypeStruct(v.shape, np.dtype(np.bool_) if out_bool else v.dtype, weak)
+    out = new_array(Array)
+    out._value = backend.eager(prim, vals, {}, aval)
+    out.weak_type = weak
+    return out
+
+
 def fast_binary(name, slow, ufunc, kinds, prim, out_bool=False, quiet=True,
                 rank_check=(False,)):
     """``slow`` with shortcuts when nothing needs promoting or broadcasting: eagerly
@@ -55,7 +70,12 @@ def fast_binary(name, slow, ufunc, kinds, prim, out_bool=False, quiet=True,
     traced_kinds = kinds.replace("b", "")  # bool add/multiply are or/and
 
     def f(x, y, /):
-        if DEVICE_BACKENDS and _on_device(x, y):  # device buffers: the general path
+        if DEVICE_BACKENDS and _on_device(x, y):  # device buffers: their backend's eager
+            if type(x) is Array and type(y) is Array and get_trace() is EVAL:
+                xv, yv = x._value, y._value
+                dt = xv.dtype
+                if dt is yv.dtype and xv.shape == yv.shape and dt.kind in traced_kinds:
+                    return _device_binary(name, prim, x, y, out_bool)
             return slow(x, y)
         tx, ty = type(x), type(y)
         if tx is Array and ty is Array:  # the hottest case first: two concrete arrays
