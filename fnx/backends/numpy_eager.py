@@ -53,6 +53,19 @@ def _device_binary(name, prim, x, y, out_bool):
     return out
 
 
+def _device_unary(prim, x, slow):
+    """``prim(x)`` for a concrete float Array on a device, straight to its backend (every
+    unary primitive maps floats to their own dtype); anything else takes ``slow``."""
+    if type(x) is not Array or get_trace() is not EVAL or x._value.dtype.kind != "f":
+        return slow(x)
+    v = x._value
+    backend, (v,) = place(prim.name, (x,), (v,))
+    out = new_array(Array)
+    out._value = backend.eager(prim, [v], {}, ShapeDtypeStruct(v.shape, v.dtype, x.weak_type))
+    out.weak_type = x.weak_type
+    return out
+
+
 def fast_binary(name, slow, ufunc, kinds, prim, out_bool=False, quiet=True,
                 rank_check=(False,)):
     """``slow`` with shortcuts when nothing needs promoting or broadcasting: eagerly
@@ -160,7 +173,7 @@ def fast_unary(prim, slow):
     if raw is not None:
         def f(x, /):
             if DEVICE_BACKENDS and _on_device(x, x):
-                return slow(x)
+                return _device_unary(prim, x, slow)
             if type(x) is Array and get_trace() is EVAL:
                 v = x._value
                 if v.dtype.kind == "f":
@@ -176,7 +189,7 @@ def fast_unary(prim, slow):
     else:
         def f(x, /):
             if DEVICE_BACKENDS and _on_device(x, x):
-                return slow(x)
+                return _device_unary(prim, x, slow)
             if type(x) is Array and get_trace() is EVAL:
                 v = x._value
                 if v.dtype.kind == "f":
