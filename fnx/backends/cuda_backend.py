@@ -61,7 +61,6 @@ def on_device(prim, backend, params, in_avals=None):
     operands' types, for rules specialized to them; none is used yet.)"""
     impl = prim.impl
     raw = getattr(impl, "raw", impl)
-
     put, owns, fetch = backend.put, backend.owns, backend.fetch
     multiple = prim.multiple_results
 
