@@ -54,11 +54,10 @@ class CudaExecutable(Executable):
         self.kernels = kernels
 
 
-def on_device(prim, backend, params, in_avals=None):
+def on_device(prim, backend, params):
     """``prim``'s impl (params bound) over device buffers: run on them directly (NumPy
     calls dispatch to the device array library), else on host copies with the results put
-    back; results that come back as host values are put on the device. (``in_avals``: the
-    operands' types, for rules specialized to them; none is used yet.)"""
+    back; results that come back as host values are put on the device."""
     impl = prim.impl
     raw = getattr(impl, "raw", impl)
     put, owns, fetch = backend.put, backend.owns, backend.fetch
@@ -192,8 +191,7 @@ class _Writer:
         self.lines.append(f"_k_{k.name}({tuple(k.grid)!r}, {tuple(k.block)!r}, ({args}){shared})")
 
     def write_eqn(self, e):
-        fn = self.bind(_python_name(e.prim.name), on_device(e.prim, self.backend, e.params,
-                                                            [v.aval for v in e.inputs]))
+        fn = self.bind(_python_name(e.prim.name), on_device(e.prim, self.backend, e.params))
         ins = ", ".join(self.ref(v) for v in e.inputs)
         outs = []
         for v in e.outputs:

@@ -17,7 +17,7 @@ import numpy as np
 from ..core import dtypes
 from ..core.array import Array, new_array
 from ..core.numpy_errstate import quiet_call, quiet_run
-from ..core.backend import DEVICE_BACKENDS, place
+from ..core.backend import DEVICE_BACKENDS, is_host_buffer, place
 from ..core.primitive import ShapeDtypeStruct
 from ..core.trace import EVAL, get_trace
 
@@ -31,12 +31,7 @@ _INT32_MIN, _INT32_MAX = -2**31, 2**31 - 1
 def _on_device(x, y):
     """Whether ``x`` or ``y`` is a concrete Array whose buffer is not a NumPy one (only
     asked when a device backend is registered)."""
-    for a in (x, y):
-        if type(a) is Array:
-            v = a._value
-            if not (type(v) is np.ndarray or isinstance(v, np.generic)):
-                return True
-    return False
+    return any(type(a) is Array and not is_host_buffer(a._value) for a in (x, y))
 
 
 def _device_binary(name, prim, x, y, out_bool):

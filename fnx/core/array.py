@@ -20,7 +20,7 @@ import numpy as np
 from ..errors import ConcretizationError, DeletedArrayError
 from . import dtypes
 from . import backend as _backend
-from .devices import CPU_DEVICE, Device  # noqa: F401 (fnx.core.array.CPU_DEVICE, kept)
+from .devices import CPU_DEVICE, Device, commit  # noqa: F401 (CPU_DEVICE: kept here)
 from .primitive import ShapeDtypeStruct
 from .trace import EvalTrace, user_frame_info
 
@@ -109,7 +109,7 @@ class Array:
     def device(self):
         """The device holding the array (the CPU for a NumPy buffer)."""
         v = self._value
-        if type(v) is np.ndarray or isinstance(v, (np.generic, DeletedBuffer)):
+        if _backend.is_host_buffer(v) or type(v) is DeletedBuffer:
             return CPU_DEVICE
         return _backend.backend_for((v,)).device_of(v)
 
@@ -156,10 +156,9 @@ class Array:
         """The NumPy value, for conversions that need one (tracers override); a device
         buffer is copied to the host."""
         v = self._value
-        t = type(v)
-        if t is np.ndarray or isinstance(v, np.generic):
+        if _backend.is_host_buffer(v):
             return v
-        if t is DeletedBuffer:
+        if type(v) is DeletedBuffer:
             v.dtype  # raises DeletedArrayError
         return _backend.backend_for((v,)).fetch(v)
 
@@ -189,7 +188,7 @@ class Array:
         copy by default, since the legacy protocol cannot say read-only; with
         ``copy=False`` it gets the buffer itself, which it must not write."""
         dv = self._value
-        if not (type(dv) is np.ndarray or isinstance(dv, (np.generic, DeletedBuffer))):
+        if not (_backend.is_host_buffer(dv) or type(dv) is DeletedBuffer):
             # a device buffer exports itself (CuPy: no copy, on the GPU)
             kw = {} if max_version is None else {"max_version": max_version}
             return dv.__dlpack__(stream=stream, **kw)
@@ -215,7 +214,7 @@ class Array:
 
     def __dlpack_device__(self, /):
         dv = self._value
-        if not (type(dv) is np.ndarray or isinstance(dv, (np.generic, DeletedBuffer))):
+        if not (_backend.is_host_buffer(dv) or type(dv) is DeletedBuffer):
             return dv.__dlpack_device__()
         return (1, 0)  # kDLCPU, device 0
 
@@ -488,17 +487,16 @@ def _legacy_alias(v):
 def device_put_array(x, device):
     """``x`` (an Array) on ``device`` (a Device; None: where it is), committed there: the
     same buffer when it is there already, else a copy through the host."""
-    from . import devices as D
     if device is None or type(x) is not Array:
         return x  # a tracer: placement is the compiled program's business
-    if not isinstance(device, D.Device):
+    if not isinstance(device, Device):
         raise ValueError(f"device_put: expected a device (one of fnx.devices()), got "
                          f"{device!r}")
     if x.device is device:
-        return D.commit(Array._wrap(x._value, x.weak_type)) if device.platform == "cpu" else x
+        return commit(Array._wrap(x._value, x.weak_type)) if device.platform == "cpu" else x
     host = x._concrete("device_put")
     if device.platform == "cpu":
-        return D.commit(Array._wrap(host, x.weak_type))
+        return commit(Array._wrap(host, x.weak_type))
     return Array._wrap(_backend.get_backend(device.backend).put(host), x.weak_type)
 
 

@@ -59,7 +59,7 @@ from .primitive import Primitive
 
 __all__ = ["Backend", "Executable", "register_backend", "get_backend", "available_backends",
            "register_lowering", "lowering", "backend_for", "apply_ir", "apply_scan",
-           "all_devices", "place", "default_device"]
+           "all_devices", "place", "default_device", "is_host_buffer"]
 
 
 class Executable:
@@ -257,7 +257,8 @@ def _resolve_default_device(value):
 config.on_change("jax_default_device", _resolve_default_device)
 
 
-def _is_host(v):
+def is_host_buffer(v) -> bool:
+    """Whether ``v`` is a NumPy (host) value: an ndarray or a NumPy scalar."""
     return type(v) is np.ndarray or isinstance(v, np.generic)
 
 
@@ -269,7 +270,7 @@ def place(what, args, buffers):
     names both and says to ``device_put``."""
     found = None  # (device, position)
     for i, v in enumerate(buffers):
-        if _is_host(v):
+        if is_host_buffer(v):
             if not _devices._COMMITTED_HOST or not _devices.is_committed(args[i]):
                 continue
             d = CPU_DEVICE

@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core import ops
-from ..core.backend import DEVICE_BACKENDS, get_backend
+from ..core.backend import DEVICE_BACKENDS, get_backend, is_host_buffer
 from ..core import dtypes
 from ..core.array import Array, Tracer, to_array
 from ..core.ir import IR, eval_ir, optimize
@@ -73,11 +73,6 @@ class TapeTracer(Tracer):
     _aval = aval
 
 
-def _off_host(vals):
-    """Whether some value is not a NumPy one (it lives on a device)."""
-    return any(not (type(v) is np.ndarray or isinstance(v, np.generic)) for v in vals)
-
-
 class TapeTrace(Trace):
     name = "grad"
 
@@ -116,7 +111,8 @@ class TapeTrace(Trace):
         rule = None
         # the cached rules are compiled for NumPy buffers: values on a device linearize
         # afresh, through the eager dispatch of their backend
-        if prim.cache_eager_vjp and not (DEVICE_BACKENDS and _off_host(vals)):
+        if prim.cache_eager_vjp and not (
+                DEVICE_BACKENDS and not all(map(is_host_buffer, vals))):
             try:
                 # params by value and top-level type, so y=2 and y=2.0 differ (values
                 # nested in tuples compare by ==: primitives keep ints there)
