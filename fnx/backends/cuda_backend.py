@@ -274,10 +274,10 @@ class CudaBackend(Backend):
         installed): a kernel NVRTC refuses raises ``KernelCompileError`` here, without a
         GPU. PTX is cached on disk, so a source is compiled once per machine."""
         from ..kernels import cuda as K
+        from ..kernels import emulate
         if os.environ.get("FNX_GPU_EMULATE_NVRTC", "1") == "0" or not K.compiler_available():
             return
-        for arch in self.nvrtc_archs:
-            K.program_ptx(source, arch)
+        emulate.nvrtc_check(source, self.nvrtc_archs)
 
     # -- programs --------------------------------------------------------------------------
     def compile(self, ir, name="jit", donated=()):

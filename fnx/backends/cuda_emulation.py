@@ -120,10 +120,7 @@ class EmulatedArray:
         attr = getattr(self._a, name)
         if not callable(attr):
             return _wrap(attr)  # .real, .imag: device buffers too
-
-        def method(*args, **kwargs):
-            return _wrap(attr(*_unwrap(args, name), **_unwrap(kwargs, name)))
-        return method
+        return _lift(attr, name)
 
     def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
         # what CuPy 14's arrays do not offer through NumPy's ufuncs (seen on an H200):
@@ -144,7 +141,7 @@ class EmulatedArray:
         return _wrap(res)
 
     def __array_function__(self, func, types, args, kwargs):
-        return _wrap(func(*_unwrap(args, func.__name__), **_unwrap(kwargs, func.__name__)))
+        return _lift(func, func.__name__)(*args, **kwargs)
 
     def __array_namespace__(self, api_version=None):
         return EMULATED_CUPY
@@ -195,6 +192,15 @@ def _unwrap(x, what):
                         "with an (emulated) GPU array; transfer it first (cupy.asarray / "
                         "fnx.device_put)")
     return x
+
+
+def _lift(fn, what):
+    """``fn`` (a NumPy function or method) as one of device buffers: operands unwrapped
+    (host arrays refused), results wrapped."""
+    def call(*args, **kwargs):
+        return _wrap(fn(*_unwrap(args, what), **_unwrap(kwargs, what)))
+    call.__name__ = what
+    return call
 
 
 def _wrap(x):
@@ -254,7 +260,7 @@ class _Ufunc:
         self.__name__ = ufunc.__name__
 
     def __call__(self, *args, **kwargs):
-        return _wrap(self.ufunc(*_unwrap(args, self.__name__), **_unwrap(kwargs, self.__name__)))
+        return _lift(self.ufunc, self.__name__)(*args, **kwargs)
 
     def at(self, out, key, values=None):
         if self.ufunc not in (np.add, np.subtract, np.maximum, np.minimum):
@@ -265,8 +271,7 @@ class _Ufunc:
     def _method(self, name):
         if self.ufunc not in (np.add, np.multiply):
             raise NotImplementedError(f"cupy.{self.__name__}.{name} is not offered by CuPy")
-        fn = getattr(self.ufunc, name)
-        return lambda *a, **k: _wrap(fn(*_unwrap(a, name), **_unwrap(k, name)))
+        return _lift(getattr(self.ufunc, name), name)
 
     reduce = property(lambda self: self._method("reduce"))
     accumulate = property(lambda self: self._method("accumulate"))
@@ -309,11 +314,7 @@ class _EmulatedCuPy:
             return _Ufunc(fn)
         if isinstance(fn, (type, numbers.Number, np.dtype)) or not callable(fn):
             return fn  # dtypes (xp.float32), constants (xp.inf)
-
-        def call(*args, **kwargs):
-            return _wrap(fn(*_unwrap(args, name), **_unwrap(kwargs, name)))
-        call.__name__ = name
-        return call
+        return _lift(fn, name)
 
 
 EMULATED_CUPY = _EmulatedCuPy()

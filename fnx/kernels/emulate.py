@@ -990,14 +990,11 @@ def nvrtc_check(source: str, archs=("sm_80", "sm_90")) -> dict:
     analysis = _analyse(source)
     out = {}
     for arch in archs:
-        option = _cuda._arch_option(arch)
-        with _cuda._LOCK:
-            ptx, log = _cuda._nvrtc_compile(source, "fnx_kernels.cu",
-                                            (option,) + _cuda._NVRTC_OPTIONS)
-        if ptx is None:
+        try:
+            ptx = _cuda.program_ptx(source, arch)  # (cached in memory and on disk)
+        except KernelCompileError as e:
             raise KernelCompileError(f"NVRTC could not compile the kernel source for {arch}.\n"
-                                     f"NVRTC log:\n{log.strip()}\n\nsource:\n"
-                                     f"{_cuda._numbered(source)}")
+                                     f"{e}") from None
         text = ptx.decode(errors="replace")
         for name, k in analysis.kernels.items():
             if k.qualified == name and f".entry {name}(" not in text and re.search(
