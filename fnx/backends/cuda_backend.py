@@ -101,6 +101,7 @@ class _Writer:
         self.ir = ir
         self.glb = {"_empty": backend.xp.empty, "_contig": backend.xp.ascontiguousarray}
         self.kernel_made = set()
+        self.literals = {}
         self.names = {}
         self.fresh = (f"v{i}" for i in itertools.count())
         self.lines = []
@@ -117,8 +118,13 @@ class _Writer:
         return self.names[v]
 
     def literal(self, lit):
+        """The global holding ``lit`` on the device: one per distinct value and dtype."""
         value = np.asarray(lit.value, lit.aval.dtype)
-        return self.bind("lit", self.backend.put(value))
+        key = (value.dtype, value.tobytes())
+        name = self.literals.get(key)
+        if name is None:
+            name = self.literals[key] = self.bind("lit", self.backend.put(value))
+        return name
 
     def plan(self):
         if not self.backend.fuse:  # every equation its own step (no generated kernels)
