@@ -390,7 +390,9 @@ def select_scatter(ct, x, which, p):
         return AL.zeros(ct, x.shape, ct.dtype)
     pshape, taps, masks = _selection(x, out, which, p)
     acc = AL.zeros(ct, pshape, ct.dtype)
-    finite = ct.dtype.kind in "biu" or bool(np.isfinite(ct).all())
+    # on a device, always ``where``: reading the check back to the host would stall it
+    # (and stop a CUDA graph's capture)
+    finite = ct.dtype.kind in "biu" or (not AL.is_device(ct) and bool(np.isfinite(ct).all()))
     for sl, m in zip(taps, masks):
         # ct * mask is exact for finite ct (x * 1 = x, x * 0 = 0); inf/NaN need where
         part = ct * m if finite else np.where(m, ct, ct.dtype.type(0))

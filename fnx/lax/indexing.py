@@ -123,7 +123,9 @@ def _key(x_shape, spec, indices, oob):
         i = indices[k]
         if oob == "clip":
             i = np.minimum(i, hi) if lo == 0 else np.minimum(np.maximum(i, lo), hi)
-        elif i.size and (i.min() < -n or i.max() >= n):
+        elif i.size and (AL.is_device(i) or i.min() < -n or i.max() >= n):
+            # on a device the range is not read back to the host (that would stall it and
+            # stop a CUDA graph's capture): its indices always take the padding-slot rule
             bad.append(dim)
             i = i.astype(np.int64)
             i = np.where((i < -n) | (i >= n), n, np.where(i < 0, i + n, i))

@@ -578,9 +578,21 @@ def _check_starts(name, x, starts):
                          f"{describe(x)}, got {describe(*starts) if starts else 'none'}")
 
 
-def _clamped_window(x_shape, starts, sizes):
-    return tuple(slice(s, s + z) for s, z in
-                 ((min(max(int(s), 0), n - z), z) for s, n, z in zip(starts, x_shape, sizes)))
+def _clamped_window(x, starts, sizes):
+    """The index of the window of ``x`` at ``starts`` (each clamped into ``[0, n - size]``):
+    slices, or for starts on a device, open-mesh index arrays computed there (reading the
+    starts back to the host would stall the device and stop a CUDA graph's capture)."""
+    if not any(AL.is_device(s) for s in starts):
+        return tuple(slice(s, s + z) for s, z in
+                     ((min(max(int(s), 0), n - z), z) for s, n, z in zip(starts, x.shape, sizes)))
+    key = []
+    for d, (s, n, z) in enumerate(zip(starts, x.shape, sizes)):
+        i = AL.arange(x, z, np.int64)
+        if z < n:
+            i = i + (np.clip(s.astype(np.int64), 0, n - z) if AL.is_device(s)
+                     else min(max(int(s), 0), n - z))
+        key.append(i.reshape([z if k == d else 1 for k in range(len(sizes))]))
+    return tuple(key)
 
 
 def _window_indices(x, starts, sizes):
@@ -620,7 +632,7 @@ def _dynamic_slice_rule(x, *starts, slice_sizes):
 
 dynamic_slice_p = Primitive(
     "dynamic_slice", shape_rule=_dynamic_slice_rule,
-    impl=lambda x, *starts, slice_sizes: x[_clamped_window(x.shape, starts, slice_sizes)])
+    impl=lambda x, *starts, slice_sizes: x[_clamped_window(x, starts, slice_sizes)])
 deflinear_in(dynamic_slice_p, 0)
 
 
@@ -671,7 +683,7 @@ def _dynamic_update_slice_rule(x, update, *starts):
 
 def _dynamic_update_slice_impl(x, update, *starts):
     out = AL.copy(x)
-    out[_clamped_window(x.shape, starts, update.shape)] = update
+    out[_clamped_window(x, starts, update.shape)] = update
     return out
 
 
