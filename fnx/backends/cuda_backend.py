@@ -34,11 +34,12 @@ import numpy as np
 from ..core.array import Array
 from ..core.backend import Backend, Executable
 from ..core.devices import GpuDevice
-from ..core.ir import IR, Eqn, Literal, Var
+from ..core.ir import IR, Eqn, Literal, Var, sub_irs
 from ..core.numpy_errstate import quiet_call
 from ..core.primitive import ShapeDtypeStruct
 from ..kernels.cuda import to_device
 from ..lax.control_flow.scan_plan import Unplanned, plan_scans, scan_plan_for
+from .cuda_graphs import GraphReplay
 
 __all__ = ["CudaBackend", "CudaExecutable", "on_device"]
 
@@ -47,11 +48,18 @@ _counter = itertools.count()
 
 class CudaExecutable(Executable):
     """A compiled program: ``fn(*device buffers) -> tuple of device buffers``;
-    ``source``: the Python program; ``kernels``: the CUDA source of each kernel."""
+    ``source``: the Python program; ``kernels``: the CUDA source of each kernel;
+    ``graph``: its CUDA-graph replay, if it has one."""
 
     def __init__(self, fn, source, kernels, backend):
         super().__init__(fn, source, backend)
         self.kernels = kernels
+
+    @property
+    def graph(self):
+        """The program's ``cuda_graphs.GraphReplay`` (its ``replays`` and ``failure``), or
+        None for a program that is never captured."""
+        return self.fn if isinstance(self.fn, GraphReplay) else None
 
 
 def on_device(prim, backend, params):
@@ -152,6 +160,7 @@ class _Writer:
             names[v] = next(self.fresh)
             args.append(names[v])
         steps = self.plan()
+        self.step_count = len(steps)
         kernel_steps = [s for s in steps if not isinstance(s, Eqn)]
         if kernel_steps:
             self.load_kernels(kernel_steps)
@@ -232,6 +241,7 @@ class CudaBackend(Backend):
         # False (FNX_GPU_FUSION=0): no generated kernels, every equation runs its impl on
         # the device arrays (a debugging aid: it isolates the kernel generator)
         self.fuse = os.environ.get("FNX_GPU_FUSION", "1") != "0"
+        self.graphs = os.environ.get("FNX_GPU_GRAPHS", "1") != "0"
 
     def devices(self):
         return list(self._devices)
@@ -286,17 +296,29 @@ class CudaBackend(Backend):
         emulate.nvrtc_check(source, self.nvrtc_archs)
 
     # -- programs --------------------------------------------------------------------------
+    # A program of at least this many steps (kernels and equations) is replayed as a CUDA
+    # graph after its first call (``cuda_graphs``): below it, the graph's copies in and out
+    # cost what they save. FNX_GPU_GRAPHS=0: never.
+    graph_min_steps = 3
+
     def compile(self, ir, name="jit", donated=()):
         # scans restructured (work moved out of their loops); no relayout: cuBLAS takes
         # transposed operands as flags
         ir = plan_scans(ir)
         w = _Writer(self, ir, name)
         args = w.write()
+        graphed = self.graphs and w.step_count >= self.graph_min_steps \
+            and not _calls_host(ir)
         fname = f"_fnx_gpu_{_python_name(name)}_{next(_counter)}"
-        source = (f"def {fname}({', '.join(args + (['_dn=None'] if donated else []))}):\n"
+        source = (("# replayed as a CUDA graph from its second call (fnx.backends.cuda_graphs)\n"
+                   if graphed else "")
+                  + f"def {fname}({', '.join(args + (['_dn=None'] if donated else []))}):\n"
                   + "\n".join("    " + ln for ln in w.lines) + "\n")
         exec(compile(source, f"<fnx gpu {name}>", "exec"), w.glb)
-        return CudaExecutable(w.glb.pop(fname), source, w.kernels, self)
+        fn = w.glb.pop(fname)
+        if graphed:
+            fn = GraphReplay(fn, self, ir.in_avals, ir.out_avals)
+        return CudaExecutable(fn, source, w.kernels, self)
 
     def eager(self, prim, vals, params, out_aval):
         """``prim`` on device buffers outside jit: a one-equation program, cached per
@@ -348,6 +370,12 @@ class CudaBackend(Backend):
     def clear_cache(self):
         super().clear_cache()
         self._eager.clear()
+
+
+def _calls_host(ir):
+    """Whether ``ir`` (or an IR inside it) applies a host callback."""
+    return any(e.prim.host_callback or any(_calls_host(sub) for sub in sub_irs(e.params))
+               for e in ir.eqns)
 
 
 def _driver_present():

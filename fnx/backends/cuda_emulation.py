@@ -18,15 +18,50 @@ device:
 * ``RawModule(code=...)`` / ``get_function(name)``: a CUDA kernel compiled for the host
   by ``fnx.kernels.emulate`` (g++, with threads, blocks, shared memory, barriers and
   warp shuffles emulated) and launched as CuPy launches one:
-  ``kernel(grid, block, args, shared_mem=0)``.
+  ``kernel(grid, block, args, shared_mem=0)``;
+* ``cuda``: streams, events, memory pools (``using_allocator``) and **CUDA graph
+  capture**: between ``stream.begin_capture()`` and ``stream.end_capture()`` every
+  operation of the capturing thread runs and is also recorded with the buffers it read and
+  wrote; ``graph.launch()`` replays the records in order on those same buffers (results
+  written back into them in place), as a CUDA graph replays its kernels on fixed
+  addresses. What a real capture refuses is refused here too, and invalidates the capture
+  (``end_capture`` then raises ``StreamCaptureError``): transfers between host and device,
+  reading a value on the host (``bool``, ``int``, ``item``, ``repr``, ...), synchronizing
+  the capturing stream, and launching a graph.
 """
 from __future__ import annotations
 
+import contextlib
 import numbers
+import operator
+import threading
 
 import numpy as np
 
-__all__ = ["EmulatedArray", "EMULATED_CUPY", "is_emulated"]
+__all__ = ["EmulatedArray", "EMULATED_CUPY", "StreamCaptureError", "is_emulated"]
+
+
+class StreamCaptureError(RuntimeError):
+    """What the emulated device raises where CUDA's stream capture refuses an operation
+    (``cudaErrorStreamCaptureUnsupported``/``...Invalidated``)."""
+
+
+_thread = threading.local()  # .stream: the thread's current stream (None: the null stream)
+
+
+def _capturing_stream():
+    s = getattr(_thread, "stream", None)
+    return s if s is not None and s._records is not None else None
+
+
+def _host_read(what):
+    """Refuse ``what`` (a host transfer or read) while the thread's stream captures."""
+    s = _capturing_stream()
+    if s is not None:
+        s._invalid = s._invalid or what
+        raise StreamCaptureError(f"{what} while a CUDA graph is being captured: capture "
+                                 "records device work only, so a program that reads device "
+                                 "values on the host cannot be captured")
 
 
 def _implicit(what):
@@ -62,6 +97,7 @@ class EmulatedArray:
 
     def get(self, stream=None, order="C", out=None):
         """A host copy (CuPy's device-to-host transfer)."""
+        _host_read("a device-to-host transfer")
         if out is not None:
             out[...] = self._a
             return out
@@ -78,37 +114,46 @@ class EmulatedArray:
             yield EmulatedArray(self._a[i])
 
     def __repr__(self):
+        _host_read("repr() of a device array")
         return repr(self._a).replace("array(", "emulated_gpu_array(", 1)
 
     def __str__(self):
+        _host_read("str() of a device array")
         return str(self._a)
 
     def __bool__(self):
+        _host_read("bool() of a device array")
         return bool(self._a)
 
     def __float__(self):
+        _host_read("float() of a device array")
         return float(self._a)
 
     def __int__(self):
+        _host_read("int() of a device array")
         return int(self._a)
 
     def __complex__(self):
+        _host_read("complex() of a device array")
         return complex(self._a)
 
     def __index__(self):
+        _host_read("index of a device array")
         return self._a.__index__()
 
     def item(self):
+        _host_read("item() of a device array")
         return self._a.item()
 
     def tolist(self):
+        _host_read("tolist() of a device array")
         return self._a.tolist()
 
     def __getitem__(self, key):
-        return _wrap(self._a[_unwrap(key, "indexing")])
+        return _call(operator.getitem, "indexing", (self, key), {})
 
     def __setitem__(self, key, value):
-        self._a[_unwrap(key, "indexing")] = _unwrap(value, "assignment")
+        _call(operator.setitem, "assignment", (self, key, value), {})
 
     def __getattr__(self, name):
         # methods (reshape, transpose, astype, copy, ravel, view, sum, ...): NumPy's on the
@@ -134,11 +179,10 @@ class EmulatedArray:
         if "order" in kwargs:
             raise TypeError(f"{ufunc.__name__}: CuPy's ufuncs take no order=")
         out = kwargs.get("out")
-        res = getattr(ufunc, method)(*_unwrap(inputs, ufunc.__name__),
-                                     **_unwrap(kwargs, ufunc.__name__))
+        res = _call(getattr(ufunc, method), ufunc.__name__, inputs, kwargs)
         if out is not None:
             return out[0] if len(out) == 1 else out
-        return _wrap(res)
+        return res
 
     def __array_function__(self, func, types, args, kwargs):
         return _lift(func, func.__name__)(*args, **kwargs)
@@ -158,7 +202,7 @@ def _binary_op(name):
     ufunc_method = getattr(np.ndarray, name)
 
     def op(self, other):
-        return _wrap(ufunc_method(self._a, _unwrap(other, name)))
+        return _call(ufunc_method, name, (self, other), {})
     op.__name__ = name
     return op
 
@@ -171,8 +215,8 @@ for _name in ("__add__", "__radd__", "__sub__", "__rsub__", "__mul__", "__rmul__
               "__ge__", "__eq__", "__ne__"):
     setattr(EmulatedArray, _name, _binary_op(_name))
 for _name in ("__neg__", "__pos__", "__abs__", "__invert__"):
-    setattr(EmulatedArray, _name, (lambda m: lambda self: _wrap(m(self._a)))(
-        getattr(np.ndarray, _name)))
+    setattr(EmulatedArray, _name, (lambda m, n: lambda self: _call(m, n, (self,), {}))(
+        getattr(np.ndarray, _name), _name))
 EmulatedArray.__hash__ = None
 
 
@@ -194,13 +238,37 @@ def _unwrap(x, what):
     return x
 
 
+def _call(fn, what, args, kwargs):
+    """``fn(*args, **kwargs)`` over the held arrays (host arrays refused), results as device
+    buffers; recorded while the thread's stream captures (see ``Graph``)."""
+    res = _wrap(fn(*_unwrap(args, what), **_unwrap(kwargs, what)))
+    s = _capturing_stream()
+    if s is not None:
+        s._records.append((fn, what, args, kwargs, res))
+    return res
+
+
 def _lift(fn, what):
-    """``fn`` (a NumPy function or method) as one of device buffers: operands unwrapped
-    (host arrays refused), results wrapped."""
+    """``fn`` (a NumPy function or method) as one of device buffers (``_call``)."""
     def call(*args, **kwargs):
-        return _wrap(fn(*_unwrap(args, what), **_unwrap(kwargs, what)))
+        return _call(fn, what, args, kwargs)
     call.__name__ = what
     return call
+
+
+def _refill(res, new):
+    """Write a replayed operation's results ``new`` (NumPy) into the buffers ``res`` its
+    recorded run gave. A result that is a view of an operand is one again (the same
+    memory, nothing to write)."""
+    if type(res) is EmulatedArray:
+        a = res._a
+        if isinstance(new, np.generic):
+            new = np.asarray(new)
+        if not np.may_share_memory(a, new):
+            np.copyto(a, new)
+    elif type(res) is tuple or type(res) is list:
+        for r, n in zip(res, new):
+            _refill(r, n)
 
 
 def _wrap(x):
@@ -234,7 +302,10 @@ class _Function:
             if isinstance(a, np.ndarray) and not a.flags.c_contiguous:
                 raise ValueError(f"kernel {self.name}: a buffer argument of shape {a.shape} "
                                  "is not C-contiguous")
-        self.module.launch(self.name, grid, block, host, shared_bytes=shared_mem)
+
+        def launch(*host):
+            self.module.launch(self.name, grid, block, host, shared_bytes=shared_mem)
+        _call(launch, self.name, tuple(args), {})
 
 
 class RawModule:
@@ -265,8 +336,8 @@ class _Ufunc:
     def at(self, out, key, values=None):
         if self.ufunc not in (np.add, np.subtract, np.maximum, np.minimum):
             raise NotImplementedError(f"cupy.{self.__name__}.at is not offered by CuPy")
-        args = (key,) if values is None else (key, values)
-        self.ufunc.at(_unwrap(out, "at"), *_unwrap(args, f"{self.__name__}.at"))
+        args = (out, key) if values is None else (out, key, values)
+        _call(self.ufunc.at, f"{self.__name__}.at", args, {})
 
     def _method(self, name):
         if self.ufunc not in (np.add, np.multiply):
@@ -277,18 +348,128 @@ class _Ufunc:
     accumulate = property(lambda self: self._method("accumulate"))
 
 
+class Event:
+    """A CUDA event: the emulated device runs every operation at once, so it is always
+    reached."""
+
+    def synchronize(self):
+        pass
+
+    done = property(lambda self: True)
+
+
+class Graph:
+    """A captured CUDA graph: ``launch()`` replays its records (see the module docstring)."""
+
+    def __init__(self, records):
+        self._records = records
+
+    def launch(self, stream=None):
+        if _capturing_stream() is not None:
+            _host_read("launching a CUDA graph")
+        for fn, what, args, kwargs, res in self._records:
+            _refill(res, fn(*_unwrap(args, what), **_unwrap(kwargs, what)))
+
+
+class Stream:
+    """A CUDA stream; ``with stream:`` makes it the thread's current one."""
+
+    _ptrs = iter(range(16, 1 << 62))
+
+    def __init__(self, null=False, non_blocking=False, ptds=False):
+        self.ptr = 0 if null else next(Stream._ptrs)
+        self._records = None   # the operations recorded while capturing, else None
+        self._invalid = None   # what invalidated the capture in progress
+        self._outer = []
+
+    def __enter__(self):
+        self._outer.append(getattr(_thread, "stream", None))
+        _thread.stream = self
+        return self
+
+    def __exit__(self, *exc):
+        _thread.stream = self._outer.pop()
+        return False
+
+    def begin_capture(self, mode=None):
+        if self.ptr == 0:
+            raise RuntimeError("cannot capture on the default (legacy) stream")
+        if self._records is not None:
+            raise StreamCaptureError("the stream is capturing already")
+        self._records, self._invalid = [], None
+
+    def end_capture(self):
+        records, invalid = self._records, self._invalid
+        if records is None:
+            raise StreamCaptureError("the stream is not capturing")
+        self._records = self._invalid = None
+        if invalid:
+            raise StreamCaptureError(f"the capture was invalidated by {invalid}")
+        return Graph(records)
+
+    def is_capturing(self):
+        return self._records is not None
+
+    def synchronize(self):
+        if self._records is not None:
+            _host_read("synchronizing a capturing stream")
+
+    def record(self, event=None):
+        return event if event is not None else Event()
+
+    def wait_event(self, event):
+        pass
+
+
+Stream.null = Stream(null=True)
+
+
+class MemoryPool:
+    """A device memory pool: host memory serves the emulated device, so it only counts."""
+
+    def malloc(self, nbytes):
+        raise NotImplementedError("the emulated device allocates through NumPy")
+
+    def used_bytes(self):
+        return 0
+
+    def free_all_blocks(self):
+        pass
+
+
+class _EmulatedCuda:
+    """``cupy.cuda``, emulated: streams, events, graphs and memory pools."""
+
+    Stream = Stream
+    Event = Event
+    Graph = Graph
+    MemoryPool = MemoryPool
+
+    @staticmethod
+    def get_current_stream():
+        s = getattr(_thread, "stream", None)
+        return Stream.null if s is None else s
+
+    @staticmethod
+    @contextlib.contextmanager
+    def using_allocator(allocator=None):
+        yield
+
+
 class _EmulatedCuPy:
     """The CuPy namespace, emulated (see the module docstring)."""
 
     ndarray = EmulatedArray
     RawModule = RawModule
+    cuda = _EmulatedCuda()
     emulated = True
 
     @staticmethod
     def asarray(x, dtype=None, order=None):
         """A device copy of a host value (a device buffer as it is, unless cast)."""
         if type(x) is EmulatedArray:
-            return x if dtype is None else EmulatedArray(x._a.astype(dtype, copy=False))
+            return x if dtype is None else _call(np.asarray, "asarray", (x, dtype), {})
+        _host_read("a host-to-device transfer")
         a = np.array(x, dtype=dtype, order="C")
         return EmulatedArray(a)
 
@@ -302,7 +483,7 @@ class _EmulatedCuPy:
 
     @staticmethod
     def ascontiguousarray(x, dtype=None):
-        return EmulatedArray(np.ascontiguousarray(_unwrap(x, "ascontiguousarray"), dtype))
+        return _call(np.ascontiguousarray, "ascontiguousarray", (x, dtype), {})
 
     @staticmethod
     def get_array_module(*args):
