@@ -42,7 +42,7 @@ import math
 import numpy as np
 
 from ..core.ir import Literal, has_effects, sub_irs
-from ..core.numpy_rules import numpy_rule
+from ..core.numpy_rules import numpy_rule, reduce_plan
 from ..lax import add_p, convert_element_type_p, eq_p, gt_p, logistic_p, mul_p, select_n_p
 from . import buffers
 from .numpy_helpers import (_BLEND_UINT, _fused_reduce, _helper, _logistic,
@@ -347,8 +347,9 @@ def blend_selects(p):
 
 def _match_fused_reduce(p, j):
     """For a float ``reduce_{sum,max,min}`` eqn ``j`` over trailing axes (not axis 0) of
-    a ufunc's result read only there, whose operands are not broadcasts: ``(i, fn,
-    inputs)`` for ``_fused_reduce``, else None."""
+    a ufunc's result read only there, whose operands are not broadcasts, and for which
+    ``reduce_plan`` keeps NumPy's ``reduce``: ``(i, fn, inputs)`` for ``_fused_reduce``,
+    else None."""
     ir, producer = p.ir, p.producer
     r = ir.eqns[j]
     reducer = numpy_rule(r.prim).reducer
@@ -361,6 +362,8 @@ def _match_fused_reduce(p, j):
             or v.aval.dtype.kind != "f" or not axes or axes[0] == 0
             or axes != tuple(range(axes[0], nd))):
         return None
+    if reduce_plan(reducer, tuple(shape), v.aval.dtype, axes) is not None:
+        return None  # the reduction's own plan (the one eager runs) is faster
     i = producer[v]
     e = ir.eqns[i]
     u = p.ufuncs[i]

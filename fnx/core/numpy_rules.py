@@ -25,12 +25,20 @@ the backend asks:
 
 A plain callable registered as a primitive's ``"numpy"`` lowering (``fnx.extend``'s and
 older code's ``prim.numpy_codegen = fn``) is an ``expression``.
+
+``reduce_plan``: the NumPy plan of a ufunc's reduction over given axes of a given shape
+where ``ufunc.reduce`` itself is slow (chosen by shapes alone, so eager host impls and
+jit's generated code pick the same one).
 """
 from __future__ import annotations
 
+import functools
+import itertools
+import math
+
 import numpy as np
 
-__all__ = ["NumpyRule", "numpy_rule", "ufunc_of"]
+__all__ = ["NumpyRule", "numpy_rule", "reduce_plan", "ufunc_of"]
 
 
 class NumpyRule:
@@ -87,3 +95,81 @@ def ufunc_of(impl):
     """The ufunc ``impl`` is (or, for a quiet impl, whose ``.raw`` is), else None."""
     raw = getattr(impl, "raw", impl)
     return raw if isinstance(raw, np.ufunc) else None
+
+
+# --- reductions NumPy runs slowly ---------------------------------------------------------------
+# ``ufunc.reduce`` runs its inner loop once per output element along the reduced axes when
+# only a short contiguous run of kept elements follows the last reduced axis: a 2x2
+# pooling window after a reshape (``(n, c, h, 2, w, 2)`` over axes (3, 5)), the last axis
+# of ``(n, 2)``. That costs some 20-60 ns per output element: ``maximum.reduce`` of
+# (32, 16, 13, 2, 13, 2) float32 over (3, 5) takes 4.9 ms. The same reduction as ``k - 1``
+# calls of the binary ufunc over strided views (one view per position in the window, ``k``
+# positions, combined in their row-major order) takes 0.12 ms. Measured on a 2-core EPYC
+# (float32, NumPy 2.4): 10-60x faster for k <= 8 over many outputs; at equal speed, or
+# slower, once the contiguous run after the last reduced axis reaches about 1000 elements
+# ((100, 4, 1000) over axis 1: 36 vs 43 us) or when there are few outputs per term
+# ((32, 10) over axis 1: 1.1 vs 2.1 us).
+PAIRWISE_MAX_TERMS = 16        # k: elements reduced into each output
+PAIRWISE_MAX_INNER = 512       # kept elements after the last reduced axis (contiguous run)
+PAIRWISE_MIN_OUT_PER_TERM = 8  # outputs per term (below: the calls' overhead dominates)
+
+# The ufuncs planned. maximum/minimum/and/or give the same values in any order (NaNs
+# propagate through ``maximum`` as through its ``reduce``); add/multiply round once per
+# step in the array's dtype, in row-major window order, which may differ in the last bits
+# from NumPy's reduce order. Only dtypes whose ``reduce`` accumulates in the dtype itself
+# (float16's accumulates in float32, so its sums stay on ``reduce``).
+_EXACT_UFUNCS = (np.maximum, np.minimum, np.bitwise_and, np.bitwise_or)
+_ROUNDING_UFUNCS = (np.add, np.multiply)
+_ROUNDING_KINDS = "iufc"
+
+
+def _plannable(ufunc, dtype):
+    if dtype.type.__module__ != "numpy" or dtype.kind not in "biufc":
+        return False
+    if ufunc in _ROUNDING_UFUNCS:
+        if dtype.kind not in _ROUNDING_KINDS or dtype == np.float16:
+            return False
+    elif ufunc not in _EXACT_UFUNCS:
+        return False
+    try:
+        return ufunc.resolve_dtypes((dtype, dtype, None))[2] == dtype
+    except (TypeError, AttributeError):  # no loop for the dtype / NumPy < 1.24
+        return False
+
+
+@functools.lru_cache(maxsize=1024)
+def reduce_plan(ufunc, shape, dtype, axes):
+    """``ufunc.reduce(x, axis=axes)`` for an ``x`` of ``shape`` and ``dtype`` as ``k - 1``
+    calls of ``ufunc`` over strided views of ``x`` (``plan(x, out=None)``, writing into
+    ``out`` when given), where that is the faster plan (see ``PAIRWISE_MAX_TERMS``);
+    None: ``ufunc.reduce`` as it is. Depends only on the arguments (hashable: a tuple of
+    ints, a ``np.dtype``, a tuple of axes), so every caller with these avals runs the
+    same plan and gets the same bits."""
+    dtype = np.dtype(dtype)
+    nd = len(shape)
+    axes = tuple(sorted({a % nd for a in axes})) if nd else ()
+    if not axes or 0 in shape or not _plannable(ufunc, dtype):
+        return None
+    k = math.prod(shape[a] for a in axes)
+    out_size = math.prod(shape) // k
+    inner = math.prod(shape[axes[-1] + 1:])
+    if not (2 <= k <= PAIRWISE_MAX_TERMS and inner <= PAIRWISE_MAX_INNER
+            and out_size >= PAIRWISE_MIN_OUT_PER_TERM * k and len(axes) < nd):
+        return None
+    views = []
+    for pos in itertools.product(*(range(shape[a]) for a in axes)):
+        index = [slice(None)] * nd
+        for a, i in zip(axes, pos):
+            index[a] = i
+        views.append(tuple(index))
+    first, second, rest = views[0], views[1], tuple(views[2:])
+
+    def plan(x, out=None):
+        out = ufunc(x[first], x[second], out=out)
+        for index in rest:
+            ufunc(out, x[index], out=out)
+        return out
+    plan.takes_out = True
+    plan.__qualname__ = plan.__name__ = f"pairwise_{ufunc.__name__}_reduce"
+    plan.__doc__ = f"{ufunc.__name__}.reduce over axes {axes} of {shape} {dtype}: {k} terms"
+    return plan

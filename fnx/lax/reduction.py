@@ -15,7 +15,7 @@ import numpy as np
 from ..core import array_library as AL
 from ..core import onnx_rules as O
 from ..core.backend import register_lowering
-from ..core.numpy_rules import NumpyRule
+from ..core.numpy_rules import NumpyRule, reduce_plan
 from ..core.primitive import Primitive, ShapeDtypeStruct
 from ..errors import ShapeError
 from ..transforms.jvp import deflinear, defjvp, defjvp_zero
@@ -40,9 +40,13 @@ def _identity(dtype, which):
 
 # === reductions =================================================================================
 
-def _reducer(name, numpy_fn, kinds, which=None, fuses=False, device_fn=None):
+def _reducer(name, numpy_fn, kinds, which=None, fuses=False, device_fn=None, ufunc=None):
     """``device_fn``: the reduction for device buffers, where CuPy lacks ``numpy_fn``
-    (its ufuncs' ``reduce`` is only add's and multiply's)."""
+    (its ufuncs' ``reduce`` is only add's and multiply's). ``ufunc``: the binary ufunc
+    ``numpy_fn`` reduces with; on NumPy buffers the reduction runs the plan
+    ``reduce_plan`` picks for the shape where NumPy's own ``reduce`` is slow (small
+    windows between kept axes: pairwise calls of ``ufunc`` over strided views), eagerly
+    and in jit's code alike."""
     def shape_rule(x, *, axes):
         check_kind(name, x, KINDS[kinds])
         return _reduced(x, normalize_axes(name, axes, x.ndim))
@@ -52,7 +56,14 @@ def _reducer(name, numpy_fn, kinds, which=None, fuses=False, device_fn=None):
             axes = {a % x.ndim for a in axes}
             shape = tuple(s for i, s in enumerate(x.shape) if i not in axes)
             return AL.full(x, shape, _identity(x.dtype, which), x.dtype)
-        fn = device_fn if device_fn is not None and AL.is_device(x) else numpy_fn
+        if AL.is_device(x):
+            fn = numpy_fn if device_fn is None else device_fn
+        else:
+            fn = numpy_fn
+            if ufunc is not None:
+                plan = reduce_plan(ufunc, x.shape, x.dtype, tuple(axes))
+                if plan is not None:
+                    return plan(x)
         out = fn(x, axis=tuple(axes))
         return out if out.dtype == x.dtype else out.astype(x.dtype)
     prim = Primitive(name, shape_rule=shape_rule, impl=quiet(impl))
@@ -60,8 +71,13 @@ def _reducer(name, numpy_fn, kinds, which=None, fuses=False, device_fn=None):
 
         def codegen(ins, params, bind_global, in_avals, out_avals):
             x = in_avals[0]
-            if x.dtype.kind not in "fc" or 0 in x.shape:
-                return None  # the impl's empty-input fill or dtype cast
+            if 0 in x.shape:
+                return None  # the impl's empty-input fill
+            plan = reduce_plan(ufunc, tuple(x.shape), x.dtype, tuple(params["axes"]))
+            if plan is not None:
+                return f"{bind_global(plan.__name__, plan)}({ins[0]})"
+            if x.dtype.kind not in "fc":
+                return None  # the impl's dtype cast
             return f"{bind_global(name, numpy_fn)}({ins[0]}, axis={tuple(params['axes'])!r})"
         # ``fuses``: the backend may fuse an elementwise producer into blocks of the reduce
         register_lowering(prim, "numpy", NumpyRule(
@@ -147,7 +163,7 @@ def _reduce_bitwise_onnx(which):
 
 
 # the ufuncs' own reduce: what np.sum/prod/max/min call for arrays, without their wrappers
-reduce_sum_p = _reducer("reduce_sum", np.add.reduce, "num", fuses=True)
+reduce_sum_p = _reducer("reduce_sum", np.add.reduce, "num", fuses=True, ufunc=np.add)
 reduce_sum_p.never_aliases_operands = True  # ufunc.reduce copies even over no axes
 deflinear(reduce_sum_p)
 
@@ -162,7 +178,7 @@ _batch_reduce(reduce_sum_p)
 register_lowering(reduce_sum_p, "onnx", _reduce_arith_onnx("ReduceSum"))
 
 
-reduce_prod_p = _reducer("reduce_prod", np.multiply.reduce, "num")
+reduce_prod_p = _reducer("reduce_prod", np.multiply.reduce, "num", ufunc=np.multiply)
 reduce_prod_p.never_aliases_operands = True
 
 
@@ -201,7 +217,7 @@ def _chosen_jvp(g, ans, x, *, axes):
 
 
 reduce_max_p = _reducer("reduce_max", np.maximum.reduce, "any", "max", fuses=True,
-                        device_fn=np.max)
+                        device_fn=np.max, ufunc=np.maximum)
 reduce_max_p.never_aliases_operands = True
 defjvp(reduce_max_p, _chosen_jvp)
 _batch_reduce(reduce_max_p)
@@ -209,7 +225,7 @@ register_lowering(reduce_max_p, "onnx", _reduce_extreme_onnx("max"))
 
 
 reduce_min_p = _reducer("reduce_min", np.minimum.reduce, "any", "min", fuses=True,
-                        device_fn=np.min)
+                        device_fn=np.min, ufunc=np.minimum)
 reduce_min_p.never_aliases_operands = True
 defjvp(reduce_min_p, _chosen_jvp)
 _batch_reduce(reduce_min_p)
@@ -217,14 +233,16 @@ register_lowering(reduce_min_p, "onnx", _reduce_extreme_onnx("min"))
 
 
 reduce_and_p = _reducer("reduce_and", lambda x, axis: np.bitwise_and.reduce(x, axis=axis),
-                        "intbool", device_fn=lambda x, axis: _device_bitwise(np.all, x, axis))
+                        "intbool", device_fn=lambda x, axis: _device_bitwise(np.all, x, axis),
+                        ufunc=np.bitwise_and)
 defjvp_zero(reduce_and_p)
 _batch_reduce(reduce_and_p)
 register_lowering(reduce_and_p, "onnx", _reduce_bitwise_onnx("and"))
 
 
 reduce_or_p = _reducer("reduce_or", lambda x, axis: np.bitwise_or.reduce(x, axis=axis),
-                       "intbool", device_fn=lambda x, axis: _device_bitwise(np.any, x, axis))
+                       "intbool", device_fn=lambda x, axis: _device_bitwise(np.any, x, axis),
+                       ufunc=np.bitwise_or)
 defjvp_zero(reduce_or_p)
 _batch_reduce(reduce_or_p)
 register_lowering(reduce_or_p, "onnx", _reduce_bitwise_onnx("or"))

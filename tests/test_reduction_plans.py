@@ -1,0 +1,243 @@
+"""Reductions NumPy runs slowly, and the plans the NumPy backend runs instead
+(``fnx.core.numpy_rules.reduce_plan``): a ufunc's ``reduce`` over a small window between
+kept axes (a 2x2 pooling window after a reshape) as pairwise calls of the ufunc over
+strided views.
+
+The plan is chosen by shapes alone, so eager and jit run the same one and stay bitwise
+equal; max/min/and/or equal NumPy's own reduction exactly (NaNs included), integer sums
+and products too (they wrap alike), float sums and products within rounding (the window
+is added in row-major order, NumPy's reduce may group it otherwise).
+"""
+import itertools
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import fnx
+import fnx.numpy as fnp
+from fnx import lax
+from fnx.core.numpy_rules import reduce_plan
+
+pytestmark = pytest.mark.x64  # float64 and int64 operands stay 64-bit
+
+FEW = settings(max_examples=60, deadline=None, database=None)
+
+# name -> (lax function, ufunc, dtypes)
+OPS = {
+    "reduce_max": (lax.reduce_max, np.maximum, "biufc"),
+    "reduce_min": (lax.reduce_min, np.minimum, "biufc"),
+    "reduce_sum": (lax.reduce_sum, np.add, "iufc"),
+    "reduce_prod": (lax.reduce_prod, np.multiply, "iufc"),
+    "reduce_and": (lax.reduce_and, np.bitwise_and, "biu"),
+    "reduce_or": (lax.reduce_or, np.bitwise_or, "biu"),
+}
+DTYPES = [np.dtype(d) for d in (np.bool_, np.int8, np.uint8, np.int32, np.int64, np.float16,
+                                np.float32, np.float64, np.complex64)]
+
+
+def _values(rng, shape, dtype, nans=True):
+    if dtype.kind == "b":
+        return rng.random(shape) < 0.5
+    if dtype.kind in "iu":
+        return rng.integers(-3 if dtype.kind == "i" else 0, 4, shape).astype(dtype)
+    x = rng.integers(-4, 5, shape) * 0.75 + rng.standard_normal(shape) * 0.1  # ties too
+    if dtype.kind == "c":
+        x = x + 1j * rng.integers(-2, 3, shape)
+    x = x.astype(dtype)
+    if nans and x.size:
+        flat = x.reshape(-1)
+        flat[rng.random(x.size) < 0.05] = np.nan
+    return x
+
+
+def _reference(name, ufunc, x, axes):
+    """NumPy's own reduction, with fnx's result dtype and empty-max/min identity."""
+    if x.size == 0 and name in ("reduce_max", "reduce_min"):
+        shape = tuple(s for i, s in enumerate(x.shape) if i not in axes)
+        if x.dtype.kind in "fc":
+            fill = -np.inf if name == "reduce_max" else np.inf
+        elif x.dtype.kind == "b":
+            fill = name == "reduce_min"
+        else:
+            info = np.iinfo(x.dtype)
+            fill = info.min if name == "reduce_max" else info.max
+        return np.full(shape, fill, x.dtype)
+    return np.asarray(ufunc.reduce(x, axis=axes)).astype(x.dtype)
+
+
+def _bits(a):
+    a = np.asarray(a)
+    return a.dtype, a.shape, a.tobytes()
+
+
+def _check(name, x, axes, perm=None):
+    """jit, eager and NumPy agree on ``name`` over ``axes`` of ``x`` (transposed by
+    ``perm`` first, inside the function: a non-contiguous operand)."""
+    fn, ufunc, _ = OPS[name]
+
+    def f(v):
+        if perm is not None:
+            v = lax.transpose(v, perm)
+        return fn(v, axes)
+    xa = fnp.asarray(x)
+    eager, jitted = np.asarray(f(xa)), np.asarray(fnx.jit(f)(xa))
+    what = f"{name} over {axes} of {x.dtype}{x.shape}" + (f" transposed {perm}" if perm else "")
+    assert _bits(jitted) == _bits(eager), f"{what}: jit differs from eager"
+    xt = x if perm is None else np.transpose(x, perm)
+    want = _reference(name, ufunc, xt, axes)
+    assert eager.dtype == want.dtype and eager.shape == want.shape, what
+    if name in ("reduce_sum", "reduce_prod") and x.dtype.kind in "fc":
+        tol = {np.dtype(np.float16): 4e-3, np.dtype(np.float32): 2e-6,
+               np.dtype(np.complex64): 2e-6}.get(x.dtype, 1e-14)
+        np.testing.assert_allclose(eager, want, rtol=tol, atol=tol, equal_nan=True,
+                                   err_msg=what)
+    else:  # exact, NaNs where NumPy's are
+        np.testing.assert_array_equal(eager, want, err_msg=what)
+    return eager
+
+
+# --- the plan is taken where NumPy is slow, and gives NumPy's values -------------------------
+
+# (shape, axes): a pooling window after a reshape, a small trailing axis, a window of 3x3,
+# a middle axis with a short run after it.
+PLANNED = [((32, 16, 13, 2, 13, 2), (3, 5)), ((64, 2), (1,)), ((4, 3, 6, 3, 5), (1, 3)),
+           ((40, 4, 20), (1,)), ((8, 1, 9, 2), (1, 3)), ((50, 2, 2), (2, 1))]
+
+
+@pytest.mark.parametrize("shape, axes", PLANNED)
+def test_small_windows_are_planned(shape, axes):
+    for ufunc in (np.maximum, np.add):
+        assert reduce_plan(ufunc, shape, np.dtype(np.float32), axes) is not None, (shape, axes)
+
+
+@pytest.mark.parametrize("shape, axes", [
+    ((100, 4, 1000), (1,)),      # a long contiguous run after the window: reduce is fast
+    ((32, 10), (1,)),            # few outputs per term
+    ((64, 32), (1,)),            # a window of 32 terms
+    ((32, 16, 26, 26), (0, 2, 3)),
+    ((6, 5), (0, 1)),            # everything reduced
+    ((0, 4, 3), (1,)),           # empty
+    ((64, 1), (1,)),             # one term: nothing to combine
+])
+def test_large_or_tiny_reductions_stay_on_numpy(shape, axes):
+    assert reduce_plan(np.maximum, shape, np.dtype(np.float32), axes) is None
+
+
+def test_float16_sums_stay_on_numpy_but_its_max_is_planned():
+    """NumPy accumulates float16 sums in float32: pairwise float16 adds would round more."""
+    shape, axes, f16 = (64, 2), (1,), np.dtype(np.float16)
+    assert reduce_plan(np.add, shape, f16, axes) is None
+    assert reduce_plan(np.multiply, shape, f16, axes) is None
+    assert reduce_plan(np.maximum, shape, f16, axes) is not None
+
+
+@pytest.mark.parametrize("name", sorted(OPS))
+@pytest.mark.parametrize("dtype", DTYPES, ids=str)
+def test_planned_shapes_every_dtype(name, dtype):
+    if dtype.kind not in OPS[name][2]:
+        pytest.skip(f"{name} takes no {dtype}")
+    rng = np.random.default_rng(1)
+    for shape, axes in PLANNED[1:]:
+        x = _values(rng, shape, dtype)
+        _check(name, x, axes)
+
+
+@pytest.mark.parametrize("name", ["reduce_max", "reduce_min"])
+def test_nan_propagates_exactly_as_numpy(name):
+    x = np.arange(64 * 2, dtype=np.float32).reshape(64, 2)
+    x[3, 0] = x[7, 1] = x[9, 0] = x[9, 1] = np.nan
+    x[11, 1] = np.inf
+    x[12, 0] = -np.inf
+    got = _check(name, x, (1,))
+    assert np.isnan(got).nonzero()[0].tolist() == [3, 7, 9]
+
+
+def test_signed_zeros_and_infinities_in_max():
+    x = np.zeros((64, 2), np.float32)
+    x[:, 0] = -0.0
+    x[1] = [np.inf, -np.inf]
+    x[2] = [-np.inf, -np.inf]
+    _check("reduce_max", x, (1,))
+    _check("reduce_min", x, (1,))
+
+
+def test_integer_sums_wrap_as_numpy():
+    x = np.full((64, 4), 100, np.int8)
+    got = _check("reduce_sum", x, (1,))
+    assert got.dtype == np.int8 and got[0] == np.int8(np.int64(400) - 512)
+    _check("reduce_prod", x, (1,))
+
+
+# --- every axes combination, hypothesis shapes -------------------------------------------------
+
+@st.composite
+def _cases(draw):
+    """``(name, dtype, shape, axes, perm, seed)``: ``axes`` of the operand transposed by
+    ``perm`` (None: not transposed). Half the draws are windows (small reduced axes
+    between larger kept ones), which the plan takes where the sizes allow."""
+    name = draw(st.sampled_from(sorted(OPS)))
+    dtype = draw(st.sampled_from([d for d in DTYPES if d.kind in OPS[name][2]]))
+    if draw(st.booleans()):  # a window: some small axes reduced, larger ones kept
+        nd = draw(st.integers(2, 4))
+        axes = tuple(sorted(draw(st.permutations(range(nd)))[:draw(st.integers(1, nd - 1))]))
+        small, large = st.sampled_from([1, 2, 2, 3, 4]), st.sampled_from([9, 17, 33, 64])
+        shape = [draw(small if d in axes else large) for d in range(nd)]
+    else:  # anything: no axes, all axes, size 0 and 1
+        nd = draw(st.integers(1, 4))
+        axes = draw(st.sampled_from([c for r in range(nd + 1)
+                                     for c in itertools.combinations(range(nd), r)]))
+        shape = [draw(st.sampled_from([0, 1, 2, 2, 3, 4, 5, 9, 17])) for _ in range(nd)]
+    while math.prod(shape) > 20000:
+        shape[shape.index(max(shape))] //= 2
+    perm = tuple(draw(st.permutations(range(nd)))) if draw(st.booleans()) else None
+    if perm is not None:  # the operand's shape, so that its transpose has ``shape``
+        inverse = [0] * nd
+        for i, q in enumerate(perm):
+            inverse[q] = shape[i]
+        shape = inverse
+    return name, dtype, tuple(shape), axes, perm, draw(st.integers(0, 2**16))
+
+
+@FEW
+@given(_cases())
+def test_every_axes_combination_jit_eager_numpy(case):
+    name, dtype, shape, axes, perm, seed = case
+    x = _values(np.random.default_rng(seed), shape, dtype)
+    _check(name, x, axes, perm)
+
+
+def test_every_axes_combination_of_a_pooling_shape():
+    """Every subset of axes of a 5-d float32 array with size-1 and size-2 axes, for every
+    reduction of floats: jit, eager and NumPy agree; some of them take the plan."""
+    rng = np.random.default_rng(3)
+    shape = (12, 2, 1, 9, 2)
+    x = _values(rng, shape, np.dtype(np.float32))
+    planned = 0
+    for r in range(len(shape) + 1):
+        for axes in itertools.combinations(range(len(shape)), r):
+            planned += reduce_plan(np.maximum, shape, np.dtype(np.float32), axes) is not None
+            for name in ("reduce_max", "reduce_min", "reduce_sum", "reduce_prod"):
+                _check(name, x, axes)
+    assert planned >= 3
+
+
+# --- jit's code takes the plan for the CNN's pooling -----------------------------------------
+
+def test_jit_source_uses_the_plan_for_reshape_max_pooling():
+    """Max pooling written as reshape + max over (3, 5), and its gradient (the tie count,
+    a sum over the same window): pairwise calls, no ``ufunc.reduce`` over the window."""
+    def loss(h):
+        n, c, hh, ww = h.shape
+        p = h.reshape(n, c, hh // 2, 2, ww // 2, 2).max(axis=(3, 5))
+        return (p * p).sum()
+    h = fnp.asarray(np.random.default_rng(0).standard_normal((32, 16, 26, 26)),
+                    dtype=np.float32)
+    g = fnx.jit(fnx.grad(loss))
+    src = g.lower(h).source
+    assert src.count("_pairwise_maximum_reduce") >= 1, src
+    assert src.count("_pairwise_add_reduce") >= 1, src   # the tie count
+    assert "axis=(3, 5)" not in src, src
+    np.testing.assert_array_equal(np.asarray(g(h)), np.asarray(fnx.grad(loss)(h)))
