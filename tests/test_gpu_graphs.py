@@ -252,3 +252,60 @@ def test_emulated_replay_reruns_every_recorded_operation_in_order(emulated_cupy)
     z2[1, 1] += 20
     np.testing.assert_array_equal(w.get(), np.cumsum(z2, axis=1) + z2.sum())
     assert not np.array_equal(first, w.get())
+
+
+# --- donation ---------------------------------------------------------------------------------
+
+def _sgd(p, g):
+    return {k: v - 0.1 * g[k] * fnp.tanh(v) for k, v in p.items()}, g["a"] @ g["b"]
+
+
+@pytest.mark.parametrize("graphs", [False, True])
+def test_donated_buffers_take_the_outputs(gpu, monkeypatch, graphs):
+    """A donated parameter's buffer becomes its update's: written in place by the update
+    kernel (which then loses ``__restrict__`` on that pair) or, under a graph (from the
+    second call), by the copy out; a buffer something else still references is not
+    reused."""
+    backend = fnx.jit(lambda a: a).lower(fnx.device_put(np.ones(2, np.float32), gpu))._entry.backend
+    monkeypatch.setattr(backend, "graphs", graphs)
+    rng = np.random.default_rng(5)
+    host = {k: rng.normal(size=(4, 4)).astype(np.float32) for k in "ab"}
+    grads = fnx.device_put({k: rng.normal(size=(4, 4)).astype(np.float32) for k in "ab"}, gpu)
+    step = fnx.jit(_sgd, donate_argnums=0)
+    params = fnx.device_put(host, gpu)
+    if not graphs:
+        assert any("_ip" in k and "__restrict__ in0" not in k
+                   for k in step.lower(params, grads).kernels)
+    for i in range(4):
+        before = {k: id(v._value) for k, v in params.items()}
+        keep = params["b"]._value if i == 2 else None  # still referenced: not reused
+        new, _ = step(params, grads)
+        with pytest.raises(RuntimeError, match="donated"):
+            np.asarray(params["a"])
+        want = _sgd({k: fnp.asarray(v) for k, v in host.items()},
+                    {k: np.asarray(v) for k, v in grads.items()})[0]
+        for k in "ab":
+            np.testing.assert_allclose(np.asarray(new[k]), np.asarray(want[k]), rtol=1e-6)
+        reused = {k: id(new[k]._value) == before[k] for k in "ab"}
+        assert reused == {"a": True, "b": keep is None}
+        params, host = new, {k: np.asarray(v) for k, v in new.items()}
+        del keep
+
+
+def test_in_place_kernels_only_where_each_thread_reads_its_own_element(gpu):
+    from fnx.kernels import fusion
+
+    def kernels(f, *shapes):
+        ir = fnx.make_ir(f)(*[np.zeros(s, np.float32) for s in shapes])
+        return [s for s in fusion.plan_program(ir.ir if hasattr(ir, "ir") else ir)
+                if isinstance(s, fusion.Kernel)]
+    (k,) = kernels(lambda p, g: p - 0.1 * g, (8, 4), (8, 4))
+    variant = fusion.in_place(k, [(0, 0)])
+    assert variant is not None and variant.name != k.name
+    assert "* __restrict__ in0" not in variant.source and "* __restrict__ out0" not in variant.source
+    assert "* __restrict__ in1" in variant.source
+    # a broadcast operand, and a row kernel, are refused
+    (k,) = kernels(lambda p, g: p - 0.1 * g, (4,), (8, 4))
+    assert fusion.in_place(k, [(0, 0)]) is None
+    (k,) = kernels(lambda p: p - p.sum(axis=1, keepdims=True), (8, 4))
+    assert fusion.in_place(k, [(0, 0)]) is None

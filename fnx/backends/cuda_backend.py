@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import sys
 import threading
 import weakref
 
@@ -104,9 +105,14 @@ def _python_name(name):
 class _Writer:
     """Writes one program's body (see the module docstring)."""
 
-    def __init__(self, backend, ir, name):
+    def __init__(self, backend, ir, name, donated=()):
         self.backend = backend
         self.ir = ir
+        # donated input var -> its index in ``_dn``; ``ready``: those whose buffers later
+        # kernels may write their outputs into (the var read for the last time, not an
+        # output of the program)
+        self.donors = {ir.invars[k]: j for j, k in enumerate(donated)}
+        self.ready = []
         self.glb = {"_empty": backend.xp.empty, "_contig": backend.xp.ascontiguousarray}
         self.kernel_made = set()
         self.literals = {}
@@ -161,39 +167,78 @@ class _Writer:
             args.append(names[v])
         steps = self.plan()
         self.step_count = len(steps)
-        kernel_steps = [s for s in steps if not isinstance(s, Eqn)]
-        if kernel_steps:
-            self.load_kernels(kernel_steps)
-        last = self.last_uses(steps)
+        last = self.last = self.last_uses(steps)
+        self.ready = [v for v in self.donors if v not in last]
+        used = []  # the kernels launched (in-place variants included)
         for i, s in enumerate(steps):
             if isinstance(s, Eqn):
                 self.write_eqn(s)
             else:
-                self.write_kernel(s)
+                used.append(self.write_kernel(s, i))
             dead = [v for v in dict.fromkeys(s.inputs)
                     if type(v) is not Literal and last.get(v) == i and v in names
                     and v not in ir.invars and v not in ir.constvars]
             if dead:
                 self.lines.append("del " + ", ".join(names[v] for v in dead))
+            self.ready += [v for v in self.donors if last.get(v) == i]
         outs = ", ".join(self.ref(v) for v in ir.outvars)
         self.lines.append(f"return ({outs}{',' if len(ir.outvars) == 1 else ''})")
+        if used:
+            self.load_kernels(used)
         return args
 
-    def load_kernels(self, kernel_steps):
+    def load_kernels(self, kernels):
         from ..kernels import fusion
-        source = fusion.program_source(kernel_steps)
-        functions = self.backend.load_module(source, [k.name for k in kernel_steps])
-        for k in kernel_steps:
-            self.glb[f"_k_{k.name}"] = functions[k.name]
-        self.kernels = [k.source for k in kernel_steps]
+        source = fusion.program_source(kernels)
+        names = list(dict.fromkeys(k.name for k in kernels))
+        functions = self.backend.load_module(source, names)
+        for n in names:
+            self.glb[f"_k_{n}"] = functions[n]
+        self.kernels = [k.source for k in {k.name: k for k in kernels}.values()]
         self.module_source = source
 
-    def write_kernel(self, k):
+    def donors_in_place(self, k, i):
+        """``(donated input var, its position in k.inputs, output position)`` for the
+        outputs of kernel ``k`` (step ``i``) that no ready donor takes but a donated
+        input read for the last time by ``k`` itself could (same shape and dtype)."""
+        pairs, taken = [], set()
+        outvars = set(self.ir.outvars)
+        for o, v in enumerate(k.outputs):
+            if any(d.aval.shape == v.aval.shape and d.aval.dtype == v.aval.dtype
+                   for d in self.ready):
+                continue
+            for pos, x in enumerate(k.inputs):
+                if (x in self.donors and x not in taken and x not in outvars
+                        and self.last.get(x) == i and x.aval.shape == v.aval.shape
+                        and x.aval.dtype == v.aval.dtype and k.inputs.count(x) == 1):
+                    pairs.append((x, pos, o))
+                    taken.add(x)
+                    break
+        return pairs
+
+    def write_kernel(self, k, i):
+        """The launch of kernel ``k`` (step ``i``); returns the kernel launched: ``k``, or
+        its in-place variant where a donated input's buffer takes an output."""
+        from ..kernels import fusion
+        in_place = {}  # output position -> donated input var
+        pairs = self.donors_in_place(k, i) if self.donors else []
+        if pairs:
+            variant = fusion.in_place(k, [(pos, o) for _, pos, o in pairs])
+            if variant is not None:
+                k = variant
+                in_place = {o: x for x, _, o in pairs}
         outs = []
-        for v in k.outputs:
+        for o, v in enumerate(k.outputs):
             name = self.names[v] = next(self.fresh)
             dt = self.bind("dt", v.aval.dtype)
-            self.lines.append(f"{name} = _empty({tuple(v.aval.shape)!r}, {dt})")
+            alloc = f"_empty({tuple(v.aval.shape)!r}, {dt})"
+            donor = in_place.get(o) or self.donor_for(v.aval)
+            if donor is None:
+                self.lines.append(f"{name} = {alloc}")
+            else:  # a donated input's buffer, when the call offered it
+                j = self.donors[donor]
+                self.lines.append(f"{name} = _dn[{j}] if _dn is not None and _dn[{j}] is not "
+                                  f"None else {alloc}")
             outs.append(name)
         # kernels index their inputs as C-contiguous arrays: values an impl computed (a
         # transposed or sliced view) and the program's inputs are made so first (free for
@@ -204,6 +249,15 @@ class _Writer:
         args = ", ".join(ins + outs) + ("," if len(ins) + len(outs) == 1 else "")
         shared = f", shared_mem={k.shared_bytes}" if k.shared_bytes else ""
         self.lines.append(f"_k_{k.name}({tuple(k.grid)!r}, {tuple(k.block)!r}, ({args}){shared})")
+        return k
+
+    def donor_for(self, aval):
+        """A ready donated input of ``aval``'s shape and dtype (taken), or None."""
+        for d in self.ready:
+            if d.aval.shape == aval.shape and d.aval.dtype == aval.dtype:
+                self.ready.remove(d)
+                return d
+        return None
 
     def write_eqn(self, e):
         fn = self.bind(_python_name(e.prim.name), on_device(e.prim, self.backend, e.params))
@@ -265,6 +319,19 @@ class CudaBackend(Backend):
     def wrap(self, buffer, weak_type=False):
         return Array._wrap(buffer, weak_type)
 
+    def offer_donated(self, raw, positions):
+        """For each donated position ``k``, ``raw[k]`` when the call may overwrite it: a
+        C-contiguous device buffer owning its memory that only ``raw`` and the one donated
+        Array reference; else None."""
+        return [raw[k] if k is not None and self._sole_buffer(raw, k) else None
+                for k in positions]
+
+    def _sole_buffer(self, raw, k):
+        if sys.getrefcount(raw[k]) != _SOLE_REFS:  # (counted before a local name holds it)
+            return False
+        v = raw[k]
+        return type(v) is self._buffer_type and v.base is None and v.flags.c_contiguous
+
     # -- kernels ---------------------------------------------------------------------------
     def load_module(self, source, names):
         """The kernels ``names`` of the CUDA ``source``: launchable functions
@@ -305,7 +372,7 @@ class CudaBackend(Backend):
         # scans restructured (work moved out of their loops); no relayout: cuBLAS takes
         # transposed operands as flags
         ir = plan_scans(ir)
-        w = _Writer(self, ir, name)
+        w = _Writer(self, ir, name, donated)
         args = w.write()
         graphed = self.graphs and w.step_count >= self.graph_min_steps \
             and not _calls_host(ir)
@@ -317,7 +384,7 @@ class CudaBackend(Backend):
         exec(compile(source, f"<fnx gpu {name}>", "exec"), w.glb)
         fn = w.glb.pop(fname)
         if graphed:
-            fn = GraphReplay(fn, self, ir.in_avals, ir.out_avals)
+            fn = GraphReplay(fn, self, ir.in_avals, ir.out_avals, donated)
         return CudaExecutable(fn, source, w.kernels, self)
 
     def eager(self, prim, vals, params, out_aval):
@@ -370,6 +437,16 @@ class CudaBackend(Backend):
     def clear_cache(self):
         super().clear_cache()
         self._eager.clear()
+
+
+def _sole_refs():
+    """``sys.getrefcount`` of a buffer that only a list and one Array reference."""
+    a = Array._wrap(np.empty(1))
+    raw = [a._value]
+    return sys.getrefcount(raw[0])
+
+
+_SOLE_REFS = _sole_refs()
 
 
 def _calls_host(ir):

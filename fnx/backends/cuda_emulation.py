@@ -89,7 +89,8 @@ class EmulatedArray:
     strides = property(lambda self: self._a.strides)
     flags = property(lambda self: self._a.flags)
     T = property(lambda self: EmulatedArray(self._a.T))
-    base = property(lambda self: None)
+    # a view's base (as CuPy's): not None when the buffer's memory is another's
+    base = property(lambda self: None if self._a.base is None else EmulatedArray(self._a.base))
 
     @property
     def device(self):

@@ -14,7 +14,8 @@ a program ``fn(*buffers) -> tuple of buffers``:
 3. From then on a call is: one grouped-copy launch of the arguments into the input
    buffers (``fnx.kernels.copies``), the graph's launch, and one grouped copy of the
    output buffers into fresh ones (the results must outlive the next replay). Three
-   launches, whatever the program's length.
+   launches, whatever the program's length. A donated argument's buffer, when the call
+   offers it, takes an output of its shape and dtype instead of a fresh one.
 
 A program that cannot be captured -- one that reads a device value on the host (a
 ``while_loop`` predicate, an index read back to size a result, a host fallback), or any
@@ -86,32 +87,46 @@ class GraphReplay:
     the module docstring). ``replays``: how many calls a graph served; ``failure``: why
     the program is not captured (None while it may be)."""
 
-    def __init__(self, fn, backend, in_avals, out_avals):
+    def __init__(self, fn, backend, in_avals, out_avals, donated=()):
         self.fn = fn
         self.backend = backend
         self.in_avals, self.out_avals = list(in_avals), list(out_avals)
+        self.donated = tuple(donated)
+        # (output, index in ``_dn``): the donated input whose buffer a replay copies that
+        # output into, when the call offers it (one donated input per output)
+        self.reuse, free = [], list(enumerate(self.donated))
+        for o, a in enumerate(self.out_avals):
+            for j, k in free:
+                b = self.in_avals[k]
+                if b.shape == a.shape and b.dtype == a.dtype:
+                    self.reuse.append((o, j))
+                    free.remove((j, k))
+                    break
         self.calls = 0
         self.replays = 0
         self.graph = None
         self.failure = None
         self._lock = threading.Lock()
 
+    def _run(self, args, dn):
+        return self.fn(*args) if dn is None else self.fn(*args, _dn=dn)
+
     def __call__(self, *args, _dn=None):
         if capturing():  # inside another program's capture: recorded into that one
-            return self.fn(*args)
+            return self._run(args, _dn)
         if self.graph is not None:
-            return self._replay(args)
+            return self._replay(args, _dn)
         if self.failure is not None:
-            return self.fn(*args)
+            return self._run(args, _dn)
         self.calls += 1
         if self.calls < 2:
-            return self.fn(*args)
+            return self._run(args, _dn)
         with self._lock:
             if self.graph is None and self.failure is None:
                 self._capture(args)
         if self.graph is None:
-            return self.fn(*args)
-        return self._replay(args)
+            return self._run(args, _dn)
+        return self._replay(args, _dn)
 
     def _capture(self, args):
         b = self.backend
@@ -153,7 +168,7 @@ class GraphReplay:
         self.last_stream = current
         self.graph = graph
 
-    def _replay(self, args):
+    def _replay(self, args, dn=None):
         b = self.backend
         xp = b.xp
         with self._lock:
@@ -163,7 +178,12 @@ class GraphReplay:
                 self.last_stream = current
             self.copy_in([a if b.owns(a) else b.put(a) for a in args], self.static_in)
             self.graph.launch(stream=current)
-            outs = [xp.empty(a.shape, a.dtype) for a in self.out_avals]
+            outs = [None] * len(self.out_avals)
+            if dn is not None:  # donated buffers take outputs (read by the copy in before)
+                for o, j in self.reuse:
+                    outs[o] = dn[j]
+            outs = [xp.empty(a.shape, a.dtype) if o is None else o
+                    for o, a in zip(outs, self.out_avals)]
             self.copy_out(self.static_out, outs)
             self.replays += 1
         return tuple(outs)

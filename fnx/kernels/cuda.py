@@ -503,7 +503,9 @@ def to_device(xp, a):
     """A host array copied to the device bit for bit: through a 1-d copy (CuPy 14 makes
     a 0-d device array from a 0-d host one by value, which turns -0.0 into 0.0)."""
     a = np.asarray(a)
-    return xp.asarray(np.ascontiguousarray(a).reshape(-1)).reshape(a.shape)
+    if a.ndim:  # a buffer of its own (not a view: a donated one can then be reused)
+        return xp.asarray(np.ascontiguousarray(a))
+    return xp.asarray(a.reshape(1)).reshape(())
 
 
 def run_elementwise(prim, args, params) -> np.ndarray:
