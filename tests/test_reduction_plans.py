@@ -20,6 +20,7 @@ import fnx
 import fnx.numpy as fnp
 from fnx import lax
 from fnx.core.numpy_rules import reduce_plan
+from fnx.lax.elementwise import select_n_p
 
 pytestmark = pytest.mark.x64  # float64 and int64 operands stay 64-bit
 
@@ -241,3 +242,70 @@ def test_jit_source_uses_the_plan_for_reshape_max_pooling():
     assert src.count("_pairwise_add_reduce") >= 1, src   # the tie count
     assert "axis=(3, 5)" not in src, src
     np.testing.assert_array_equal(np.asarray(g(h)), np.asarray(fnx.grad(loss)(h)))
+
+
+# --- select_n with a bool selector, and where: no converted mask -------------------------------
+
+SELECT_DTYPES = [np.dtype(d) for d in (np.bool_, np.int8, np.float16, np.int32, np.float32,
+                                       np.float64, np.complex64, np.complex128)]
+
+
+def _special(rng, shape, dtype):
+    x = _values(rng, shape, dtype, nans=False)
+    if dtype.kind == "f":
+        flat = x.reshape(-1)
+        flat[:6] = [np.nan, -np.nan, np.inf, -np.inf, -0.0, 0.0]
+        bits = flat.view(f"u{dtype.itemsize}")
+        bits[6] = bits[0] | 1  # a NaN with another payload
+    return x
+
+
+@pytest.mark.parametrize("dtype", SELECT_DTYPES, ids=str)
+def test_bool_select_is_np_where_bitwise(dtype):
+    """Every operand layout the jit lowering passes (full cases, a scalar literal case,
+    zero bits, -0.0, broadcast rows and columns, a broadcast selector): the bits of
+    ``np.where``, eagerly and in jit."""
+    rng = np.random.default_rng(4)
+    shape = (48, 40)
+    a, b = _special(rng, shape, dtype), _special(rng, shape, dtype)[::-1].copy()
+    w = rng.random(shape) < 0.5
+    zero, negzero = np.zeros((), dtype), np.asarray(-0.0 if dtype.kind in "fc" else 1).astype(dtype)
+    layouts = [(w, b, a), (w, zero, a), (w, b, zero), (w, negzero, a), (w, a[:1], b),
+               (w, b, a[:, :1]), (w[:1], b, a), (w, zero, np.ones((), dtype))]
+    for which, c0, c1 in layouts:  # the impl, as jit's code calls it
+        got = select_n_p.impl(which, c0, c1)
+        assert _bits(got) == _bits(np.where(which, c1, c0)), (dtype, which.shape, c0.shape,
+                                                              c1.shape)
+    got = lax.select_n(fnp.asarray(w), fnp.asarray(b), fnp.asarray(a))
+    assert _bits(got) == _bits(np.where(w, a, b))
+    wf, af, bf = fnp.asarray(w), fnp.asarray(a), fnp.asarray(b)
+    for f in (lambda m, x, y: fnp.where(m, x, y), lambda m, x, y: fnp.where(m, x, 0),
+              lambda m, x, y: fnp.where(m, x[:1], y), lambda m, x, y: fnp.where(m[:1], x, y)):
+        assert _bits(fnx.jit(f)(wf, af, bf)) == _bits(f(wf, af, bf)), dtype
+    if dtype.kind != "b":  # (bool and a Python 0 promote to an integer)
+        assert _bits(fnx.jit(lambda m, x: fnp.where(m, x, 0))(wf, af)) == _bits(
+            np.where(w, a, np.zeros((), dtype)))
+
+
+def test_where_and_bool_select_allocate_no_mask():
+    """``where(x > 0, x, 0)`` and a bool ``select_n`` of two arrays, jitted: no dtype
+    conversion of the mask in the code, and nothing allocated beyond the result and a
+    cast buffer (a converted mask of 1M elements would be 4 MB)."""
+    import tracemalloc
+    x = fnp.asarray(np.random.default_rng(5).standard_normal(1 << 20), dtype=np.float32)
+    y = -x
+    relu = fnx.jit(lambda x: fnp.where(x > 0, x, 0.0))
+    sel = fnx.jit(lambda m, x, y: lax.select_n(m, x, y))
+    m = x > 0
+    for fn, args in ((relu, (x,)), (sel, (m, x, y))):
+        src = fn.lower(*args).source
+        assert "astype" not in src and "convert" not in src, src
+        fn(*args)
+        tracemalloc.start()
+        try:
+            out = fn(*args)
+            extra = tracemalloc.get_traced_memory()[1] - np.asarray(out).nbytes
+        finally:
+            tracemalloc.stop()
+        assert extra < 1 << 20, f"{extra} bytes besides the result"
+    np.testing.assert_array_equal(relu(x), np.maximum(np.asarray(x), 0))

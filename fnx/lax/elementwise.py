@@ -1233,13 +1233,24 @@ def _select_n_rule(which, *cases):
     return ShapeDtypeStruct(c.shape, c.dtype, all(x.weak_type for x in cases))
 
 
-# ``np.where`` with a bool mask copies 1-, 2- and 4-byte elements one branch at a time:
-# on a mask that is not sorted (a ReLU's, a dropout's) it runs about 5x slower than a
-# branch-free blend of the bits, ``b ^ ((a ^ b) & mask)`` on unsigned views (the same bits
-# exactly, NaN payloads included). 8-byte elements have a fast ``np.where`` of their own,
-# and below this many elements ``np.where`` is as fast.
-_BLEND_MIN_SIZE = 1 << 13
-_BLEND_UINT = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32)}
+# ``np.where`` with a bool mask copies one element per branch: on a mask that is not
+# sorted (a ReLU's, a dropout's) it mispredicts about every other element, some 3.7 ns
+# each, whatever the element size (float32 and float64 alike: 1M elements 3.9 ms). A
+# branch-free blend of the bits on unsigned views, ``b ^ ((a ^ b) * which)``, gives the
+# same bits exactly (NaN payloads and signed zeros included) in three passes (1M float32
+# 0.44 ms, float64 1.0 ms), one pass where ``b`` is a scalar of zero bits (``where(m, x,
+# 0)``: 0.25 ms). The bool selector is multiplied in as it is (NumPy casts it a buffer at a
+# time inside the ufunc): no mask of the cases' width is ever materialized. Below this
+# many elements ``np.where`` is as fast (measured with a fresh random mask per call:
+# 256 elements 1.7 us either way, 1024 4.5 vs 2.1 us).
+_BLEND_MIN_SIZE = 1 << 9
+_BLEND_UINT = {1: np.dtype(np.uint8), 2: np.dtype(np.uint16), 4: np.dtype(np.uint32),
+               8: np.dtype(np.uint64)}
+
+
+def _zero_bits(v, u):
+    """``v`` is a host scalar (a literal) whose bits are all zero (+0.0, 0, False)."""
+    return v.ndim == 0 and not AL.is_device(v) and not v.view(u)[()]
 
 
 def _select_n_impl(which, *cases):
@@ -1257,15 +1268,18 @@ def _select_n_impl(which, *cases):
         return np.choose(np.clip(which, 0, len(cases) - 1), cases)
     a, b = cases[1], cases[0]
     u = _BLEND_UINT.get(b.dtype.itemsize)
-    if u is None or which.size < _BLEND_MIN_SIZE or which.shape != np.broadcast_shapes(
-            which.shape, a.shape, b.shape):
+    if u is None or which.size < _BLEND_MIN_SIZE:
         return np.where(which, a, b)
     ai, bi = a.view(u), b.view(u)
-    mask = which.astype(u)
-    np.negative(mask, out=mask)  # all ones where True
-    np.bitwise_and(mask, np.bitwise_xor(ai, bi), out=mask)
-    np.bitwise_xor(mask, bi, out=mask)
-    return mask.view(b.dtype)
+    if _zero_bits(b, u):  # a where ``which``, else zero bits: one pass
+        return np.multiply(ai, which).view(b.dtype)
+    t = bi if _zero_bits(a, u) else np.bitwise_xor(ai, bi)
+    if t is not bi and t.shape == which.shape:
+        np.multiply(t, which, out=t)
+    else:
+        t = np.multiply(t, which)
+    np.bitwise_xor(t, bi, out=t)
+    return t.view(b.dtype)
 
 
 select_n_p = Primitive("select_n", shape_rule=_select_n_rule, impl=_select_n_impl)
