@@ -1,6 +1,6 @@
 """Primitive impls run on the GPU device's own buffers (issue 19): the equations the CUDA
-backend does not fuse into generated kernels (gathers, scatters, pads, convolutions,
-pooling and its derivatives, linalg, ...) call their NumPy impls on device arrays, and
+backend does not fuse into generated kernels (gathers, scatters, pads, convolutions with
+fusion off, pooling and its derivatives, linalg, ...) call their NumPy impls on device arrays, and
 none may fall back to host copies (``CudaBackend.host_fallbacks``) -- neither in the MLP,
 CNN and RNN training steps of ``benchmarks/`` (eager and jitted) nor for the primitives
 below -- while the results equal the CPU's."""
@@ -121,16 +121,6 @@ CASES = {
         lambda x, u, mode=mode: _scatter(mode, x, _uniq if mode == "set" else _dup, u),
         (_vec.astype(dt), (_f(8, 5) * 4).astype(dt)))
        for mode in ("add", "max", "min", "set") for dt in (F32, I32, np.int8, np.bool_)},
-    "conv NCHW, padded, dilated": (
-        lambda x, w: lax.conv_general_dilated(x, w, (2, 1), ((1, 2), (0, 1)), (1, 2), (1, 2)),
-        (_img, _ker)),
-    "conv NHWC": (lambda x, w: lax.conv_general_dilated(
-        x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")),
-        (_f(2, 7, 7, 4), _f(3, 3, 4, 5))),
-    "conv feature groups": (lambda x, w: lax.conv_general_dilated(
-        x, w, (1, 1), "VALID", feature_group_count=2), (_img, _f(6, 2, 3, 3))),
-    "conv many taps": (lambda x, w: lax.conv_general_dilated(x, w, (1, 1), "VALID"),
-                       (_f(1, 2, 40, 40), _f(3, 2, 17, 17))),
     "max pool": (_maxpool, (_img,)),
     "max pool, 81 taps": (lambda x: _maxpool(x, (1, 1, 9, 9), "SAME"), (_img,)),
     "min pool": (lambda x: lax.reduce_window(x, np.inf, lax.min, (1, 1, 3, 3), (1, 1, 1, 1),
@@ -166,6 +156,17 @@ UNFUSED = {
     "cummin reverse": (lambda x: lax.cummin(x, 1, reverse=True), (_vec,)),
     "dot_general outer": (lambda a, b: lax.dot_general(a, b, (((), ()), ((), ()))),
                           (_f(3), _f(4))),
+    # (with fusion on, convolutions are generated implicit-GEMM kernels: test_gpu_conv)
+    "conv NCHW, padded, dilated": (
+        lambda x, w: lax.conv_general_dilated(x, w, (2, 1), ((1, 2), (0, 1)), (1, 2), (1, 2)),
+        (_img, _ker)),
+    "conv NHWC": (lambda x, w: lax.conv_general_dilated(
+        x, w, (1, 1), "SAME", dimension_numbers=("NHWC", "HWIO", "NHWC")),
+        (_f(2, 7, 7, 4), _f(3, 3, 4, 5))),
+    "conv feature groups": (lambda x, w: lax.conv_general_dilated(
+        x, w, (1, 1), "VALID", feature_group_count=2), (_img, _f(6, 2, 3, 3))),
+    "conv many taps": (lambda x, w: lax.conv_general_dilated(x, w, (1, 1), "VALID"),
+                       (_f(1, 2, 40, 40), _f(3, 2, 17, 17))),
 }
 
 

@@ -33,7 +33,8 @@ import weakref
 import numpy as np
 
 from ..core.array import Array
-from ..core.backend import Backend, Executable
+from ..core.backend import Backend, Executable, lowering
+from ..core.cuda_rules import KernelUnsupported
 from ..core.devices import GpuDevice
 from ..core.ir import IR, Eqn, Literal, Var, sub_irs
 from ..core.numpy_errstate import quiet_call
@@ -171,10 +172,11 @@ class _Writer:
         self.ready = [v for v in self.donors if v not in last]
         used = []  # the kernels launched (in-place variants included)
         for i, s in enumerate(steps):
-            if isinstance(s, Eqn):
+            k = self.eqn_kernel(s) if isinstance(s, Eqn) else s
+            if k is None:
                 self.write_eqn(s)
             else:
-                used.append(self.write_kernel(s, i))
+                used.append(self.write_kernel(k, i))
             dead = [v for v in dict.fromkeys(s.inputs)
                     if type(v) is not Literal and last.get(v) == i and v in names
                     and v not in ir.invars and v not in ir.constvars]
@@ -250,6 +252,22 @@ class _Writer:
         shared = f", shared_mem={k.shared_bytes}" if k.shared_bytes else ""
         self.lines.append(f"_k_{k.name}({tuple(k.grid)!r}, {tuple(k.block)!r}, ({args}){shared})")
         return k
+
+    def eqn_kernel(self, e):
+        """The generated kernel of equation ``e`` where its primitive has a
+        ``"cuda_kernel"`` rule that takes these operands, else None (its impl runs)."""
+        rule = lowering(e.prim, "cuda_kernel")
+        if rule is None or not self.backend.fuse:
+            return None
+        from ..kernels import fusion
+        try:
+            k = rule([v.aval for v in e.inputs], [v.aval for v in e.outputs], **e.params)
+        except KernelUnsupported:
+            return None
+        return fusion.Kernel(name=k.name, source=k.source, inputs=list(e.inputs),
+                             outputs=list(e.outputs), grid=k.grid, block=k.block,
+                             shared_bytes=k.shared_bytes, eqns=[e], kind=e.prim.name,
+                             domain=tuple(e.outputs[0].aval.shape))
 
     def donor_for(self, aval):
         """A ready donated input of ``aval``'s shape and dtype (taken), or None."""

@@ -29,6 +29,7 @@ from collections import namedtuple
 
 import numpy as np
 
+from ..core import cuda_conv
 from ..core import dtypes
 from ..core import numpy_windows as NW
 from ..core import onnx_rules as O
@@ -260,6 +261,8 @@ conv_general_dilated_p = Primitive("conv_general_dilated", shape_rule=_conv_shap
 register_lowering(conv_general_dilated_p, "numpy", NumpyRule(
     specialize=lambda avals, params, permutation=None:
     NW.conv_plan(*_conv_key(avals[0].shape, avals[1].shape, params, permutation))))
+# the GPU: one generated implicit-GEMM kernel (CuPy 14 has no cuDNN)
+register_lowering(conv_general_dilated_p, "cuda_kernel", cuda_conv.conv_kernel)
 
 
 defjvp(conv_general_dilated_p,
