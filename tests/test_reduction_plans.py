@@ -241,7 +241,31 @@ def test_jit_source_uses_the_plan_for_reshape_max_pooling():
     assert src.count("_pairwise_maximum_reduce") >= 1, src
     assert src.count("_pairwise_add_reduce") >= 1, src   # the tie count
     assert "axis=(3, 5)" not in src, src
+    # the max and the cotangent broadcast back over the window: contiguous copies
+    assert src.count("_broadcast_copy") == 2, src
+    assert ".reshape((32, 16, 13, 1, 13, 1))" not in src, src
     np.testing.assert_array_equal(np.asarray(g(h)), np.asarray(fnx.grad(loss)(h)))
+
+
+def test_interleaved_broadcasts_are_copied_out_and_bias_broadcasts_are_not():
+    """A ufunc against a broadcast over interleaved small axes reads a contiguous copy
+    (NumPy would loop over runs of 2); a bias broadcast over (0, 2, 3) is read
+    unbroadcast, as before; both bitwise equal to eager."""
+    rng = np.random.default_rng(6)
+    x = fnp.asarray(rng.standard_normal((8, 16, 13, 2, 13, 2)), dtype=np.float32)
+    m = fnp.asarray(rng.standard_normal((8, 16, 13, 13)), dtype=np.float32)
+    b = fnp.asarray(rng.standard_normal(16), dtype=np.float32)
+
+    def window(x, m):
+        return x * lax.broadcast_in_dim(m, x.shape, (0, 1, 2, 4))
+
+    def bias(x, b):
+        y = x.reshape(8, 16, 26, 26)
+        return y + lax.broadcast_in_dim(b, y.shape, (1,))
+    for f, args, copied in ((window, (x, m), True), (bias, (x, b), False)):
+        src = fnx.jit(f).lower(*args).source
+        assert ("_broadcast_copy" in src) is copied, src
+        assert _bits(fnx.jit(f)(*args)) == _bits(f(*args)), f.__name__
 
 
 # --- select_n with a bool selector, and where: no converted mask -------------------------------

@@ -124,3 +124,15 @@ def _fused_reduce(*operands, ufunc, reducer, axes, shape, dtype):
         ufunc(*[o[s:e] if f else o for o, f in zip(operands, full)], out=b)
         reducer.reduce(b, axis=axes, out=out[s:e])
     return out
+
+
+def _broadcast_copy(x, *, expanded, shape):
+    """``x`` (reshaped to ``expanded``) broadcast to ``shape`` as a new C-contiguous array,
+    by ``np.repeat`` along each broadcast axis, innermost first: the same values a
+    broadcast view holds, laid out so that the ufunc reading it runs one long inner loop
+    instead of one per short run between broadcast axes."""
+    r = x.reshape(expanded)
+    for d in reversed(range(len(shape))):
+        if expanded[d] == 1 and shape[d] != 1:
+            r = np.repeat(r, shape[d], axis=d)
+    return r
