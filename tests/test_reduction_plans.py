@@ -268,6 +268,17 @@ def test_interleaved_broadcasts_are_copied_out_and_bias_broadcasts_are_not():
         assert _bits(fnx.jit(f)(*args)) == _bits(f(*args)), f.__name__
 
 
+@pytest.mark.parametrize("expanded, shape", [
+    ((3, 1, 4, 1), (3, 2, 4, 2)), ((1, 5, 1), (3, 5, 7)), ((2, 1, 1), (2, 3, 4)),
+    ((4, 1, 9, 1, 1), (4, 3, 9, 2, 5)), ((1, 1, 1, 9), (2, 3, 4, 9))])
+def test_broadcast_copy_is_the_broadcast_contiguous(expanded, shape):
+    from fnx.backends.numpy_helpers import _broadcast_copy
+    x = np.random.default_rng(7).standard_normal(expanded).astype(np.float32)
+    got = _broadcast_copy(x.reshape(-1), expanded=expanded, shape=shape)
+    assert got.flags.c_contiguous and got.shape == shape
+    np.testing.assert_array_equal(got, np.broadcast_to(x, shape))
+
+
 # --- select_n with a bool selector, and where: no converted mask -------------------------------
 
 SELECT_DTYPES = [np.dtype(d) for d in (np.bool_, np.int8, np.float16, np.int32, np.float32,

@@ -128,11 +128,23 @@ def _fused_reduce(*operands, ufunc, reducer, axes, shape, dtype):
 
 def _broadcast_copy(x, *, expanded, shape):
     """``x`` (reshaped to ``expanded``) broadcast to ``shape`` as a new C-contiguous array,
-    by ``np.repeat`` along each broadcast axis, innermost first: the same values a
-    broadcast view holds, laid out so that the ufunc reading it runs one long inner loop
-    instead of one per short run between broadcast axes."""
+    along each broadcast axis in turn, innermost first: the same values a broadcast view
+    holds, laid out so that the ufunc reading it runs one long inner loop instead of one
+    per short run between broadcast axes. An axis with fewer than 8 elements after it is
+    filled by one strided copy per index (each a single loop: (32, 16, 13, 13) float32
+    repeated along a new last axis of 2 takes 43 us, ``np.repeat`` 72 us), the others by
+    ``np.repeat`` (which copies runs: 25 us for the next axis, 55 us by strided copies)."""
     r = x.reshape(expanded)
     for d in reversed(range(len(shape))):
-        if expanded[d] == 1 and shape[d] != 1:
-            r = np.repeat(r, shape[d], axis=d)
+        n = shape[d]
+        if expanded[d] != 1 or n == 1:
+            continue
+        if math.prod(r.shape[d + 1:]) < 8:
+            out = np.empty(r.shape[:d] + (n,) + r.shape[d + 1:], r.dtype)
+            head = (slice(None),) * d
+            for i in range(n):
+                out[head + (i,)] = r[head + (0,)]
+            r = out
+        else:
+            r = np.repeat(r, n, axis=d)
     return r
