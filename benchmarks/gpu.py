@@ -13,7 +13,8 @@ Rows (each checked against the CPU result before it is timed):
   (784-512-512-10) at batch 128 and 4096, against JAX's jit on the GPU (when JAX with
   CUDA is installed) and PyTorch eager on the GPU (when installed). Goal: no slower
   than JAX, faster than PyTorch;
-* ``cnn``: the jitted training step of ``cnn_step.py``, against the same;
+* ``cnn``: the jitted training step of ``cnn_step.py``, against the same (both steps
+  also without CUDA-graph replay, ``FNX_GPU_GRAPHS=0``'s program, in the note);
 * ``eager add``: one eager ``fnp.add`` of two (1024,) float32 arrays on the GPU against
   CuPy's own ``cupy.add``. Goal: within 1.5x.
 
@@ -148,6 +149,14 @@ def main(argv=None):
             np.testing.assert_allclose(float(gpu_loss), float(cpu_loss), rtol=1e-4)
             t_fnx = _median_ns(lambda: step(gp, gx, gy), xp, repeats)
             note = []
+            backend = get_backend("cuda")  # the same step without CUDA-graph replay
+            graphs, backend.graphs = backend.graphs, False
+            try:
+                plain = H.jit_train_step(fnx, fnp, mod.LOGITS["jit"], mod.NAMES, mod.LR)
+                t_plain = _median_ns(lambda: plain(gp, gx, gy), xp, repeats)
+            finally:
+                backend.graphs = graphs
+            note.append(f"without graphs {t_plain / 1e3:.0f} us")
             if jax is not None:
                 import jax.numpy as jnp
                 jstep = H.jit_train_step(jax, jnp, mod.LOGITS["jit"], mod.NAMES, mod.LR)
