@@ -38,7 +38,7 @@ import math
 
 import numpy as np
 
-__all__ = ["NumpyRule", "numpy_rule", "reduce_plan", "ufunc_of"]
+__all__ = ["NumpyRule", "REDUCE_PLAN_MIN_SIZE", "numpy_rule", "reduce_plan", "ufunc_of"]
 
 
 class NumpyRule:
@@ -112,6 +112,8 @@ def ufunc_of(impl):
 PAIRWISE_MAX_TERMS = 16        # k: elements reduced into each output
 PAIRWISE_MAX_INNER = 512       # kept elements after the last reduced axis (contiguous run)
 PAIRWISE_MIN_OUT_PER_TERM = 8  # outputs per term (below: the calls' overhead dominates)
+# No plan for fewer elements (2 terms of 8 outputs each at least): callers may skip asking.
+REDUCE_PLAN_MIN_SIZE = 2 * 2 * PAIRWISE_MIN_OUT_PER_TERM
 
 # The ufuncs planned. maximum/minimum/and/or give the same values in any order (NaNs
 # propagate through ``maximum`` as through its ``reduce``); add/multiply round once per
@@ -198,7 +200,7 @@ def reduce_plan(ufunc, shape, dtype, axes):
     dtype = np.dtype(dtype)
     nd = len(shape)
     axes = tuple(sorted({a % nd for a in axes})) if nd else ()
-    if not axes or 0 in shape or not _plannable(ufunc, dtype):
+    if not axes or math.prod(shape) < REDUCE_PLAN_MIN_SIZE or not _plannable(ufunc, dtype):
         return None
     k = math.prod(shape[a] for a in axes)
     out_size = math.prod(shape) // k

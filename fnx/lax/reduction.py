@@ -15,7 +15,7 @@ import numpy as np
 from ..core import array_library as AL
 from ..core import onnx_rules as O
 from ..core.backend import register_lowering
-from ..core.numpy_rules import NumpyRule, reduce_plan
+from ..core.numpy_rules import REDUCE_PLAN_MIN_SIZE, NumpyRule, reduce_plan
 from ..core.primitive import Primitive, ShapeDtypeStruct
 from ..errors import ShapeError
 from ..transforms.jvp import deflinear, defjvp, defjvp_zero
@@ -56,14 +56,11 @@ def _reducer(name, numpy_fn, kinds, which=None, fuses=False, device_fn=None, ufu
             axes = {a % x.ndim for a in axes}
             shape = tuple(s for i, s in enumerate(x.shape) if i not in axes)
             return AL.full(x, shape, _identity(x.dtype, which), x.dtype)
-        if AL.is_device(x):
-            fn = numpy_fn if device_fn is None else device_fn
-        else:
-            fn = numpy_fn
-            if ufunc is not None:
-                plan = reduce_plan(ufunc, x.shape, x.dtype, tuple(axes))
-                if plan is not None:
-                    return plan(x)
+        if ufunc is not None and x.size >= REDUCE_PLAN_MIN_SIZE and not AL.is_device(x):
+            plan = reduce_plan(ufunc, x.shape, x.dtype, tuple(axes))
+            if plan is not None:
+                return plan(x)
+        fn = device_fn if device_fn is not None and AL.is_device(x) else numpy_fn
         out = fn(x, axis=tuple(axes))
         return out if out.dtype == x.dtype else out.astype(x.dtype)
     prim = Primitive(name, shape_rule=shape_rule, impl=quiet(impl))
