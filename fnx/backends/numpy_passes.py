@@ -14,13 +14,16 @@ by equation index (or var) that each pass reads and extends; the emitter
 4. ``blend_selects``: a large float ``logistic`` and an int32-selector ``select_n`` as
    bit blends instead of ``np.where``/``np.choose``.
 5. ``fuse_reductions``: an elementwise result only reduced over trailing axes, computed
-   and reduced a few rows at a time.
+   and reduced a few rows at a time (unless the reduction has a plan of its own,
+   ``fnx.core.numpy_rules.reduce_plan``, which eager runs too).
 6. ``block_elementwise``: trees of elementwise ops over large arrays as one loop over
    cache-sized blocks of rows (``elementwise_groups``: the cluster analysis, reusable by
    any backend that fuses elementwise ops).
 7. ``unbroadcast``: a ufunc (or an op whose impl broadcasts like one) reads a
-   ``broadcast_in_dim`` operand's own operand, NumPy broadcasting it the same way;
-   ``full_operands``: the scalar of a mid-sized ``maximum``/``minimum`` as a full array.
+   ``broadcast_in_dim`` operand's own operand, NumPy broadcasting it the same way, or,
+   where NumPy would loop over short runs between interleaved broadcast axes (a max
+   pool's window), a contiguous copy of the broadcast; ``full_operands``: the scalar of
+   a mid-sized ``maximum``/``minimum`` as a full array.
 8. ``liveness``: uses after those rewrites (broadcasts nobody reads any more are
    dropped), last uses and readers.
 9. ``plan_buffers``: which donated input's buffer an output may take over
