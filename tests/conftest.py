@@ -78,3 +78,11 @@ def pytest_terminal_summary(terminalreporter):
             where = "no GPU device"
         parts = ", ".join(f"{n} {k}" for k, n in counts.items())
         terminalreporter.write_line(f"GPU-marked tests on {where}: {parts}")
+
+
+@pytest.fixture
+def numpy_lowering(monkeypatch):
+    """jit lowers to NumPy alone, without fused native loops (``FNX_NATIVE=0``): for tests
+    of that lowering itself (its blocked loops, buffer rings, bitwise parity with eager
+    through transcendental functions), which machines without a C++ compiler run."""
+    monkeypatch.setenv("FNX_NATIVE", "0")

@@ -13,6 +13,11 @@ import fnx.numpy as fnp
 from fnx.errors import IRCheckError
 
 
+@pytest.fixture(autouse=True)
+def _numpy_lowering(numpy_lowering):
+    """the NumPy lowering's parity with eager (native loops: tests/test_native_loops.py)"""
+
+
 def _counted():
     calls = []
 

@@ -57,6 +57,8 @@ pytestmark = pytest.mark.x64
 # Primitives that deliberately have no line in the table, and why.
 NOT_IN_TABLE = {
     "jit": "the call primitive: its operand is an IR, not an array op (tests/test_jit.py)",
+    "native_loop": "made by the NumPy backend's lowering from other equations, after every "
+                   "transformation (tests/test_native_loops.py)",
     "custom_jvp_call": "carries a user function and rule (tests/test_custom_rules.py)",
     "custom_vjp_call": "carries a user function and rule (tests/test_custom_rules.py)",
     "custom_lin": "the linear half of a custom_vjp; only transposed (tests/test_custom_rules.py)",

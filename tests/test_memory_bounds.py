@@ -17,6 +17,11 @@ from fnx.backends import buffers
 from fnx.transforms import jit as jit_module
 
 
+@pytest.fixture(autouse=True)
+def _numpy_lowering(numpy_lowering):
+    """the NumPy lowering's buffer rings (native loops allocate their results afresh)"""
+
+
 def _live():
     gc.collect()
     return tracemalloc.get_traced_memory()[0]

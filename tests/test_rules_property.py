@@ -55,6 +55,7 @@ pytestmark = pytest.mark.x64
 
 # Primitives that are not gradient-checked, and why.
 NO_GRAD = {
+    "native_loop": "made by the NumPy backend's lowering, after every transformation",
     **{p: "bool result: no derivative" for p in (
         "eq", "ne", "lt", "le", "gt", "ge", "is_finite", "isinf", "isnan")},
     **{p: "integer/bool operands only" for p in (
@@ -77,6 +78,8 @@ NO_BATCH = {
                   "custom_vjp_call",
     "remat_lin": "only inside the linear program of a checkpoint (vmap of grad goes through "
                  "remat_call)",
+    "native_loop": "made by the NumPy backend's lowering, after every transformation "
+                   "(tests/test_native_loops.py)",
 }
 
 

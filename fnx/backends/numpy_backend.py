@@ -15,10 +15,20 @@ from ..core.backend import Backend
 from ..lax.control_flow.scan_plan import ScanPlan, Unplanned, plan_scans, scan_plan_for
 from . import buffers
 from .buffers import RING_HELD
-from .numpy_codegen import compile_ir
+from .native_loops import plan_native
+from .numpy_codegen import Compiled, compile_ir
 from .numpy_loops import blas_relayout, scan_runner
 
 _AS_IS = object()  # a scan with nothing to move out of its loop: run as it is
+
+
+class _WithKernels(Compiled):
+    """A lowered IR with native loops: ``kernels`` is their C++ text."""
+    __slots__ = ("kernels",)
+
+    def __init__(self, compiled, kernels):
+        super().__init__(compiled.fn, compiled.source, compiled.pool)
+        self.kernels = list(kernels)
 
 
 class NumPyBackend(Backend):
@@ -36,9 +46,13 @@ class NumPyBackend(Backend):
 
     def compile(self, ir, name="jit", donated=()):
         """The generated function of ``ir`` with its scans restructured (``plan_scans``
-        with ``scan_relayout``, then ``numpy_codegen.compile_ir``): ``.fn``, ``.source``
-        and ``.pool`` (its buffers)."""
-        return compile_ir(plan_scans(ir, relayout=self.scan_relayout), name, tuple(donated))
+        with ``scan_relayout``) and its large fused clusters as native loops
+        (``native_loops.plan_native``), then ``numpy_codegen.compile_ir``: ``.fn``,
+        ``.source``, ``.pool`` (its buffers) and ``.kernels`` (the native loops' C++)."""
+        ir = plan_native(plan_scans(ir, relayout=self.scan_relayout))
+        exe = compile_ir(ir, name, tuple(donated))
+        kernels = getattr(ir, "native_kernels", None)
+        return exe if not kernels else _WithKernels(exe, kernels)
 
     def clear_cache(self):
         """Forget the cached executables and scan plans, and release the buffers every

@@ -178,6 +178,7 @@ FNX_SHFL_VIA_INT(unsigned short)
 """
 
 _MAP_BLOCK = 256
+_HOST_LANES = 16         # on the CPU, a reduction keeps this many partial results
 _MAX_GRID = 65535
 _WARP_ROW_MAX = 256      # rows up to this long get a warp each
 _UNROLL_MAX = 16         # elements per thread up to which passes are unrolled and cached
@@ -457,8 +458,9 @@ class _Cluster:
 
 
 class _Planner:
-    def __init__(self, ir):
+    def __init__(self, ir, target="cuda"):
         self.ir = ir
+        self.target = target
         self.eqns = list(ir.eqns)
         n = len(self.eqns)
         self.kind = [_classify(e) for e in self.eqns]
@@ -851,9 +853,11 @@ class _KernelGen:
         self.inlined = set()
         self.count = 0
         self.loads = {}            # (var, view) -> set of passes reading it (element loads)
+        self.scratch = []          # host float sums: (accumulator name, C type)
         self.cached = {}           # (var, view) -> the register array caching it
         n = math.prod(d)
         self.idx = "int" if n < 2**31 - 1 else "long long"
+        self.host = planner.target == "host"
         if self.split is None:
             self.groups = [(0, len(d), "i")]
         else:
@@ -1038,6 +1042,13 @@ class _KernelGen:
         n = math.prod(self.domain)
         T = self.idx
         body = self._render(scope.stmts, "        ")
+        if self.host:  # one loop, vectorized, its iterations split over the cores
+            self.text = (f"{self._signature(0)}\n{{\n"
+                         f"    #pragma omp parallel for simd schedule(static) if ({n} >= "
+                         f"FNX_PARALLEL_MIN)\n"
+                         f"    for ({T} i = 0; i < {n}; ++i) {{\n{body}    }}\n}}\n")
+            self.grid, self.block = (1, 1, 1), (1, 1, 1)
+            return
         self.text = (
             f"{self._signature(_MAP_BLOCK)}\n{{\n"
             f"    for ({T} i = ({T})blockIdx.x * blockDim.x + threadIdx.x; i < {n};\n"
@@ -1067,7 +1078,11 @@ class _KernelGen:
         lv = self._levels()
         npasses = max(lv[p.eqns[i].outputs[0]] for i in reds)
         itemsizes = [np.dtype(p.eqns[i].outputs[0].aval.dtype).itemsize for i in reds]
-        if I > 1:
+        if self.host:
+            # one CPU thread per slot: the reduced index r runs in order, no tree
+            self.kind = "rows" if I == 1 else "columns"
+            step, tid, block = 1, "0", (1, 1, 1)
+        elif I > 1:
             self.kind = "tile"
             Y = min(32, _pow2_at_least(R))
             while Y > 1 and 32 * Y * sum(itemsizes) > _SHARED_LIMIT:
@@ -1101,12 +1116,21 @@ class _KernelGen:
                 t = cuda_type(e.outputs[0].aval.dtype)
                 acc = acc_names[i] = f"acc{len(acc_names)}"
                 ident = _identity(_REDUCERS[e.prim], e.outputs[0].aval.dtype)
-                slot.stmts.append(f"{t} {acc} = {ident};")
+                if self.host and self._host_pairwise(e):  # its terms, then NumPy's sum
+                    self.scratch.append((acc, t))
+                elif self.host:  # one accumulator per lane (see _host_lanes)
+                    slot.stmts.append(f"{t} {acc}_l[{_HOST_LANES}];\n"
+                                      f"for (int l = 0; l < {_HOST_LANES}; ++l) {acc}_l[l] = {ident};")
+                else:
+                    slot.stmts.append(f"{t} {acc} = {ident};")
             scope = _Scope("elem", slot, k)
             for i in here:
                 e = p.eqns[i]
                 v = self.value(e.inputs[0], cl.in_views[i][0], scope)
-                acc = acc_names[i]
+                if self.host and self._host_pairwise(e):
+                    scope.stmts.append(f"{acc_names[i]}_t[r] = {v};")
+                    continue
+                acc = acc_names[i] + ("_l[l]" if self.host else "")
                 scope.stmts.append(
                     f"{acc} = {_combine(_REDUCERS[e.prim], acc, v, e.outputs[0].aval.dtype)};")
             for o in writes:
@@ -1114,13 +1138,17 @@ class _KernelGen:
                 v = self.value(o, self._out_view(o), scope)
                 scope.stmts.append(f"out{m}[{self.index(self._out_view(o), o.aval.shape)}] = {v};")
             slot.stmts.append(("loop", k, scope))
-            if here:
+            if here and self.host:
+                slot.stmts.append(self._host_lanes(here, acc_names))
+            elif here:
                 slot.stmts.append(self._block_reduce(here, acc_names, shared))
+            if here:
                 for i in here:
                     o = p.eqns[i].outputs[0]
                     slot.memo[(o, cl.view[o])] = acc_names[i]
         leader = {"block": "threadIdx.x == 0", "warp": "threadIdx.x == 0",
-                  "tile": "threadIdx.y == 0 && active"}[self.kind]
+                  "tile": "threadIdx.y == 0 && active", "rows": "true",
+                  "columns": "true"}[self.kind]
         writes = []
         for o in slot_outs:
             m = self.outputs.index(o)
@@ -1131,7 +1159,7 @@ class _KernelGen:
 
         # registers: operands read by several passes, while the budget lasts
         cached = {}
-        if unrolled:
+        if unrolled and not self.host:
             budget = _CACHE_REGS
             for key, passes in self.loads.items():
                 if len(passes) > 1 and budget >= kmax:
@@ -1140,7 +1168,18 @@ class _KernelGen:
         self.cached, self.first_pass = cached, {k: min(v) for k, v in self.loads.items()}
 
         guard = "active && " if self.kind == "tile" else ""
-        if unrolled:
+        if self.host:
+            # lanes of _HOST_LANES consecutive r, vectorized; the last partial one after
+            W, whole = _HOST_LANES, R - R % _HOST_LANES
+            loop_open = (f"for ({IDX} r0 = 0; r0 < {whole}; r0 += {W}) {{\n"
+                         f"#pragma omp simd\nfor (int l = 0; l < {W}; ++l) {{\n"
+                         f"const {IDX} r = r0 + l;\n")
+            loop_close = "}\n}\n"
+            if whole < R:
+                tail = (f"for ({IDX} r = {whole}; r < {R}; ++r) {{\n"
+                        f"const int l = (int)(r - {whole});\n")
+                loop_open, loop_close = ((loop_open, loop_close + tail), "}\n")
+        elif unrolled:
             loop_open = (f"#pragma unroll\nfor (int k = 0; k < {kmax}; ++k) {{\n"
                          f"const {IDX} r = ({IDX}){tid} + ({IDX})k * {step};\n"
                          f"if ({guard}r < {R}) {{\n")
@@ -1153,6 +1192,22 @@ class _KernelGen:
         decls = [f"{cuda_type(key[0].aval.dtype)} {name}[{kmax}];" for key, name in cached.items()]
         inner = self._render(decls + slot.stmts, "        ")
         sync_end = "        __syncthreads();\n" if self.kind in ("block", "tile") else ""
+        if self.host:
+            # each thread: scratch rows for the float sums' terms, then its slots
+            alloc = "".join(f"        {t}* {acc}_t = ({t}*)malloc(sizeof({t}) * {R});\n"
+                            for acc, t in self.scratch)
+            free = "".join(f"        free({acc}_t);\n" for acc, _ in self.scratch)
+            par = (f"    #pragma omp parallel if ({O * R * I} >= FNX_PARALLEL_MIN)\n    {{\n"
+                   f"{alloc}        #pragma omp for schedule(static)\n")
+            if self.kind == "rows":
+                head = f"{par}    for ({IDX} o = 0; o < {O}; ++o) {{\n"
+            else:
+                head = (f"{par}    for ({IDX} s = 0; s < {O * I}; ++s) {{\n"
+                        f"        const {IDX} o = s / {I};\n"
+                        f"        const {IDX} j = s % {I};\n")
+            self.grid = (1, 1, 1)
+            self.text = (f"{self._signature(0)}\n{{\n{head}{inner}    }}\n{free}    }}\n}}\n")
+            return
         if self.kind == "block":
             head = f"    for ({IDX} o = blockIdx.x; o < {O}; o += gridDim.x) {{\n"
             grid = min(O, _MAX_GRID)
@@ -1172,6 +1227,33 @@ class _KernelGen:
         shared_text = "".join(f"    {s}\n" for s in shared)
         self.text = (f"{self._signature(block[0] * block[1])}\n{{\n{shared_text}"
                      f"{head}{inner}{sync_end}    }}\n}}\n")
+
+    def _host_pairwise(self, e):
+        """Whether the host kernel sums reduction ``e`` as NumPy does (a float sum: its terms
+        are stored, then added by ``fnx_pairwise_sum``, NumPy's pairwise summation)."""
+        return _REDUCERS[e.prim] == "sum" and np.dtype(e.outputs[0].aval.dtype).kind == "f"
+
+    def _host_lanes(self, here, acc_names):
+        """On the CPU: the lanes' partial results of the reductions ``here`` combined by a
+        pairwise tree (lane l with l + W/2, then l + W/4, ...) into ``acc``; a float sum's
+        stored terms added as NumPy adds them (``0 + pairwise_sum``)."""
+        p = self.p
+        lines = []
+        R = math.prod(self.domain[self.split[0]:self.split[1]])
+        for i in here:
+            e = p.eqns[i]
+            acc, op, dt = acc_names[i], _REDUCERS[e.prim], e.outputs[0].aval.dtype
+            if self._host_pairwise(e):
+                t = cuda_type(dt)
+                lines.append(f"const {t} {acc} = ({t})0 + fnx_pairwise_sum({acc}_t, ({self.idx}){R});")
+                continue
+            half = _HOST_LANES // 2
+            while half >= 1:
+                lines.append(f"for (int l = 0; l < {half}; ++l) {acc}_l[l] = "
+                             f"{_combine(op, f'{acc}_l[l]', f'{acc}_l[l + {half}]', dt)};")
+                half //= 2
+            lines.append(f"const {cuda_type(dt)} {acc} = {acc}_l[0];")
+        return "\n".join(lines)
 
     def _block_reduce(self, here, acc_names, shared):
         """Combine the threads' partial results of the reductions ``here`` into every
@@ -1243,7 +1325,11 @@ class _KernelGen:
             if isinstance(s, tuple) and s[0] == "loop":
                 _, k, scope = s
                 body = self._render(scope.stmts, "")
-                text = self.loop[0] + body + self.loop[1]
+                if isinstance(self.loop[0], tuple):  # the host's main loop, then its tail
+                    (main_open, main_close), close = self.loop
+                    text = main_open + body + main_close + body + close
+                else:
+                    text = self.loop[0] + body + self.loop[1]
             elif isinstance(s, tuple) and s[0] == "load":
                 _, key, name, t, src, npass = s
                 cache = self.cached.get(key)
@@ -1264,6 +1350,8 @@ class _KernelGen:
                 for k, x in enumerate(self.inputs)]
         args += [f"{cuda_type(o.aval.dtype)}* __restrict__ out{m}"
                  for m, o in enumerate(self.outputs)]
+        if self.host:
+            return f'extern "C" void @NAME@(' + ", ".join(args) + ")"
         return (f'extern "C" __global__ void __launch_bounds__({threads}) @NAME@('
                 + ", ".join(args) + ")")
 
@@ -1324,8 +1412,15 @@ def in_place(kernel, pairs):
     return dataclasses.replace(kernel, name=name, source=text.replace(kernel.name, name))
 
 
-def plan_program(ir) -> list:
+def computes(e) -> bool:
+    """Whether equation ``e`` computes values in a kernel (an elementwise operation or a
+    reduction), rather than only indexing (a broadcast, transpose, reshape, ...)."""
+    return _classify(e) in ("elem", "reduce")
+
+
+def plan_program(ir, target="cuda") -> list:
     """The steps of ``ir`` in execution order: ``Eqn`` (one of the IR's equations, run by
     the backend one at a time) or ``Kernel`` (generated, computing a cluster of them).
-    See the module docstring for what fuses and how the kernels are shaped."""
-    return _Planner(ir).steps()
+    See the module docstring for what fuses and how the kernels are shaped.
+    ``target="host"``: the same clusters as C++ functions for the CPU (see "On the CPU")."""
+    return _Planner(ir, target).steps()

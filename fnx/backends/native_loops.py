@@ -1,0 +1,202 @@
+"""Fused native loops for the NumPy backend: jit's elementwise clusters and row
+reductions as compiled C++ loops, where NumPy's one-pass-per-ufunc model is the limit.
+
+``plan_native(ir)`` is an IR pass the NumPy backend runs before lowering. It plans the IR
+with the GPU backend's kernel generator (``fnx.kernels.fusion.plan_program(ir,
+target="host")``: the same clusters, rendered as C++ for the CPU), and replaces each
+cluster worth it by one ``native_loop`` equation: its operands in, the values it computes
+that anything outside reads out. The NumPy code generator then lowers that equation like
+any other, so ``jitted.lower(...).source`` shows it (a ``native_loop`` call) and
+``.kernels`` the C++ text of its loops. All the kernels of one jitted function
+compile as one library (``fnx.kernels.host``), cached on disk.
+
+**Which clusters.** Elementwise kernels of at least two computing equations, and row
+kernels (softmax, layernorm, log-sum-exp: reductions over trailing axes, with their
+producers and consumers), whose domain has at least ``FNX_NATIVE_MIN`` elements (default
+16384). Smaller ones stay on NumPy's ufuncs, whose call overhead is lower than a native
+call's (about 2 µs). Reductions over leading or middle axes, products, and reductions
+eager computes with a plan of its own (``core.numpy_rules.reduce_plan``) stay on NumPy:
+a native loop could not keep eager's order of operations.
+
+**Results.** Elementwise arithmetic, comparisons, conversions and selection round exactly
+as NumPy's ufuncs do (IEEE single and double operations, no fused multiply-add, no fast
+math), so a native loop gives the eager result bit for bit. Transcendental functions come
+from the C library and may differ from NumPy's own SIMD implementations in the last bit
+(within the ulp bounds ``tests/test_native_loops.py`` checks). A float sum stores its
+row's terms and adds them with NumPy's own pairwise summation (``fnx.kernels.host``), so
+it equals eager's to the bit; ``max``/``min``/``and``/``or`` are exact in any order. So jit
+and eager agree bit for bit wherever no transcendental function is in a native loop.
+
+``FNX_NATIVE=0`` turns native loops off; without a C++ compiler they are off, and the
+first jit that would have used them says once (a ``NativeLoopsUnavailable`` warning) how to
+get them.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+import warnings
+
+import numpy as np
+
+from ..core.backend import register_lowering
+from ..core.cuda_rules import KernelUnsupported
+from ..core.ir import Eqn, Literal, dce, sub_irs
+from ..core.numpy_rules import NumpyRule, reduce_plan
+from ..core.primitive import Primitive
+
+__all__ = ["NativeLoopsUnavailable", "native_loop_p", "plan_native", "enabled"]
+
+
+class NativeLoopsUnavailable(UserWarning):
+    """jit would run fused native loops here, but there is no C++ compiler."""
+
+
+def enabled() -> bool:
+    return os.environ.get("FNX_NATIVE", "1") not in ("", "0")
+
+
+def native_min() -> int:
+    try:
+        return max(1, int(os.environ.get("FNX_NATIVE_MIN", "16384")))
+    except ValueError:
+        return 16384
+
+
+class NativeKernel:
+    """One compiled loop: ``__call__(*operands) -> results`` (new NumPy arrays)."""
+
+    def __init__(self, kernel):
+        self.name = kernel.name
+        self.source = kernel.source
+        self.out_avals = [o.aval for o in kernel.outputs]
+        self.in_dtypes = [np.dtype(x.aval.dtype) for x in kernel.inputs]
+        self.kind = kernel.kind
+        self.fn = None  # the library's function, bound when the program is loaded
+
+    def __call__(self, *xs):
+        outs = [np.empty(a.shape, a.dtype) for a in self.out_avals]
+        ins = [np.ascontiguousarray(x, d) for x, d in zip(xs, self.in_dtypes)]  # (kept alive)
+        self.fn(*[a.ctypes.data for a in ins], *[o.ctypes.data for o in outs])
+        return outs
+
+    def __repr__(self):
+        return f"NativeKernel({self.name}, {self.kind})"
+
+
+def _native_loop_rule(*avals, kernel):
+    return list(kernel.out_avals)
+
+
+def _native_loop_impl(*xs, kernel):
+    return kernel(*xs)
+
+
+native_loop_p = Primitive("native_loop", shape_rule=_native_loop_rule, impl=_native_loop_impl,
+                          multiple_results=True)
+_LOWERED = "made by the NumPy backend's lowering, after every transformation has run"
+native_loop_p.not_needed = {"jvp": _LOWERED, "batch": _LOWERED}
+# the generated code calls the kernel itself (named after it, for reading ``.source``)
+def _native_loop_specialize(avals, params, permutation=None):
+    kernel = params["kernel"]
+    if permutation is None:
+        return kernel
+    if len(kernel.out_avals) != 1:  # pragma: no cover - transposes fuse into one result
+        raise NotImplementedError("native_loop: a transpose of one of several results")
+    return lambda *xs: [kernel(*xs)[0].transpose(permutation)]
+
+
+register_lowering(native_loop_p, "numpy", NumpyRule(specialize=_native_loop_specialize))
+
+
+_warned = []
+
+# the reductions a native loop computes as eager does: their NumPy ufunc (a float sum adds
+# as NumPy's pairwise summation; max, min, and, or give the same result in any order)
+_REDUCE_UFUNCS = {"reduce_sum": np.add, "reduce_max": np.maximum, "reduce_min": np.minimum,
+                  "reduce_and": np.logical_and, "reduce_or": np.logical_or}
+
+
+def _worth_it(k, fusion):
+    """Whether kernel ``k`` runs as a native loop: an elementwise kernel of two or more
+    computing equations, or a row kernel whose every reduction is one eager computes with
+    ``ufunc.reduce`` over its operand's trailing axes (NumPy's order, which the loop
+    keeps; not a product, and not one with a reduction plan of its own)."""
+    if k.kind == "map":
+        return sum(map(fusion.computes, k.eqns)) >= 2
+    if k.kind != "rows":
+        return False
+    for e in k.eqns:
+        if not e.prim.name.startswith("reduce_"):
+            continue
+        ufunc = _REDUCE_UFUNCS.get(e.prim.name)
+        x = e.inputs[0].aval
+        axes = sorted(a % x.ndim for a in e.params["axes"])
+        if ufunc is None or axes != list(range(x.ndim - len(axes), x.ndim)):
+            return False
+        if reduce_plan(ufunc, tuple(x.shape), x.dtype, tuple(axes)) is not None:
+            return False
+    return True
+
+
+def plan_native(ir):
+    """``ir`` with its large fused clusters as ``native_loop`` equations (see the module
+    docstring); ``ir`` itself where there are none, or native loops are off."""
+    if not enabled() or not ir.eqns:
+        return ir
+    from ..kernels import fusion
+    from ..kernels import host
+    try:
+        steps = fusion.plan_program(ir, target="host")
+    except KernelUnsupported:
+        return ir
+    least = native_min()
+    chosen = [s for s in steps if isinstance(s, fusion.Kernel) and s.outputs
+              and int(np.prod(s.domain)) >= least and _worth_it(s, fusion)]
+    if not chosen:
+        return ir
+    if not host.compiler_available():
+        if not _warned:
+            _warned.append(True)
+            warnings.warn(f"fnx: jit could run fused native loops here but finds no C++ "
+                          f"compiler ({host.compiler()!r}): it runs NumPy's ufuncs instead. "
+                          "Install g++ (or set CXX) for the fast path; FNX_NATIVE=0 "
+                          "silences this.", NativeLoopsUnavailable, stacklevel=2)
+        return ir
+    kernels = {k.name: NativeKernel(k) for k in chosen}
+    lib = host.load("".join(k.source for k in {k.name: k for k in chosen}.values()))
+    for k in chosen:
+        fn = kernels[k.name].fn = getattr(lib, k.name)
+        fn.argtypes = [ctypes.c_void_p] * (len(k.inputs) + len(k.outputs))
+        fn.restype = None
+    absorbed = set()
+    for k in chosen:
+        absorbed.update(map(id, k.eqns))
+    chosen_ids = set(map(id, chosen))
+    # the new equations in the planned order: constants (computed from literals only, and
+    # possibly inlined by several kernels) first, for whichever equation still reads them
+    consts = _constant_eqns(ir)
+    const_ids = set(map(id, consts))
+    eqns = list(consts)
+    for s in steps:
+        if id(s) in chosen_ids:
+            eqns.append(Eqn(native_loop_p, list(s.inputs), list(s.outputs),
+                            {"kernel": kernels[s.name]}))
+        else:
+            for e in ([s] if isinstance(s, Eqn) else s.eqns):
+                if id(e) not in const_ids:
+                    eqns.append(e)
+    out = dce(ir.replace(eqns=eqns))
+    out.native_kernels = [k.source for k in {k.name: k for k in chosen}.values()]
+    return out
+
+
+def _constant_eqns(ir):
+    """The equations of ``ir`` that compute from literals only (through each other)."""
+    out, made = [], set()
+    for e in ir.eqns:
+        if (not any(sub_irs(e.params)) and not getattr(e.prim, "effectful", False)
+                and all(type(v) is Literal or v in made for v in e.inputs)):
+            out.append(e)
+            made.update(e.outputs)
+    return out

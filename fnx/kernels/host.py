@@ -1,0 +1,282 @@
+"""Native code for the CPU: the fused kernels of ``fnx.kernels.fusion`` rendered for the
+host (``plan_program(ir, target="host")``), compiled by the system C++ compiler into a
+shared library and called through ``ctypes``.
+
+``load(source)`` compiles one program (``PRELUDE``, ``fnx.kernels.cuda.PREAMBLE``, then
+the kernels' text) and returns the ``ctypes.CDLL``; libraries are cached in memory and on
+disk (``cache_dir()``: ``native/`` in fnx's kernel cache) by a hash of everything that goes
+into them -- the text, the flags, the compiler's version and the CPU -- written under a
+temporary name and renamed, so concurrent processes never load a half-written library and
+a new process does not recompile.
+
+**Flags.** ``-O3 -march=native`` (vector instructions of this CPU) ``-fopenmp`` (each
+kernel's outer loop is split over the cores; ``OMP_NUM_THREADS`` sets how many),
+``-ffp-contract=off`` (no fused multiply-add: each ``a * b + c`` rounds twice, as NumPy's
+ufuncs do), ``-fno-math-errno`` and ``-fno-trapping-math`` (no ``errno`` and no floating-point
+exception flags: they change no result, and let comparisons and selections vectorize);
+never ``-ffast-math``: NaNs, infinities, signed zeros and subnormals behave as in
+NumPy. A kernel's outer loop runs in parallel when it covers at least
+``FNX_PARALLEL_MIN`` elements (``parallel_min``).
+
+``compiler_available()`` says whether a compiler is there (``$CXX``, else ``g++``).
+"""
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import platform
+import shutil
+import subprocess
+import tempfile
+import threading
+
+from . import cuda as _cuda
+
+__all__ = ["PRELUDE", "FLAGS", "VECTOR_MATH", "VECTOR_MATH_NAMES", "cache_dir", "compiler", "compiler_available", "load",
+           "parallel_min"]
+
+FLAGS = ("-O3", "-march=native", "-std=c++17", "-shared", "-fPIC", "-fopenmp",
+         "-ffp-contract=off", "-fno-math-errno", "-fno-trapping-math", "-w")
+
+# Float32 exp, expm1, log, log1p and tanh as straight-line code the compiler vectorizes
+# (the C library's are calls, one element at a time): the kernels' calls of expf, ... are
+# these (VECTOR_MATH_NAMES); each is within 2 ulp of the correctly rounded result.
+VECTOR_MATH = r"""// ---- fnx vector math: float32 exp, expm1, log, log1p and tanh as straight-line code ----
+// (no calls, no branches: inlined into a loop, the compiler vectorizes them). Each is
+// within 2 ulp of the correctly rounded result (tests/test_native_loops.py checks).
+static inline float fnx_vm_bits2f(unsigned int u) { return __builtin_bit_cast(float, u); }
+static inline unsigned int fnx_vm_f2bits(float f) { return __builtin_bit_cast(unsigned int, f); }
+static inline float fnx_vm_pow2i(int n) { return fnx_vm_bits2f((unsigned int)(n + 127) << 23); }
+
+// e**r - 1 for |r| <= ln2/2: the Taylor series to r**8 (error below 2**-30 of the result)
+static inline float fnx_vm_expm1_core(float r) {
+    float p = 1.0f / 40320.0f;
+    p = p * r + 1.0f / 5040.0f;
+    p = p * r + 1.0f / 720.0f;
+    p = p * r + 1.0f / 120.0f;
+    p = p * r + 1.0f / 24.0f;
+    p = p * r + 1.0f / 6.0f;
+    p = p * r + 0.5f;
+    return r + (r * r) * p;
+}
+
+// x = n ln2 + r, |r| <= ln2/2 (Cody and Waite's two-part ln2: n * ln2_hi is exact)
+// x / ln2 rounded to the nearest integer (|x| < 2**21: adding and taking away 1.5 * 2**23
+// leaves the integer part, in plain arithmetic, which vectorizes)
+static inline float fnx_vm_n(float x) {
+    return (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
+}
+static inline float fnx_vm_reduce(float x, float k) {
+    return (x - k * 0.693145751953125f) - k * 1.42860682030941723212e-6f;
+}
+
+static inline float fnx_vm_expf(float x) {
+    const float xc = x < -110.0f ? -110.0f : (x > 90.0f ? 90.0f : x);
+    const float n = fnx_vm_n(xc);
+    const float r = fnx_vm_reduce(xc, n);
+    const float p = fnx_vm_expm1_core(r) + 1.0f;
+    const int ni = (int)n, h = ni / 2;
+    // 2**n in two exact steps, so a subnormal result is rounded once
+    const float y = (p * fnx_vm_pow2i(ni - h)) * fnx_vm_pow2i(h);
+    return x != x ? x : y;
+}
+
+static inline float fnx_vm_expm1f(float x) {
+    const float xc = x < -110.0f ? -110.0f : (x > 90.0f ? 90.0f : x);
+    const float n = fnx_vm_n(xc);
+    const float r = fnx_vm_reduce(xc, n);
+    const float nc = n < -60.0f ? -60.0f : (n > 60.0f ? 60.0f : n);
+    const float t = fnx_vm_pow2i((int)nc);
+    const float mid = t * fnx_vm_expm1_core(r) + (t - 1.0f);   // 2**n (e**r - 1) + 2**n - 1
+    const float small = fnx_vm_expm1_core(xc);               // |x| <= ln2/2: no reduction
+    const float big = fnx_vm_expf(xc) - 1.0f;
+    const float y = __builtin_fabsf(xc) <= 0.3465735903f ? small : (n > 60.0f ? big : mid);
+    return (x != x || x == 0.0f) ? x : y;   // NaN, and -0.0 stays -0.0
+}
+
+// log(x) = e ln2 + log(m), m in [sqrt(1/2), sqrt(2)): log(m) = f - s (f - R), f = m - 1,
+// s = f / (m + 1), R = 2 s**2 / 3 + 2 s**4 / 5 + ... (fdlibm's form)
+static inline float fnx_vm_logf(float x) {
+    const float big = x < 1.17549435e-38f ? 8388608.0f : 1.0f;   // subnormals: times 2**23
+    const float esub = x < 1.17549435e-38f ? 23.0f : 0.0f;
+    const unsigned int b = fnx_vm_f2bits(x * big);
+    const unsigned int mb = (b & 0x007fffffu) | 0x3f800000u;
+    const float m0 = fnx_vm_bits2f(mb);
+    const float hi = m0 > 1.41421356f ? 1.0f : 0.0f;
+    const float m = m0 * (1.0f - 0.5f * hi);
+    const float ef = (float)(int)(b >> 23) - 127.0f - esub + hi;
+    const float f = m - 1.0f;
+    const float s = f / (m + 1.0f);
+    const float z = s * s;
+    float p = 2.0f / 11.0f;
+    p = p * z + 2.0f / 9.0f;
+    p = p * z + 2.0f / 7.0f;
+    p = p * z + 2.0f / 5.0f;
+    p = p * z + 2.0f / 3.0f;
+    const float lm = f - s * (f - z * p);
+    float y = ef * 0.693145751953125f + (lm + ef * 1.42860682030941723212e-6f);
+    const float inf = fnx_vm_bits2f(0x7f800000u);
+    y = x == 0.0f ? -inf : y;
+    y = x < 0.0f ? fnx_vm_bits2f(0x7fc00000u) : y;
+    y = x == inf ? x : y;
+    return x != x ? x : y;
+}
+
+static inline float fnx_vm_log1pf(float x) {
+    const float u = 1.0f + x;
+    const float d = u - 1.0f;
+    const float dd = d == 0.0f ? 1.0f : d;
+    float y = fnx_vm_logf(u) * (x / dd);                // log(u) * x / (u - 1)
+    y = d == 0.0f ? x : y;
+    y = u == fnx_vm_bits2f(0x7f800000u) ? u : y;
+    return x != x ? x : y;
+}
+
+static inline float fnx_vm_tanhf(float x) {
+    // tanh |x| = e / (e + 2), e = expm1(2 |x|): no cancellation near 0; 1 from 9.5 on
+    const float a = __builtin_fabsf(x);
+    const float e = fnx_vm_expm1f(2.0f * (a > 9.5f ? 9.5f : a));
+    const float t = a > 9.5f ? 1.0f : e / (e + 2.0f);
+    return __builtin_copysignf(t, x);   // NaN stays NaN (e is NaN); -0.0 stays -0.0
+}
+// ---- end of vector math ----
+#define expf(x) fnx_vm_expf(x)
+#define expm1f(x) fnx_vm_expm1f(x)
+#define logf(x) fnx_vm_logf(x)
+#define log1pf(x) fnx_vm_log1pf(x)
+#define tanhf(x) fnx_vm_tanhf(x)
+"""
+VECTOR_MATH_NAMES = ("expf", "expm1f", "logf", "log1pf", "tanhf")
+
+# NumPy's pairwise summation (its float add.reduce over a contiguous run), term for term:
+# below 8 terms one after another from 0; up to 128 in 8 interleaved partial sums added
+# as ((r0 + r1) + (r2 + r3)) + ((r4 + r5) + (r6 + r7)), then the rest one by one; longer
+# runs split in two at a multiple of 8 below the half. A host kernel stores a row's terms
+# and adds them with this, so its float sums are NumPy's to the bit.
+PAIRWISE_SUM = r"""
+#include <cstdlib>
+template <typename T> static T fnx_pairwise_sum(const T* a, long long n) {
+    if (n < 8) {
+        T res = 0;
+        for (long long i = 0; i < n; ++i) res += a[i];
+        return res;
+    }
+    if (n <= 128) {
+        T r[8];
+        for (int j = 0; j < 8; ++j) r[j] = a[j];
+        long long i = 8;
+        for (; i < n - (n % 8); i += 8)
+            for (int j = 0; j < 8; ++j) r[j] += a[i + j];
+        T res = ((r[0] + r[1]) + (r[2] + r[3])) + ((r[4] + r[5]) + (r[6] + r[7]));
+        for (; i < n; ++i) res += a[i];
+        return res;
+    }
+    long long n2 = n / 2;
+    n2 -= n2 % 8;
+    return fnx_pairwise_sum(a, n2) + fnx_pairwise_sum(a + n2, n - n2);
+}
+"""
+
+# What the kernels' text needs on the host beyond the CUDA preamble: the CUDA keywords
+# (fnx.kernels.cuda.HOST_PRELUDE, which also defines the CUDA math functions <cmath>
+# lacks) and the vector math.
+PRELUDE = _cuda.HOST_PRELUDE + VECTOR_MATH + PAIRWISE_SUM
+
+
+def parallel_min() -> int:
+    """Elements from which a kernel's loop is split over the cores
+    (``$FNX_PARALLEL_MIN``, default 32768)."""
+    try:
+        return max(1, int(os.environ.get("FNX_PARALLEL_MIN", "32768")))
+    except ValueError:
+        return 32768
+
+
+def compiler() -> str:
+    return os.environ.get("CXX") or "g++"
+
+
+_INFO: dict = {}
+_LOADED: dict = {}
+_LOCK = threading.Lock()
+
+
+def compiler_available() -> bool:
+    """Whether the C++ compiler (``$CXX``, else ``g++``) is on the PATH."""
+    return shutil.which(compiler()) is not None
+
+
+def _identity():
+    """The compiler's version and this CPU: part of every library's hash (``-march=native``
+    code is for this CPU only)."""
+    if "id" not in _INFO:
+        try:
+            out = subprocess.run([compiler(), "-dumpfullversion", "-dumpmachine"],
+                                 capture_output=True, text=True, timeout=60).stdout
+        except (OSError, subprocess.SubprocessError):
+            out = ""
+        cpu = platform.processor() or platform.machine()
+        try:
+            with open("/proc/cpuinfo") as f:
+                cpu += "".join(sorted({ln for ln in f if ln.startswith(("model name", "flags"))}))
+        except OSError:
+            pass
+        _INFO["id"] = f"{shutil.which(compiler())} {out.split()} {cpu}"
+    return _INFO["id"]
+
+
+def cache_dir() -> str:
+    """``native/`` in fnx's kernel cache (``fnx.kernels.cuda.cache_dir``)."""
+    d = os.path.join(_cuda.cache_dir(), "native")
+    os.makedirs(d, exist_ok=True)
+    return d
+
+
+class HostCompileError(RuntimeError):
+    """The C++ compiler refused a generated program; the message holds its log."""
+
+
+def program_text(kernels_text):
+    return (PRELUDE + f"#define FNX_PARALLEL_MIN {parallel_min()}\n" + _cuda.PREAMBLE
+            + kernels_text)
+
+
+def load(kernels_text):
+    """The shared library of these kernels (``ctypes.CDLL``), compiled once per text,
+    flags, compiler and CPU (see the module docstring)."""
+    text = program_text(kernels_text)
+    key = hashlib.sha256("\0".join((text, " ".join(FLAGS), _identity())).encode()).hexdigest()
+    lib = _LOADED.get(key)
+    if lib is not None:
+        return lib
+    with _LOCK:
+        lib = _LOADED.get(key)
+        if lib is None:
+            path = os.path.join(cache_dir(), f"k{key[:24]}.so")
+            if not os.path.exists(path):
+                _compile(text, path)
+            lib = _LOADED[key] = ctypes.CDLL(path)
+    return lib
+
+
+def _compile(text, path):
+    d = os.path.dirname(path)
+    fd, src = tempfile.mkstemp(suffix=".cpp", dir=d)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    tmp = src[:-4] + ".so"
+    try:
+        r = subprocess.run([compiler(), *FLAGS, src, "-o", tmp], capture_output=True,
+                           text=True, timeout=600)
+        if r.returncode != 0:
+            numbered = "\n".join(f"{i + 1:5d}  {ln}" for i, ln in enumerate(text.splitlines()))
+            raise HostCompileError(f"{compiler()} could not compile a generated host "
+                                   f"program:\n{r.stderr[-4000:]}\n{numbered[-20000:]}")
+        os.replace(tmp, path)
+    finally:
+        for p in (src, tmp):
+            try:
+                os.remove(p)
+            except OSError:
+                pass

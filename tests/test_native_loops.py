@@ -1,0 +1,194 @@
+"""Fused native loops on the CPU (``fnx.backends.native_loops``, ``fnx.kernels.host``): the
+GPU backend's clusters rendered as C++ loops, compiled by the system compiler."""
+import warnings
+
+import numpy as np
+import pytest
+
+import fnx
+import fnx.numpy as fnp
+from fnx.kernels import host
+
+pytestmark = pytest.mark.skipif(not host.compiler_available(), reason="needs a C++ compiler")
+
+
+@pytest.fixture
+def native(monkeypatch):
+    """Native loops from 64 elements on (small arrays keep the tests fast)."""
+    monkeypatch.setenv("FNX_NATIVE", "1")
+    monkeypatch.setenv("FNX_NATIVE_MIN", "64")
+
+
+def _ulps(got, want):
+    """|got - want| in units in the last place of float32 (0 where both are NaN)."""
+    with np.errstate(over="ignore"):
+        g, w = got.astype(np.float32), want.astype(np.float32)
+    gi, wi = (v.view(np.int32).astype(np.int64) for v in (g, w))
+    gi = np.where(gi < 0, -(gi & 0x7FFFFFFF), gi)
+    wi = np.where(wi < 0, -(wi & 0x7FFFFFFF), wi)
+    same = (g == w) | (np.isnan(g) & np.isnan(w))
+    return np.where(same, 0, np.abs(gi - wi))
+
+
+# the stated bounds of the vector math, in float32 ulps of the correctly rounded result
+BOUNDS = {"expf": (np.exp, 1), "expm1f": (np.expm1, 1), "logf": (np.log, 1),
+          "log1pf": (np.log1p, 2), "tanhf": (np.tanh, 2)}
+
+
+def test_the_vector_math_is_within_its_ulp_bounds():
+    rng = np.random.default_rng(0)
+    x = np.concatenate([
+        rng.integers(0, 2**32, 1_000_000, dtype=np.uint64).astype(np.uint32).view(np.float32),
+        rng.uniform(-12, 12, 300_000).astype(np.float32),
+        rng.uniform(-1e-3, 1e-3, 50_000).astype(np.float32),
+        np.array([0, -0.0, np.inf, -np.inf, np.nan, 1, -1, 88.72283, 88.7229, -87.3365,
+                  -103.97, -104, 1e-45, -1e-45, 1.1754944e-38, 0.34657359, 9.5, -9.5,
+                  -0.99999994, -1.0000001, 3.4028235e38], np.float32)])
+    names = list(BOUNDS)
+    text = "".join(
+        f'extern "C" void t_{n}(const float* x, float* y, long long k) {{\n'
+        f"    #pragma omp simd\n    for (long long i = 0; i < k; ++i) y[i] = {n}(x[i]);\n}}\n"
+        for n in names)
+    lib = host.load(text)
+    for n in names:
+        fn = getattr(lib, f"t_{n}")
+        import ctypes
+        fn.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_longlong]
+        y = np.empty_like(x)
+        fn(x.ctypes.data, y.ctypes.data, x.size)
+        ref_fn, bound = BOUNDS[n]
+        with np.errstate(all="ignore"):
+            want = ref_fn(x.astype(np.float64))
+        u = _ulps(y, want)
+        worst = int(np.argmax(u))
+        assert u.max() <= bound, (n, x[worst], y[worst], want[worst])
+        # signed zeros and the infinities exactly
+        for v in (0.0, -0.0, np.inf, -np.inf):
+            k = np.flatnonzero(x.view(np.uint32) == np.float32(v).view(np.uint32))[0]
+            with np.errstate(all="ignore"):
+                exact = np.float32(ref_fn(np.float64(v)))
+            assert y[k].tobytes() == exact.tobytes() or (np.isnan(y[k]) and np.isnan(exact)), (n, v)
+
+
+def _gelu_layernorm(x, w, g, b):
+    mu = fnp.mean(x, axis=-1, keepdims=True)
+    var = fnp.mean((x - mu) ** 2, axis=-1, keepdims=True)
+    return fnx.nn.gelu(x) * w + (x - mu) / fnp.sqrt(var + 1e-5) * g + b
+
+
+def test_large_clusters_become_native_loops_shown_in_lower(native):
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((32, 100)).astype(np.float32)
+    w, g, b = (rng.standard_normal(100).astype(np.float32) for _ in range(3))
+    jf = fnx.jit(_gelu_layernorm)
+    low = jf.lower(x, w, g, b)
+    assert "native_loop" in low.source
+    assert len(low.kernels) == 1 and 'extern "C" void' in low.kernels[0]
+    want = _gelu_layernorm(*map(fnp.asarray, (x, w, g, b)))
+    np.testing.assert_allclose(np.asarray(jf(x, w, g, b)), np.asarray(want), rtol=2e-6,
+                               atol=2e-6)
+    # below the size, NumPy's ufuncs
+    small = x[:, :1]
+    assert "native_loop" not in fnx.jit(lambda v: fnp.tanh(v) * 2 + 1).lower(small).source
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32, np.uint8, np.bool_])
+def test_elementwise_native_loops_equal_eager_bit_for_bit(native, dtype):
+    """Arithmetic, comparisons, conversions and selections round as NumPy's ufuncs do."""
+    rng = np.random.default_rng(2)
+    if dtype == np.bool_:
+        a, b = rng.integers(0, 2, (2, 40, 9)).astype(bool)
+
+        def f(a, b):
+            return (a & ~b) | (a ^ b), (a | b) & b
+    else:
+        a = (rng.standard_normal((40, 9)) * 50).astype(dtype)
+        b = (rng.standard_normal((40, 9)) * 50).astype(dtype)
+        if dtype != np.uint8:
+            a[0, :4] = [0, -1, 7, 3]
+        if np.dtype(dtype).kind == "f":
+            a[1, :4] = [np.nan, np.inf, -np.inf, -0.0]
+
+        def f(a, b):
+            c = fnp.where(a > b, a - b * 3, fnp.maximum(a, b)) + fnp.minimum(a, 2 * b)
+            return c * c - a, (c // 3 if np.dtype(dtype).kind != "f" else c / 7).astype(fnp.float32)
+    with fnx.enable_x64(dtype == np.float64):
+        jf = fnx.jit(f)
+        assert "native_loop" in jf.lower(a, b).source
+        with np.errstate(all="ignore"):
+            want = f(fnp.asarray(a), fnp.asarray(b))
+        for g, w in zip(jf(a, b), want):
+            assert np.asarray(g).dtype == np.asarray(w).dtype
+            np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+
+
+def test_transcendental_and_reduction_loops_stay_close_to_eager(native):
+    rng = np.random.default_rng(3)
+    x = (rng.standard_normal((64, 300)) * 4).astype(np.float32)
+    x[0, :3] = [np.nan, np.inf, -np.inf]
+
+    def f(x):
+        sm = fnx.nn.softmax(x, axis=-1)
+        return (sm, fnx.nn.selu(x) * fnp.tanh(x), fnp.log1p(fnp.abs(x)) - fnp.log(fnp.abs(x) + 1),
+                fnx.nn.logsumexp(x, axis=0), fnp.max(x * 2, axis=1), fnp.sum(x[1:] ** 2, axis=0))
+    jf = fnx.jit(f)
+    low = jf.lower(x)
+    assert "native_loop" in low.source
+    with np.errstate(all="ignore"):
+        want = f(fnp.asarray(x))
+    got = jf(x)
+    for k, (g, w) in enumerate(zip(got, want)):
+        g, w = np.asarray(g), np.asarray(w)
+        assert g.dtype == w.dtype and g.shape == w.shape
+        np.testing.assert_array_equal(np.isnan(g), np.isnan(w), err_msg=str(k))
+        ok = ~np.isnan(w)
+        np.testing.assert_allclose(g[ok], w[ok], rtol=3e-6, atol=1e-6, err_msg=str(k))
+    np.testing.assert_array_equal(np.asarray(got[4]), np.asarray(want[4]))  # max: exact
+
+
+@pytest.mark.parametrize("shape,axes", [((40, 20), (1,)), ((30, 128), (1,)), ((12, 1001), (1,)),
+                                        ((3, 4, 700), (1, 2)), ((2, 3, 33), (2,))])
+def test_row_sums_equal_eager_bit_for_bit(native, shape, axes):
+    """A float sum adds its terms with NumPy's pairwise summation: means, variances and
+    layernorm statistics equal eager's to the bit (no transcendental function here)."""
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal(shape).astype(np.float32) * 3
+    y = rng.standard_normal(shape).astype(np.float32)
+
+    def f(x, y):
+        d = x - y
+        mu = fnp.mean(d, axis=axes, keepdims=True)
+        var = fnp.mean((d - mu) ** 2, axis=axes, keepdims=True)
+        return (d - mu) / fnp.sqrt(var + 1e-5), fnp.sum(d * d, axis=axes), fnp.max(d, axis=axes)
+    jf = fnx.jit(f)
+    assert "native_loop" in jf.lower(x, y).source
+    for g, w in zip(jf(x, y), f(fnp.asarray(x), fnp.asarray(y))):
+        np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
+
+
+def test_reductions_eager_plans_differently_stay_on_numpy(native):
+    x = np.random.default_rng(5).standard_normal((64, 300)).astype(np.float32)
+    for f in (lambda v: fnp.sum(v * 2, axis=0), lambda v: fnp.prod(v * 2, axis=1),
+              lambda v: (v * 2).reshape(64, 150, 2).max(axis=2)):
+        assert "native_loop" not in fnx.jit(f).lower(x).source
+
+
+def test_native_loops_can_be_turned_off(monkeypatch):
+    monkeypatch.setenv("FNX_NATIVE", "0")
+    monkeypatch.setenv("FNX_NATIVE_MIN", "1")
+    x = np.ones((50, 50), np.float32)
+    assert "native_loop" not in fnx.jit(lambda v: fnp.tanh(v) * 2 + 1).lower(x).source
+
+
+def test_without_a_compiler_jit_says_so_once_and_uses_numpy(native, monkeypatch):
+    from fnx.backends import native_loops
+    monkeypatch.setattr(host, "compiler_available", lambda: False)
+    monkeypatch.setattr(native_loops, "_warned", [])
+    x = np.linspace(-2, 2, 300, dtype=np.float32)
+    with pytest.warns(native_loops.NativeLoopsUnavailable, match="g\\+\\+"):
+        jf = fnx.jit(lambda v: fnp.tanh(v) * 2 + 1)
+        assert "native_loop" not in jf.lower(x).source
+    np.testing.assert_allclose(np.asarray(jf(x)), np.tanh(x) * 2 + 1, rtol=1e-6)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        fnx.jit(lambda v: fnp.exp(v) * 3 - 1).lower(x)  # said once
