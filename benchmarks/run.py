@@ -14,7 +14,8 @@ Workloads (``--only`` takes these names; default: all):
   ``cnn_step.py`` (two rows: pooling by ``reduce_window``, and the common way, by
   reshape and ``max``), ``rnn_step.py``;
 * ``elementwise``: ``gelu(x) * w + layernorm(x)`` over (4096, 1024) float32 under
-  ``fnx.jit``; the floor is NumPy by hand with in-place ops;
+  ``fnx.jit``; the floor is NumPy by hand with in-place ops; and ``selu`` over 1M float32
+  elements, jitted and eager (with a C++ compiler both jitted ones are native loops);
 * ``compile``: first call (trace + compile + run) and steady call of
   ``jit(value_and_grad)`` of a 50-layer tanh MLP of width 256, a fresh function per
   measurement (not the interleaved harness: a few repetitions, median);
@@ -67,6 +68,8 @@ ADD, JIT = "add (8,) f32", "jit x*2+1 (8,) f32"
 CHAIN = "eager chain 50 ops (100,) f32"
 CHAIN_N, CHAIN_BLOCKS = 100, 5
 ELEM = "gelu(x)*w + layernorm(x) (4096,1024) f32"
+SELU = "selu (1048576,) f32"
+COPY = "np.copyto (4096,1024) f32 (memory bandwidth)"
 ELEM_SHAPE = (4096, 1024)
 DEPTH, WIDTH, DEEP_BATCH = 50, 256, 32
 
@@ -147,6 +150,11 @@ def gelu_ln_numpy_inplace(x, w):
     return g
 
 
+def _selu_float64(np, x):
+    x = x.astype(np.float64)
+    return 1.0507009873554805 * np.where(x > 0, x, 1.6732632423543772 * np.expm1(x))
+
+
 def build_elementwise(W, R, mods):
     import numpy as np
     fnx, fnp = H.import_fnx()
@@ -158,11 +166,26 @@ def build_elementwise(W, R, mods):
     w = W[ELEM] = {"fnx": lambda: f_fnx(x, wf),
                    "numpy in place (by hand)": lambda: gelu_ln_numpy_inplace(a, v)}
     R[ELEM] = gelu_ln(np, a.astype(np.float64), v.astype(np.float64))
+    # the machine's memory bandwidth in the same run: a large copy (bytes read + written)
+    dst = np.empty_like(a)
+    W[COPY] = {"numpy": lambda: (np.copyto(dst, a), dst)[1]}
+    R[COPY] = a
     if mods["jax"] is not None:
         jax, jnp = mods["jax"], mods["jnp"]
         xj, wj = jnp.asarray(a), jnp.asarray(v)
         f_jax = jax.jit(lambda x, w: gelu_ln(jnp, x, w))
         w["jax jit"] = lambda: f_jax(xj, wj).block_until_ready()
+    # selu over 1M elements: jit against eager (no jitted function slower than its eager
+    # run) and JAX's jit
+    s_np = rng.standard_normal(1 << 20).astype(np.float32)
+    s_fnx = fnp.asarray(s_np)
+    selu_jit = fnx.jit(fnx.nn.selu)
+    ws = W[SELU] = {"fnx": lambda: selu_jit(s_fnx), "fnx eager": lambda: fnx.nn.selu(s_fnx)}
+    R[SELU] = _selu_float64(np, s_np)
+    if mods["jax"] is not None:
+        jax = mods["jax"]
+        s_jax, selu_jax = jax.numpy.asarray(s_np), jax.jit(jax.nn.selu)
+        ws["jax jit"] = lambda: selu_jax(s_jax).block_until_ready()
     if mods["torch"] is not None:
         torch = mods["torch"]
         F = torch.nn.functional
@@ -386,6 +409,18 @@ def _vs(goal, f, other, label, *, factor=1.0, anchor=None, anchor_label=""):
             "passed": f < factor * other}
 
 
+def _bandwidth(t_fnx, t_copy):
+    """gelu+layernorm moves x in and the result out (2 x 16 MiB, w is 4 KiB) as the copy
+    does: its bandwidth against the copy's, goal at least 70%."""
+    if t_fnx is None or t_copy is None:
+        return None
+    nbytes = 2 * 4 * ELEM_SHAPE[0] * ELEM_SHAPE[1]
+    bw, copy_bw = nbytes / t_fnx, nbytes / t_copy  # bytes per ns = GB/s
+    return {"goal": "gelu+layernorm at least 70% of the memory bandwidth (a large np.copyto)",
+            "measured": f"fnx {bw:.1f} GB/s, copy {copy_bw:.1f} GB/s ({100 * bw / copy_bw:.0f}%)",
+            "passed": bw >= 0.7 * copy_bw}
+
+
 def make_goals(extra):
     def goals(results):
         def m(w, lib):
@@ -399,6 +434,13 @@ def make_goals(extra):
                 m(mlp_step.STEP, "numpy (by hand)"), "NumPy", factor=MLP_VS_NUMPY),
             _vs("elementwise-heavy within 1.1x of NumPy in place", m(ELEM, "fnx"),
                 m(ELEM, "numpy in place (by hand)"), "NumPy", factor=ELEMENTWISE_VS_NUMPY),
+            _vs("gelu+layernorm faster than JAX's jit", m(ELEM, "fnx"), m(ELEM, "jax jit"),
+                "JAX"),
+            _bandwidth(m(ELEM, "fnx"), m(COPY, "numpy")),
+            _vs("selu on 1M elements faster than JAX's jit", m(SELU, "fnx"),
+                m(SELU, "jax jit"), "JAX"),
+            _vs("jitted selu no slower than eager", m(SELU, "fnx"), m(SELU, "fnx eager"),
+                "fnx eager", factor=1.05),
             _vs("CNN step faster than JAX's jitted step", m(cnn_step.STEP, "fnx"),
                 m(cnn_step.STEP, "jax jit"), "JAX", anchor=cnn_step.JAX_ANCHOR_NS,
                 anchor_label="9 ms anchor, JAX not installed"),
