@@ -123,6 +123,21 @@ shared memory (``y`` with ``y + Y/2``, then ``y + Y/4``, ...). Float sums theref
 from NumPy's in the last bits, by at most about ``n * eps`` relative to the sum of
 magnitudes. ``max``/``min`` propagate NaN as NumPy does.
 
+On the CPU
+----------
+``plan_program(ir, target="host")`` forms the same clusters and renders each as a C++
+function of the same arguments (``extern "C" void name(const T* in0, ..., T* out0)``, no
+CUDA keywords), for ``fnx.kernels.host`` to compile and ``fnx.backends.native_loops`` to
+call. An elementwise kernel is one loop over the flat index, ``#pragma omp parallel for
+simd`` (split over the cores from ``FNX_PARALLEL_MIN`` elements, vectorized within). A
+reduction kernel loops over its slots in parallel, one slot per iteration, and runs each
+pass over ``r`` in lanes of 16 consecutive elements (``#pragma omp simd``; the last,
+partial lane after). ``max``/``min``/``and``/``or`` and integer sums keep one partial
+result per lane, combined by a pairwise tree over the lanes at the end of the pass; a
+float sum stores its terms in a per-thread row buffer and adds them with NumPy's own
+pairwise summation (``fnx_pairwise_sum``), so it is NumPy's sum to the bit. Kernels of
+kind ``"rows"`` reduce trailing axes (``I == 1``), ``"columns"`` leading or middle ones.
+
 Limits
 ------
 One slot (a reduced element) is always computed by one block or one warp: a reduction of
