@@ -76,17 +76,26 @@ class NativeKernel:
         self.in_dtypes = [np.dtype(x.aval.dtype) for x in kernel.inputs]
         self.kind = kernel.kind
         self.fn = None  # the library's function, bound when the program is loaded
-        self._last = [None] * len(self.out_avals)
+        self._rings = [[] for _ in self.out_avals]
         self._lock = threading.Lock()
 
+    @staticmethod
+    def _take(ring, aval):
+        for k in range(len(ring)):
+            if sys.getrefcount(ring[k]) == _SPARE_REFS:
+                return ring[k]
+        a = np.empty(aval.shape, aval.dtype)
+        if len(ring) == 2:
+            ring.pop(0)
+        ring.append(a)
+        return a
+
     def __call__(self, *xs):
-        # the last call's results, where nothing else holds them any more, are written
-        # again (a fresh large array costs a page fault per 4 KiB on first touch)
+        # results of the last two calls that nothing else holds any more are written
+        # again (a fresh large array costs a page fault per 4 KiB on first touch; two, as
+        # a caller often still holds the last result while it makes the next)
         with self._lock:
-            outs = [a if a is not None and sys.getrefcount(a) == _SPARE_REFS
-                    else np.empty(av.shape, av.dtype)
-                    for a, av in zip(self._last, self.out_avals)]
-            self._last = outs
+            outs = [self._take(ring, av) for ring, av in zip(self._rings, self.out_avals)]
         ins = [np.ascontiguousarray(x, d) for x, d in zip(xs, self.in_dtypes)]  # (kept alive)
         self.fn(*[a.ctypes.data for a in ins], *[o.ctypes.data for o in outs])
         return list(outs)
@@ -96,9 +105,9 @@ class NativeKernel:
 
 
 def _spare_refs():
-    """``sys.getrefcount`` of an array held only by a list, as ``__call__`` checks it."""
+    """``sys.getrefcount`` of an array held only by a list, as ``_take`` checks it."""
     held = [np.empty(1)]
-    return [sys.getrefcount(a) for a in held][0]
+    return sys.getrefcount(held[0])
 
 
 _SPARE_REFS = _spare_refs()
