@@ -873,7 +873,11 @@ class _KernelGen:
         n = math.prod(d)
         self.idx = "int" if n < 2**31 - 1 else "long long"
         self.host = planner.target == "host"
-        if self.split is None:
+        if self.split is None and self.host:
+            # a loop per domain axis: an operand broadcast along some axes is indexed by the
+            # others' counters (no division, so its loads stay contiguous and vectorize)
+            self.groups = [(k, k + 1, f"i{k}") for k in range(len(d))]
+        elif self.split is None:
             self.groups = [(0, len(d), "i")]
         else:
             a, b = self.split
@@ -1058,10 +1062,30 @@ class _KernelGen:
         T = self.idx
         body = self._render(scope.stmts, "        ")
         if self.host:  # one loop, vectorized, its iterations split over the cores
-            self.text = (f"{self._signature(0)}\n{{\n"
-                         f"    #pragma omp parallel for simd schedule(static) if ({n} >= "
-                         f"FNX_PARALLEL_MIN)\n"
-                         f"    for ({T} i = 0; i < {n}; ++i) {{\n{body}    }}\n}}\n")
+            # (decided by the preprocessor: the serial path of a parallel simd loop with
+            # an if clause is not vectorized)
+            d = self.domain
+            if len(d) <= 1:
+                self.text = (f"{self._signature(0)}\n{{\n"
+                             f"#if {n} >= FNX_PARALLEL_MIN\n"
+                             f"    #pragma omp parallel for simd schedule(static)\n#else\n"
+                             f"    #pragma omp simd\n#endif\n"
+                             f"    for ({T} i0 = 0; i0 < {n}; ++i0) {{\n"
+                             f"        const {T} i = i0;\n{body}    }}\n}}\n")
+            else:
+                flat = "i0"
+                for k in range(1, len(d)):
+                    flat = f"({flat}) * {d[k]} + i{k}"
+                outer = "".join(f"    for ({T} i{k} = 0; i{k} < {d[k]}; ++i{k})\n"
+                                for k in range(len(d) - 1))
+                last = len(d) - 1
+                self.text = (f"{self._signature(0)}\n{{\n"
+                             f"#if {n} >= FNX_PARALLEL_MIN\n"
+                             f"    #pragma omp parallel for collapse({last}) schedule(static)\n"
+                             f"#endif\n{outer}"
+                             f"    #pragma omp simd\n"
+                             f"    for ({T} i{last} = 0; i{last} < {d[last]}; ++i{last}) {{\n"
+                             f"        const {T} i = {flat};\n{body}    }}\n}}\n")
             self.grid, self.block = (1, 1, 1), (1, 1, 1)
             return
         self.text = (
@@ -1212,8 +1236,8 @@ class _KernelGen:
             alloc = "".join(f"        {t}* {acc}_t = ({t}*)malloc(sizeof({t}) * {R});\n"
                             for acc, t in self.scratch)
             free = "".join(f"        free({acc}_t);\n" for acc, _ in self.scratch)
-            par = (f"    #pragma omp parallel if ({O * R * I} >= FNX_PARALLEL_MIN)\n    {{\n"
-                   f"{alloc}        #pragma omp for schedule(static)\n")
+            par = (f"#if {O * R * I} >= FNX_PARALLEL_MIN\n    #pragma omp parallel\n#endif\n"
+                   f"    {{\n{alloc}        #pragma omp for schedule(static)\n")
             if self.kind == "rows":
                 head = f"{par}    for ({IDX} o = 0; o < {O}; ++o) {{\n"
             else:
