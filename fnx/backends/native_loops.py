@@ -197,7 +197,17 @@ def plan_native(ir):
                           "silences this.", NativeLoopsUnavailable, stacklevel=2)
         return ir
     kernels = {k.name: NativeKernel(k) for k in chosen}
-    lib = host.load("".join(k.source for k in {k.name: k for k in chosen}.values()))
+    try:
+        lib = host.load("".join(k.source for k in {k.name: k for k in chosen}.values()))
+    except (host.HostCompileError, OSError) as e:
+        # a compiler that cannot build them (too old, no OpenMP, no disk space): NumPy's
+        # ufuncs, and the reason said once
+        if not _warned:
+            _warned.append(True)
+            warnings.warn(f"fnx: native loops could not be built ({type(e).__name__}: "
+                          f"{str(e).splitlines()[0]}); jit runs NumPy's ufuncs instead. "
+                          "FNX_NATIVE=0 silences this.", NativeLoopsUnavailable, stacklevel=2)
+        return ir
     for k in chosen:
         fn = kernels[k.name].fn = getattr(lib, k.name)
         fn.argtypes = [ctypes.c_void_p] * (len(k.inputs) + len(k.outputs))
