@@ -206,3 +206,15 @@ def test_a_compiler_that_fails_falls_back_to_numpy_and_says_so(native, monkeypat
         jf = fnx.jit(lambda v: fnp.tanh(v) * 2 + 1)
         assert "native_loop" not in jf.lower(x).source
     np.testing.assert_allclose(np.asarray(jf(x)), np.tanh(x) * 2 + 1, rtol=1e-6)
+
+
+def test_loops_calling_scalar_library_functions_stay_on_numpy(native):
+    """Float64 exp, float32 sin...: the C library's, one element at a time; NumPy's own
+    SIMD loops are faster, so those clusters keep NumPy's ufuncs."""
+    x32 = np.linspace(-3, 3, 4000, dtype=np.float32).reshape(40, 100)
+    assert "native_loop" not in fnx.jit(lambda v: fnp.sin(v) * 2 + 1).lower(x32).source
+    with fnx.enable_x64():
+        x64 = x32.astype(np.float64)
+        assert "native_loop" not in fnx.jit(fnx.nn.selu).lower(x64).source
+        assert "native_loop" in fnx.jit(lambda v: v * 2 + v * v).lower(x64).source
+    assert "native_loop" in fnx.jit(lambda v: fnp.maximum(v + v[0], 0) * 3).lower(x32).source

@@ -10,7 +10,9 @@ any other, so ``jitted.lower(...).source`` shows it (a ``native_loop`` call) and
 ``.kernels`` the C++ text of its loops. All the kernels of one jitted function
 compile as one library (``fnx.kernels.host``), cached on disk.
 
-**Which clusters.** Elementwise kernels of at least two computing equations, and row
+**Which clusters.** Those whose loops vectorize (they call no C library function but
+the float32 vector math of ``fnx.kernels.host``: NumPy's SIMD loops beat a fused loop of
+scalar ``exp`` calls), and of those elementwise kernels of two computing equations or more, and row
 kernels (softmax, layernorm, log-sum-exp: reductions over trailing axes, with their
 producers and consumers), whose domain has at least ``FNX_NATIVE_MIN`` elements (default
 16384). Smaller ones stay on NumPy's ufuncs, whose call overhead is lower than a native
@@ -36,6 +38,7 @@ from __future__ import annotations
 import ctypes
 import math
 import os
+import re
 import sys
 import threading
 import warnings
@@ -146,11 +149,37 @@ _REDUCE_UFUNCS = {"reduce_sum": np.add, "reduce_max": np.maximum, "reduce_min": 
                   "reduce_and": np.logical_and, "reduce_or": np.logical_or}
 
 
+# what a kernel may call and still run vectorized: the vector math (float32), operations
+# that are instructions (square root, rounding, sign), fnx's helpers built from them, and
+# the row sums; any other call (a double exp, a float sin or erf) is the C library's, one
+# element at a time, and NumPy's own SIMD loops beat the fused loop there
+_VECTOR_CALLS = frozenset({
+    "expf", "expm1f", "logf", "log1pf", "tanhf", "sqrtf", "sqrt", "fabsf", "fabs", "floorf",
+    "floor", "ceilf", "ceil", "truncf", "trunc", "rintf", "rint", "nearbyintf", "nearbyint",
+    "copysignf", "copysign", "fnx_max", "fnx_min", "fnx_fsign", "fnx_f2i", "fnx_copysign",
+    "fnx_floor", "fnx_logistic", "fnx_pairwise_sum", "malloc", "free"})
+_NOT_CALLS = frozenset({"for", "if", "while", "return", "sizeof", "float", "double", "int",
+                        "bool", "long", "unsigned", "char", "short", "signed", "void"})
+_CALL = re.compile(r"\b([A-Za-z_][A-Za-z_0-9]*)\s*\(")
+
+
+def _vectorizes(source):
+    """Whether a host kernel's loops call only what vectorizes (``_VECTOR_CALLS``)."""
+    body = "\n".join(ln for ln in source.split("{", 1)[1].splitlines()
+                     if not ln.lstrip().startswith("#"))  # (pragmas' clauses are not calls)
+    calls = {c for c in _CALL.findall(body) if c not in _NOT_CALLS}
+    if "double" in body and "fnx_logistic" in calls:  # its double form calls exp
+        return False
+    return calls <= _VECTOR_CALLS
+
+
 def _worth_it(k, fusion):
     """Whether kernel ``k`` runs as a native loop: an elementwise kernel of two or more
     computing equations, or a row kernel whose every reduction is one eager computes with
     ``ufunc.reduce`` over its operand's trailing axes (NumPy's order, which the loop
     keeps; not a product, and not one with a reduction plan of its own)."""
+    if not _vectorizes(k.source):
+        return False
     if k.kind == "map":
         return sum(map(fusion.computes, k.eqns)) >= 2
     if k.kind != "rows":
