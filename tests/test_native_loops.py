@@ -14,9 +14,10 @@ pytestmark = pytest.mark.skipif(not host.compiler_available(), reason="needs a C
 
 @pytest.fixture
 def native(monkeypatch):
-    """Native loops from 64 elements on (small arrays keep the tests fast)."""
+    """Native loops from 16 elements on (256 for arithmetic alone; small arrays keep the
+    tests fast)."""
     monkeypatch.setenv("FNX_NATIVE", "1")
-    monkeypatch.setenv("FNX_NATIVE_MIN", "64")
+    monkeypatch.setenv("FNX_NATIVE_MIN", "16")
 
 
 def _ulps(got, want):
@@ -88,7 +89,7 @@ def test_large_clusters_become_native_loops_shown_in_lower(native):
     np.testing.assert_allclose(np.asarray(jf(x, w, g, b)), np.asarray(want), rtol=2e-6,
                                atol=2e-6)
     # below the size, NumPy's ufuncs
-    small = x[:, :1]
+    small = x[:2, :4]
     assert "native_loop" not in fnx.jit(lambda v: fnp.tanh(v) * 2 + 1).lower(small).source
 
 
@@ -171,6 +172,16 @@ def test_reductions_eager_plans_differently_stay_on_numpy(native):
     for f in (lambda v: fnp.sum(v * 2, axis=0), lambda v: fnp.prod(v * 2, axis=1),
               lambda v: (v * 2).reshape(64, 150, 2).max(axis=2)):
         assert "native_loop" not in fnx.jit(f).lower(x).source
+
+
+def test_arithmetic_alone_needs_a_larger_cluster(native):
+    """Without a transcendental function, a fused loop gains nothing over NumPy's in-place
+    ufuncs until the data outgrows the caches: 16 times FNX_NATIVE_MIN."""
+    f = fnx.jit(lambda v: (v * 2 + 1) * v)
+    assert "native_loop" not in f.lower(np.ones((10, 20), np.float32)).source
+    assert "native_loop" in f.lower(np.ones((10, 30), np.float32)).source
+    assert "native_loop" in fnx.jit(lambda v: fnp.exp(v) * 2).lower(
+        np.ones((2, 10), np.float32)).source
 
 
 def test_native_loops_can_be_turned_off(monkeypatch):

@@ -12,11 +12,12 @@ compile as one library (``fnx.kernels.host``), cached on disk.
 
 **Which clusters.** Those whose loops vectorize (they call no C library function but
 the float32 vector math of ``fnx.kernels.host``: NumPy's SIMD loops beat a fused loop of
-scalar ``exp`` calls), and of those elementwise kernels of two computing equations or more, and row
-kernels (softmax, layernorm, log-sum-exp: reductions over trailing axes, with their
-producers and consumers), whose domain has at least ``FNX_NATIVE_MIN`` elements (default
-16384). Smaller ones stay on NumPy's ufuncs, whose call overhead is lower than a native
-call's (about 2 µs). Reductions over leading or middle axes, products, and reductions
+scalar ``exp`` calls), and of those elementwise kernels of two computing equations or
+more, and row kernels (softmax, layernorm, log-sum-exp: reductions over trailing axes,
+with their producers and consumers), whose domain has at least ``FNX_NATIVE_MIN``
+elements (default 65536), or, for an elementwise kernel of arithmetic alone, 16 times
+that (while its data fits in the caches, NumPy's in-place ufuncs do as well). Smaller ones
+stay on NumPy's ufuncs, whose call overhead is lower than a native call's (a few µs). Reductions over leading or middle axes, products, and reductions
 eager computes with a plan of its own (``core.numpy_rules.reduce_plan``) stay on NumPy:
 a native loop could not keep eager's order of operations.
 
@@ -64,9 +65,9 @@ def enabled() -> bool:
 
 def native_min() -> int:
     try:
-        return max(1, int(os.environ.get("FNX_NATIVE_MIN", "16384")))
+        return max(1, int(os.environ.get("FNX_NATIVE_MIN", "65536")))
     except ValueError:
-        return 16384
+        return 65536
 
 
 class NativeKernel:
@@ -163,24 +164,37 @@ _NOT_CALLS = frozenset({"for", "if", "while", "return", "sizeof", "float", "doub
 _CALL = re.compile(r"\b([A-Za-z_][A-Za-z_0-9]*)\s*\(")
 
 
-def _vectorizes(source):
-    """Whether a host kernel's loops call only what vectorizes (``_VECTOR_CALLS``)."""
+_TRANSCENDENTAL = frozenset({"expf", "expm1f", "logf", "log1pf", "tanhf", "fnx_logistic"})
+# an elementwise kernel of arithmetic only gains nothing over NumPy's in-place ufuncs
+# while its data fits in the caches: it needs this many times FNX_NATIVE_MIN elements
+_ARITHMETIC_ONLY_FACTOR = 16
+
+
+def _calls(source):
+    """The functions a host kernel's loops call (``None``: one that does not vectorize,
+    see ``_VECTOR_CALLS``)."""
     body = "\n".join(ln for ln in source.split("{", 1)[1].splitlines()
                      if not ln.lstrip().startswith("#"))  # (pragmas' clauses are not calls)
     calls = {c for c in _CALL.findall(body) if c not in _NOT_CALLS}
     if "double" in body and "fnx_logistic" in calls:  # its double form calls exp
-        return False
-    return calls <= _VECTOR_CALLS
+        return None
+    return calls if calls <= _VECTOR_CALLS else None
 
 
-def _worth_it(k, fusion):
-    """Whether kernel ``k`` runs as a native loop: an elementwise kernel of two or more
-    computing equations, or a row kernel whose every reduction is one eager computes with
-    ``ufunc.reduce`` over its operand's trailing axes (NumPy's order, which the loop
-    keeps; not a product, and not one with a reduction plan of its own)."""
-    if not _vectorizes(k.source):
+def _worth_it(k, fusion, least):
+    """Whether kernel ``k`` runs as a native loop: its loops vectorize, and it is an
+    elementwise kernel of two or more computing equations over ``least`` elements or more
+    (16 times that with no transcendental function), or a row kernel over ``least`` or
+    more whose every reduction is one eager computes with ``ufunc.reduce`` over its
+    operand's trailing axes (NumPy's order, which the loop keeps; not a product, and not
+    one with a reduction plan of its own)."""
+    calls = _calls(k.source)
+    size = math.prod(k.domain)
+    if calls is None or size < least:
         return False
     if k.kind == "map":
+        if not calls & _TRANSCENDENTAL and size < least * _ARITHMETIC_ONLY_FACTOR:
+            return False
         return sum(map(fusion.computes, k.eqns)) >= 2
     if k.kind != "rows":
         return False
@@ -214,7 +228,7 @@ def plan_native(ir):
     except KernelUnsupported:
         return ir
     chosen = [s for s in steps if isinstance(s, fusion.Kernel) and s.outputs
-              and int(np.prod(s.domain)) >= least and _worth_it(s, fusion)]
+              and _worth_it(s, fusion, least)]
     if not chosen:
         return ir
     if not host.compiler_available():
