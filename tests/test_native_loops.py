@@ -229,3 +229,28 @@ def test_loops_calling_scalar_library_functions_stay_on_numpy(native):
         assert "native_loop" not in fnx.jit(fnx.nn.selu).lower(x64).source
         assert "native_loop" in fnx.jit(lambda v: v * 2 + v * v).lower(x64).source
     assert "native_loop" in fnx.jit(lambda v: fnp.maximum(v + v[0], 0) * 3).lower(x32).source
+
+
+def test_a_forked_child_runs_native_loops_on_one_thread(native, monkeypatch):
+    """The OpenMP runtime's threads are not in a forked child: a parallel loop there would
+    wait for them forever, so the child's loops run on one thread (multiprocessing's fork
+    start method after training in the parent)."""
+    import multiprocessing
+    from fnx.backends import native_loops
+    monkeypatch.setenv("FNX_PARALLEL_MIN", "1024")
+    monkeypatch.setattr(native_loops, "_THREADS", [2])
+    f = fnx.jit(lambda v: fnp.tanh(v) * 2 + fnp.exp(-v))
+    x = fnp.asarray(np.linspace(-2, 2, 1 << 14, dtype=np.float32))
+    assert "native_loop" in f.lower(x).source
+    want = float(np.asarray(f(x)).sum())  # a parallel loop in the parent first
+    ctx = multiprocessing.get_context("fork")
+    queue = ctx.Queue()
+    child = ctx.Process(target=lambda q: q.put((native_loops.threads(),
+                                                 float(np.asarray(f(x)).sum()))),
+                        args=(queue,))
+    child.start()
+    child.join(60)
+    if child.is_alive():
+        child.kill()
+        pytest.fail("the forked child hung in a native loop")
+    assert queue.get(timeout=5) == (1, want)

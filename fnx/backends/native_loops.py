@@ -101,7 +101,7 @@ class NativeKernel:
         with self._lock:
             outs = [self._take(ring, av) for ring, av in zip(self._rings, self.out_avals)]
         ins = [np.ascontiguousarray(x, d) for x, d in zip(xs, self.in_dtypes)]  # (kept alive)
-        self.fn(*[a.ctypes.data for a in ins], *[o.ctypes.data for o in outs])
+        self.fn(*[a.ctypes.data for a in ins], *[o.ctypes.data for o in outs], threads())
         return list(outs)
 
     def __repr__(self):
@@ -143,6 +143,29 @@ register_lowering(native_loop_p, "numpy", NumpyRule(specialize=_native_loop_spec
 
 
 _warned = []
+_THREADS = []  # the threads a loop may use, once known (1 after a fork)
+
+
+def threads() -> int:
+    """How many threads a native loop may use: ``OMP_NUM_THREADS``, else the CPUs this
+    process may run on; 1 in a child process forked from this one (the OpenMP runtime's
+    threads are not in the child, and a parallel loop would wait for them forever)."""
+    if not _THREADS:
+        try:
+            n = int(os.environ.get("OMP_NUM_THREADS", "").split(",")[0])
+        except ValueError:
+            n = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
+                os.cpu_count() or 1)
+        _THREADS.append(max(1, n))
+    return _THREADS[0]
+
+
+def _after_fork_in_child():
+    _THREADS[:] = [1]
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 # the reductions a native loop computes as eager does: their NumPy ufunc (a float sum adds
 # as NumPy's pairwise summation; max, min, and, or give the same result in any order)
@@ -253,7 +276,7 @@ def plan_native(ir):
         return ir
     for k in chosen:
         fn = kernels[k.name].fn = getattr(lib, k.name)
-        fn.argtypes = [ctypes.c_void_p] * (len(k.inputs) + len(k.outputs))
+        fn.argtypes = [ctypes.c_void_p] * (len(k.inputs) + len(k.outputs)) + [ctypes.c_int]
         fn.restype = None
     absorbed = set()
     for k in chosen:

@@ -1063,31 +1063,32 @@ class _KernelGen:
         n = math.prod(self.domain)
         T = self.idx
         body = self._render(scope.stmts, "        ")
-        if self.host:  # one loop, vectorized, its iterations split over the cores
-            # (decided by the preprocessor: the serial path of a parallel simd loop with
-            # an if clause is not vectorized)
+        if self.host:  # a loop nest, the innermost vectorized, split over fnx_nt threads
             d = self.domain
             if len(d) <= 1:
-                self.text = (f"{self._signature(0)}\n{{\n"
-                             f"#if {n} >= FNX_PARALLEL_MIN\n"
-                             f"    #pragma omp parallel for simd schedule(static)\n#else\n"
-                             f"    #pragma omp simd\n#endif\n"
-                             f"    for ({T} i0 = 0; i0 < {n}; ++i0) {{\n"
-                             f"        const {T} i = i0;\n{body}    }}\n}}\n")
+                par = "    #pragma omp parallel for simd schedule(static) num_threads(fnx_nt)\n"
+                loops = (f"    for ({T} i0 = 0; i0 < {n}; ++i0) {{\n"
+                         f"        const {T} i = i0;\n{body}    }}\n")
+                serial = "    #pragma omp simd\n" + loops
             else:
                 flat = "i0"
                 for k in range(1, len(d)):
                     flat = f"({flat}) * {d[k]} + i{k}"
-                outer = "".join(f"    for ({T} i{k} = 0; i{k} < {d[k]}; ++i{k})\n"
-                                for k in range(len(d) - 1))
                 last = len(d) - 1
-                self.text = (f"{self._signature(0)}\n{{\n"
-                             f"#if {n} >= FNX_PARALLEL_MIN\n"
-                             f"    #pragma omp parallel for collapse({last}) schedule(static)\n"
-                             f"#endif\n{outer}"
-                             f"    #pragma omp simd\n"
-                             f"    for ({T} i{last} = 0; i{last} < {d[last]}; ++i{last}) {{\n"
-                             f"        const {T} i = {flat};\n{body}    }}\n}}\n")
+                loops = ("".join(f"    for ({T} i{k} = 0; i{k} < {d[k]}; ++i{k})\n"
+                                 for k in range(last))
+                         + f"    #pragma omp simd\n"
+                         f"    for ({T} i{last} = 0; i{last} < {d[last]}; ++i{last}) {{\n"
+                         f"        const {T} i = {flat};\n{body}    }}\n")
+                par = (f"    #pragma omp parallel for collapse({last}) schedule(static) "
+                       f"num_threads(fnx_nt)\n")
+                serial = loops
+            # threads only from FNX_PARALLEL_MIN elements on (the preprocessor decides) and
+            # when asked for (fnx_nt > 1); the serial loop is its own copy, as GCC does not
+            # vectorize the serial path of a parallel simd loop with an if clause
+            self.text = (f"{self._signature(0)}\n{{\n"
+                         f"#if {n} >= FNX_PARALLEL_MIN\n    if (fnx_nt > 1) {{\n{par}{loops}"
+                         f"    return;\n    }}\n#endif\n{serial}}}\n")
             self.grid, self.block = (1, 1, 1), (1, 1, 1)
             return
         self.text = (
@@ -1238,8 +1239,9 @@ class _KernelGen:
             alloc = "".join(f"        {t}* {acc}_t = ({t}*)malloc(sizeof({t}) * {R});\n"
                             for acc, t in self.scratch)
             free = "".join(f"        free({acc}_t);\n" for acc, _ in self.scratch)
-            par = (f"#if {O * R * I} >= FNX_PARALLEL_MIN\n    #pragma omp parallel\n#endif\n"
-                   f"    {{\n{alloc}        #pragma omp for schedule(static)\n")
+            par = (f"#if {O * R * I} >= FNX_PARALLEL_MIN\n"
+                   f"    #pragma omp parallel if (fnx_nt > 1) num_threads(fnx_nt > 1 ? fnx_nt : 1)\n"
+                   f"#endif\n    {{\n{alloc}        #pragma omp for schedule(static)\n")
             if self.kind == "rows":
                 head = f"{par}    for ({IDX} o = 0; o < {O}; ++o) {{\n"
             else:
@@ -1391,8 +1393,8 @@ class _KernelGen:
                 for k, x in enumerate(self.inputs)]
         args += [f"{cuda_type(o.aval.dtype)}* __restrict__ out{m}"
                  for m, o in enumerate(self.outputs)]
-        if self.host:
-            return f'extern "C" void @NAME@(' + ", ".join(args) + ")"
+        if self.host:  # (and the number of threads to use)
+            return f'extern "C" void @NAME@(' + ", ".join(args + ["int fnx_nt"]) + ")"
         return (f'extern "C" __global__ void __launch_bounds__({threads}) @NAME@('
                 + ", ".join(args) + ")")
 
