@@ -71,7 +71,8 @@ def native_min() -> int:
 
 
 class NativeKernel:
-    """One compiled loop: ``__call__(*operands) -> results`` (new NumPy arrays)."""
+    """One compiled loop: ``__call__(*operands) -> results``, NumPy arrays it writes (a
+    fresh one, or one of its last two calls' results that nothing else holds)."""
 
     def __init__(self, kernel):
         self.name = kernel.name
@@ -129,8 +130,11 @@ native_loop_p = Primitive("native_loop", shape_rule=_native_loop_rule, impl=_nat
                           multiple_results=True)
 _LOWERED = "made by the NumPy backend's lowering, after every transformation has run"
 native_loop_p.not_needed = {"jvp": _LOWERED, "batch": _LOWERED}
-# the generated code calls the kernel itself (named after it, for reading ``.source``)
+
+
 def _native_loop_specialize(avals, params, permutation=None):
+    """The generated code calls the kernel itself (a transpose fused into it, applied to
+    its result)."""
     kernel = params["kernel"]
     if permutation is None:
         return kernel

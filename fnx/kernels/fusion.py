@@ -876,14 +876,39 @@ class _KernelGen:
         self.idx = "int" if n < 2**31 - 1 else "long long"
         self.host = planner.target == "host"
         if self.split is None and self.host:
-            # a loop per domain axis: an operand broadcast along some axes is indexed by the
-            # others' counters (no division, so its loads stay contiguous and vectorize)
-            self.groups = [(k, k + 1, f"i{k}") for k in range(len(d))]
+            # a loop per run of domain axes every value indexes alike: an operand broadcast
+            # along some axes is indexed by the others' counters (no division, so its loads
+            # stay contiguous and vectorize), and the innermost loop is as long as it can be
+            self.groups = [(a, b, f"i{g}") for g, (a, b) in enumerate(self._host_runs())]
         elif self.split is None:
             self.groups = [(0, len(d), "i")]
         else:
             a, b = self.split
             self.groups = [(0, a, "o"), (a, b, "r"), (b, len(d), "j")]
+
+    def _host_runs(self):
+        """The domain's axes cut into runs ``(first, end)``: adjacent axes stay together
+        when every view indexes both, in order, or neither (one flat run with a LINEAR
+        view, which is indexed by the flat position)."""
+        d, cl = self.domain, self.cluster
+        views = list(cl.view.values()) + [v for vs in cl.in_views.values() for v in vs]
+        if cl.linear or any(v is LINEAR for v in views):
+            return [(0, len(d))] if d else []
+        views = [v for v in views if v is not None]
+        runs, start = [], 0
+        for k in range(len(d) - 1):
+            together = True
+            for v in views:
+                has_k, has_next = k in v, k + 1 in v
+                if has_k != has_next or (has_k and v.index(k + 1) != v.index(k) + 1):
+                    together = False
+                    break
+            if not together:
+                runs.append((start, k + 1))
+                start = k + 1
+        if d:
+            runs.append((start, len(d)))
+        return runs
 
     # -- names, indices --
     def fresh(self):
@@ -1064,7 +1089,7 @@ class _KernelGen:
         T = self.idx
         body = self._render(scope.stmts, "        ")
         if self.host:  # a loop nest, the innermost vectorized, split over fnx_nt threads
-            d = self.domain
+            d = [math.prod(self.domain[a:b]) for a, b, _ in self.groups] or [1]
             if len(d) <= 1:
                 par = "    #pragma omp parallel for simd schedule(static) num_threads(fnx_nt)\n"
                 loops = (f"    for ({T} i0 = 0; i0 < {n}; ++i0) {{\n"
