@@ -128,10 +128,11 @@ On the CPU
 ``plan_program(ir, target="host")`` forms the same clusters and renders each as a C++
 function of the same arguments (``extern "C" void name(const T* in0, ..., T* out0)``, no
 CUDA keywords), for ``fnx.kernels.host`` to compile and ``fnx.backends.native_loops`` to
-call. An elementwise kernel is a nest of loops, one per domain axis (an operand broadcast
-along some axes is indexed by the other axes' counters: no division, contiguous loads),
-the innermost vectorized (``#pragma omp simd``), the outer ones split over the cores from
-``FNX_PARALLEL_MIN`` elements on. A
+call. An elementwise kernel is a nest of loops, one per run of domain axes that every
+value indexes alike (an operand broadcast along some axes is indexed by the other runs'
+counters: no division, contiguous loads; an unbroadcast cluster is one flat loop), the
+innermost vectorized (``#pragma omp simd``), the outer ones split over ``fnx_nt`` threads
+(the kernel's last argument) from ``FNX_PARALLEL_MIN`` elements on. A
 reduction kernel loops over its slots in parallel, one slot per iteration, and runs each
 pass over ``r`` in lanes of 16 consecutive elements (``#pragma omp simd``; the last,
 partial lane after). ``max``/``min``/``and``/``or`` and integer sums keep one partial
