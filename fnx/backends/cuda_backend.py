@@ -42,6 +42,7 @@ from ..core.primitive import ShapeDtypeStruct
 from ..kernels.cuda import to_device
 from ..lax.control_flow.scan_plan import Unplanned, plan_scans, scan_plan_for
 from .cuda_graphs import GraphReplay
+from .numpy_backend import _SOLE_REFS  # the same count: a list and one Array hold it
 
 __all__ = ["CudaBackend", "CudaExecutable", "on_device"]
 
@@ -455,16 +456,6 @@ class CudaBackend(Backend):
     def clear_cache(self):
         super().clear_cache()
         self._eager.clear()
-
-
-def _sole_refs():
-    """``sys.getrefcount`` of a buffer that only a list and one Array reference."""
-    a = Array._wrap(np.empty(1))
-    raw = [a._value]
-    return sys.getrefcount(raw[0])
-
-
-_SOLE_REFS = _sole_refs()
 
 
 def _calls_host(ir):

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .cuda_rules import KernelUnsupported, cuda_type
+from .numpy_windows import dilated_size
 
 __all__ = ["EqnKernel", "conv_kernel"]
 
@@ -65,10 +66,6 @@ def _strides(shape):
         out.append(acc)
         acc *= n
     return out[::-1]
-
-
-def _dilated(n, d):
-    return 0 if n == 0 else (n - 1) * d + 1
 
 
 def conv_kernel(in_avals, out_avals, *, window_strides, padding, lhs_dilation, rhs_dilation,
@@ -134,7 +131,7 @@ def conv_kernel(in_avals, out_avals, *, window_strides, padding, lhs_dilation, r
               "bool ok = true;"]
     for d in range(nsp):
         lo = padding[d][0]
-        size = _dilated(in_sp[d], lhs_dilation[d])
+        size = dilated_size(in_sp[d], lhs_dilation[d])
         b_load.append(f"{I} p{d} = y{d} * {window_strides[d]} + t{d} * {rhs_dilation[d]} - "
                       f"({lo});")
         b_load.append(f"ok = ok && p{d} >= 0 && p{d} < {size};")
