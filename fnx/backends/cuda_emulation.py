@@ -122,22 +122,6 @@ class EmulatedArray:
         _host_read("str() of a device array")
         return str(self._a)
 
-    def __bool__(self):
-        _host_read("bool() of a device array")
-        return bool(self._a)
-
-    def __float__(self):
-        _host_read("float() of a device array")
-        return float(self._a)
-
-    def __int__(self):
-        _host_read("int() of a device array")
-        return int(self._a)
-
-    def __complex__(self):
-        _host_read("complex() of a device array")
-        return complex(self._a)
-
     def __index__(self):
         _host_read("index of a device array")
         return self._a.__index__()
@@ -219,6 +203,18 @@ for _name in ("__neg__", "__pos__", "__abs__", "__invert__"):
     setattr(EmulatedArray, _name, (lambda m, n: lambda self: _call(m, n, (self,), {}))(
         getattr(np.ndarray, _name), _name))
 EmulatedArray.__hash__ = None
+
+
+def _host_conversion(convert):
+    def conversion(self):
+        _host_read(f"{convert.__name__}() of a device array")
+        return convert(self._a)
+    conversion.__name__ = f"__{convert.__name__}__"
+    return conversion
+
+
+for _convert in (bool, float, int, complex):  # values read on the host
+    setattr(EmulatedArray, f"__{_convert.__name__}__", _host_conversion(_convert))
 
 
 def _unwrap(x, what):
