@@ -341,6 +341,10 @@ def choose_openblas_kernels(how, workloads):
     else:
         blas.use_openblas_kernels(how)
         why = f"--openblas-kernels {how}; OpenBLAS picked {picked}"
+    forced = os.environ.get("OPENBLAS_CORETYPE")
+    if forced:  # OpenBLAS's "pick" was the environment's, not its own reading of the CPU
+        info["openblas_coretype_env"] = forced
+        why += f" (OPENBLAS_CORETYPE={forced} in the environment made that pick)"
     info["openblas_kernels"] = blas.openblas_kernels()
     return now, f"NumPy's OpenBLAS kernels: {info['openblas_kernels']}, {why}", info
 
