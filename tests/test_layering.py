@@ -56,10 +56,9 @@ LAYER_OF = {
     "fnx.transforms.custom": "interpreters",
     # lax: the primitives and their rules
     "fnx.lax": "lax",
-    # backends: the NumPy backend, CUDA kernels, the ONNX exporter
+    # backends: the NumPy backend, CUDA kernels
     "fnx.backends": "backends",
     "fnx.kernels": "backends",
-    "fnx.onnx": "backends",
     # public API: jit (picks a backend), jacobians, JAX's small top-level modules
     "fnx.transforms.jit": "api",
     "fnx.transforms.jacobian": "api",
@@ -75,6 +74,8 @@ LAYER_OF = {
     # libraries over the public API
     "fnx.numpy": "libraries",
     "fnx.nn": "libraries",
+    # ONNX export (a backend that builds models) and import (handlers over fnx.numpy)
+    "fnx.onnx": "libraries",
     "fnx.optim": "libraries",
     "fnx.random": "libraries",
     "fnx.scipy": "libraries",
