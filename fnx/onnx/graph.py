@@ -64,10 +64,11 @@ def _onnx():
 # --- the handler registry --------------------------------------------------------------------
 
 class _Handler:
-    __slots__ = ("fn", "static", "op_type", "domain")
+    __slots__ = ("fn", "static", "op_type", "domain", "scope")
 
-    def __init__(self, fn, static, op_type, domain):
+    def __init__(self, fn, static, op_type, domain, scope=False):
         self.fn, self.static, self.op_type, self.domain = fn, frozenset(static), op_type, domain
+        self.scope = scope
 
 
 _HANDLERS: dict = {}
@@ -77,12 +78,14 @@ def _domain_key(domain):
     return "" if domain in ("", DEFAULT_DOMAIN) else domain
 
 
-def op(*op_types, domain="", static=()):
+def op(*op_types, domain="", static=(), scope=False):
     """Register the decorated function as the handler of ``op_types`` (see the module
-    docstring)."""
+    docstring). With ``scope=True`` the handler is also called with ``scope=``: the values
+    visible at the node (a mapping by name), which its subgraphs read from
+    (``node.subgraph(name).run(values, outer=scope)``)."""
     def register(fn):
         for t in op_types:
-            _HANDLERS[(_domain_key(domain), t)] = _Handler(fn, static, t, domain)
+            _HANDLERS[(_domain_key(domain), t)] = _Handler(fn, static, t, domain, scope)
         return fn
     return register
 
@@ -281,7 +284,9 @@ class Node:
                 continue
             v = scope[name]
             args.append(self._static(v, i) if i in static else v)
-        if self.handler is not None:
+        if self.handler is not None and self.handler.scope:
+            out = self.handler.fn(self, *args, scope=scope)
+        elif self.handler is not None:
             out = self.handler.fn(self, *args)
         else:
             out = self._run_function(args, scope)
