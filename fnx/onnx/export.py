@@ -284,10 +284,12 @@ def _unique_names(names, what):
 
 
 def export_ir(ir: IR, *, opset: int = DEFAULT_OPSET, input_names=None, output_names=None,
-              name: str = "fnx") -> "onnx.ModelProto":  # noqa: F821
+              name: str = "fnx", initializers=None) -> "onnx.ModelProto":  # noqa: F821
     """An ONNX model computing ``ir`` (one graph input per invar, one output per outvar).
 
     ``input_names`` / ``output_names`` default to ``input_<i>`` / ``output_<i>``.
+    ``initializers``: ``{invar index: array}``, invars stored in the model with those
+    values (initializers) instead of being graph inputs.
     The model is checked with ``onnx.checker.check_model(full_check=True)``.
     """
     onnx = _onnx()
@@ -330,11 +332,20 @@ def export_ir(ir: IR, *, opset: int = DEFAULT_OPSET, input_names=None, output_na
     skip = set(input_names) | set(output_names) | set(rename) | {
         t.name for t in ctx.initializers}
     value_info = [_value_info(n, a) for n, a in ctx.value_types.items() if n not in skip]
+    stored = dict(initializers or {})
+    weights = []
+    for i, value in sorted(stored.items()):
+        arr = np.asarray(value, dtype=ir.invars[i].aval.dtype)
+        if arr.shape != tuple(ir.invars[i].aval.shape):
+            raise ValueError(f"initializer {input_names[i]!r}: value of shape {arr.shape} for "
+                             f"an input of shape {tuple(ir.invars[i].aval.shape)}")
+        weights.append(onnx.numpy_helper.from_array(arr, input_names[i]))
     graph = onnx.helper.make_graph(
         ctx.nodes, name,
-        [_value_info(n, v.aval) for n, v in zip(input_names, ir.invars)],
+        [_value_info(n, v.aval) for i, (n, v) in enumerate(zip(input_names, ir.invars))
+         if i not in stored],
         [_value_info(n, v.aval) for n, v in zip(output_names, ir.outvars)],
-        initializer=ctx.initializers, value_info=value_info)
+        initializer=weights + list(ctx.initializers), value_info=value_info)
     opsets = [onnx.helper.make_opsetid("", opset)] + [
         onnx.helper.make_opsetid(d, v) for d, v in sorted(ctx.domains.items())]
     from .._version import __version__ as fnx_version
@@ -346,9 +357,11 @@ def export_ir(ir: IR, *, opset: int = DEFAULT_OPSET, input_names=None, output_na
     return model
 
 
-def _argument_names(fun, example_args) -> list[str]:
+def _argument_names(fun, example_args, bare=frozenset()) -> list[str]:
     """Graph input names from the function's parameter names and each leaf's pytree path
-    (``params.w1``, ``x``), made into valid, unique ONNX names."""
+    (``params.w1``, ``x``), made into valid, unique ONNX names; the leaves of the
+    arguments at positions in ``bare`` are named by their paths alone
+    (``layers.0.weight``)."""
     try:
         params = list(inspect.signature(fun).parameters.values())
     except (TypeError, ValueError):
@@ -360,7 +373,7 @@ def _argument_names(fun, example_args) -> list[str]:
                                                        p.POSITIONAL_OR_KEYWORD) else f"arg{i}"
         for path, _ in tree_util.tree_leaves_with_path(arg):
             sub = tree_util.dotted_name(path)
-            names.append(f"{base}.{sub}" if sub else base)
+            names.append(sub if sub and i in bare else f"{base}.{sub}" if sub else base)
     out, seen = [], set()
     for n in names:
         n = re.sub(r"[^0-9A-Za-z_.]", "_", n)
@@ -373,7 +386,8 @@ def _argument_names(fun, example_args) -> list[str]:
 
 
 def export(fun, *example_args, opset: int = DEFAULT_OPSET, input_names=None,
-           output_names=None, name: str | None = None) -> "onnx.ModelProto":  # noqa: F821
+           output_names=None, name: str | None = None,
+           weights=()) -> "onnx.ModelProto":  # noqa: F821
     """Trace ``fun`` on ``example_args`` and export it as an ONNX model.
 
     ``example_args`` are arrays, scalars or ``fnx.ShapeDtypeStruct`` s, or pytrees
@@ -382,14 +396,33 @@ def export(fun, *example_args, opset: int = DEFAULT_OPSET, input_names=None,
     e.g. ``params.w1``, unless ``input_names`` is given) and returns the flattened
     outputs (``output_<i>`` unless ``output_names`` is given). ``run`` feeds a model
     arguments flattened the same way.
+
+    ``weights``: positions of arguments (a module, a dict of params) stored in the model
+    as initializers with their values, named by their pytree paths
+    (``layers.0.weight``), as exporters of trained models write them; the graph's inputs
+    are then the other arguments. ``fnx.onnx.load`` reads such a model back into a
+    module whose params carry those names.
     """
     from ..core.tracing import make_ir
     _onnx()
+    weights = (weights,) if isinstance(weights, int) else tuple(weights)
     ir = make_ir(fun)(*example_args)
     if input_names is None:
-        input_names = _argument_names(fun, example_args)
+        input_names = _argument_names(fun, example_args, set(weights))
+    stored, k = {}, 0
+    for i, arg in enumerate(example_args):
+        leaves = tree_util.tree_leaves(arg)
+        if i in weights:
+            for j, leaf in enumerate(leaves):
+                if isinstance(leaf, ShapeDtypeStruct):
+                    raise ValueError(f"fnx.onnx.export: argument {i} is in weights=, so its "
+                                     "leaves are stored in the model and need values, not "
+                                     "ShapeDtypeStructs")
+                stored[k + j] = np.asarray(leaf)
+        k += len(leaves)
     return export_ir(ir, opset=opset, input_names=input_names, output_names=output_names,
-                     name=name or getattr(fun, "__name__", "fnx") or "fnx")
+                     name=name or getattr(fun, "__name__", "fnx") or "fnx",
+                     initializers=stored)
 
 
 def lower_primitive(prim, in_avals, params=None, opset: int = DEFAULT_OPSET):
