@@ -2,3 +2,525 @@
 Reduce* family, softmaxes, arg-reductions, cumulative sums, TopK, quantization, losses
 and signal windows."""
 from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ... import numpy as fnp
+from ...nn import functions as nnf
+from ..graph import np_dtype, op
+
+
+def _a(x):
+    return fnp.asarray(x)
+
+
+_HALF = (np.dtype(np.float16), np.dtype(fnp.bfloat16))
+
+
+def _acc_dtype(dtype):
+    """The dtype to accumulate sums of ``dtype`` in: float32 for 16-bit floats (as the
+    ONNX reference's NumPy and onnxruntime do), else the dtype itself."""
+    return np.dtype(np.float32) if np.dtype(dtype) in _HALF else np.dtype(dtype)
+
+
+def _is_int(dtype):
+    return np.dtype(dtype).kind in "iu"
+
+
+def _is_bool(dtype):
+    return np.dtype(dtype).kind == "b"
+
+
+# --- products ----------------------------------------------------------------------------
+
+def _matmul(a, b):
+    dt = a.dtype
+    acc = _acc_dtype(dt)
+    if acc != dt:
+        return fnp.matmul(a.astype(acc), b.astype(acc)).astype(dt)
+    return fnp.matmul(a, b)
+
+
+@op("MatMul")
+def matmul(node, a, b):
+    return _matmul(_a(a), _a(b))
+
+
+@op("Gemm")
+def gemm(node, a, b, c=None):
+    a, b = _a(a), _a(b)
+    if node.attr("transA", 0):
+        a = fnp.swapaxes(a, -1, -2) if a.ndim >= 2 else a
+    if node.attr("transB", 0):
+        b = fnp.swapaxes(b, -1, -2) if b.ndim >= 2 else b
+    if a.ndim != 2 or b.ndim != 2:
+        raise node.error(f"A and B must be matrices (got ranks {a.ndim} and {b.ndim})")
+    dt = a.dtype
+    alpha, beta = float(node.attr("alpha", 1.0)), float(node.attr("beta", 1.0))
+    y = _matmul(a, b)
+    if alpha != 1.0:
+        y = (y * fnp.asarray(alpha, _acc_dtype(dt) if not _is_int(dt) else np.float64)
+             ).astype(dt)
+    if c is not None and beta != 0.0:
+        c = _a(c)
+        if node.opset is not None and node.opset < 7 and not node.attr("broadcast", 0):
+            if tuple(c.shape) != tuple(y.shape):
+                raise node.error(f"C of shape {tuple(c.shape)} needs broadcast=1 to add to "
+                                 f"a result of shape {tuple(y.shape)}")
+        if beta != 1.0:
+            c = (c * fnp.asarray(beta, _acc_dtype(dt) if not _is_int(dt) else np.float64)
+                 ).astype(dt)
+        y = y + c.astype(dt)
+    return y
+
+
+@op("Einsum")
+def einsum(node, *inputs):
+    eq = node.attr("equation").replace(" ", "")
+    xs = [_a(x) for x in inputs]
+    dt = xs[0].dtype if xs else np.dtype(np.float32)
+    acc = _acc_dtype(dt)
+    if acc != dt:
+        return fnp.einsum(eq, *[x.astype(acc) for x in xs]).astype(dt)
+    return fnp.einsum(eq, *xs)
+
+
+def _rowwise_zero_point(zp, ndim):
+    """A zero point of A: a vector of M per-row values applies along the rows."""
+    zp = _a(zp).astype(np.int32)
+    if zp.ndim == 1 and ndim >= 2:
+        zp = zp[:, None]
+    return zp
+
+
+@op("MatMulInteger")
+def matmul_integer(node, a, b, a_zero_point=None, b_zero_point=None):
+    a, b = _a(a).astype(np.int32), _a(b).astype(np.int32)
+    if a_zero_point is not None:
+        a = a - _rowwise_zero_point(a_zero_point, a.ndim)
+    if b_zero_point is not None:
+        b = b - _a(b_zero_point).astype(np.int32)
+    return fnp.matmul(a, b)
+
+
+@op("Det")
+def det(node, x):
+    x = _a(x)
+    acc = _acc_dtype(x.dtype)
+    return fnp.linalg.det(x.astype(acc)).astype(x.dtype)
+
+
+# --- reductions ----------------------------------------------------------------------------
+
+def _reduce_axes(node, x, axes_input):
+    """The axes a Reduce* node reduces (a tuple; () for none), from its ``axes`` input
+    (ReduceSum from opset 13, the others from 18) or attribute."""
+    axes = axes_input
+    if axes is None and node.has_attr("axes"):
+        axes = node.attr("axes")
+    if axes is not None:
+        axes = [int(v) for v in np.asarray(axes).reshape(-1)]
+    if not axes:
+        if node.attr("noop_with_empty_axes", 0):
+            return ()
+        return tuple(range(x.ndim))
+    out = []
+    for ax in axes:
+        if not -x.ndim <= ax < max(x.ndim, 1):
+            raise node.error(f"axis {ax} is out of range for a tensor of rank {x.ndim}")
+        out.append(ax % x.ndim if x.ndim else 0)
+    return tuple(sorted(set(out)))
+
+
+def _out_shape(shape, axes, keepdims):
+    if keepdims:
+        return tuple(1 if i in axes else d for i, d in enumerate(shape))
+    return tuple(d for i, d in enumerate(shape) if i not in axes)
+
+
+def _empty(shape, axes):
+    return any(shape[i] == 0 for i in axes)
+
+
+def _sum(x, axes, keepdims, dtype):
+    """A sum of ``x`` over ``axes`` in ``dtype``'s accumulator, as ``dtype``."""
+    acc = _acc_dtype(dtype)
+    if _is_bool(x.dtype):
+        x = x.astype(np.int64)
+    if not axes:
+        return x.astype(dtype)
+    return fnp.sum(x.astype(acc), axis=axes, keepdims=bool(keepdims), dtype=acc).astype(dtype)
+
+
+def _keepdims(node):
+    return bool(node.attr("keepdims", 1))
+
+
+def _identity(node, x, axes, keepdims, value):
+    shape = _out_shape(tuple(x.shape), axes, keepdims)
+    return fnp.full(shape, value, x.dtype)
+
+
+def _reducer(name, fn, static_from):
+    @op(name, static=(1,))
+    def handler(node, data, axes=None):
+        x = _a(data)
+        if node.opset is not None and node.opset < static_from:
+            axes = None
+        ax = _reduce_axes(node, x, axes)
+        return fn(node, x, ax, _keepdims(node))
+    handler.__name__ = name
+    return handler
+
+
+def _reduce_sum(node, x, axes, keep):
+    return _sum(x, axes, keep, x.dtype)
+
+
+def _reduce_sum_square(node, x, axes, keep):
+    if _is_bool(x.dtype):
+        return _sum(x, axes, keep, x.dtype)
+    acc = _acc_dtype(x.dtype)
+    y = x.astype(acc)
+    return _sum(y * y, axes, keep, x.dtype)
+
+
+def _reduce_l1(node, x, axes, keep):
+    acc = _acc_dtype(x.dtype)
+    return _sum(fnp.abs(x.astype(acc)), axes, keep, x.dtype)
+
+
+def _reduce_l2(node, x, axes, keep):
+    acc = _acc_dtype(x.dtype) if not _is_int(x.dtype) else np.dtype(np.float64)
+    y = x.astype(acc)
+    s = _sum(y * y, axes, keep, acc)
+    if _is_int(x.dtype):
+        return fnp.floor(fnp.sqrt(s)).astype(x.dtype)
+    return fnp.sqrt(s).astype(x.dtype)
+
+
+def _reduce_mean(node, x, axes, keep):
+    n = math.prod(x.shape[i] for i in axes) if axes else 1
+    if _is_int(x.dtype):
+        s = _sum(x, axes, keep, x.dtype)
+        return (s.astype(np.float64) / n).astype(x.dtype)  # truncates, as NumPy's
+    acc = _acc_dtype(x.dtype)
+    s = _sum(x, axes, keep, acc)
+    return (s / fnp.asarray(n, acc)).astype(x.dtype)
+
+
+def _reduce_log_sum(node, x, axes, keep):
+    if _empty(tuple(x.shape), axes):
+        return _identity(node, x, axes, keep, -np.inf)
+    acc = _acc_dtype(x.dtype)
+    return fnp.log(_sum(x, axes, keep, acc)).astype(x.dtype)
+
+
+def _reduce_log_sum_exp(node, x, axes, keep):
+    if _empty(tuple(x.shape), axes):
+        return _identity(node, x, axes, keep, -np.inf)
+    if not axes:
+        return x
+    if _is_int(x.dtype):
+        y = x.astype(np.float64)
+        return nnf.logsumexp(y, axis=axes, keepdims=keep).astype(x.dtype)
+    acc = _acc_dtype(x.dtype)
+    return nnf.logsumexp(x.astype(acc), axis=axes, keepdims=keep).astype(x.dtype)
+
+
+def _reduce_prod(node, x, axes, keep):
+    if not axes:
+        return x
+    if _is_bool(x.dtype):
+        return fnp.all(x, axis=axes, keepdims=keep)
+    acc = _acc_dtype(x.dtype)
+    return fnp.prod(x.astype(acc), axis=axes, keepdims=keep, dtype=acc).astype(x.dtype)
+
+
+def _extreme(is_max):
+    def reduce(node, x, axes, keep):
+        if not axes:
+            return x
+        dt = x.dtype
+        if _empty(tuple(x.shape), axes):
+            if _is_bool(dt):
+                value = not is_max
+            elif _is_int(dt):
+                info = np.iinfo(dt)
+                value = info.min if is_max else info.max
+            else:
+                value = -np.inf if is_max else np.inf
+            return _identity(node, x, axes, keep, value)
+        if _is_bool(dt):
+            f = fnp.any if is_max else fnp.all
+            return f(x, axis=axes, keepdims=keep)
+        f = fnp.max if is_max else fnp.min
+        return f(x, axis=axes, keepdims=keep)
+    return reduce
+
+
+_reducer("ReduceSum", _reduce_sum, 13)
+_reducer("ReduceSumSquare", _reduce_sum_square, 18)
+_reducer("ReduceL1", _reduce_l1, 18)
+_reducer("ReduceL2", _reduce_l2, 18)
+_reducer("ReduceMean", _reduce_mean, 18)
+_reducer("ReduceLogSum", _reduce_log_sum, 18)
+_reducer("ReduceLogSumExp", _reduce_log_sum_exp, 18)
+_reducer("ReduceProd", _reduce_prod, 18)
+_reducer("ReduceMax", _extreme(True), 18)
+_reducer("ReduceMin", _extreme(False), 18)
+
+
+def _axis(node, ndim, axis):
+    if not -max(ndim, 1) <= axis < max(ndim, 1):
+        raise node.error(f"axis {axis} is out of range for a tensor of rank {ndim}")
+    return axis % ndim if ndim else 0
+
+
+def _arg_reducer(name, is_max):
+    @op(name)
+    def handler(node, data):
+        x = _a(data)
+        axis = _axis(node, x.ndim, int(node.attr("axis", 0)))
+        keep = bool(node.attr("keepdims", 1))
+        f = fnp.argmax if is_max else fnp.argmin
+        if _is_bool(x.dtype):
+            x = x.astype(np.int8)
+        if node.attr("select_last_index", 0):
+            n = x.shape[axis]
+            idx = f(fnp.flip(x, axis), axis=axis, keepdims=keep).astype(np.int64)
+            return np.int64(n - 1) - idx
+        return f(x, axis=axis, keepdims=keep).astype(np.int64)
+    handler.__name__ = name
+    return handler
+
+
+_arg_reducer("ArgMax", True)
+_arg_reducer("ArgMin", False)
+
+
+# --- softmaxes -----------------------------------------------------------------------------
+
+def _along_axis(node, x, fn):
+    """``fn(x2, axis)`` with the operator's axis convention: before opset 13 the input is
+    seen as a matrix (the dims before ``axis`` by those from it), from 13 on ``fn`` runs
+    along the one axis."""
+    legacy = node.opset is not None and node.opset < 13
+    axis = int(node.attr("axis", 1 if legacy else -1))
+    if x.ndim == 0:
+        return fn(x.reshape(1), 0).reshape(())
+    axis = _axis(node, x.ndim, axis)
+    if not legacy:
+        return fn(x, axis)
+    shape = tuple(x.shape)
+    rows = math.prod(shape[:axis])
+    y = fn(x.reshape(rows, math.prod(shape[axis:])), 1)
+    return y.reshape(shape)
+
+
+def _float_fn(fn):
+    def run(x, axis):
+        acc = _acc_dtype(x.dtype)
+        return fn(x.astype(acc), axis=axis).astype(x.dtype)
+    return run
+
+
+@op("Softmax")
+def softmax(node, x):
+    return _along_axis(node, _a(x), _float_fn(nnf.softmax))
+
+
+@op("LogSoftmax")
+def log_softmax(node, x):
+    return _along_axis(node, _a(x), _float_fn(nnf.log_softmax))
+
+
+def _hardmax(x, axis):
+    idx = fnp.argmax(x, axis=axis)
+    return nnf.one_hot(idx, x.shape[axis], dtype=x.dtype, axis=axis)
+
+
+@op("Hardmax")
+def hardmax(node, x):
+    return _along_axis(node, _a(x), _hardmax)
+
+
+# --- cumulative ----------------------------------------------------------------------------
+
+def _cumulative(name, fn, identity):
+    @op(name, static=(1,))
+    def handler(node, x, axis):
+        x = _a(x)
+        a = np.asarray(axis).reshape(-1)
+        if a.size != 1:
+            raise node.error("the axis input must be a scalar")
+        ax = _axis(node, x.ndim, int(a[0]))
+        reverse, exclusive = node.attr("reverse", 0), node.attr("exclusive", 0)
+        dt = x.dtype
+        y = fnp.flip(x, ax) if reverse else x
+        if exclusive:
+            pad = [(0, 0)] * x.ndim
+            pad[ax] = (1, 0)
+            n = y.shape[ax]
+            y = fnp.pad(y, pad, constant_values=identity)
+            y = fnp.take(y, fnp.arange(n), axis=ax) if n else fnp.take(y, fnp.arange(0),
+                                                                          axis=ax)
+        acc = _acc_dtype(dt)
+        y = fn(y.astype(acc), axis=ax).astype(dt)
+        return fnp.flip(y, ax) if reverse else y
+    handler.__name__ = name
+    return handler
+
+
+_cumulative("CumSum", fnp.cumsum, 0)
+_cumulative("CumProd", fnp.cumprod, 1)
+
+
+# --- TopK ----------------------------------------------------------------------------------
+
+@op("TopK", static=(1,))
+def top_k(node, x, k=None):
+    x = _a(x)
+    if node.opset is not None and node.opset < 10:
+        k = node.attr("k")
+    if k is None:
+        raise node.error("the K input is required")
+    k = int(np.asarray(k).reshape(-1)[0])
+    axis = _axis(node, x.ndim, int(node.attr("axis", -1)))
+    n = x.shape[axis]
+    if not 0 <= k <= n:
+        raise node.error(f"K = {k} is out of range for an axis of length {n}")
+    largest = bool(node.attr("largest", 1))
+    key = x.astype(np.int8) if _is_bool(x.dtype) else x
+    # stable in both directions: equal values keep their order, the lower index first
+    idx = fnp.argsort(key, axis=axis, stable=True, descending=largest)
+    idx = fnp.take(idx, fnp.arange(k), axis=axis)
+    values = fnp.take_along_axis(x, idx, axis=axis)
+    return values, idx.astype(np.int64)
+
+
+# --- quantization --------------------------------------------------------------------------
+
+_QRANGE = {np.dtype(t): (np.iinfo(t).min, np.iinfo(t).max)
+           for t in (np.uint8, np.int8, np.uint16, np.int16, np.int32, np.uint32)}
+
+
+def _quant_param(node, v, shape, axis, block):
+    """A scale or zero point shaped to broadcast against an input of ``shape``."""
+    v = _a(v)
+    if v.ndim == 0:
+        return v
+    if v.size == 1 and not block:
+        return v.reshape(())
+    axis = _axis(node, len(shape), axis)
+    if not block:
+        if v.ndim != 1 or v.shape[0] != shape[axis]:
+            raise node.error(f"a per-axis scale or zero point must be a vector of length "
+                             f"{shape[axis]} (got shape {tuple(v.shape)})")
+        dims = [1] * len(shape)
+        dims[axis] = v.shape[0]
+        return v.reshape(dims)
+    if block <= 0:
+        raise node.error(f"block_size must be positive (got {block})")
+    v = fnp.repeat(v, block, axis=axis)
+    if v.shape[axis] != shape[axis]:
+        v = fnp.take(v, fnp.arange(shape[axis]), axis=axis)
+    if tuple(v.shape) != tuple(shape):
+        raise node.error("blocked quantization needs a scale of the input's shape except "
+                         "along the axis (ceil(D / block_size) there)")
+    return v
+
+
+def _quant_dtype(node, zero_point):
+    out = int(node.attr("output_dtype", 0) or 0)
+    if zero_point is not None:
+        dt = np.dtype(_a(zero_point).dtype) if not isinstance(zero_point, np.ndarray) \
+            else zero_point.dtype
+        if out and np_dtype(out) != dt:
+            raise node.error("output_dtype differs from the zero point's type")
+    elif out:
+        dt = np_dtype(out)
+    else:
+        dt = np.dtype(np.uint8)
+    if dt not in _QRANGE:
+        raise node.error(f"quantizing to {dt} is not supported (fnx has no float8, int4 "
+                         "or int2 types)")
+    return dt
+
+
+@op("QuantizeLinear")
+def quantize_linear(node, x, y_scale, y_zero_point=None):
+    x = _a(x)
+    dt = _quant_dtype(node, y_zero_point)
+    axis, block = int(node.attr("axis", 1)), int(node.attr("block_size", 0) or 0)
+    shape = tuple(x.shape)
+    scale = _quant_param(node, y_scale, shape, axis, block)
+    precision = int(node.attr("precision", 0) or 0)
+    p = np_dtype(precision) if precision else fnp.result_type(x.dtype, scale.dtype)
+    # round half to even in the division's precision, then saturate in float64 (no
+    # integer overflow)
+    q = fnp.round(x.astype(p) / scale.astype(p)).astype(np.float64)
+    if y_zero_point is not None:
+        zp = _quant_param(node, y_zero_point, shape, axis, block)
+        q = q + zp.astype(np.float64)
+    lo, hi = _QRANGE[dt]
+    return fnp.clip(q, lo, hi).astype(dt)
+
+
+@op("DequantizeLinear")
+def dequantize_linear(node, x, x_scale, x_zero_point=None):
+    x = _a(x)
+    axis, block = int(node.attr("axis", 1)), int(node.attr("block_size", 0) or 0)
+    shape = tuple(x.shape)
+    scale = _quant_param(node, x_scale, shape, axis, block)
+    out = int(node.attr("output_dtype", 0) or 0)
+    odt = np_dtype(out) if out else scale.dtype
+    wide = np.int64 if x.dtype.itemsize >= 4 else np.int32
+    dx = x.astype(wide)
+    if x_zero_point is not None:
+        dx = dx - _quant_param(node, x_zero_point, shape, axis, block).astype(wide)
+    cdt = np.float64 if x.dtype.itemsize >= 4 else np.float32
+    return (dx.astype(cdt) * scale.astype(np.float32).astype(cdt)).astype(odt)
+
+
+@op("DynamicQuantizeLinear")
+def dynamic_quantize_linear(node, x):
+    x = _a(x)
+    f = np.float32
+    xf = x.astype(f)
+    zero = fnp.zeros((), f)
+    hi = fnp.maximum(zero, fnp.max(xf)) if x.size else zero
+    lo = fnp.minimum(zero, fnp.min(xf)) if x.size else zero
+    span = hi - lo
+    scale = fnp.where(span == 0, fnp.asarray(1.0, f), span) / fnp.asarray(255.0, f)
+    zp = fnp.round(fnp.clip(fnp.asarray(0.0, f) - lo / scale, 0, 255))
+    y = fnp.clip(fnp.round(xf / scale) + zp, 0, 255)
+    return y.astype(np.uint8), scale.astype(x.dtype), zp.astype(np.uint8)
+
+
+@op("QLinearMatMul")
+def qlinear_matmul(node, a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_scale,
+                   y_zero_point=None):
+    a, b = _a(a), _a(b)
+    ai, bi = a.astype(np.int32), b.astype(np.int32)
+    if a_zero_point is not None:
+        ai = ai - _rowwise_zero_point(a_zero_point, ai.ndim)
+    if b_zero_point is not None:
+        bi = bi - _a(b_zero_point).astype(np.int32)
+    c = fnp.matmul(ai, bi)
+    a_scale, b_scale, y_scale = _a(a_scale), _a(b_scale), _a(y_scale)
+    sdt = fnp.result_type(a_scale.dtype, b_scale.dtype, y_scale.dtype)
+    if a_scale.ndim == 1 and a_scale.size > 1 and ai.ndim >= 2:
+        a_scale = a_scale[:, None]
+    factor = a_scale.astype(sdt) * b_scale.astype(sdt) / y_scale.astype(sdt)
+    d = c.astype(np.float64) * factor.astype(np.float64)
+    if y_zero_point is not None:
+        zp = _a(y_zero_point)
+        d = d + zp.astype(np.float64)
+        dt = zp.dtype
+    else:
+        dt = a.dtype
+    lo, hi = _QRANGE[np.dtype(dt)]
+    return fnp.clip(fnp.round(d), lo, hi).astype(dt)
