@@ -524,3 +524,202 @@ def qlinear_matmul(node, a, a_scale, a_zero_point, b, b_scale, b_zero_point, y_s
         dt = a.dtype
     lo, hi = _QRANGE[np.dtype(dt)]
     return fnp.clip(fnp.round(d), lo, hi).astype(dt)
+
+
+# --- losses --------------------------------------------------------------------------------
+
+def _nll(node, logp, target, weight):
+    """NegativeLogLikelihoodLoss of log-probabilities ``logp`` (N, C, d1, ...) at the
+    classes ``target`` (N, d1, ...): per element ``-logp[n, t, ...] * weight[t]``, 0 where
+    ``t`` is ``ignore_index``; reduced by ``reduction`` ("mean" divides by the sum of the
+    weights used)."""
+    if logp.ndim < 2:
+        raise node.error(f"the input must have rank 2 or more (got {logp.ndim})")
+    reduction = node.attr("reduction", "mean")
+    if reduction not in ("none", "sum", "mean"):
+        raise node.error(f"reduction {reduction!r} is not one of none, sum, mean")
+    ignore = node.attr("ignore_index", None)
+    dt = logp.dtype
+    acc = _acc_dtype(dt)
+    c = logp.shape[1]
+    t = _a(target).astype(np.int64)
+    safe = fnp.clip(t, 0, c - 1)
+    picked = fnp.take_along_axis(logp.astype(acc), fnp.expand_dims(safe, 1), axis=1)
+    loss = -fnp.squeeze(picked, 1)
+    w = None
+    if weight is not None:
+        w = fnp.take(_a(weight).astype(acc), safe, axis=0)
+    if ignore is not None:
+        keep = t != int(ignore)
+        w = fnp.where(keep, fnp.ones((), acc) if w is None else w, fnp.zeros((), acc))
+    if w is not None:
+        loss = loss * w
+    if reduction == "none":
+        return loss.astype(dt)
+    total = fnp.sum(loss)
+    if reduction == "sum":
+        return total.astype(dt)
+    if w is None:
+        return (total / fnp.asarray(loss.size, acc)).astype(dt)
+    return (total / fnp.sum(w)).astype(dt)
+
+
+@op("NegativeLogLikelihoodLoss")
+def negative_log_likelihood_loss(node, x, target, weight=None):
+    return _nll(node, _a(x), target, weight)
+
+
+@op("SoftmaxCrossEntropyLoss")
+def softmax_cross_entropy_loss(node, scores, labels, weights=None):
+    x = _a(scores)
+    if x.ndim < 2:
+        raise node.error(f"the scores must have rank 2 or more (got {x.ndim})")
+    acc = _acc_dtype(x.dtype)
+    logp = nnf.log_softmax(x.astype(acc), axis=1)
+    loss = _nll(node, logp, labels, weights)
+    return loss, logp.astype(x.dtype)
+
+
+# --- signal processing ---------------------------------------------------------------------
+
+def _scalar(node, v, name):
+    v = np.asarray(v).reshape(-1)
+    if v.size != 1:
+        raise node.error(f"{name} must be a scalar (got {v.size} values)")
+    return v[0]
+
+
+def _window(name, fn):
+    @op(name, static=(0,))
+    def handler(node, size):
+        n = int(_scalar(node, size, "size"))
+        dt = np_dtype(int(node.attr("output_datatype", 1)))
+        denom = n if node.attr("periodic", 1) else n - 1
+        k = np.arange(n, dtype=np.float64)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            w = fn(2 * np.pi * k / denom) if n else np.zeros(0)
+        return np.asarray(w).astype(dt)
+    handler.__name__ = name
+    return handler
+
+
+_window("HannWindow", lambda t: 0.5 - 0.5 * np.cos(t))
+_window("HammingWindow", lambda t: 25 / 46 - (1 - 25 / 46) * np.cos(t))
+_window("BlackmanWindow", lambda t: 0.42 - 0.5 * np.cos(t) + 0.08 * np.cos(2 * t))
+
+
+@op("MelWeightMatrix", static=(0, 1, 2, 3, 4))
+def mel_weight_matrix(node, num_mel_bins, dft_length, sample_rate, lower_edge_hertz,
+                      upper_edge_hertz):
+    bins = int(_scalar(node, num_mel_bins, "num_mel_bins"))
+    n_fft = int(_scalar(node, dft_length, "dft_length"))
+    rate = _scalar(node, sample_rate, "sample_rate")
+    lo = float(_scalar(node, lower_edge_hertz, "lower_edge_hertz"))
+    hi = float(_scalar(node, upper_edge_hertz, "upper_edge_hertz"))
+    dt = np_dtype(int(node.attr("output_datatype", 1)))
+
+    def to_mel(f):
+        return 2595.0 * np.log10(1.0 + f / 700.0)
+
+    # num_mel_bins + 2 points spaced evenly in mel from the lower edge, as the ONNX
+    # reference does (a step of the mel span over num_mel_bins + 2)
+    lo_mel, hi_mel = to_mel(lo), to_mel(hi)
+    mels = lo_mel + np.arange(bins + 2) * ((hi_mel - lo_mel) / (bins + 2))
+    hz = 700.0 * (np.power(10.0, mels / 2595.0) - 1.0)
+    edges = np.floor((n_fft + 1) * hz / rate).astype(np.int64)
+    out = np.zeros((n_fft // 2 + 1, bins))
+    for i in range(bins):
+        left, center, right = edges[i], edges[i + 1], edges[i + 2]
+        if center == left:
+            out[center, i] = 1.0
+        else:
+            j = np.arange(left, center + 1)
+            out[j, i] = (j - left) / (center - left)
+        if right > center:
+            j = np.arange(center, right)
+            out[j, i] = (right - j) / (right - center)
+    return out.astype(dt)
+
+
+def _to_complex(x):
+    """A signal in ONNX's real layout (a trailing dim of 1: real, 2: real and imaginary)
+    as a complex array without that dim."""
+    if x.shape[-1] == 1:
+        return fnp.squeeze(x, -1), False
+    if x.shape[-1] != 2:
+        raise ValueError("the last dim of a DFT signal must be 1 (real) or 2 (complex)")
+    re, im = x[..., 0], x[..., 1]
+    return re + 1j * im, True
+
+
+def _from_complex(y, dtype):
+    return fnp.stack([fnp.real(y), fnp.imag(y)], axis=-1).astype(dtype)
+
+
+def _dft(x, n, axis, inverse, onesided):
+    dt = x.dtype
+    cdt = np.complex128 if dt == np.float64 else np.complex64
+    sig, is_complex = _to_complex(x.astype(np.float64 if dt == np.float64 else np.float32))
+    if inverse:
+        if onesided:
+            return fnp.expand_dims(fnp.fft.irfft(sig.astype(cdt), n=n, axis=axis), -1).astype(dt)
+        return _from_complex(fnp.fft.ifft(sig.astype(cdt), n=n, axis=axis), dt)
+    if onesided and not is_complex:
+        return _from_complex(fnp.fft.rfft(sig, n=n, axis=axis), dt)
+    y = fnp.fft.fft(sig.astype(cdt), n=n, axis=axis)
+    if onesided:
+        y = fnp.take(y, fnp.arange(n // 2 + 1), axis=axis)
+    return _from_complex(y, dt)
+
+
+@op("DFT", static=(1, 2))
+def dft(node, x, dft_length=None, axis=None):
+    x = _a(x)
+    if node.opset is not None and node.opset < 20:
+        ax = int(node.attr("axis", 1))
+    else:
+        ax = -2 if axis is None else int(_scalar(node, axis, "axis"))
+    if x.ndim < 2:
+        raise node.error(f"the input must have rank 2 or more (got {x.ndim})")
+    ax = _axis(node, x.ndim, ax)
+    if ax == x.ndim - 1:
+        raise node.error("the DFT axis cannot be the last (real/imaginary) dim")
+    inverse, onesided = bool(node.attr("inverse", 0)), bool(node.attr("onesided", 0))
+    if dft_length is not None and np.asarray(dft_length).size:
+        n = int(_scalar(node, dft_length, "dft_length"))
+    elif inverse and onesided:
+        n = 2 * (x.shape[ax] - 1)
+    else:
+        n = x.shape[ax]
+    if onesided and not inverse and x.shape[-1] == 2:
+        raise node.error("onesided=1 needs a real signal (a last dim of 1)")
+    return _dft(x, n, ax, inverse, onesided)
+
+
+@op("STFT", static=(1, 3))
+def stft(node, signal, frame_step, window=None, frame_length=None):
+    x = _a(signal)
+    if x.ndim != 3:
+        raise node.error(f"the signal must be [batch, length, 1 or 2] (got rank {x.ndim})")
+    step = int(_scalar(node, frame_step, "frame_step"))
+    if frame_length is not None and np.asarray(frame_length).size:
+        flen = int(_scalar(node, frame_length, "frame_length"))
+    elif window is not None:
+        flen = int(window.shape[0])
+    else:
+        flen = x.shape[1]
+    wlen = int(window.shape[0]) if window is not None else flen
+    onesided = bool(node.attr("onesided", 1))
+    if onesided and x.shape[-1] == 2:
+        raise node.error("onesided=1 needs a real signal (a last dim of 1)")
+    frames = 1 + (x.shape[1] - flen) // step
+    if frames < 1 or step < 1:
+        raise node.error(f"no frame of length {flen} fits a signal of length {x.shape[1]}")
+    need = (frames - 1) * step + wlen
+    if need > x.shape[1]:
+        x = fnp.pad(x, [(0, 0), (0, need - x.shape[1]), (0, 0)])
+    idx = np.arange(frames)[:, None] * step + np.arange(wlen)[None, :]
+    framed = fnp.take(x, idx, axis=1)  # [batch, frames, wlen, 1 or 2]
+    if window is not None:
+        framed = framed * _a(window).astype(x.dtype)[:, None]
+    return _dft(framed, flen, 2, False, onesided)
