@@ -1,4 +1,501 @@
 """Control flow, recurrent and attention ONNX operators: If, Loop and Scan onto
 ``lax.cond``/``while_loop``/``scan``; RNN, GRU and LSTM; sequences and optionals;
-Attention and rotary embeddings."""
+Attention and rotary embeddings.
+
+Subgraphs (``If``'s branches, ``Loop``'s and ``Scan``'s bodies, ``SequenceMap``'s) read
+the values of the scopes around them. A branch or loop whose shapes are decided by values
+(an ``If`` whose branches return different shapes, a ``Loop`` growing a sequence for a
+computed trip count) runs only where those values are known: under ``jit`` it raises a
+``ConcretizationError`` (which ``fnx.onnx.backend`` answers by running the model eagerly).
+"""
 from __future__ import annotations
+
+import sys
+
+import numpy as np
+
+from ... import lax
+from ... import numpy as fnp
+from ...errors import ConcretizationError
+from ...nn import functions as nnf
+from ..graph import OnnxImportError, UnsupportedOnnxOpError, known, np_dtype, op
+
+
+class NeedsKnownValuesError(UnsupportedOnnxOpError, ConcretizationError):
+    """A control-flow operator whose output shapes depend on values that are traced."""
+
+
+def _a(x):
+    return fnp.asarray(x)
+
+
+def _scope(node):
+    """The values of the scope ``node`` runs in (its subgraphs read them)."""
+    s = getattr(node, "scope", None)
+    if s is not None:
+        return s
+    # the interpreter does not hand the scope to handlers: find the Node.run call
+    f = sys._getframe(1)
+    while f is not None:
+        loc = f.f_locals
+        if loc.get("self") is node and "scope" in loc:
+            return loc["scope"]
+        f = f.f_back
+    return None
+
+
+def _run_graph(node, name, values, scope):
+    g = node.subgraph(name)
+    bound = dict(zip(g.inputs, values))
+    return g.run(bound, outer=scope)
+
+
+def _arrays(vals):
+    """Subgraph outputs as fnx arrays (sequences as lists of them; None kept)."""
+    out = []
+    for v in vals:
+        if v is None:
+            out.append(None)
+        elif isinstance(v, (list, tuple)):
+            out.append([_a(x) for x in v])
+        else:
+            out.append(_a(v))
+    return out
+
+
+def _needs_values(node, what):
+    return node.error(what + "; run the model eagerly (not under jit), or make the values "
+                      "that decide it constants of the model", NeedsKnownValuesError)
+
+
+def _scalar_bool(x):
+    return fnp.reshape(_a(x), ()).astype(bool)
+
+
+# --- If ----------------------------------------------------------------------------------------
+
+@op("If")
+def if_(node, cond):
+    scope = _scope(node)
+    c = known(cond)
+    if c is not None:
+        branch = "then_branch" if bool(np.asarray(c).reshape(())) else "else_branch"
+        return tuple(_run_graph(node, branch, [], scope))
+
+    def branch(name):
+        return lambda: tuple(_arrays(_run_graph(node, name, [], scope)))
+    try:
+        return tuple(lax.cond(_scalar_bool(cond), branch("then_branch"),
+                              branch("else_branch")))
+    except ConcretizationError:
+        raise
+    except TypeError as e:
+        if "between branches" in str(e) or "pytree structure" in str(e):
+            raise _needs_values(node, "its condition is computed while the branches return "
+                                "values of different types or shapes "
+                                f"({str(e).split(': ', 1)[-1]})") from None
+        raise
+
+
+# --- Loop --------------------------------------------------------------------------------------
+
+def _passthrough_cond(g):
+    """Whether the body's condition output is its condition input (through Identity
+    nodes), or a constant true: the loop then stops only at the trip count."""
+    proto = g.proto
+    cond_in = proto.input[1].name
+    name = proto.output[0].name
+    producers = {o: n for n in proto.node for o in n.output}
+    while True:
+        if name == cond_in:
+            return True
+        n = producers.get(name)
+        if n is None:
+            return False
+        if n.op_type == "Identity":
+            name = n.input[0]
+            continue
+        if n.op_type == "Constant":
+            for a in n.attribute:
+                if a.name == "value":
+                    from onnx import numpy_helper
+                    v = numpy_helper.to_array(a.t)
+                    return v.size == 1 and bool(v.reshape(()))
+        return False
+
+
+def _is_tensor(v):
+    return v is not None and not isinstance(v, (list, tuple))
+
+
+@op("Loop")
+def loop(node, M, cond, *carried):
+    scope = _scope(node)
+    g = node.subgraph("body")
+    n_carry = len(carried)
+    n_scan = len(g.outputs) - 1 - n_carry
+    m_known = known(M)
+    c_known = known(cond)
+    trip = None if M is None else (int(np.asarray(m_known).reshape(())) if m_known is not None
+                                   else None)
+    plain = all(_is_tensor(v) for v in carried)
+    fixed_cond = _passthrough_cond(g) and (cond is None or (
+        c_known is not None and bool(np.asarray(c_known).reshape(()))))
+
+    def body(i, c, vals):
+        outs = g.run(dict(zip(g.inputs, [i, c, *vals])), outer=scope)
+        return outs[0], list(outs[1:1 + n_carry]), list(outs[1 + n_carry:])
+
+    if cond is not None and c_known is not None and not bool(np.asarray(c_known).reshape(())):
+        # the loop never runs; scan outputs are empty
+        if n_scan:
+            return _loop_python(node, body, 0, True, carried, n_scan, g, scope)
+        return tuple(carried)
+
+    if plain and trip is not None and fixed_cond:
+        # a fixed trip count: lax.scan (differentiable in reverse mode)
+        if trip == 0 and n_scan:
+            return _loop_python(node, body, 0, True, carried, n_scan, g, scope)
+        true = fnp.asarray(True)
+
+        def step(vals, i):
+            _c, new, ys = body(i, true, vals)
+            new = [_a(v).astype(_a(o).dtype) for v, o in zip(new, vals)]
+            return new, [_a(y) for y in ys]
+        try:
+            vals, ys = lax.scan(step, [_a(v) for v in carried],
+                                fnp.arange(trip, dtype=np.int64), length=trip)
+            return tuple(vals) + tuple(ys)
+        except Exception as e:  # noqa: BLE001 - re-raised unless the body needs known values
+            if not _needs_known(e):
+                raise
+        # the body needs its iteration number known (a Slice's start): unrolled
+        return _loop_python(node, body, trip, True, carried, n_scan, g, scope)
+
+    if plain and not n_scan:
+        # a computed condition or trip count: lax.while_loop
+        limit = None if M is None else fnp.reshape(_a(M), ()).astype(np.int64)
+        c0 = fnp.asarray(True) if cond is None else _scalar_bool(cond)
+
+        def w_cond(state):
+            i, c, _vals = state
+            return c if limit is None else fnp.logical_and(c, i < limit)
+
+        def w_body(state):
+            i, c, vals = state
+            c2, new, _ys = body(i, c, vals)
+            new = [_a(v).astype(_a(o).dtype) for v, o in zip(new, vals)]
+            return i + 1, _scalar_bool(c2), new
+        state = (fnp.asarray(0, np.int64), c0, [_a(v) for v in carried])
+        try:
+            _i, _c, vals = lax.while_loop(w_cond, w_body, state)
+            return tuple(vals)
+        except Exception as e:  # noqa: BLE001 - re-raised unless the body needs known values
+            if not _needs_known(e):
+                raise
+
+    # sequences carried, or scan outputs of a computed length: a Python loop over known
+    # trip count and condition values
+    if M is not None and trip is None:
+        raise _needs_values(node, "its trip count is computed and the loop carries sequences "
+                            "or stacks scan outputs, so its output shapes depend on it")
+    if cond is not None and c_known is None:
+        raise _needs_values(node, "its condition is computed and the loop carries sequences "
+                            "or stacks scan outputs, so its output shapes depend on it")
+    return _loop_python(node, body, trip, True, carried, n_scan, g, scope)
+
+
+def _needs_known(e):
+    """Whether ``e`` says that a value traced inside a loop body had to be known."""
+    return isinstance(e, ConcretizationError) or (
+        isinstance(e, OnnxImportError) and "must be known" in str(e))
+
+
+def _loop_python(node, body, trip, c, carried, n_scan, g, scope):
+    vals = list(carried)
+    scans = [[] for _ in range(n_scan)]
+    i = 0
+    while (trip is None or i < trip) and c:
+        c_out, vals, ys = body(np.asarray(i, np.int64), np.asarray(True), vals)
+        for s, y in zip(scans, ys):
+            s.append(_a(y))
+        ck = known(c_out)
+        if ck is None:
+            raise _needs_values(node, "its condition is computed inside the loop while the "
+                                "loop carries sequences or stacks scan outputs")
+        c = bool(np.asarray(ck).reshape(()))
+        i += 1
+        if trip is None and i > 10_000_000:
+            raise node.error("the loop ran 10,000,000 iterations without its condition "
+                             "turning false")
+    outs = []
+    for k, s in enumerate(scans):
+        if s:
+            outs.append(fnp.stack(s))
+        else:
+            outs.append(_empty_scan_output(g, 1 + len(vals) + k))
+    return tuple(vals) + tuple(outs)
+
+
+def _empty_scan_output(g, index):
+    """An empty stack of a body output, shaped from its declared type."""
+    t = g.proto.output[index].type
+    if not t.HasField("tensor_type"):
+        raise UnsupportedOnnxOpError("a Loop that runs no iteration has scan outputs of an "
+                                     "undeclared type")
+    tt = t.tensor_type
+    dims = [d.dim_value if d.HasField("dim_value") else 0 for d in tt.shape.dim]
+    return fnp.zeros((0, *dims), np_dtype(tt.elem_type))
+
+
+# --- Scan --------------------------------------------------------------------------------------
+
+@op("Scan")
+def scan(node, *args):
+    scope = _scope(node)
+    g = node.subgraph("body")
+    n_in = node.attr("num_scan_inputs")
+    if node.opset is not None and node.opset < 9:
+        lens, args = args[0], args[1:]
+        n_state = len(args) - n_in
+        dirs = node.attr("directions", None) or [0] * n_in
+        states, xs = [_a(a) for a in args[:n_state]], [_a(a) for a in args[n_state:]]
+        batch = (states + xs)[0].shape[0]
+        seq = xs[0].shape[1] if xs else 0
+        lk = known(lens)
+        if lens is not None and (lk is None or np.any(np.asarray(lk) != seq)):
+            raise node.error("sequence_lens shorter than the scanned axis is not supported")
+        per_batch = [_scan9(g, scope, [s[b] for s in states], [x[b] for x in xs], dirs,
+                            [0] * n_in, None, None) for b in range(batch)]
+        return tuple(fnp.stack([r[k] for r in per_batch]) for k in range(len(per_batch[0])))
+    n_state = len(args) - n_in
+    n_out = len(g.outputs) - n_state
+    return tuple(_scan9(g, scope, [_a(a) for a in args[:n_state]],
+                        [_a(a) for a in args[n_state:]],
+                        node.attr("scan_input_directions", None) or [0] * n_in,
+                        node.attr("scan_input_axes", None) or [0] * n_in,
+                        node.attr("scan_output_directions", None) or [0] * n_out,
+                        node.attr("scan_output_axes", None) or [0] * n_out))
+
+
+def _scan9(g, scope, states, xs, in_dirs, in_axes, out_dirs, out_axes):
+    n_state = len(states)
+    xs = [fnp.moveaxis(x, ax % x.ndim, 0) for x, ax in zip(xs, in_axes)]
+    xs = [fnp.flip(x, 0) if d else x for x, d in zip(xs, in_dirs)]
+
+    def step(carry, x):
+        outs = g.run(dict(zip(g.inputs, [*carry, *x])), outer=scope)
+        new = [_a(v).astype(c.dtype) for v, c in zip(outs[:n_state], carry)]
+        return new, [_a(y) for y in outs[n_state:]]
+    length = xs[0].shape[0] if xs else 0
+    final, ys = lax.scan(step, list(states), list(xs), length=length)
+    out_dirs = out_dirs or [0] * len(ys)
+    out_axes = out_axes or [0] * len(ys)
+    res = []
+    for y, d, ax in zip(ys, out_dirs, out_axes):
+        if d:
+            y = fnp.flip(y, 0)
+        res.append(fnp.moveaxis(y, 0, ax % y.ndim))
+    return list(final) + res
+
+
+# --- RNN, GRU, LSTM ----------------------------------------------------------------------------
+
+_ACT_PARAMS = {  # name: (default alpha, default beta), None where unused
+    "relu": (None, None), "tanh": (None, None), "sigmoid": (None, None),
+    "affine": (1.0, 0.0), "leakyrelu": (0.01, None), "thresholdedrelu": (1.0, None),
+    "scaledtanh": (1.0, 1.0), "hardsigmoid": (0.2, 0.5), "elu": (1.0, None),
+    "softsign": (None, None), "softplus": (None, None),
+}
+
+
+def _activation(node, name, alpha, beta):
+    n = name.lower()
+    if n == "relu":
+        return lambda x: fnp.maximum(x, 0)
+    if n == "tanh":
+        return fnp.tanh
+    if n == "sigmoid":
+        return nnf.sigmoid
+    if n == "affine":
+        return lambda x: alpha * x + beta
+    if n == "leakyrelu":
+        return lambda x: fnp.where(x >= 0, x, alpha * x)
+    if n == "thresholdedrelu":
+        return lambda x: fnp.where(x > alpha, x, 0).astype(x.dtype)
+    if n == "scaledtanh":
+        return lambda x: alpha * fnp.tanh(beta * x)
+    if n == "hardsigmoid":
+        return lambda x: fnp.clip(alpha * x + beta, 0, 1)
+    if n == "elu":
+        return lambda x: fnp.where(x >= 0, x, alpha * (fnp.exp(x) - 1))
+    if n == "softsign":
+        return lambda x: x / (1 + fnp.abs(x))
+    if n == "softplus":
+        return lambda x: fnp.logaddexp(x, fnp.zeros((), x.dtype))
+    raise node.error(f"the activation {name!r} is not supported (fnx runs "
+                     + ", ".join(sorted(_ACT_PARAMS)) + ")")
+
+
+def _activations(node, n_per_dir, num_dir, defaults):
+    names = node.attrs.get("activations")
+    if not names:
+        names = list(defaults)
+    names = [str(s) for s in names]
+    if len(names) == n_per_dir and num_dir == 2:
+        names = names * 2
+    if len(names) != n_per_dir * num_dir:
+        raise node.error(f"activations lists {len(names)} functions; {node.op_type} with "
+                         f"{num_dir} direction(s) takes {n_per_dir * num_dir}")
+    alphas = list(node.attrs.get("activation_alpha") or [])
+    betas = list(node.attrs.get("activation_beta") or [])
+    fns = []
+    for name in names:
+        da, db = _ACT_PARAMS.get(name.lower(), (None, None))
+        a = alphas.pop(0) if da is not None and alphas else da
+        b = betas.pop(0) if db is not None and betas else db
+        fns.append(_activation(node, name, a, b))
+    return [fns[d * n_per_dir:(d + 1) * n_per_dir] for d in range(num_dir)]
+
+
+def _seq_gather(x, idx):
+    """``x[idx[t, b], b]`` for ``x`` of shape (seq, batch, ...)."""
+    idx = fnp.reshape(idx, idx.shape + (1,) * (x.ndim - 2))
+    return fnp.take_along_axis(x, fnp.broadcast_to(idx, idx.shape[:2] + x.shape[2:]), axis=0)
+
+
+def _run_direction(step, carry0, xs, lens, reverse):
+    """Scan ``step(carry, x_t) -> (carry, y_t)`` over the time axis of ``xs`` (seq, batch,
+    ...), keeping each batch entry's state past its length in ``lens`` (None: all full)."""
+    seq = xs.shape[0]
+    if lens is None:
+        def body(carry, x):
+            return step(carry, x)
+        final, ys = lax.scan(body, carry0, xs, reverse=reverse)
+        return final, ys
+    lens = _a(lens).astype(np.int64)
+    t = fnp.arange(seq, dtype=np.int64)[:, None]
+    valid = t < lens[None, :]  # (seq, batch)
+    if reverse:  # each sequence read backwards from its own last element
+        idx = fnp.where(valid, lens[None, :] - 1 - t, t)
+        xs = _seq_gather(xs, idx)
+
+    def body(carry, inp):
+        x, m = inp
+        new, y = step(carry, x)
+        m = m[:, None]
+        new = tuple(fnp.where(m, n, o) for n, o in zip(new, carry))
+        return new, fnp.where(m, y, fnp.zeros((), y.dtype))
+    final, ys = lax.scan(body, carry0, (xs, valid))
+    if reverse:
+        ys = _seq_gather(ys, idx)
+    return final, ys
+
+
+def _recurrent(node, kind, X, W, R, B, lens, h0, c0=None, P=None):
+    ngates = {"RNN": 1, "GRU": 3, "LSTM": 4}[kind]
+    direction = node.attr("direction", "forward")
+    num_dir = 2 if direction == "bidirectional" else 1
+    if direction not in ("forward", "reverse", "bidirectional"):
+        raise node.error(f"direction {direction!r} is not forward, reverse or bidirectional")
+    layout = node.attr("layout", 0)
+    X, W, R = _a(X), _a(W), _a(R)
+    dt = X.dtype
+    if layout:
+        X = fnp.swapaxes(X, 0, 1)
+        h0 = None if h0 is None else fnp.swapaxes(_a(h0), 0, 1)
+        c0 = None if c0 is None else fnp.swapaxes(_a(c0), 0, 1)
+    hidden = node.attr("hidden_size", None) or R.shape[-1]
+    batch = X.shape[1]
+    clip = node.attr("clip", None)
+    defaults = {"RNN": ["Tanh"], "GRU": ["Sigmoid", "Tanh"],
+                "LSTM": ["Sigmoid", "Tanh", "Tanh"]}[kind]
+    acts = _activations(node, len(defaults), num_dir, defaults)
+    lbr = node.attr("linear_before_reset", 0) if kind == "GRU" else 0
+    input_forget = node.attr("input_forget", 0) if kind == "LSTM" else 0
+
+    def cl(v):
+        return v if clip is None else fnp.clip(v, -clip, clip)
+
+    ys, hs, cs = [], [], []
+    for d in range(num_dir):
+        Wd, Rd = W[d], R[d]
+        Bd = (_a(B)[d] if B is not None else fnp.zeros((2 * ngates * hidden,), dt))
+        wb, rb = Bd[:ngates * hidden], Bd[ngates * hidden:]
+        xw = fnp.einsum("tbi,gi->tbg", X, Wd) + wb  # every step's input projection at once
+        h = _a(h0)[d] if h0 is not None else fnp.zeros((batch, hidden), dt)
+        f = acts[d]
+        if kind == "RNN":
+            def step(carry, x, Rd=Rd, rb=rb, f=f):
+                (h,) = carry
+                hn = f[0](cl(x + h @ Rd.T + rb))
+                return (hn,), hn
+            carry0 = (h,)
+        elif kind == "GRU":
+            def step(carry, x, Rd=Rd, rb=rb, f=f):
+                (h,) = carry
+                H = hidden
+                xz, xr, xh = x[:, :H], x[:, H:2 * H], x[:, 2 * H:]
+                hzr = h @ Rd[:2 * H].T + rb[:2 * H]
+                z = f[0](cl(xz + hzr[:, :H]))
+                r = f[0](cl(xr + hzr[:, H:]))
+                if lbr:
+                    hh = f[1](cl(xh + r * (h @ Rd[2 * H:].T + rb[2 * H:])))
+                else:
+                    hh = f[1](cl(xh + (r * h) @ Rd[2 * H:].T + rb[2 * H:]))
+                hn = (1 - z) * hh + z * h
+                return (hn,), hn
+            carry0 = (h,)
+        else:
+            c = _a(c0)[d] if c0 is not None else fnp.zeros((batch, hidden), dt)
+            if P is not None:
+                Pd = _a(P)[d]
+                pi, po, pf = Pd[:hidden], Pd[hidden:2 * hidden], Pd[2 * hidden:]
+            else:
+                pi = po = pf = None
+
+            def step(carry, x, Rd=Rd, rb=rb, f=f, pi=pi, po=po, pf=pf):
+                h, c = carry
+                H = hidden
+                g = x + h @ Rd.T + rb
+                gi, go, gf, gc = g[:, :H], g[:, H:2 * H], g[:, 2 * H:3 * H], g[:, 3 * H:]
+                if pi is not None:
+                    gi, gf = gi + pi * c, gf + pf * c
+                i = f[0](cl(gi))
+                fg = (1 - i) if input_forget else f[0](cl(gf))
+                cn = fg * c + i * f[1](cl(gc))
+                if po is not None:
+                    go = go + po * cn
+                o = f[0](cl(go))
+                hn = o * f[2](cn)
+                return (hn, cn), hn
+            carry0 = (h, c)
+        reverse = direction == "reverse" or d == 1
+        final, y = _run_direction(step, carry0, xw, lens, reverse)
+        ys.append(y)
+        hs.append(final[0])
+        if kind == "LSTM":
+            cs.append(final[1])
+    Y = fnp.stack(ys, axis=1).astype(dt)  # (seq, dirs, batch, hidden)
+    Y_h = fnp.stack(hs).astype(dt)
+    Y_c = fnp.stack(cs).astype(dt) if cs else None
+    if layout:
+        Y = fnp.transpose(Y, (2, 0, 1, 3))
+        Y_h = fnp.swapaxes(Y_h, 0, 1)
+        Y_c = None if Y_c is None else fnp.swapaxes(Y_c, 0, 1)
+    return (Y, Y_h) if kind != "LSTM" else (Y, Y_h, Y_c)
+
+
+@op("RNN")
+def rnn(node, X, W, R, B=None, sequence_lens=None, initial_h=None):
+    return _recurrent(node, "RNN", X, W, R, B, sequence_lens, initial_h)
+
+
+@op("GRU")
+def gru(node, X, W, R, B=None, sequence_lens=None, initial_h=None):
+    return _recurrent(node, "GRU", X, W, R, B, sequence_lens, initial_h)
+
+
+@op("LSTM")
+def lstm(node, X, W, R, B=None, sequence_lens=None, initial_h=None, initial_c=None, P=None):
+    return _recurrent(node, "LSTM", X, W, R, B, sequence_lens, initial_h, initial_c, P)
