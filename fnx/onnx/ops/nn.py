@@ -485,3 +485,237 @@ def dropout(node, x, ratio=None, training_mode=None):
     if len(outs) > 1 and outs[1]:
         return x, fnp.ones(x.shape, mask_dt)
     return x
+
+
+# --- resizing -------------------------------------------------------------------------------
+
+def _keys(d, a):
+    """The cubic convolution kernel (Keys, coefficient ``a``) at distances ``d``."""
+    d = np.abs(d)
+    near = ((a + 2) * d - (a + 3)) * d * d + 1
+    far = ((a * d - 5 * a) * d + 8 * a) * d - 4 * a
+    return np.where(d <= 1, near, np.where(d < 2, far, 0.0))
+
+
+def _resize_coeffs(mode, ratio, scale, nearest_mode, cubic_a, antialias):
+    """Per output position (``ratio`` is its fractional source offset in (0, 1]): the
+    offsets of its taps from the floor of the source coordinate (as the first tap's
+    offset) and their weights."""
+    r = ratio[:, None]
+    if mode == "nearest":
+        if nearest_mode == "round_prefer_floor":
+            up = r > 0.5
+        elif nearest_mode == "round_prefer_ceil":
+            up = r >= 0.5
+        elif nearest_mode == "floor":
+            up = np.zeros_like(r, bool)
+        elif nearest_mode == "ceil":
+            up = np.ones_like(r, bool)
+        else:
+            raise ValueError(nearest_mode)
+        up = up | (r == 1)
+        return np.concatenate([~up, up], 1).astype(np.float64), 0
+    if mode == "linear":
+        if antialias and scale < 1:
+            start = int(np.floor(-1 / scale) + 1)
+            taps = np.arange(start, 2 - start)[None, :]
+            w = np.clip(1 - np.abs((taps - r) * scale), 0, 1)
+            return w / w.sum(1, keepdims=True), start
+        return np.concatenate([1 - r, r], 1), 0
+    # cubic
+    s = min(scale, 1.0) if antialias else 1.0
+    start = int(np.floor(-2 / s) + 1)
+    taps = np.arange(start, 2 - start)[None, :]
+    w = _keys((taps - r) * s, cubic_a)
+    if antialias:
+        w = w / w.sum(1, keepdims=True)
+    return w, start
+
+
+def _source_coords(ctm, n_in, n_out, scale, roi):
+    """Each output index's coordinate in the input, and which fall outside (for
+    tf_crop_and_resize's extrapolation), per ONNX's coordinate_transformation_mode."""
+    y = np.arange(n_out, dtype=np.float64)
+    width = scale * n_in  # ONNX's output_width: not rounded
+    out_of_range = None
+    if ctm == "align_corners":
+        x = np.zeros(n_out) if width == 1 else y * (n_in - 1) / (width - 1)
+    elif ctm == "asymmetric":
+        x = y / scale
+    elif ctm == "tf_crop_and_resize":
+        lo, hi = roi
+        if width == 1:
+            x = np.full(n_out, (hi - lo) * (n_in - 1) / 2)
+        else:
+            x = y * (hi - lo) * (n_in - 1) / (width - 1)
+        x = x + lo * (n_in - 1)
+        out_of_range = (x < 0) | (x > n_in - 1)
+    elif ctm == "pytorch_half_pixel":
+        x = np.full(n_out, -0.5) if width == 1 else (y + 0.5) / scale - 0.5
+    elif ctm == "half_pixel":
+        x = (y + 0.5) / scale - 0.5
+    elif ctm == "half_pixel_symmetric":
+        offset = n_in / 2 * (1 - n_out / width)
+        x = offset + (y + 0.5) / scale - 0.5
+    elif ctm == "tf_half_pixel_for_nn":
+        x = (y + 0.5) / scale
+    else:
+        raise ValueError(ctm)
+    return x, out_of_range
+
+
+def _resize_axis(x, axis, n_out, scale, roi, cfg):
+    """``x`` resized along ``axis`` to ``n_out``: a static gather of each output's taps
+    (edge-clamped) and, but for nearest, their weighted sum."""
+    n_in = x.shape[axis]
+    src, outside = _source_coords(cfg["ctm"], n_in, n_out, scale, roi)
+    base = np.floor(src)
+    ratio = np.where(src == base, 1.0, src - base)
+    w, start = _resize_coeffs(cfg["mode"], ratio, scale, cfg["nearest_mode"],
+                              cfg["cubic_a"], cfg["antialias"])
+    ntap = w.shape[1]
+    # taps: start .. start+ntap-1 from floor(src), one lower where src is an integer
+    # (its ratio is 1 then)
+    first = base.astype(np.int64) + start - (ratio == 1)
+    idx = first[:, None] + np.arange(ntap)[None, :]
+    if cfg["exclude_outside"]:
+        w = np.where((idx < 0) | (idx >= n_in), 0.0, w)
+        tot = w.sum(1, keepdims=True)
+        w = w / np.where(tot == 0, 1.0, tot)
+    idx = np.clip(idx, 0, n_in - 1)
+    if cfg["mode"] == "nearest":
+        y = fnp.take(x, idx[np.arange(n_out), np.argmax(w, 1)], axis=axis)
+    else:
+        cdt = x.dtype if _is_float(x.dtype) else np.float64
+        g = fnp.take(x.astype(cdt), idx.reshape(-1), axis=axis)
+        g = fnp.reshape(g, x.shape[:axis] + (n_out, ntap) + x.shape[axis + 1:])
+        wshape = (n_out, ntap) + (1,) * (x.ndim - axis - 1)
+        y = fnp.sum(g * fnp.asarray(w.reshape(wshape), cdt), axis=axis + 1)
+    if outside is not None and outside.any():
+        mshape = (n_out,) + (1,) * (x.ndim - axis - 1)
+        y = fnp.where(outside.reshape(mshape), _s(y, cfg["extrapolation"]), y)
+    return y
+
+
+def _resize(node, x, cfg, scales=None, sizes=None, roi=None, axes=None):
+    x = _a(x)
+    r = x.ndim
+    axes = list(range(r)) if axes is None else [a % r for a in axes]
+    if len(set(axes)) != len(axes):
+        raise node.error(f"axes {axes} repeat an axis")
+    if sizes is not None:
+        sizes = [int(v) for v in np.asarray(sizes).reshape(-1)]
+        if len(sizes) != len(axes):
+            raise node.error(f"sizes {sizes} need one entry per resized axis ({len(axes)})")
+        scl = [sizes[i] / x.shape[a] for i, a in enumerate(axes)]
+        policy = cfg["policy"]
+        if policy != "stretch":
+            if policy not in ("not_larger", "not_smaller"):
+                raise node.error(f"keep_aspect_ratio_policy={policy!r} is not an ONNX value")
+            s = min(scl) if policy == "not_larger" else max(scl)
+            scl = [s] * len(axes)
+            sizes = [int(s * x.shape[a] + 0.5) for a in axes]
+    elif scales is not None:
+        scl = [float(v) for v in np.asarray(scales, np.float64).reshape(-1)]
+        if len(scl) != len(axes):
+            raise node.error(f"scales {scl} need one entry per resized axis ({len(axes)})")
+        if any(s <= 0 for s in scl):
+            raise node.error(f"scales {scl} must be positive")
+        sizes = [int(math.floor(s * x.shape[a])) for s, a in zip(scl, axes)]
+    else:
+        raise node.error("Resize needs scales or sizes")
+    if roi is not None:
+        roi = [float(v) for v in np.asarray(roi, np.float64).reshape(-1)]
+        if len(roi) == 2 * r and len(axes) != r:
+            roi = [roi[a] for a in axes] + [roi[r + a] for a in axes]
+        if len(roi) != 2 * len(axes):
+            roi = None if cfg["ctm"] != "tf_crop_and_resize" else roi
+    if cfg["ctm"] == "tf_crop_and_resize" and roi is None:
+        raise node.error("coordinate_transformation_mode tf_crop_and_resize needs roi")
+    n = len(axes)
+    for i, (a, s, o) in enumerate(zip(axes, scl, sizes)):
+        ax_roi = None if roi is None else (roi[i], roi[n + i])
+        if o == x.shape[a] and math.isclose(s, 1.0) and (
+                ax_roi is None or (math.isclose(ax_roi[0], 0) and math.isclose(ax_roi[1], 1))):
+            continue
+        if o == 0:
+            x = fnp.zeros(x.shape[:a] + (0,) + x.shape[a + 1:], x.dtype)
+            continue
+        x = _resize_axis(x, a, o, s, ax_roi, cfg)
+    return x
+
+
+def _resize_out(x, y):
+    dt = np.dtype(_a(x).dtype)
+    if y.dtype == dt:
+        return y
+    if dt.kind in "iu":
+        info = np.iinfo(dt)
+        y = fnp.clip(fnp.rint(y), info.min, info.max)
+    return y.astype(dt)
+
+
+def _str_attr(node, name, default):
+    v = node.attr(name, default)
+    return v.decode() if isinstance(v, bytes) else v
+
+
+@op("Resize", static=(1, 2, 3))
+def resize(node, x, roi=None, scales=None, sizes=None):
+    opset = node.opset or 19
+    mode = _str_attr(node, "mode", "nearest")
+    if mode not in ("nearest", "linear", "cubic"):
+        raise node.error(f"mode={mode!r} is not nearest, linear or cubic")
+    if opset < 11:  # Resize-10: (X, scales), asymmetric coordinates, floor
+        scales, roi = roi, None
+        cfg = dict(mode=mode, ctm="asymmetric", nearest_mode="floor", cubic_a=-0.75,
+                   antialias=False, exclude_outside=False, extrapolation=0.0,
+                   policy="stretch")
+        return _resize_out(x, _resize(node, x, cfg, scales=scales))
+    cfg = dict(mode=mode,
+               ctm=_str_attr(node, "coordinate_transformation_mode", "half_pixel"),
+               nearest_mode=_str_attr(node, "nearest_mode", "round_prefer_floor"),
+               cubic_a=float(node.attr("cubic_coeff_a", -0.75)),
+               antialias=bool(node.attr("antialias", 0)) if opset >= 18 else False,
+               exclude_outside=bool(node.attr("exclude_outside", 0)),
+               extrapolation=float(node.attr("extrapolation_value", 0.0)),
+               policy=_str_attr(node, "keep_aspect_ratio_policy", "stretch")
+               if opset >= 18 else "stretch")
+    if cfg["ctm"] not in ("half_pixel", "half_pixel_symmetric", "pytorch_half_pixel",
+                          "align_corners", "asymmetric", "tf_crop_and_resize",
+                          "tf_half_pixel_for_nn"):
+        raise node.error(f"coordinate_transformation_mode={cfg['ctm']!r} is not an ONNX "
+                         "mode")
+    if cfg["nearest_mode"] not in ("round_prefer_floor", "round_prefer_ceil", "floor",
+                                   "ceil"):
+        raise node.error(f"nearest_mode={cfg['nearest_mode']!r} is not an ONNX mode")
+    if mode == "nearest" and cfg["antialias"]:
+        raise node.error("antialias applies to linear and cubic modes, not nearest")
+    axes = node.attr("axes", None) if opset >= 18 else None
+    if scales is not None and np.size(scales) == 0:
+        scales = None
+    if sizes is not None and np.size(sizes) == 0:
+        sizes = None
+    if roi is not None and np.size(roi) == 0:
+        roi = None
+    if scales is not None and sizes is not None:
+        raise node.error("only one of scales and sizes may be given")
+    return _resize_out(x, _resize(node, x, cfg, scales=scales, sizes=sizes, roi=roi,
+                                  axes=axes))
+
+
+@op("Upsample", static=(1,))
+def upsample(node, x, scales=None):
+    mode = _str_attr(node, "mode", "nearest")
+    if mode == "bilinear":
+        mode = "linear"
+    if mode not in ("nearest", "linear"):
+        raise node.error(f"mode={mode!r} is not nearest or linear")
+    if scales is None:
+        scales = node.attr("scales", None)
+        if scales is None:
+            raise node.error("Upsample needs scales (an attribute before opset 9, an input "
+                             "since)")
+    cfg = dict(mode=mode, ctm="asymmetric", nearest_mode="floor", cubic_a=-0.75,
+               antialias=False, exclude_outside=False, extrapolation=0.0, policy="stretch")
+    return _resize_out(x, _resize(node, x, cfg, scales=np.asarray(scales, np.float64)))
