@@ -74,7 +74,8 @@ def transformer_layer(dtype=np.float32, batch=2, seq=16, d_model=64, heads=4, d_
     batch_first=True)`` in evaluation mode as ``torch.onnx.export`` writes it: fused
     in-projection, heads split by Reshape/Transpose with the batch and sequence sizes
     read by Shape/Gather, scaled dot-product attention with Softmax, exact GELU through
-    Erf, post-norm LayerNormalization."""
+    Erf, post-norm LayerNormalization (its statistics in the model's precision,
+    ``stash_type``, so the float64 model is float64 throughout)."""
     onnx, helper, nh = _h()
     rng = np.random.default_rng(seed)
     et = helper.np_dtype_to_tensor_dtype(np.dtype(dtype))
@@ -128,7 +129,7 @@ def transformer_layer(dtype=np.float32, batch=2, seq=16, d_model=64, heads=4, d_
         n("Add", ["/sa0", "self_attn.out_proj.bias"], ["/sa"]),
         n("Add", ["src", "/sa"], ["/res1"]),
         n("LayerNormalization", ["/res1", "norm1.weight", "norm1.bias"], ["/x1"], axis=-1,
-          epsilon=1e-5),
+          epsilon=1e-5, stash_type=et),
         n("MatMul", ["/x1", "linear1.weight_T"], ["/ff0"]),
         n("Add", ["/ff0", "linear1.bias"], ["/ff1"]),
         n("Div", ["/ff1", "/sqrt2"], ["/g0"]),
@@ -140,7 +141,7 @@ def transformer_layer(dtype=np.float32, batch=2, seq=16, d_model=64, heads=4, d_
         n("Add", ["/ff2", "linear2.bias"], ["/ff"]),
         n("Add", ["/x1", "/ff"], ["/res2"]),
         n("LayerNormalization", ["/res2", "norm2.weight", "norm2.bias"], ["output"], axis=-1,
-          epsilon=1e-5),
+          epsilon=1e-5, stash_type=et),
     ]
     shape = ["batch", "seq", d]
     model = _finish(nodes, [helper.make_tensor_value_info("src", et, shape)],

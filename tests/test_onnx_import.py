@@ -228,7 +228,7 @@ def test_static_input_computed_from_data_is_a_clear_error():
     # Reshape's shape from the data itself: not known while tracing
     nodes = [helper.make_node("Cast", ["s"], ["si"], to=T.INT64),
              helper.make_node("Reshape", ["x", "si"], ["y"], name="reshape_by_data")]
-    model = _model(nodes, [_vi("x", [6]), _vi("s", [2])], [_vi("y", None)])
+    model = _model(nodes, [_vi("x", [6]), _vi("s", [2])], [_vi("y", ["a", "b"])])
     f, p = fnx.onnx.to_function(model)
     with pytest.raises(OnnxImportError, match="reshape_by_data.*input 1.*must be known"):
         fnx.jit(f)(p, np.arange(6, dtype=np.float32), np.array([2, 3], np.float32))

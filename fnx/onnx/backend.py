@@ -29,9 +29,9 @@ class BackendRep:
     """A prepared model: ``run(inputs)`` (a list in the graph's input order, or a dict by
     name) returns the outputs, a list of NumPy arrays (lists of them for sequences)."""
 
-    def __init__(self, model, use_jit=True):
+    def __init__(self, model, use_jit=True, check=True):
         with enable_x64(True):
-            self.program = _Program(read_model(model))
+            self.program = _Program(read_model(model, check))
             self.params = dict(self.program.params)
             self.states = dict(self.program.states)
         self._jitted = jit(self._apply) if use_jit else None
@@ -85,12 +85,12 @@ def run_node(node, inputs, device="CPU", outputs_info=None, **kwargs):
     names = [n for n in node.input if n]
     ins = [helper.make_tensor_value_info(n, helper.np_dtype_to_tensor_dtype(
         np.asarray(v).dtype), np.shape(v)) for n, v in zip(names, vals)]
-    outs = [helper.make_tensor_value_info(n, onnx.TensorProto.UNDEFINED, None)
-            for n in node.output if n]
+    outs = [helper.make_empty_tensor_value_info(n) for n in node.output if n]
     graph = helper.make_graph([node], "run_node", ins, outs)
     model = helper.make_model(graph, opset_imports=[helper.make_opsetid(
         node.domain or "", onnx.defs.onnx_opset_version())])
-    return BackendRep(model).run([np.asarray(v) for v in vals])
+    # the outputs' types are unknown here, which onnx.checker refuses: not checked
+    return BackendRep(model, check=False).run([np.asarray(v) for v in vals])
 
 
 def supports_device(device):

@@ -340,12 +340,17 @@ def export_ir(ir: IR, *, opset: int = DEFAULT_OPSET, input_names=None, output_na
             raise ValueError(f"initializer {input_names[i]!r}: value of shape {arr.shape} for "
                              f"an input of shape {tuple(ir.invars[i].aval.shape)}")
         weights.append(onnx.numpy_helper.from_array(arr, input_names[i]))
+    consts = list(ctx.initializers)
+    nodes = list(ctx.nodes)
+    if stored:  # the model's initializers are its weights; the exporter's constants are nodes
+        nodes = [onnx.helper.make_node("Constant", [], [t.name], value=t) for t in consts] + nodes
+        consts = []
     graph = onnx.helper.make_graph(
-        ctx.nodes, name,
+        nodes, name,
         [_value_info(n, v.aval) for i, (n, v) in enumerate(zip(input_names, ir.invars))
          if i not in stored],
         [_value_info(n, v.aval) for n, v in zip(output_names, ir.outvars)],
-        initializer=weights + list(ctx.initializers), value_info=value_info)
+        initializer=weights + consts, value_info=value_info)
     opsets = [onnx.helper.make_opsetid("", opset)] + [
         onnx.helper.make_opsetid(d, v) for d, v in sorted(ctx.domains.items())]
     from .._version import __version__ as fnx_version

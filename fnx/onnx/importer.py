@@ -6,10 +6,11 @@ function body for every operator) and never runs code from it. The initializers 
 sorted by how the graph uses them:
 
 * **params**: floating-point initializers used as data (weights, biases, embeddings);
-* **states**: BatchNormalization running statistics, and other initializers used as
-  data (integer tables, masks);
-* **constants**: initializers used only where a value must be known while tracing (a
-  ``Reshape``'s shape, a ``Resize``'s scales): part of the program, not of the pytree.
+* **states**: BatchNormalization running statistics;
+* **constants**: integer and boolean initializers (shapes, indices, masks: shape
+  arithmetic folds through them while tracing) and initializers used only where a value
+  must be known while tracing (a ``Resize``'s scales): part of the program, kept in
+  ``OnnxModule.model``, not leaves of the pytree.
 """
 from __future__ import annotations
 
@@ -26,8 +27,9 @@ __all__ = ["load", "to_function", "OnnxModule", "read_model"]
 _STATE_SLOTS = {("BatchNormalization", 3), ("BatchNormalization", 4)}
 
 
-def read_model(model):
-    """A checked ``ModelProto`` from a path, bytes or a ``ModelProto``."""
+def read_model(model, check=True):
+    """A ``ModelProto`` from a path, bytes or a ``ModelProto``, checked by
+    ``onnx.checker`` unless ``check=False``."""
     onnx = _onnx()
     if isinstance(model, onnx.ModelProto):
         proto = model
@@ -45,6 +47,8 @@ def read_model(model):
         except Exception as e:
             raise OnnxModelError(f"fnx.onnx.load: {model!r} is not a readable ONNX model "
                                  f"({type(e).__name__}: {e})") from None
+    if not check:
+        return proto
     try:
         onnx.checker.check_model(proto)
     except onnx.checker.ValidationError as e:
@@ -58,7 +62,6 @@ class _Program:
     and the declared types of its inputs."""
 
     def __init__(self, proto, outputs=None):
-        onnx = _onnx()
         self.proto = proto
         self.ctx = ModelContext.of(proto)
         g = proto.graph
@@ -81,14 +84,11 @@ class _Program:
         for name, value in inits.items():
             if name in state_use:
                 self.states[name] = value
-            elif name in data_use and np.issubdtype(value.dtype, np.floating):
+            elif name in data_use and np.issubdtype(value.dtype, np.inexact):
                 self.params[name] = value
-            elif name in data_use:
-                self.states[name] = value
             else:
                 self.constants[name] = value
         self.graph.constants = self.constants
-        del onnx
 
     def check_inputs(self, inputs):
         """Inputs as fnx arrays, checked against the declared types and shapes (symbolic
