@@ -10,8 +10,6 @@ computed trip count) runs only where those values are known: under ``jit`` it ra
 """
 from __future__ import annotations
 
-import sys
-
 import numpy as np
 
 from ... import lax
@@ -27,21 +25,6 @@ class NeedsKnownValuesError(UnsupportedOnnxOpError, ConcretizationError):
 
 def _a(x):
     return fnp.asarray(x)
-
-
-def _scope(node):
-    """The values of the scope ``node`` runs in (its subgraphs read them)."""
-    s = getattr(node, "scope", None)
-    if s is not None:
-        return s
-    # the interpreter does not hand the scope to handlers: find the Node.run call
-    f = sys._getframe(1)
-    while f is not None:
-        loc = f.f_locals
-        if loc.get("self") is node and "scope" in loc:
-            return loc["scope"]
-        f = f.f_back
-    return None
 
 
 def _run_graph(node, name, values, scope):
@@ -74,9 +57,8 @@ def _scalar_bool(x):
 
 # --- If ----------------------------------------------------------------------------------------
 
-@op("If")
-def if_(node, cond):
-    scope = _scope(node)
+@op("If", scope=True)
+def if_(node, cond, scope=None):
     c = known(cond)
     if c is not None:
         branch = "then_branch" if bool(np.asarray(c).reshape(())) else "else_branch"
@@ -128,9 +110,8 @@ def _is_tensor(v):
     return v is not None and not isinstance(v, (list, tuple))
 
 
-@op("Loop")
-def loop(node, M, cond, *carried):
-    scope = _scope(node)
+@op("Loop", scope=True)
+def loop(node, M, cond, *carried, scope=None):
     g = node.subgraph("body")
     n_carry = len(carried)
     n_scan = len(g.outputs) - 1 - n_carry
@@ -250,9 +231,8 @@ def _empty_scan_output(g, index):
 
 # --- Scan --------------------------------------------------------------------------------------
 
-@op("Scan")
-def scan(node, *args):
-    scope = _scope(node)
+@op("Scan", scope=True)
+def scan(node, *args, scope=None):
     g = node.subgraph("body")
     n_in = node.attr("num_scan_inputs")
     if node.opset is not None and node.opset < 9:
@@ -499,3 +479,131 @@ def gru(node, X, W, R, B=None, sequence_lens=None, initial_h=None):
 @op("LSTM")
 def lstm(node, X, W, R, B=None, sequence_lens=None, initial_h=None, initial_c=None, P=None):
     return _recurrent(node, "LSTM", X, W, R, B, sequence_lens, initial_h, initial_c, P)
+
+
+# --- sequences (Python lists of arrays) and optionals (None when empty) ------------------------
+
+def _index(node, seq, pos, what, extra=0):
+    """A position in ``seq`` as a Python int (negative counts from the end); ``extra``
+    widens the valid range (SequenceInsert may insert at len)."""
+    k = known(pos)
+    if k is None:
+        raise node.error(f"the {what} position must be known when the model is traced",
+                         NeedsKnownValuesError)
+    i = int(np.asarray(k).reshape(()))
+    n = len(seq)
+    if not -n <= i < n + extra:
+        raise node.error(f"position {i} is out of range for a sequence of {n} tensors")
+    return i + n if i < 0 else i
+
+
+@op("SequenceConstruct")
+def sequence_construct(node, *xs):
+    return [_a(x) for x in xs]
+
+
+@op("SequenceEmpty")
+def sequence_empty(node):
+    return []
+
+
+@op("SequenceLength")
+def sequence_length(node, seq):
+    return np.asarray(len(seq), np.int64)
+
+
+@op("SequenceAt")
+def sequence_at(node, seq, pos):
+    k = known(pos)
+    if k is None and seq and len({(tuple(_a(x).shape), _a(x).dtype) for x in seq}) == 1:
+        # a traced position into tensors of one type: index their stack
+        n = len(seq)
+        i = fnp.reshape(_a(pos), ()).astype(np.int64)
+        return fnp.stack([_a(x) for x in seq])[fnp.where(i < 0, i + n, i)]
+    return _a(seq[_index(node, seq, pos, "SequenceAt")])
+
+
+@op("SequenceInsert")
+def sequence_insert(node, seq, tensor, position=None):
+    out = list(seq)
+    if position is None:
+        out.append(_a(tensor))
+    else:
+        out.insert(_index(node, seq, position, "insert", extra=1), _a(tensor))
+    return out
+
+
+@op("SequenceErase")
+def sequence_erase(node, seq, position=None):
+    out = list(seq)
+    del out[-1 if position is None else _index(node, seq, position, "erase")]
+    return out
+
+
+@op("SplitToSequence")
+def split_to_sequence(node, x, split=None):
+    x = _a(x)
+    if split is not None:  # it sets the shapes of the parts: known, else eagerly
+        split = known(split)
+        if split is None:
+            raise _needs_values(node, "its split sizes are computed from the model's inputs "
+                                "and set the shapes of the parts")
+    axis = node.attr("axis", 0) % max(x.ndim, 1)
+    dim = x.shape[axis]
+    if split is None:
+        sizes = [1] * dim
+    elif np.ndim(split) == 0:
+        n = int(split)
+        sizes = [n] * (dim // n) + ([dim % n] if dim % n else [])
+    else:
+        sizes = [int(s) for s in np.asarray(split).reshape(-1)]
+    if sum(sizes) != dim:
+        raise node.error(f"split sizes {sizes} do not add up to the axis length {dim}")
+    bounds = np.cumsum(sizes)[:-1].tolist()
+    parts = fnp.split(x, bounds, axis=axis) if sizes else []
+    if split is None and not node.attr("keepdims", 1):
+        parts = [fnp.squeeze(p, axis) for p in parts]
+    return list(parts)
+
+
+@op("ConcatFromSequence")
+def concat_from_sequence(node, seq):
+    xs = [_a(x) for x in seq]
+    axis = node.attr("axis")
+    if node.attr("new_axis", 0):
+        return fnp.stack(xs, axis=axis % (xs[0].ndim + 1))
+    return fnp.concatenate(xs, axis=axis % xs[0].ndim)
+
+
+@op("SequenceMap", scope=True)
+def sequence_map(node, seq, *extra, scope=None):
+    g = node.subgraph("body")
+    seqs = [seq] + [e for e in extra]
+    n = len(seq)
+    for s in seqs:
+        if isinstance(s, (list, tuple)) and len(s) != n:
+            raise node.error(f"the input sequences have different lengths ({n} and "
+                             f"{len(s)})")
+    outs = [[] for _ in g.outputs]
+    for i in range(n):
+        args = [s[i] if isinstance(s, (list, tuple)) else s for s in seqs]
+        for o, v in zip(outs, g.run(dict(zip(g.inputs, args)), outer=scope)):
+            o.append(_a(v))
+    return tuple(outs)
+
+
+@op("Optional")
+def optional(node, x=None):
+    return x
+
+
+@op("OptionalHasElement")
+def optional_has_element(node, x=None):
+    return np.asarray(x is not None)
+
+
+@op("OptionalGetElement")
+def optional_get_element(node, x):
+    if x is None:
+        raise node.error("the optional is empty", UnsupportedOnnxOpError)
+    return x
