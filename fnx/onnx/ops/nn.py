@@ -719,3 +719,125 @@ def upsample(node, x, scales=None):
     cfg = dict(mode=mode, ctm="asymmetric", nearest_mode="floor", cubic_a=-0.75,
                antialias=False, exclude_outside=False, extrapolation=0.0, policy="stretch")
     return _resize_out(x, _resize(node, x, cfg, scales=np.asarray(scales, np.float64)))
+
+
+# --- sampling -------------------------------------------------------------------------------
+
+def _reflect(v, lo, hi):
+    """``v`` reflected at the borders ``lo`` and ``hi`` until it lies between them."""
+    rng = hi - lo
+    if rng <= 0:
+        return fnp.full_like(v, lo)
+    below = v < lo
+    d = fnp.where(below, lo - v, v - hi)
+    n = fnp.floor(d / _s(v, rng))
+    r = d - n * _s(v, rng)
+    even = fnp.mod(n, _s(v, 2)) == 0
+    from_lo, from_hi = _s(v, lo) + r, _s(v, hi) - r
+    refl = fnp.where(below, fnp.where(even, from_lo, from_hi),
+                     fnp.where(even, from_hi, from_lo))
+    return fnp.where((v < lo) | (v > hi), refl, v)
+
+
+@op("GridSample")
+def grid_sample(node, x, grid):
+    x, grid = _a(x), _a(grid)
+    mode = _str_attr(node, "mode", "linear" if (node.opset or 22) >= 20 else "bilinear")
+    mode = {"bilinear": "linear", "bicubic": "cubic"}.get(mode, mode)
+    pad_mode = _str_attr(node, "padding_mode", "zeros")
+    align = bool(node.attr("align_corners", 0))
+    if mode not in ("nearest", "linear", "cubic"):
+        raise node.error(f"mode={mode!r} is not an ONNX GridSample mode")
+    if pad_mode not in ("zeros", "border", "reflection"):
+        raise node.error(f"padding_mode={pad_mode!r} is not zeros, border or reflection")
+    n, c = x.shape[:2]
+    dims = x.shape[2:]
+    nd = len(dims)
+    if grid.ndim != nd + 2 or grid.shape[-1] != nd or grid.shape[0] != n:
+        raise node.error(f"grid of shape {grid.shape} does not fit an input of shape "
+                         f"{x.shape}")
+    out_sp = grid.shape[1:-1]
+    q = int(np.prod(out_sp))
+    cdt = grid.dtype if _is_float(grid.dtype) else np.float32
+    g = fnp.reshape(grid.astype(cdt), (n, q, nd))
+    coords, borders = [], []
+    for i, d in enumerate(dims):
+        v = g[..., nd - 1 - i]  # the grid's last entry is the first spatial dim's
+        v = (v + 1) / 2 * (d - 1) if align else ((v + 1) * d - 1) / 2
+        if mode == "nearest":
+            v = fnp.rint(v)
+        lo, hi = (0.0, d - 1.0) if align else (-0.5, d - 0.5)
+        if pad_mode == "border":
+            v = fnp.where((v < lo) | (v > hi), fnp.clip(v, 0, d - 1), v)
+        elif pad_mode == "reflection":
+            v = _reflect(v, lo, hi)
+        coords.append(v)
+        borders.append((lo, hi))
+    # the taps of each dim: integer positions and weights
+    taps = []
+    for v in coords:
+        if mode == "nearest":
+            taps.append([(v, fnp.ones_like(v))])
+            continue
+        f0 = fnp.floor(v)
+        t = v - f0
+        if mode == "linear":
+            taps.append([(f0, 1 - t), (f0 + 1, t)])
+        else:
+            a = -0.75
+            ws = [((a * (t + 1) - 5 * a) * (t + 1) + 8 * a) * (t + 1) - 4 * a,
+                  ((a + 2) * t - (a + 3)) * t * t + 1,
+                  ((a + 2) * (1 - t) - (a + 3)) * (1 - t) * (1 - t) + 1,
+                  ((a * (2 - t) - 5 * a) * (2 - t) + 8 * a) * (2 - t) - 4 * a]
+            taps.append([(f0 + k - 1, w) for k, w in enumerate(ws)])
+    xf = fnp.reshape(x, (n, c, -1))
+    strides = [int(np.prod(dims[i + 1:])) for i in range(nd)]
+    out = None
+    import itertools
+    for combo in itertools.product(*taps):
+        flat = None
+        weight = None
+        ok = None
+        for i, ((pos, w), d) in enumerate(zip(combo, dims)):
+            lo, hi = borders[i]
+            if pad_mode == "zeros":
+                inside = (pos >= 0) & (pos <= d - 1)
+                ok = inside if ok is None else ok & inside
+                idx = fnp.clip(pos, 0, d - 1)
+            elif pad_mode == "border":
+                idx = fnp.clip(pos, 0, d - 1)
+            else:
+                idx = fnp.clip(fnp.trunc(_reflect(pos, lo, hi)), 0, d - 1)
+            idx = idx.astype(np.int64) * strides[i]
+            flat = idx if flat is None else flat + idx
+            weight = w if weight is None else weight * w
+        if ok is not None:
+            weight = fnp.where(ok, weight, fnp.zeros_like(weight))
+        vals = fnp.take_along_axis(xf, fnp.broadcast_to(flat[:, None, :], (n, c, q)),
+                                   axis=2)
+        term = vals * weight[:, None, :].astype(x.dtype)
+        out = term if out is None else out + term
+    return fnp.reshape(out, (n, c) + tuple(out_sp))
+
+
+@op("AffineGrid", static=(1,))
+def affine_grid(node, theta, size):
+    theta = _a(theta)
+    size = [int(v) for v in np.asarray(size).reshape(-1)]
+    align = bool(node.attr("align_corners", 0))
+    sp = size[2:]
+    nd = len(sp)
+    if nd not in (2, 3) or theta.shape[1:] != (nd, nd + 1):
+        raise node.error(f"theta of shape {theta.shape} and size {size}: ONNX AffineGrid "
+                         "takes (N, 2, 3) with a 4-D size or (N, 3, 4) with a 5-D one")
+    axes = []
+    for d in sp:
+        if align:
+            a = np.linspace(-1.0, 1.0, d) if d > 1 else np.array([-1.0])
+        else:
+            a = (2.0 * np.arange(d) + 1) / d - 1
+        axes.append(a)
+    mesh = np.meshgrid(*axes, indexing="ij")  # per spatial dim, outermost first
+    base = np.stack(list(mesh[::-1]) + [np.ones(sp)], axis=-1).reshape(-1, nd + 1)
+    grid = fnp.einsum("qk,njk->nqj", fnp.asarray(base, theta.dtype), theta)
+    return fnp.reshape(grid, (theta.shape[0],) + tuple(sp) + (nd,))
