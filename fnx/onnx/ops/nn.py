@@ -841,3 +841,154 @@ def affine_grid(node, theta, size):
     base = np.stack(list(mesh[::-1]) + [np.ones(sp)], axis=-1).reshape(-1, nd + 1)
     grid = fnp.einsum("qk,njk->nqj", fnp.asarray(base, theta.dtype), theta)
     return fnp.reshape(grid, (theta.shape[0],) + tuple(sp) + (nd,))
+
+
+@op("DeformConv")
+def deform_conv(node, x, w, offset, b=None, mask=None):
+    import itertools
+    x, w, offset = _a(x), _a(w), _a(offset)
+    n, c = x.shape[:2]
+    dims = x.shape[2:]
+    nd = len(dims)
+    kernel = list(node.attr("kernel_shape", None) or w.shape[2:])
+    _k, strides, dil, pads = _spatial_attrs(node, nd, kernel)
+    group = int(node.attr("group", 1))
+    og = int(node.attr("offset_group", 1))
+    oc = w.shape[0]
+    out_sp = tuple(offset.shape[2:])
+    k = int(np.prod(kernel))
+    q = int(np.prod(out_sp))
+    if offset.shape[1] != og * k * nd or c % og or c % group or w.shape[1] * group != c:
+        raise node.error(f"offset {offset.shape}, weight {w.shape} and input {x.shape} do "
+                         f"not fit group={group}, offset_group={og}, kernel {kernel}")
+    # sampling positions: the regular grid of a convolution plus the learned offsets
+    kk = np.stack(np.meshgrid(*[np.arange(v) for v in kernel], indexing="ij"),
+                  -1).reshape(k, nd)
+    oo = np.stack(np.meshgrid(*[np.arange(v) for v in out_sp], indexing="ij"),
+                  -1).reshape(q, nd)
+    base = (oo[None, :, :] * np.asarray(strides) - np.asarray(pads[:nd])
+            + kk[:, None, :] * np.asarray(dil))  # (k, q, nd)
+    base = np.moveaxis(base, -1, 1)  # (k, nd, q)
+    cdt = x.dtype
+    pos = fnp.reshape(offset.astype(cdt), (n, og, k, nd, q)) + fnp.asarray(base, cdt)
+    xf = fnp.reshape(x, (n, og, c // og, -1))
+    strides_flat = [int(np.prod(dims[i + 1:])) for i in range(nd)]
+    sampled = None
+    lows = [fnp.floor(pos[:, :, :, i, :]) for i in range(nd)]
+    for corner in itertools.product((0, 1), repeat=nd):
+        flat, weight, ok = None, None, None
+        for i, bit in enumerate(corner):
+            p = pos[:, :, :, i, :]
+            idx = lows[i] + bit
+            wt = 1 - fnp.abs(p - idx)
+            inside = (idx >= 0) & (idx <= dims[i] - 1)
+            ok = inside if ok is None else ok & inside
+            ii = fnp.clip(idx, 0, dims[i] - 1).astype(np.int64) * strides_flat[i]
+            flat = ii if flat is None else flat + ii
+            weight = wt if weight is None else weight * wt
+        weight = fnp.where(ok, weight, fnp.zeros_like(weight))  # (n, og, k, q)
+        flat = fnp.reshape(flat, (n, og, 1, k * q))
+        vals = fnp.take_along_axis(xf, fnp.broadcast_to(flat, (n, og, c // og, k * q)),
+                                   axis=3)
+        term = fnp.reshape(vals, (n, og, c // og, k, q)) * weight[:, :, None]
+        sampled = term if sampled is None else sampled + term
+    if mask is not None:
+        sampled = sampled * fnp.reshape(_a(mask).astype(cdt), (n, og, 1, k, q))
+    cols = fnp.reshape(sampled, (n, group, c // group, k, q))
+    wg = fnp.reshape(w.astype(cdt), (group, oc // group, c // group, k))
+    y = fnp.einsum("ngckq,gock->ngoq", cols, wg)
+    y = fnp.reshape(y, (n, oc) + out_sp)
+    if b is not None:
+        y = y + _per_channel(_a(b).astype(cdt), y.ndim)
+    return y
+
+
+def _roi_axis(v, size):
+    """RoiAlign's bilinear taps along one axis: low and high indices and their weights,
+    and whether the sample lies near enough to the input to count."""
+    ok = (v >= -1.0) & (v <= size)
+    v = fnp.maximum(v, _s(v, 0))
+    lo = fnp.floor(v)
+    at_end = lo >= size - 1
+    lo = fnp.where(at_end, _s(v, size - 1), lo)
+    hi = fnp.where(at_end, lo, lo + 1)
+    v = fnp.where(at_end, lo, v)
+    frac = v - lo
+    return lo.astype(np.int64), hi.astype(np.int64), 1 - frac, frac, ok
+
+
+def _roi_align(x, rois, bidx, out_h, out_w, gh, gw, scale, half_pixel, mode):
+    h, w = x.shape[2:]
+    c = x.shape[1]
+    r = rois.shape[0]
+    off = 0.5 if half_pixel else 0.0
+    rois = rois.astype(x.dtype) * _s(x, scale) - _s(x, off)
+    x0, y0, x1, y1 = (rois[:, i] for i in range(4))
+    rw, rh = x1 - x0, y1 - y0
+    if not half_pixel:
+        rw, rh = fnp.maximum(rw, _s(x, 1)), fnp.maximum(rh, _s(x, 1))
+    bh, bw = rh / out_h, rw / out_w
+    fy = ((np.arange(out_h)[:, None] + (np.arange(gh)[None, :] + 0.5) / gh)).reshape(-1)
+    fx = ((np.arange(out_w)[:, None] + (np.arange(gw)[None, :] + 0.5) / gw)).reshape(-1)
+    ys = y0[:, None] + bh[:, None] * fnp.asarray(fy, x.dtype)  # (r, sy)
+    xs = x0[:, None] + bw[:, None] * fnp.asarray(fx, x.dtype)  # (r, sx)
+    ylo, yhi, wyl, wyh, oky = _roi_axis(ys, h)
+    xlo, xhi, wxl, wxh, okx = _roi_axis(xs, w)
+    ok = oky[:, :, None] & okx[:, None, :]
+    xr = fnp.take(x, bidx.astype(np.int64), axis=0)  # (r, c, h, w)
+    sy, sx = ys.shape[1], xs.shape[1]
+    corners = []
+    for yi, wy in ((ylo, wyl), (yhi, wyh)):
+        rows = fnp.take_along_axis(xr, fnp.broadcast_to(yi[:, None, :, None], (r, c, sy, w)),
+                                   axis=2)
+        for xi, wx in ((xlo, wxl), (xhi, wxh)):
+            v = fnp.take_along_axis(rows, fnp.broadcast_to(xi[:, None, None, :],
+                                                           (r, c, sy, sx)), axis=3)
+            wt = fnp.where(ok, wy[:, :, None] * wx[:, None, :], _s(x, 0))
+            corners.append(v * wt[:, None])
+    shape = (r, c, out_h, gh, out_w, gw)
+    if mode == "avg":
+        s = corners[0] + corners[1] + corners[2] + corners[3]
+        return fnp.sum(fnp.reshape(s, shape), axis=(3, 5)) / _s(x, max(gh * gw, 1))
+    m = fnp.maximum(fnp.maximum(corners[0], corners[1]), fnp.maximum(corners[2], corners[3]))
+    return fnp.max(fnp.reshape(m, shape), axis=(3, 5))
+
+
+@op("RoiAlign")
+def roi_align(node, x, rois, batch_indices):
+    from ..graph import known
+    x, rois, bidx = _a(x), _a(rois), _a(batch_indices)
+    mode = _str_attr(node, "mode", "avg")
+    if mode not in ("avg", "max"):
+        raise node.error(f"mode={mode!r} is not avg or max")
+    ctm = _str_attr(node, "coordinate_transformation_mode",
+                    "half_pixel" if (node.opset or 22) >= 16 else "output_half_pixel")
+    if ctm not in ("half_pixel", "output_half_pixel"):
+        raise node.error(f"coordinate_transformation_mode={ctm!r} is not half_pixel or "
+                         "output_half_pixel")
+    out_h, out_w = int(node.attr("output_height", 1)), int(node.attr("output_width", 1))
+    ratio = int(node.attr("sampling_ratio", 0))
+    scale = float(node.attr("spatial_scale", 1.0))
+    half = ctm == "half_pixel"
+    if ratio > 0:
+        return _roi_align(x, rois, bidx, out_h, out_w, ratio, ratio, scale, half, mode)
+    # adaptive sampling: ceil(roi size / output size) samples per bin, per roi
+    kr = known(rois)
+    if kr is None:
+        raise node.error("sampling_ratio=0 takes a number of samples from each roi's size, "
+                         "so the rois must be known when the model is traced; give "
+                         "sampling_ratio > 0")
+    kr = kr.astype(np.float64) * scale - (0.5 if half else 0.0)
+    outs = []
+    for i in range(kr.shape[0]):
+        rw, rh = kr[i, 2] - kr[i, 0], kr[i, 3] - kr[i, 1]
+        if not half:
+            rw, rh = max(rw, 1.0), max(rh, 1.0)
+        gh, gw = int(np.ceil(rh / out_h)), int(np.ceil(rw / out_w))
+        if gh <= 0 or gw <= 0:  # an empty roi samples nothing
+            outs.append(fnp.zeros((1, x.shape[1], out_h, out_w), x.dtype))
+            continue
+        outs.append(_roi_align(x, rois[i:i + 1], bidx[i:i + 1], out_h, out_w, gh, gw,
+                               scale, half, mode))
+    return fnp.concatenate(outs, 0) if outs else fnp.zeros((0, x.shape[1], out_h, out_w),
+                                                            x.dtype)
