@@ -607,3 +607,119 @@ def optional_get_element(node, x):
     if x is None:
         raise node.error("the optional is empty", UnsupportedOnnxOpError)
     return x
+
+
+# --- attention ---------------------------------------------------------------------------------
+
+def _neg_inf(dt):
+    return fnp.asarray(-np.inf, dt)
+
+
+def _to_heads(x, heads):
+    """(batch, seq, heads * size) -> (batch, heads, seq, size)."""
+    b, s, hid = x.shape
+    return fnp.transpose(fnp.reshape(x, (b, s, heads, hid // heads)), (0, 2, 1, 3))
+
+
+def _is_neg_inf(x):
+    # a comparison, not fnp.isneginf: that is False for every bfloat16 value
+    return x == _neg_inf(x.dtype)
+
+
+def _safe_softmax(x):
+    """Softmax over the last axis where a row of -inf gives zeros (not NaN)."""
+    m = fnp.max(x, axis=-1, keepdims=True)
+    m = fnp.where(_is_neg_inf(m), fnp.zeros((), x.dtype), m)
+    e = fnp.exp(x - lax.stop_gradient(m))
+    s = fnp.sum(e, axis=-1, keepdims=True)
+    return e / fnp.where(s == 0, fnp.ones((), x.dtype), s)
+
+
+@op("Attention")
+def attention(node, Q, K, V, attn_mask=None, past_key=None, past_value=None,
+              nonpad_kv_seqlen=None):
+    Q, K, V = _a(Q), _a(K), _a(V)
+    dt = Q.dtype
+    rank3 = Q.ndim == 3
+    if rank3:
+        qh, kvh = node.attr("q_num_heads", None), node.attr("kv_num_heads", None)
+        if qh is None or kvh is None:
+            raise node.error("3-D Q, K and V need the q_num_heads and kv_num_heads "
+                             "attributes", UnsupportedOnnxOpError)
+        Q, K, V = _to_heads(Q, qh), _to_heads(K, kvh), _to_heads(V, kvh)
+    if (past_key is None) != (past_value is None):
+        raise node.error("past_key and past_value must be given together")
+    scale = node.attr("scale", None)
+    if scale is None:
+        scale = 1 / np.sqrt(Q.shape[3])
+    s = np.asarray(np.sqrt(scale), dtype=dt)
+    if past_key is not None:
+        K = fnp.concatenate([_a(past_key), K], axis=2)
+        V = fnp.concatenate([_a(past_value), V], axis=2)
+    present_k, present_v = K, V
+    nq, nkv = Q.shape[2], K.shape[2]
+    zero, ninf = fnp.zeros((), dt), _neg_inf(dt)
+
+    mask = None
+    if attn_mask is not None:
+        mask = _a(attn_mask)
+        pad = nkv - mask.shape[-1]
+        if pad > 0:
+            fill = False if mask.dtype == np.bool_ else -np.inf
+            mask = fnp.pad(mask, [(0, 0)] * (mask.ndim - 1) + [(0, pad)],
+                           constant_values=fill)
+        if mask.dtype == np.bool_:
+            mask = fnp.where(mask, zero, ninf)
+        mask = mask.astype(dt)
+    bias = fnp.zeros((nq, nkv), dt) if mask is None else fnp.zeros((nq, nkv), dt) + mask
+
+    # the offset of the query block among the keys: past keys, or an external cache
+    if past_key is None and nonpad_kv_seqlen is not None:
+        offset = fnp.reshape(_a(nonpad_kv_seqlen).astype(np.int64) - nq, (-1, 1, 1, 1))
+    else:
+        offset = past_key.shape[2] if past_key is not None else 0
+    i_idx = np.arange(nq, dtype=np.int64)[:, None]
+    j_idx = np.arange(nkv, dtype=np.int64)[None, :]
+    diff = (i_idx + offset) - j_idx  # query position minus key position
+    if node.attr("is_causal", 0):
+        bias = bias + fnp.where(diff >= 0, zero, ninf)
+    left, right = node.attr("left_window_size", -1), node.attr("right_window_size", -1)
+    if left >= 0 or right >= 0:
+        allowed = fnp.ones(np.shape(diff), bool)
+        if left >= 0:
+            allowed = allowed & (diff <= left)
+        if right >= 0:
+            allowed = allowed & (-diff <= right)
+        bias = bias + fnp.where(allowed, zero, ninf)
+    if nonpad_kv_seqlen is not None:
+        lens = fnp.reshape(_a(nonpad_kv_seqlen).astype(np.int64), (-1, 1, 1, 1))
+        bias = bias + fnp.where(np.arange(nkv) < lens, zero, ninf)
+
+    hq, hk = Q.shape[1], K.shape[1]
+    if hq != hk:
+        if hq % hk:
+            raise node.error(f"{hq} query heads cannot share {hk} key/value heads (not a "
+                             "multiple)")
+        K, V = fnp.repeat(K, hq // hk, axis=1), fnp.repeat(V, hq // hk, axis=1)
+
+    qk = fnp.matmul(Q * s, fnp.swapaxes(K * s, -1, -2))
+    softcap = node.attr("softcap", 0.0)
+    if softcap and softcap > 0:
+        c = np.asarray(softcap, dt)
+        qk = c * fnp.tanh(qk / c)
+    qk_bias = qk + bias
+    mode = node.attr("qk_matmul_output_mode", 0)
+    qk_out = qk_bias if mode == 2 else qk
+    prec = node.attr("softmax_precision", None)
+    logits = qk_bias.astype(np_dtype(prec)) if prec else qk_bias
+    p = _safe_softmax(logits)
+    masked_row = _is_neg_inf(fnp.max(bias, axis=-1, keepdims=True))
+    p = fnp.where(masked_row, fnp.zeros((), p.dtype), p)
+    if mode == 3:
+        qk_out = p
+    qk_out = qk_out.astype(dt)
+    y = fnp.matmul(p.astype(dt), V)
+    if rank3:
+        b, h, sq, dv = y.shape
+        y = fnp.reshape(fnp.transpose(y, (0, 2, 1, 3)), (b, sq, h * dv))
+    return y, present_k, present_v, qk_out
