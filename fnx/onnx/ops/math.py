@@ -365,8 +365,7 @@ def _cumulative(name, fn, identity):
             pad[ax] = (1, 0)
             n = y.shape[ax]
             y = fnp.pad(y, pad, constant_values=identity)
-            y = fnp.take(y, fnp.arange(n), axis=ax) if n else fnp.take(y, fnp.arange(0),
-                                                                          axis=ax)
+            y = y[(slice(None),) * ax + (slice(0, n),)]  # shifted by one: exclusive
         acc = _acc_dtype(dt)
         y = fn(y.astype(acc), axis=ax).astype(dt)
         return fnp.flip(y, ax) if reverse else y
@@ -481,8 +480,10 @@ def dequantize_linear(node, x, x_scale, x_zero_point=None):
     dx = x.astype(wide)
     if x_zero_point is not None:
         dx = dx - _quant_param(node, x_zero_point, shape, axis, block).astype(wide)
-    cdt = np.float64 if x.dtype.itemsize >= 4 else np.float32
-    return (dx.astype(cdt) * scale.astype(np.float32).astype(cdt)).astype(odt)
+    # in float32 (float64 for 32-bit x, whose differences float32 cannot hold), or the
+    # scale's dtype when that is wider
+    cdt = fnp.result_type(np.float64 if x.dtype.itemsize >= 4 else np.float32, scale.dtype)
+    return (dx.astype(cdt) * scale.astype(cdt)).astype(odt)
 
 
 @op("DynamicQuantizeLinear")
