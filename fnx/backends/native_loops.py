@@ -182,7 +182,7 @@ _REDUCE_UFUNCS = {"reduce_sum": np.add, "reduce_max": np.maximum, "reduce_min": 
 # the row sums; any other call (a double exp, a float sin or erf) is the C library's, one
 # element at a time, and NumPy's own SIMD loops beat the fused loop there
 _VECTOR_CALLS = frozenset({
-    "expf", "expm1f", "logf", "log1pf", "tanhf", "sqrtf", "sqrt", "fabsf", "fabs", "floorf",
+    "expf", "expm1f", "logf", "log1pf", "tanhf", "erff", "sqrtf", "sqrt", "fabsf", "fabs", "floorf",
     "floor", "ceilf", "ceil", "truncf", "trunc", "rintf", "rint", "nearbyintf", "nearbyint",
     "copysignf", "copysign", "fnx_max", "fnx_min", "fnx_fsign", "fnx_f2i", "fnx_copysign",
     "fnx_floor", "fnx_logistic", "fnx_pairwise_sum", "malloc", "free"})
