@@ -723,3 +723,150 @@ def attention(node, Q, K, V, attn_mask=None, past_key=None, past_value=None,
         b, h, sq, dv = y.shape
         y = fnp.reshape(fnp.transpose(y, (0, 2, 1, 3)), (b, sq, h * dv))
     return y, present_k, present_v, qk_out
+
+
+@op("RotaryEmbedding")
+def rotary_embedding(node, X, cos_cache, sin_cache, position_ids=None):
+    x = _a(X)
+    cos, sin = _a(cos_cache), _a(sin_cache)
+    rank4 = x.ndim == 4
+    if rank4:  # (batch, heads, seq, size) -> (batch, seq, heads, size)
+        x = fnp.transpose(x, (0, 2, 1, 3))
+    else:
+        heads = node.attr("num_heads", None)
+        if not heads:
+            raise node.error("a 3-D input needs the num_heads attribute",
+                             UnsupportedOnnxOpError)
+        b, s, hid = x.shape
+        x = fnp.reshape(x, (b, s, heads, hid // heads))
+    size = x.shape[3]
+    dim = node.attr("rotary_embedding_dim", 0) or size
+    if position_ids is not None:
+        pos = _a(position_ids)
+        cos, sin = fnp.take(cos, pos, axis=0), fnp.take(sin, pos, axis=0)
+    if cos.shape[-1] != dim // 2 or sin.shape[-1] != dim // 2:
+        raise node.error(f"the cos/sin caches' last axis ({cos.shape[-1]}) is not half the "
+                         f"rotated size {dim}", UnsupportedOnnxOpError)
+    cos, sin = cos[:, :, None, :], sin[:, :, None, :]
+    rot, keep = x[..., :dim], x[..., dim:]
+    if node.attr("interleaved", 0):
+        x1, x2 = rot[..., 0::2], rot[..., 1::2]
+    else:
+        x1, x2 = rot[..., :dim // 2], rot[..., dim // 2:]
+    real = cos * x1 - sin * x2
+    imag = sin * x1 + cos * x2
+    if node.attr("interleaved", 0):
+        rot = fnp.reshape(fnp.stack([real, imag], axis=-1), rot.shape)
+    else:
+        rot = fnp.concatenate([real, imag], axis=-1)
+    out = fnp.concatenate([rot, keep], axis=-1).astype(x.dtype)
+    if rank4:
+        return fnp.transpose(out, (0, 2, 1, 3))
+    return fnp.reshape(out, _a(X).shape)
+
+
+@op("TensorScatter")
+def tensor_scatter(node, past_cache, update, write_indices=None):
+    past, upd = _a(past_cache), _a(update)
+    axis = node.attr("axis", -2) % past.ndim
+    mode = node.attr("mode", "linear")
+    if mode not in ("linear", "circular"):
+        raise node.error(f"mode {mode!r} is not linear or circular")
+    n_max, n_upd, batch = past.shape[axis], upd.shape[axis], past.shape[0]
+    if write_indices is None:
+        w = fnp.zeros((batch,), np.int64)
+    else:
+        w = _a(write_indices).astype(np.int64)
+    p = fnp.arange(n_max, dtype=np.int64)[None, :]
+    u = p - w[:, None]  # (batch, n_max): the update row written at each cache row
+    if mode == "circular":
+        u = fnp.mod(u, n_max)
+    valid = (u >= 0) & (u < n_upd)
+    shape = [batch] + [1] * (past.ndim - 1)
+    shape[axis] = n_max
+    u = fnp.reshape(fnp.clip(u, 0, max(n_upd - 1, 0)), shape)
+    valid = fnp.reshape(valid, shape)
+    full = list(past.shape)
+    got = fnp.take_along_axis(upd, fnp.broadcast_to(u, full[:axis] + [n_max] + full[axis + 1:]),
+                              axis=axis)
+    return fnp.where(valid, got, past)
+
+
+@op("CausalConvWithState")
+def causal_conv_with_state(node, x, weight, bias=None, past_state=None):
+    x, w = _a(x), _a(weight)
+    act = node.attr("activation", "none")
+    if act not in ("none", "silu", "swish"):
+        raise node.error(f"activation {act!r} is not none, silu or swish")
+    b, c, n = x.shape
+    k = w.shape[2]
+    pad = (fnp.zeros((b, c, k - 1), x.dtype) if past_state is None
+           else _a(past_state).astype(x.dtype))
+    padded = fnp.concatenate([pad, x], axis=2)
+    acc = np.float64 if x.dtype == np.float64 else np.float32
+    pf, wf = padded.astype(acc), w.astype(acc)
+    out = sum(wf[None, :, 0, j:j + 1] * pf[:, :, j:j + n] for j in range(k))
+    if bias is not None:
+        out = out + _a(bias).astype(acc)[None, :, None]
+    out = out.astype(x.dtype)
+    if act != "none":
+        o = out.astype(acc)
+        out = (o * nnf.sigmoid(o)).astype(x.dtype)
+    return out, padded[:, :, padded.shape[2] - (k - 1):]
+
+
+@op("LinearAttention")
+def linear_attention(node, query, key, value, past_state=None, decay=None, beta=None):
+    rule = node.attr("update_rule", "gated_delta")
+    if rule not in ("linear", "gated", "delta", "gated_delta"):
+        raise node.error(f"update_rule {rule!r} is not linear, gated, delta or gated_delta")
+    hq, hk = node.attr("q_num_heads"), node.attr("kv_num_heads")
+    if hq <= 0 or hk <= 0 or hq % hk:
+        raise node.error(f"q_num_heads ({hq}) must be a positive multiple of kv_num_heads "
+                         f"({hk})")
+    gating, delta = rule in ("gated", "gated_delta"), rule in ("delta", "gated_delta")
+    if gating and decay is None or delta and beta is None:
+        raise node.error(f"update_rule {rule!r} needs the "
+                         f"{'decay' if gating and decay is None else 'beta'} input")
+    q, k, v = _a(query), _a(key), _a(value)
+    out_dt = q.dtype
+    f32 = np.float32
+    b, t, _ = q.shape
+    dk, dv = q.shape[-1] // hq, v.shape[-1] // hk
+    q4 = _to_heads(q, hq).astype(f32)
+    k4 = _to_heads(k, hk).astype(f32)
+    v4 = _to_heads(v, hk).astype(f32)
+    xs = [fnp.moveaxis(q4, 2, 0), fnp.moveaxis(k4, 2, 0), fnp.moveaxis(v4, 2, 0)]
+    if gating:
+        d = _a(decay)
+        d4 = (fnp.transpose(fnp.reshape(d, (b, t, hk, 1)), (0, 2, 1, 3))
+              if d.shape[-1] == hk else _to_heads(d, hk))
+        xs.append(fnp.moveaxis(d4.astype(f32), 2, 0))
+    if delta:
+        be = _a(beta)
+        be4 = fnp.transpose(fnp.reshape(be, (b, t, be.shape[-1], 1)), (0, 2, 1, 3))
+        xs.append(fnp.moveaxis(be4.astype(f32), 2, 0))
+    if past_state is not None:
+        state_dt = _a(past_state).dtype
+        state0 = _a(past_state).astype(f32)
+    else:
+        state_dt = out_dt
+        state0 = fnp.zeros((b, hk, dk, dv), f32)
+    scale = node.attr("scale", 0.0)
+    scale = float(scale) if scale else 1.0 / np.sqrt(dk)
+    group = hq // hk
+
+    def step(S, inp):
+        q_t, k_t, v_t = inp[:3]
+        rest = list(inp[3:])
+        if gating:
+            S = S * fnp.exp(rest.pop(0))[..., None]
+        if delta:
+            retrieved = fnp.einsum("bhdm,bhd->bhm", S, k_t)
+            v_t = rest.pop(0) * (v_t - retrieved)
+        S = S + k_t[..., :, None] * v_t[..., None, :]
+        S_read = S if group == 1 else fnp.repeat(S, group, axis=1)
+        return S, np.float32(scale) * fnp.einsum("bhd,bhdm->bhm", q_t, S_read)
+    S, ys = lax.scan(step, state0, tuple(xs))
+    out = fnp.reshape(fnp.transpose(ys, (1, 0, 2, 3)), (b, t, hq * dv)).astype(out_dt)
+    return out, S.astype(state_dt)
