@@ -11,7 +11,6 @@ have value-dependent output shapes: they run eagerly only (under ``jit`` they ra
 """
 from __future__ import annotations
 
-import math
 
 import numpy as np
 
@@ -434,13 +433,17 @@ def range_(node, start, limit, delta):
     return np.arange(s, l, d, dtype=compute).astype(dt)
 
 
-@op("Trilu", static=(1,))
+@op("Trilu")
 def trilu(node, x, k=None):
+    """The triangle as a mask of the last two axes, so ``k`` may be traced data."""
     x = _a(x)
-    k = 0 if k is None else int(np.asarray(k).reshape(()))
     if x.ndim < 2:
         raise node.error(f"the input has rank {x.ndim}, less than 2")
-    return fnp.triu(x, k) if node.attr("upper", 1) else fnp.tril(x, k)
+    n, m = x.shape[-2:]
+    diag = (fnp.arange(m, dtype=np.int64)[None, :] - fnp.arange(n, dtype=np.int64)[:, None])
+    k = fnp.asarray(0, np.int64) if k is None else fnp.reshape(_a(k), ()).astype(np.int64)
+    keep = diag >= k if node.attr("upper", 1) else diag <= k
+    return fnp.where(keep, x, fnp.zeros((), x.dtype))
 
 
 @op("OneHot", static=(1,))
@@ -575,60 +578,58 @@ def col2im(node, x, image_shape, block_shape):
 
 # --- value-dependent shapes (eager only) ----------------------------------------------------
 
+def _values(x):
+    """The concrete values of ``x`` as a NumPy array: known values as they are, eager
+    arrays (also under ``grad``, through their primal values) read back; a value traced
+    by ``jit`` raises ``ConcretizationError`` (the backend then runs the model eagerly)."""
+    k = known(x)
+    if k is not None:
+        return np.asarray(k)
+    x = _a(x)
+    return np.asarray(x.tolist()).reshape(x.shape)
+
+
 @op("Compress")
 def compress(node, x, condition):
+    cond = _values(condition).reshape(-1).astype(bool)
     axis = node.attr("axis", None)
-    k = known(condition)
-    if k is not None:
-        cond = np.asarray(k).reshape(-1).astype(bool)
-        x = _a(x)
-        if axis is None:
-            x, ax = fnp.reshape(x, (x.size,)), 0
-        else:
-            ax = _axis(node, axis, x.ndim)
-        cond = cond[:x.shape[ax]]
-        return fnp.take(x, np.flatnonzero(cond).astype(np.int64), axis=ax, mode="clip")
     x = _a(x)
-    return fnp.compress(condition, x, axis=None if axis is None else
-                        _axis(node, axis, x.ndim))
+    if axis is None:
+        x, ax = fnp.reshape(x, (x.size,)), 0
+    else:
+        ax = _axis(node, axis, x.ndim)
+    if cond.size > x.shape[ax]:
+        raise node.error(f"the condition has {cond.size} entries, more than the "
+                         f"{x.shape[ax]} of axis {ax}")
+    return fnp.take(x, np.flatnonzero(cond).astype(np.int64), axis=ax, mode="clip")
 
 
 @op("NonZero")
 def nonzero(node, x):
-    k = known(x)
-    if k is not None:
-        return np.asarray(np.nonzero(np.atleast_1d(k) if k.ndim == 0 else k),
-                          dtype=np.int64).reshape(max(k.ndim, 1), -1)
-    x = _a(x)
-    if x.ndim == 0:
-        x = fnp.reshape(x, (1,))
-    parts = fnp.nonzero(x)
-    return fnp.stack([p.astype(np.int64) for p in parts]) if parts else fnp.zeros(
-        (0, 0), np.int64)
+    v = _values(x)
+    v = v.reshape(1) if v.ndim == 0 else v
+    return np.asarray(np.nonzero(v), dtype=np.int64).reshape(v.ndim, -1)
 
 
 @op("Unique")
 def unique(node, x):
     xa = _a(x)
-    vals = np.asarray(xa)  # concrete values: ConcretizationError under jit (runs eagerly)
-    if vals.dtype.kind == "f" and vals.dtype.itemsize < 4 or vals.dtype.kind == "V":
-        vals = vals.astype(np.float32)  # float16, bfloat16: exact in float32
-    elif vals.dtype.kind not in "biufc":
-        vals = vals.astype(np.float32)
+    vals = _values(x)
+    if vals.dtype.kind not in "biu" and vals.dtype != np.float64:
+        vals = vals.astype(np.complex128 if vals.dtype.kind == "c" else np.float64)
     axis = node.attr("axis", None)
     if axis is not None:
         axis = _axis(node, axis, vals.ndim)
     flat = vals.reshape(-1) if axis is None else vals
     _, first, inverse, counts = np.unique(flat, return_index=True, return_inverse=True,
-                                          return_counts=True,
-                                          axis=None if axis is None else axis)
+                                          return_counts=True, axis=axis)
     inverse = inverse.reshape(-1)
     if not node.attr("sorted", 1):  # order of first occurrence
         order = np.argsort(first, kind="stable")
         rank = np.empty_like(order)
         rank[order] = np.arange(order.size)
         first, counts, inverse = first[order], counts[order], rank[inverse]
-    src = xa.reshape(-1) if axis is None else xa
+    src = fnp.reshape(xa, (xa.size,)) if axis is None else xa
     y = fnp.take(src, first.astype(np.int64), axis=0 if axis is None else axis,
                  mode="clip")
     return (y, first.astype(np.int64), inverse.astype(np.int64), counts.astype(np.int64))
