@@ -35,7 +35,7 @@ from .export import (DEFAULT_OPSET, LoweringContext, UnsupportedDtypeError, expo
                      export_ir, lower_ir, lower_primitive, onnx_dtype, run)
 from ..core.backend import register_backend as _register_backend
 from .export_backend import OnnxBackend
-from .graph import OnnxImportError, OnnxModelError, UnsupportedOnnxOpError
+from .graph import OnnxImportError, OnnxModelError, StaticInputError, UnsupportedOnnxOpError
 from .importer import OnnxModule, load, to_function
 
 _register_backend(OnnxBackend())
@@ -43,7 +43,7 @@ _register_backend(OnnxBackend())
 __all__ = ["DEFAULT_OPSET", "LoweringContext", "OnnxBackend", "UnsupportedDtypeError", "export",
            "export_ir", "lower_ir", "lower_primitive", "onnx_dtype", "run",
            "load", "to_function", "OnnxModule", "OnnxImportError", "OnnxModelError",
-           "UnsupportedOnnxOpError", "supported_operators"]
+           "StaticInputError", "UnsupportedOnnxOpError", "supported_operators"]
 
 
 def supported_operators():

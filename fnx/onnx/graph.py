@@ -31,8 +31,10 @@ import numpy as np
 from .. import numpy as fnp
 from .._api import ensure_compile_time_eval
 from ..core.array import Array, Tracer
+from ..errors import ConcretizationError
 
-__all__ = ["OnnxImportError", "OnnxModelError", "UnsupportedOnnxOpError", "op", "handler_for",
+__all__ = ["OnnxImportError", "OnnxModelError", "UnsupportedOnnxOpError", "StaticInputError",
+           "op", "handler_for",
            "Graph", "Node", "ModelContext", "known", "np_dtype", "DEFAULT_DOMAIN"]
 
 DEFAULT_DOMAIN = "ai.onnx"
@@ -50,6 +52,12 @@ class OnnxModelError(OnnxImportError):
 
 class UnsupportedOnnxOpError(OnnxImportError, NotImplementedError):
     """An operator, or an attribute value of one, that fnx cannot run."""
+
+
+class StaticInputError(OnnxImportError, ConcretizationError):
+    """A node input that sets a shape or static parameter is computed from the model's
+    inputs, so it is not known while tracing. Eagerly every value is known: the
+    ONNX backend reruns such a model without ``jit``."""
 
 
 def _onnx():
@@ -271,8 +279,8 @@ class Node:
                 f"input {index} ({self.inputs[index]!r}) must be known when the model is "
                 "traced (it sets a shape or a static parameter), but it is computed from the "
                 "model's inputs. fnx traces one program per input signature; make this value "
-                "an initializer or a Constant, or compute it from shapes only",
-                OnnxImportError)
+                "an initializer or a Constant, or compute it from shapes only (or run the model "
+                "without jit)", StaticInputError)
         return got
 
     def run(self, scope):
