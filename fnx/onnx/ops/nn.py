@@ -11,13 +11,14 @@ coordinate rules and differentiable in the data.
 """
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
 
 from ... import lax
 from ... import numpy as fnp
-from ..graph import np_dtype, op
+from ..graph import known, np_dtype, op
 
 
 def _a(x):
@@ -188,7 +189,6 @@ def _pool_geometry(node, x, kernel=None):
 
 
 def _window(x, kernel, strides, dil, pads, extra, which, init):
-    nd = x.ndim
     padding = [(0, 0), (0, 0)] + [(lo, hi + e) for (lo, hi), e in zip(pads, extra)]
     comp = {"max": lax.max, "sum": lax.add}[which]
     return lax.reduce_window(x, init, comp, (1, 1) + tuple(kernel), (1, 1) + tuple(strides),
@@ -793,7 +793,6 @@ def grid_sample(node, x, grid):
     xf = fnp.reshape(x, (n, c, -1))
     strides = [int(np.prod(dims[i + 1:])) for i in range(nd)]
     out = None
-    import itertools
     for combo in itertools.product(*taps):
         flat = None
         weight = None
@@ -845,7 +844,6 @@ def affine_grid(node, theta, size):
 
 @op("DeformConv")
 def deform_conv(node, x, w, offset, b=None, mask=None):
-    import itertools
     x, w, offset = _a(x), _a(w), _a(offset)
     n, c = x.shape[:2]
     dims = x.shape[2:]
@@ -956,7 +954,6 @@ def _roi_align(x, rois, bidx, out_h, out_w, gh, gw, scale, half_pixel, mode):
 
 @op("RoiAlign")
 def roi_align(node, x, rois, batch_indices):
-    from ..graph import known
     x, rois, bidx = _a(x), _a(rois), _a(batch_indices)
     mode = _str_attr(node, "mode", "avg")
     if mode not in ("avg", "max"):
