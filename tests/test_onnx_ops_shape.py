@@ -225,3 +225,28 @@ def test_unsupported_attribute_values_raise_clear_errors():
     bad_scatter.graph.node[0].attribute.extend([helper.make_attribute("reduction", "mean")])
     with pytest.raises(UnsupportedOnnxOpError, match="reduction 'mean'"):
         fnx.onnx.load(bad_scatter)(fnp.zeros((2, 3)), fnp.zeros((2, 3), dtype=np.int64))
+
+
+def test_block_and_window_handlers_grads():
+    """Col2Im (strides, pads, dilations), DepthToSpace (CRD), SpaceToDepth, CenterCropPad,
+    ReverseSequence (traced lengths) and GatherND with batch_dims, through one model."""
+    n = helper.make_node
+    nodes = [n("Col2Im", ["cols", "img", "blk"], ["im"], strides=[2, 1], pads=[1, 0, 0, 1],
+               dilations=[1, 2]),                                   # (1, 2, 5, 4)
+             n("CenterCropPad", ["im", "ccp"], ["cc"], axes=[2, 3]),  # (1, 2, 4, 6)
+             n("SpaceToDepth", ["cc"], ["sd"], blocksize=2),          # (1, 8, 2, 3)
+             n("DepthToSpace", ["sd"], ["ds"], blocksize=2, mode="CRD"),  # (1, 2, 4, 6)
+             n("Squeeze", ["ds", "zero"], ["sq"]),                    # (2, 4, 6)
+             n("ReverseSequence", ["sq", "lens"], ["rs"], batch_axis=0, time_axis=1),
+             n("GatherND", ["rs", "ndi"], ["y"], batch_dims=1)]       # (2, 2, 6)
+    model = _model(nodes, [_vi("cols", [1, 8, 9]), _vi("lens", [2], T.INT64)],
+                   [_vi("y", [2, 2, 6])],
+                   {"img": _i64(5, 4), "blk": _i64(2, 2), "ccp": _i64(4, 6), "zero": _i64(0),
+                    "ndi": np.array([[[3], [-4]], [[0], [2]]], np.int64)}, 18)
+    apply_fn, params = fnx.onnx.to_function(model)
+    cols = RNG.standard_normal((1, 8, 9))
+    lens = fnp.asarray([3, 1], dtype=np.int64)
+    eager = apply_fn(params, fnp.asarray(cols), lens)
+    jitted = fnx.jit(apply_fn)(params, fnp.asarray(cols), lens)
+    np.testing.assert_allclose(np.asarray(eager), np.asarray(jitted))
+    _fd_check(lambda c: apply_fn(params, c, lens), cols)
