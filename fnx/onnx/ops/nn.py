@@ -18,7 +18,7 @@ import numpy as np
 
 from ... import lax
 from ... import numpy as fnp
-from ..graph import known, np_dtype, op
+from ..graph import StaticInputError, known, np_dtype, op
 
 
 def _a(x):
@@ -974,7 +974,7 @@ def roi_align(node, x, rois, batch_indices):
     if kr is None:
         raise node.error("sampling_ratio=0 takes a number of samples from each roi's size, "
                          "so the rois must be known when the model is traced; give "
-                         "sampling_ratio > 0")
+                         "sampling_ratio > 0", StaticInputError)
     kr = kr.astype(np.float64) * scale - (0.5 if half else 0.0)
     outs = []
     for i in range(kr.shape[0]):
