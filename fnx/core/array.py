@@ -625,7 +625,15 @@ class Tracer(Array):
         return False
 
     def __array__(self, dtype=None, copy=None):
-        self._concrete("np.asarray() / __array__")
+        self._concrete("np.asarray() / __array__")   # raises where the value is unknown
+        # known (an eager grad or jvp of concrete values): a NumPy copy would silently drop
+        # the derivative, so it is refused as JAX refuses it
+        raise ConcretizationError(
+            f"np.asarray() of a value being differentiated ({self._aval.str_short()}, traced "
+            f"by {self._trace.name}) would drop its derivative. Use fnx.numpy functions on "
+            "it; where the derivative does not matter, read it with float(x) or x.tolist(), "
+            "or pass fnx.lax.stop_gradient(x) through fnx.numpy. "
+            f"[at {user_frame_info(2)}]")
 
 
 def _eval_process_primitive(self, prim, args, params):

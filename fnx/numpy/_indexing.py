@@ -251,7 +251,7 @@ def _first_oob(shape, idx):
 
 
 def _default_fill(dtype):
-    if dtype.kind in "fc":
+    if dtype.kind in "fc" or dtype.name == "bfloat16":
         return np.nan
     if dtype.kind == "b":
         return True
