@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 
+from ... import lax
 from ... import numpy as fnp
 from ...nn import functions as nnf
 from ..graph import np_dtype, op
@@ -724,3 +725,101 @@ def stft(node, signal, frame_step, window=None, frame_length=None):
     if window is not None:
         framed = framed * _a(window).astype(x.dtype)[:, None]
     return _dft(framed, flen, 2, False, onesided)
+
+
+# --- integer convolutions ----------------------------------------------------------------
+
+def _int_conv_geometry(node, x, w):
+    """Strides, dilations and (begin, end) pads of a ConvInteger / QLinearConv from its
+    attributes (Conv's conventions: ``pads`` is ``[x1_begin, x2_begin, ..., x1_end,
+    x2_end, ...]``, ``auto_pad`` SAME_* makes the output ``ceil(in / stride)``)."""
+    nsp = x.ndim - 2
+    kernel = list(w.shape[2:])
+    if node.has_attr("kernel_shape") and list(node.attr("kernel_shape")) != kernel:
+        raise node.error(f"kernel_shape {node.attr('kernel_shape')} differs from the "
+                         f"weight's spatial shape {kernel}")
+    strides = [int(s) for s in (node.attr("strides", None) or [1] * nsp)]
+    dil = [int(d) for d in (node.attr("dilations", None) or [1] * nsp)]
+    if len(strides) != nsp or len(dil) != nsp:
+        raise node.error(f"strides {strides} and dilations {dil} do not fit {nsp} spatial "
+                         "dimensions")
+    auto_pad = node.attr("auto_pad", "NOTSET") or "NOTSET"
+    if isinstance(auto_pad, bytes):
+        auto_pad = auto_pad.decode()
+    if auto_pad == "VALID":
+        return strides, dil, [(0, 0)] * nsp
+    if auto_pad in ("SAME_UPPER", "SAME_LOWER"):
+        pads = []
+        for n, k, s, d in zip(x.shape[2:], kernel, strides, dil):
+            total = max((-(-n // s) - 1) * s + (k - 1) * d + 1 - n, 0)
+            lo, hi = total // 2, total - total // 2
+            pads.append((lo, hi) if auto_pad == "SAME_UPPER" else (hi, lo))
+        return strides, dil, pads
+    if auto_pad != "NOTSET":
+        raise node.error(f"auto_pad={auto_pad!r} is not an ONNX auto_pad value")
+    p = [int(v) for v in (node.attr("pads", None) or [0] * (2 * nsp))]
+    if len(p) != 2 * nsp:
+        raise node.error(f"pads {p} do not fit {nsp} spatial dimensions")
+    return strides, dil, [(p[i], p[i + nsp]) for i in range(nsp)]
+
+
+def _per_out_channel(v, ndim):
+    """A scalar, or a vector of one value per output channel M shaped to broadcast: as
+    (M, 1, ...) against a weight of ``ndim`` dims, as (1, M, 1, ...) against an output
+    of ``-ndim`` dims."""
+    v = _a(v)
+    if v.ndim == 0 or v.size == 1:
+        return v.reshape(())
+    if ndim < 0:
+        return v.reshape((1, v.shape[0]) + (1,) * (-ndim - 2))
+    return v.reshape((v.shape[0],) + (1,) * (ndim - 1))
+
+
+def _int_conv(node, x, w, x_zero_point, w_zero_point):
+    """The int32 convolution of ``x - x_zero_point`` with ``w - w_zero_point`` (the
+    padding is a zero of the shifted input); exact, as int32 sums of int8 products."""
+    xi, wi = _a(x).astype(np.int32), _a(w).astype(np.int32)
+    if x_zero_point is not None:
+        zp = _a(x_zero_point)
+        if zp.size != 1:
+            raise node.error("x_zero_point must be a scalar (per-tensor quantization)")
+        xi = xi - zp.reshape(()).astype(np.int32)
+    if w_zero_point is not None:
+        wzp = _per_out_channel(w_zero_point, wi.ndim)
+        if wzp.ndim and wzp.shape[0] != wi.shape[0]:
+            raise node.error(f"w_zero_point must be a scalar or one value per output "
+                             f"channel ({wi.shape[0]})")
+        wi = wi - wzp.astype(np.int32)
+    if xi.ndim < 3:
+        raise node.error(f"X must be (N, C, D1, ...) (got rank {xi.ndim})")
+    strides, dil, pads = _int_conv_geometry(node, xi, wi)
+    group = int(node.attr("group", 1))
+    return lax.conv_general_dilated(xi, wi, strides, pads, rhs_dilation=dil,
+                                    feature_group_count=group)
+
+
+@op("ConvInteger")
+def conv_integer(node, x, w, x_zero_point=None, w_zero_point=None):
+    return _int_conv(node, x, w, x_zero_point, w_zero_point).astype(np.int32)
+
+
+@op("QLinearConv")
+def qlinear_conv(node, x, x_scale, x_zero_point, w, w_scale, w_zero_point, y_scale,
+                 y_zero_point=None, b=None):
+    x = _a(x)
+    acc = _int_conv(node, x, w, x_zero_point, w_zero_point)
+    if b is not None:
+        acc = acc + _per_out_channel(_a(b).astype(np.int32), -acc.ndim)
+    x_scale, y_scale = _a(x_scale), _a(y_scale)
+    w_scale = _per_out_channel(w_scale, -acc.ndim)
+    sdt = fnp.result_type(x_scale.dtype, w_scale.dtype, y_scale.dtype)
+    factor = x_scale.astype(sdt) * w_scale.astype(sdt) / y_scale.astype(sdt)
+    d = acc.astype(np.float64) * factor.astype(np.float64)
+    if y_zero_point is not None:
+        zp = _a(y_zero_point)
+        d = d + zp.reshape(()).astype(np.float64)
+        dt = zp.dtype
+    else:
+        dt = x.dtype
+    lo, hi = _QRANGE[np.dtype(dt)]
+    return fnp.clip(fnp.round(d), lo, hi).astype(dt)
