@@ -286,6 +286,36 @@ def cast_like(node, x, like):
     return _cast(x, np.dtype(like.dtype))
 
 
+def _view_as(x, dtype):
+    x = np.asarray(x)
+    return np.ascontiguousarray(x).view(np.dtype(dtype)).reshape(x.shape)
+
+
+@op("BitCast")
+def bitcast(node, x):
+    """The bits of ``x`` read as the type ``to`` of the same width: integers (and bool)
+    wrap as two's complement; floats and integers exchange bits exactly (NaN payloads
+    too) through a pure callback, which ``jit`` and ``vmap`` carry as it is."""
+    to = np_dtype(node.attr("to"))
+    src = np.dtype(x.dtype)
+    if src.itemsize != to.itemsize:
+        raise node.error(f"BitCast needs types of one width (got {src} to {to})")
+    if isinstance(x, np.ndarray):
+        return _view_as(x, to)
+    x = _a(x)
+    if src == to:
+        return x
+    if to == np.bool_:
+        return x != 0
+    if src.kind in "iub" and to.kind in "iu":
+        return x.astype(to)  # same width: the two's-complement bits are kept
+    from ...core.primitive import ShapeDtypeStruct
+    from ...lax.callback import pure_callback
+    # bits have no derivative: the operand is a constant for differentiation
+    return pure_callback(_view_as, ShapeDtypeStruct(x.shape, to), lax.stop_gradient(x),
+                         dtype=to.str, vmap_method="expand_dims")
+
+
 @op("Identity")
 def identity(node, x):
     return x
