@@ -432,21 +432,26 @@ def isfinite(x, /):
     (x,) = promote("isfinite", x)
     if x.dtype.kind == "c":
         return lax.bitwise_and(lax.is_finite(lax.real(x)), lax.is_finite(lax.imag(x)))
-    return lax.is_finite(x) if x.dtype.kind == "f" else _full_bool(x, True)
+    return lax.is_finite(x) if _is_real_float(x) else _full_bool(x, True)
 
 
 def isinf(x, /):
     (x,) = promote("isinf", x)
     if x.dtype.kind == "c":
         return lax.bitwise_or(lax.isinf(lax.real(x)), lax.isinf(lax.imag(x)))
-    return lax.isinf(x) if x.dtype.kind == "f" else _full_bool(x, False)
+    return lax.isinf(x) if _is_real_float(x) else _full_bool(x, False)
 
 
 def isnan(x, /):
     (x,) = promote("isnan", x)
     if x.dtype.kind == "c":
         return lax.bitwise_or(lax.isnan(lax.real(x)), lax.isnan(lax.imag(x)))
-    return lax.isnan(x) if x.dtype.kind == "f" else _full_bool(x, False)
+    return lax.isnan(x) if _is_real_float(x) else _full_bool(x, False)
+
+
+def _is_real_float(x):
+    """float16/32/64 or bfloat16 (whose NumPy kind is 'V', not 'f')."""
+    return x.dtype.kind == "f" or x.dtype == dtypes.bfloat16
 
 
 def _full_bool(x, value):
@@ -455,7 +460,7 @@ def _full_bool(x, value):
 
 def signbit(x, /):
     (x,) = promote("signbit", x)
-    if x.dtype.kind == "f":
+    if _is_real_float(x):
         one = lax.broadcast_in_dim(Array._wrap(np.ones((), x.dtype)), x.shape, ())
         return lax.lt(lax.copysign(one, x), _zeros_like(x))
     if x.dtype.kind == "u" or x.dtype.kind == "b":

@@ -416,7 +416,8 @@ def scatter_nd(node, x, indices, updates):
 def range_(node, start, limit, delta):
     dt = np.asarray(start).dtype
     if dt.kind in "iu":
-        s, l, d = int(start), int(limit), int(delta)
+        # scalars, or one-element tensors as some function bodies pass them
+        s, l, d = (int(np.asarray(v).reshape(-1)[0]) for v in (start, limit, delta))
         n = max(-(-(l - s) // d), 0) if d else 0
         if d == 0:
             raise node.error("delta is 0")
