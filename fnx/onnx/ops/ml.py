@@ -164,6 +164,7 @@ def label_encoder(node, x):
     """Numeric key -> value maps, as a comparison against every key (NaN keys match NaN
     inputs); an input matching no key gives the default."""
     keys, vals, default = _label_encoder_table(node)
+    keys, vals = keys[::-1], vals[::-1]  # a repeated key: the last one wins
     x = _a(x)
     if np.dtype(x.dtype).kind not in "iuf":
         raise node.error(f"input of type {x.dtype} is not numeric")
@@ -357,11 +358,7 @@ def tfidf_vectorizer(node, x):
     mode = mode.decode() if isinstance(mode, bytes) else mode
     if mode not in ("TF", "IDF", "TFIDF"):
         raise node.error(f"mode={mode!r} is not TF, IDF or TFIDF")
-    weights = node.attr("weights", None)
-    weights = (np.ones(indexes.size, np.float32) if not weights
-               else np.asarray(weights, np.float32).reshape(-1))
-    if weights.size != indexes.size:
-        raise node.error("weights and ngram_indexes differ in length")
+    weights = np.asarray(node.attr("weights", None) or [], np.float32).reshape(-1)
     if lo < 1 or hi < lo or skip < 0:
         raise node.error(f"min_gram_length={lo}, max_gram_length={hi} and "
                          f"max_skip_count={skip} are not valid")
@@ -402,13 +399,16 @@ def tfidf_vectorizer(node, x):
     tf = tf[:, :gid]
     if mode == "IDF":
         tf = fnp.minimum(tf, 1)
-    scores = tf.astype(np.float32)
-    if mode != "TF":
-        scores = scores * fnp.asarray(weights)
     place = np.zeros((gid, out_size), np.float32)
     place[np.arange(gid), indexes] = 1.0
-    y = scores @ fnp.asarray(place) if gid else fnp.zeros((rows.shape[0], out_size),
-                                                         np.float32)
+    y = (tf.astype(np.float32) @ fnp.asarray(place) if gid
+         else fnp.zeros((rows.shape[0], out_size), np.float32))
+    if mode != "TF" and weights.size:
+        # onnxruntime and the ONNX reference scale output coordinate j by weights[j]
+        if out_size > weights.size:
+            raise node.error(f"weights has {weights.size} values for {out_size} output "
+                             "coordinates")
+        y = y * fnp.asarray(weights[:out_size])
     return y if x.ndim == 2 else y.reshape((out_size,))
 
 
