@@ -18,8 +18,12 @@ from onnx_models import MODELS  # noqa: E402
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def _outputs(out):
-    return list(out.values()) if isinstance(out, dict) else [out]
+def _outputs(out, names=None):
+    """The outputs in the graph's order (a dict out of jit has its keys sorted, as
+    pytrees sort dict keys)."""
+    if not isinstance(out, dict):
+        return [out]
+    return [out[n] for n in names] if names else list(out.values())
 
 
 @pytest.mark.parametrize("name", sorted(MODELS))
@@ -29,8 +33,8 @@ def test_outputs_match_onnxruntime_and_jit_matches_eager(name):
     sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
     want = sess.run(None, {i.name: x for i, x in zip(sess.get_inputs(), inputs)})
     m = fnx.onnx.load(model)
-    eager = _outputs(m(*inputs))
-    jitted = _outputs(fnx.jit(lambda m, *xs: m(*xs))(m, *inputs))
+    eager = _outputs(m(*inputs), m.output_names)
+    jitted = _outputs(fnx.jit(lambda m, *xs: m(*xs))(m, *inputs), m.output_names)
     assert len(eager) == len(want)
     for e, j, w in zip(eager, jitted, want):
         assert e.shape == w.shape and e.dtype == w.dtype
