@@ -313,7 +313,7 @@ def bitcast(node, x):
     from ...lax.callback import pure_callback
     # bits have no derivative: the operand is a constant for differentiation
     return pure_callback(_view_as, ShapeDtypeStruct(x.shape, to), lax.stop_gradient(x),
-                         dtype=to.str, vmap_method="expand_dims")
+                         dtype=to, vmap_method="expand_dims")
 
 
 @op("Identity")
