@@ -180,11 +180,17 @@ def test_reductions_eager_plans_differently_stay_on_numpy(native):
 
 
 def test_arithmetic_alone_needs_a_larger_cluster(native):
-    """Without a transcendental function, a fused loop gains nothing over NumPy's in-place
-    ufuncs until the data outgrows the caches: 16 times FNX_NATIVE_MIN."""
-    f = fnx.jit(lambda v: (v * 2 + 1) * v)
-    assert "native_loop" not in f.lower(np.ones((10, 20), np.float32)).source
-    assert "native_loop" in f.lower(np.ones((10, 30), np.float32)).source
+    """Without a transcendental function, a fused loop saves one pass over memory per
+    equation but the first: two equations need 16 times FNX_NATIVE_MIN elements, three 4
+    times, more than that FNX_NATIVE_MIN."""
+    two = fnx.jit(lambda v: v * 2 + 1)
+    assert "native_loop" not in two.lower(np.ones((10, 20), np.float32)).source
+    assert "native_loop" in two.lower(np.ones((10, 30), np.float32)).source
+    three = fnx.jit(lambda v: (v * 2 + 1) * v)
+    assert "native_loop" not in three.lower(np.ones((2, 20), np.float32)).source
+    assert "native_loop" in three.lower(np.ones((4, 20), np.float32)).source
+    five = fnx.jit(lambda v: fnp.maximum((v * 2 + 1) * v - 3, 0))
+    assert "native_loop" in five.lower(np.ones((2, 8), np.float32)).source
     assert "native_loop" in fnx.jit(lambda v: fnp.exp(v) * 2).lower(
         np.ones((2, 10), np.float32)).source
 

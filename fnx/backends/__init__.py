@@ -8,6 +8,7 @@ from ..core.backend import (Backend, Executable, apply_ir, apply_scan, available
                             backend_for, get_backend, lowering, register_backend,
                             register_lowering)
 from ..core.numpy_rules import NumpyRule
+from ..kernels import winograd as _winograd
 from . import numpy_backend as _numpy_backend
 
 __all__ = ["Backend", "Executable", "register_backend", "get_backend", "available_backends",
@@ -15,6 +16,8 @@ __all__ = ["Backend", "Executable", "register_backend", "get_backend", "availabl
            "enable_gpu_emulation"]
 
 register_backend(_numpy_backend.NumPyBackend())
+# 3x3 stride-1 convolutions of the NumPy impls by Winograd's algorithm, natively compiled
+_winograd.install()
 
 
 def enable_gpu_emulation():

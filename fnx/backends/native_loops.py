@@ -15,8 +15,10 @@ the float32 vector math of ``fnx.kernels.host``: NumPy's SIMD loops beat a fused
 scalar ``exp`` calls), and of those elementwise kernels of two computing equations or
 more, and row kernels (softmax, layernorm, log-sum-exp: reductions over trailing axes,
 with their producers and consumers), whose domain has at least ``FNX_NATIVE_MIN``
-elements (default 65536), or, for an elementwise kernel of arithmetic alone, 16 times
-that (while its data fits in the caches, NumPy's in-place ufuncs do as well). Smaller ones
+elements (default 65536), or, for an elementwise kernel of arithmetic alone, 16 times that
+for two equations and 4 times for three (NumPy's in-place ufuncs make one pass over
+memory per equation, a fused loop one in all; few passes gain little, and lose the
+in-place buffers the NumPy lowering writes into). Smaller ones
 stay on NumPy's ufuncs, whose call overhead is lower than a native call's (a few µs). Reductions over leading or middle axes, products, and reductions
 eager computes with a plan of its own (``core.numpy_rules.reduce_plan``) stay on NumPy:
 a native loop could not keep eager's order of operations.
@@ -191,10 +193,15 @@ _NOT_CALLS = frozenset({"for", "if", "while", "return", "sizeof", "float", "doub
 _CALL = re.compile(r"\b([A-Za-z_][A-Za-z_0-9]*)\s*\(")
 
 
-_TRANSCENDENTAL = frozenset({"expf", "expm1f", "logf", "log1pf", "tanhf", "fnx_logistic"})
-# an elementwise kernel of arithmetic only gains nothing over NumPy's in-place ufuncs
-# while its data fits in the caches: it needs this many times FNX_NATIVE_MIN elements
-_ARITHMETIC_ONLY_FACTOR = 16
+_TRANSCENDENTAL = frozenset({"expf", "expm1f", "logf", "log1pf", "tanhf", "erff",
+                             "fnx_logistic"})
+# An elementwise kernel of arithmetic only saves NumPy's passes over memory, one per
+# equation but the first: it needs this many times FNX_NATIVE_MIN elements, by its number
+# of computing equations. Measured on one core: four equations or more gain from 65536
+# float32 elements on (a BatchNorm + ReLU over 401408: 0.35 ms -> 0.07 ms); two gain
+# little, and in a training step lose the in-place buffers NumPy's ufuncs write into
+# (an SGD update ``p - lr * g`` of 401408 weights ran 1.5% slower native).
+_ARITHMETIC_ONLY_FACTOR = {2: 16, 3: 4}
 
 
 def _calls(source):
@@ -211,7 +218,8 @@ def _calls(source):
 def _worth_it(k, fusion, least):
     """Whether kernel ``k`` runs as a native loop: its loops vectorize, and it is an
     elementwise kernel of two or more computing equations over ``least`` elements or more
-    (16 times that with no transcendental function), or a row kernel over ``least`` or
+    (up to 16 times that with no transcendental function: ``_ARITHMETIC_ONLY_FACTOR``), or
+    a row kernel over ``least`` or
     more whose every reduction is one eager computes with ``ufunc.reduce`` over its
     operand's trailing axes (NumPy's order, which the loop keeps; not a product, and not
     one with a reduction plan of its own)."""
@@ -220,9 +228,11 @@ def _worth_it(k, fusion, least):
     if calls is None or size < least:
         return False
     if k.kind == "map":
-        if not calls & _TRANSCENDENTAL and size < least * _ARITHMETIC_ONLY_FACTOR:
+        computing = sum(map(fusion.computes, k.eqns))
+        if computing < 2:
             return False
-        return sum(map(fusion.computes, k.eqns)) >= 2
+        factor = 1 if calls & _TRANSCENDENTAL else _ARITHMETIC_ONLY_FACTOR.get(computing, 1)
+        return size >= least * factor
     if k.kind != "rows":
         return False
     for e in k.eqns:

@@ -203,7 +203,13 @@ def conv_plan(lshape, rshape, strides, padding, ldil, rdil, dn, G, B, pet, perm)
 
     if channels_first:   # operands keep their spec order: (N, C, spatial...), (O, I, k...)
         prep = _operands(pet, lspec, rspec, padding, ldil, True)
-        return _conv_plan_cf(prep, N, C, Co, ks, out_sp, strides, rdil, G, B, src)
+        plan = _conv_plan_cf(prep, N, C, Co, ks, out_sp, strides, rdil, G, B, src)
+        if (ks == (3, 3) and strides == (1, 1) and rdil == (1, 1) and tuple(ldil) == (1, 1)
+                and G == 1 and B == 1 and min(lo for lo, _ in padding) >= 0
+                and min(hi for _, hi in padding) >= 0 and min(C, Co) >= WINOGRAD_MIN_CHANNELS
+                and out_sp[0] >= 8 and out_sp[1] >= WINOGRAD_MIN_WIDTH):
+            return _winograd_plan(plan, pet, lspec, rspec, tuple(map(tuple, padding)), src)
+        return plan
 
     x_perm = (lspec[0],) + tuple(lspec[2:]) + (lspec[1],)
     w_perm = tuple(rspec[2:]) + (rspec[1], rspec[0])
@@ -231,6 +237,39 @@ def conv_plan(lshape, rshape, strides, padding, ldil, rdil, dn, G, B, pet, perm)
         y = y.reshape((g, Nb) + out_sp + (Og,))
         y = np.moveaxis(y, 0, -2).reshape((Nb,) + out_sp + (Co,))
         return finish(y)
+    return fn
+
+
+# Winograd's F(2x2, 3x3) for 3x3 stride-1 convolutions: a native implementation that the
+# backends install (``fnx.kernels.winograd``) where a C++ compiler is there. It pays from
+# this many input and output channels on (fewer: the 16 products are too thin for BLAS)
+# and output rows this wide (narrower: the transforms' rows are too short to vectorize).
+_WINOGRAD = []
+WINOGRAD_MIN_CHANNELS = 32
+WINOGRAD_MIN_WIDTH = 16
+
+
+def set_winograd(conv3x3):
+    """Install ``conv3x3(x, w, pads) -> y or None`` for 3x3 stride-1 convolutions of
+    float32/float64 host arrays in (N, C, H, W) / (O, I, 3, 3) order (None: use the
+    im2col plan); ``set_winograd(None)`` removes it."""
+    _WINOGRAD[:] = [conv3x3] if conv3x3 is not None else []
+
+
+def _winograd_plan(plan, pet, lspec, rspec, padding, src):
+    """``plan``, unless an installed Winograd convolution takes the call."""
+    cf_src = tuple(0 if a == 0 else 1 if a == 3 else a + 1 for a in src)
+
+    def fn(lhs, rhs):
+        if _WINOGRAD and not AL.is_device(lhs):
+            x = lhs if pet is None else lhs.astype(pet, copy=False)
+            w = rhs if pet is None else rhs.astype(pet, copy=False)
+            if x.dtype in (np.float32, np.float64) and w.dtype == x.dtype:
+                y = _WINOGRAD[0](x.transpose(lspec), w.transpose(rspec), padding)
+                if y is not None:
+                    return y if cf_src == (0, 1, 2, 3) else np.ascontiguousarray(
+                        y.transpose(cf_src))
+        return plan(lhs, rhs)
     return fn
 
 
