@@ -15,28 +15,13 @@ import fnx.numpy as fnp  # noqa: E402
 from fnx.onnx import UnsupportedOnnxOpError  # noqa: E402
 from fnx.testing import check_grads  # noqa: E402
 
+from onnx_testing import one_node_model  # noqa: E402
+
 RNG = np.random.default_rng(0)
 
 
 def _one_node(op, inputs, attrs=None, consts=None, opset=18, n_out=1, out_type=T.DOUBLE):
-    """A model of one ``op`` node: ``inputs`` ({name: array}) are graph inputs,
-    ``consts`` ({position: array}) initializers at those input positions."""
-    consts = dict(consts or {})
-    names = list(inputs)
-    for pos in sorted(consts):
-        while len(names) < pos:
-            names.append("")
-        names.insert(pos, f"c{pos}")
-    outs = [f"y{i}" for i in range(n_out)]
-    node = helper.make_node(op, names, outs, **(attrs or {}))
-    vi = [helper.make_tensor_value_info(k, helper.np_dtype_to_tensor_dtype(v.dtype), v.shape)
-          for k, v in inputs.items()]
-    types = out_type if isinstance(out_type, (list, tuple)) else [out_type] * n_out
-    ovi = [helper.make_tensor_value_info(o, t, None) for o, t in zip(outs, types)]
-    g = helper.make_graph([node], "g", vi, ovi,
-                          initializer=[nh.from_array(v, f"c{k}") for k, v in consts.items()])
-    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
-    return onnx.shape_inference.infer_shapes(model)  # the outputs' shapes
+    return one_node_model(op, inputs, attrs, consts, opset, n_out, out_type)
 
 
 def _f64(*shape):

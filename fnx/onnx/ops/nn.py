@@ -358,19 +358,24 @@ def _stash(node, x):
         raise node.error(f"stash_type={st} is not a float type fnx computes in") from None
 
 
+def _trailing_norm(node, x):
+    """What LayerNormalization and RMSNormalization share: the input in the stash type,
+    the normalized axes (``axis`` to the last), epsilon in the stash type."""
+    axis = node.attr("axis", -1)
+    axis = axis + x.ndim if axis < 0 else axis
+    cdt = _stash(node, x)
+    return x.astype(cdt), tuple(range(axis, x.ndim)), fnp.asarray(node.attr("epsilon", 1e-5),
+                                                                   cdt), cdt
+
+
 @op("LayerNormalization")
 def layer_normalization(node, x, scale, b=None):
     x = _a(x)
-    axis = node.attr("axis", -1)
-    axis = axis + x.ndim if axis < 0 else axis
-    eps = node.attr("epsilon", 1e-5)
-    cdt = _stash(node, x)
-    xc = x.astype(cdt)
-    axes = tuple(range(axis, x.ndim))
+    xc, axes, eps, cdt = _trailing_norm(node, x)
     mean = fnp.mean(xc, axis=axes, keepdims=True)
     d = xc - mean
     var = fnp.mean(d * d, axis=axes, keepdims=True)
-    inv = fnp.asarray(1, cdt) / fnp.sqrt(var + fnp.asarray(eps, cdt))
+    inv = fnp.asarray(1, cdt) / fnp.sqrt(var + eps)
     y = (d * inv).astype(x.dtype) * _a(scale).astype(x.dtype)
     if b is not None:
         y = y + _a(b).astype(x.dtype)
@@ -380,13 +385,9 @@ def layer_normalization(node, x, scale, b=None):
 @op("RMSNormalization")
 def rms_normalization(node, x, scale):
     x = _a(x)
-    axis = node.attr("axis", -1)
-    axis = axis + x.ndim if axis < 0 else axis
-    eps = node.attr("epsilon", 1e-5)
-    cdt = _stash(node, x)
-    xc = x.astype(cdt)
-    ms = fnp.mean(xc * xc, axis=tuple(range(axis, x.ndim)), keepdims=True)
-    y = xc / fnp.sqrt(ms + fnp.asarray(eps, cdt))
+    xc, axes, eps, _cdt = _trailing_norm(node, x)
+    ms = fnp.mean(xc * xc, axis=axes, keepdims=True)
+    y = xc / fnp.sqrt(ms + eps)
     return y.astype(x.dtype) * _a(scale).astype(x.dtype)
 
 
