@@ -1,6 +1,7 @@
 """The ONNX backend node tests against fnx (``fnx.onnx.backend``): every case the installed
-``onnx`` package generates in memory (``onnx.backend.test.case.node``), compared as ONNX's
-own runner compares (shape, dtype, values to each case's tolerances).
+``onnx`` package generates in memory (``onnx.backend.test.case.node``), and the model tests
+it ships as files (PyTorch's converted layers and operators, small hand-made models),
+compared as ONNX's own runner compares (shape, dtype, values to each case's tolerances).
 
 The cases fnx passes are recorded in ``tests/data/onnx_node_passing.txt`` as a ratchet: a
 recorded case that fails is a regression and fails this test; cases passing beyond the
@@ -20,8 +21,8 @@ RECORD = pathlib.Path(__file__).parent / "data" / "onnx_node_passing.txt"
 
 def _run():
     from fnx.onnx import backend
-    from fnx.onnx.node_tests import cases, run_cases
-    return run_cases(backend, cases())
+    from fnx.onnx.node_tests import cases, model_cases, run_cases
+    return run_cases(backend, cases() + model_cases())
 
 
 def _recorded():

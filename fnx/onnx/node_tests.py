@@ -7,6 +7,7 @@ rtol/atol)::
 
     python -m fnx.onnx.node_tests                 # fnx and onnxruntime, per operator
     python -m fnx.onnx.node_tests --ops Conv Gemm --failures
+    python -m fnx.onnx.node_tests --models        # and the model tests onnx ships as files
 """
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ import argparse
 import collections
 import warnings
 
-__all__ = ["cases", "run_cases", "CORE_OPS"]
+__all__ = ["cases", "model_cases", "run_cases", "CORE_OPS", "MODEL_KINDS"]
 
 # The core deep-learning operators: what CNNs, MLPs, RNNs and transformers exported from
 # PyTorch and Keras are made of.
@@ -45,10 +46,58 @@ def cases(ops=None):
     return [c for c in all_cases if ops is None or op_of(c) in ops]
 
 
+class _DirCase:
+    """A model test the ``onnx`` package ships as files (a model and its test data sets),
+    shaped like a node case: ``name``, ``model``, ``data_sets``, ``rtol``, ``atol``."""
+
+    def __init__(self, kind, tc, model, data_sets):
+        self.name = f"{kind}/{tc.name}"
+        self.model = model
+        self.data_sets = data_sets
+        self.rtol, self.atol = tc.rtol, tc.atol
+
+
+MODEL_KINDS = ("pytorch-converted", "pytorch-operator", "simple")
+
+
+def model_cases(kinds=MODEL_KINDS):
+    """The model tests of ``kinds`` that the installed ``onnx`` ships with their data
+    (PyTorch's converted layers and operators, and small hand-made models)."""
+    import glob
+    import os
+
+    import onnx
+    from onnx import numpy_helper
+    from onnx.backend.test.loader import load_model_tests
+
+    def read(path):
+        t = onnx.TensorProto()
+        with open(path, "rb") as f:
+            t.ParseFromString(f.read())
+        return numpy_helper.to_array(t)
+
+    out = []
+    for kind in kinds:
+        for tc in load_model_tests(kind=kind):
+            d = tc.model_dir
+            if d is None or not os.path.exists(os.path.join(d, "model.onnx")):
+                continue
+            sets = []
+            for s in sorted(glob.glob(os.path.join(d, "test_data_set*"))):
+                ins = [read(p) for p in sorted(glob.glob(os.path.join(s, "input_*.pb")))]
+                outs = [read(p) for p in sorted(glob.glob(os.path.join(s, "output_*.pb")))]
+                sets.append((ins, outs))
+            if sets:
+                out.append(_DirCase(kind, tc, onnx.load(os.path.join(d, "model.onnx")), sets))
+    return out
+
+
 def op_of(case):
     """The operator a case tests: its one node's; an ``..._expanded`` case (the
     operator's function body written out) counts for the operator of the case it
     expands; otherwise the last node's."""
+    if isinstance(case, _DirCase):
+        return case.name.split("/")[0]
     base = case.name.split("_expanded")[0]
     if base in _OPS:
         return _OPS[base]
@@ -97,9 +146,12 @@ def main(argv=None):
     p.add_argument("--core", action="store_true", help="only the core deep-learning set")
     p.add_argument("--failures", action="store_true", help="print fnx's failures")
     p.add_argument("--no-ort", action="store_true", help="skip onnxruntime")
+    p.add_argument("--models", action="store_true",
+                   help="also the model tests onnx ships as files (" + ", ".join(MODEL_KINDS)
+                   + "), one row per kind")
     args = p.parse_args(argv)
     ops = set(args.ops) if args.ops else (CORE_OPS if args.core else None)
-    selected = cases(ops)
+    selected = cases(ops) + (model_cases() if args.models else [])
     from . import backend as fnx_backend
     results = {"fnx": run_cases(fnx_backend, selected)}
     if not args.no_ort:

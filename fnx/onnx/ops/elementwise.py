@@ -182,6 +182,9 @@ def leaky_relu(node, x):
 @op("PRelu")
 def prelu(node, x, slope):
     x, slope = _a(x), _a(slope)
+    if (node.opset or 7) < 7 and slope.ndim == 1 and x.ndim > 2 and slope.shape[0] == x.shape[1]:
+        # before opset 7 a slope of one value per channel applies along axis 1
+        slope = slope.reshape((-1,) + (1,) * (x.ndim - 2))
     return fnp.where(x >= 0, x, x * slope)
 
 
