@@ -23,6 +23,7 @@ from . import tree_util
 from ._config import config
 from .core.array import CPU_DEVICE, Array, Tracer, to_array
 from .core.backend import all_devices, default_device as default_device_now
+from .core import world as _world
 from .core.dtypes import dtype_and_weak
 from .core.ir import IR, Literal, Var, eval_ir, format_ir
 from .core.primitive import ShapeDtypeStruct, aval_of
@@ -239,17 +240,30 @@ def devices(backend=None):
 
 
 def local_devices(process_index=None, backend=None, host_id=None):
-    if (process_index or 0) != 0 or (host_id or 0) != 0:
-        raise ValueError(f"local_devices: there is one process (index 0), got "
-                         f"{process_index if process_index is not None else host_id}")
+    """The devices of ``backend`` that this process computes on. ``process_index`` (or
+    JAX's older ``host_id``) may only name this process: another process's devices are
+    known to that process alone."""
+    asked = process_index if process_index is not None else host_id
+    if asked is not None:
+        me, count = _world.process_index(), _world.process_count()
+        if not 0 <= asked < count:
+            raise ValueError(f"local_devices: no process {asked}; the processes are "
+                             f"0..{count - 1} (this one is {me})")
+        if asked != me:
+            raise ValueError(f"local_devices: process {asked}'s devices are listed only in "
+                             f"that process; this is process {me}. Call local_devices() "
+                             "there, or use device_count() for the total.")
     return devices(backend)
 
 
 def device_count(backend=None):
-    return len(devices(backend))
+    """Devices of ``backend`` across every process: each process has the same local
+    devices (one CPU each), so ``local_device_count() * process_count()``."""
+    return len(devices(backend)) * _world.process_count()
 
 
 def local_device_count(backend=None):
+    """Devices of ``backend`` in this process."""
     return len(devices(backend))
 
 
@@ -268,18 +282,22 @@ def _check_backend(backend, what):
 
 
 def process_index(backend=None):
+    """This process's index (0 unless ``fnx.distributed.initialize()`` joined an MPI world
+    of several processes)."""
     _check_backend(backend, "process_index")
-    return 0
+    return _world.process_index()
 
 
 def process_count(backend=None):
+    """How many processes run the program (see ``fnx.distributed.initialize``)."""
     _check_backend(backend, "process_count")
-    return 1
+    return _world.process_count()
 
 
 def process_indices(backend=None):
+    """Every process's index: ``[0, ..., process_count() - 1]``."""
     _check_backend(backend, "process_indices")
-    return [0]
+    return list(range(_world.process_count()))
 
 
 def device_get(x):
