@@ -81,6 +81,7 @@ LAYER_OF = {
     "fnx.scipy": "libraries",
     "fnx.serialization": "libraries",
     "fnx.datasets": "libraries",
+    "fnx.distributed": "libraries",
     "fnx.testing": "libraries",
     "fnx.test_util": "libraries",
     "fnx.debug": "libraries",
