@@ -92,6 +92,8 @@ def test_single_process_collectives():
         r = dist.allreduce(x, op)
         assert r is not x and np.array_equal(r, x)
     assert dist.allreduce(x, inplace=True) is x
+    out = np.empty_like(x)
+    assert dist.allreduce(x, "max", out=out) is out and np.array_equal(out, x)
     assert dist.allgather(x, 1).shape == (2, 1, 3, 4)
     assert dist.allgather(x, -1).shape == (2, 3, 4, 1)
     assert dist.allgather(x, 1, tiled=True).shape == (2, 3, 4)
@@ -112,6 +114,8 @@ def test_collective_errors_say_what_to_do():
         dist.allreduce(x, "prod")
     with pytest.raises(ValueError, match="writable C-contiguous"):
         dist.allreduce(x.T, inplace=True)
+    with pytest.raises(ValueError, match=r"out must be .* shape \(3, 4\) and dtype float32"):
+        dist.allreduce(x, out=np.empty((3, 4)))
     with pytest.raises(ValueError, match=r"x.shape\[0\] = 3 .*equal to the 1 process.*tiled=True"):
         dist.reduce_scatter(x, 0)
     with pytest.raises(ValueError, match=r"split_axis=1\] = 4"):
@@ -253,6 +257,9 @@ for dtype in (np.float32, np.float64, np.int32, np.float16, np.complex64, np.boo
         y = xs[me].copy()
         assert dist.allreduce(y, op, inplace=True) is y
         same(y, want, f"allreduce inplace {op} {dtype}")
+        z = np.empty_like(xs[me])
+        assert dist.allreduce(xs[me], op, out=z) is z
+        same(z, want, f"allreduce out= {op} {dtype}")
 case += 1
 xs = inputs((4, 6), np.float32, case)
 same(dist.allreduce(xs[me].T), np.stack(xs).sum(0).T, "allreduce of a transposed view")
