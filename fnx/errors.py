@@ -179,6 +179,15 @@ class AxesSpecError(FnxError, TypeError, ValueError):
     """
 
 
+class UnboundAxisError(FnxError, NameError):
+    """A collective names an axis that no enclosing ``vmap(..., axis_name=...)`` or
+    ``pmap`` binds (JAX: NameError, "unbound axis name")::
+
+        fnx.lax.psum(x, "batch")                                   # UnboundAxisError
+        fnx.vmap(lambda v: fnx.lax.psum(v, "batch"), axis_name="batch")(x)   # fixed
+    """
+
+
 class OutOfMemoryError(FnxError, MemoryError):
     """An array larger than this machine's physical memory was asked for. fnx raises
     at once, before any work, instead of returning a view no computation could finish

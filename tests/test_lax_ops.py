@@ -59,6 +59,9 @@ NOT_IN_TABLE = {
     "jit": "the call primitive: its operand is an IR, not an array op (tests/test_jit.py)",
     "native_loop": "made by the NumPy backend's lowering from other equations, after every "
                    "transformation (tests/test_native_loops.py)",
+    **{p: "a collective over a named axis: only inside vmap(axis_name=...) or pmap, against "
+          "JAX's values, loops and finite differences (tests/test_collectives.py)"
+       for p in ("psum", "pmax", "pmin", "all_gather", "psum_scatter", "ppermute", "all_to_all", "axis_index")},
     "custom_jvp_call": "carries a user function and rule (tests/test_custom_rules.py)",
     "custom_vjp_call": "carries a user function and rule (tests/test_custom_rules.py)",
     "custom_lin": "the linear half of a custom_vjp; only transposed (tests/test_custom_rules.py)",

@@ -54,7 +54,10 @@ LEFT_OUT = {"copysign", "nextafter", "erfc", "erf_inv", "lgamma", "digamma", "po
             "bessel_jn", "sici", "fresnel", "hyp1f1", "hyp1f1_grad_a", "hyp1f1_grad_b",
             "owens_t", "wofz", "sqrtm", "sqrt_sylvester", "hyp2f1",
             # made by the NumPy backend's lowering (compiled C++ loops), never exported
-            "native_loop"}
+            "native_loop",
+            # collectives over named axes: an ONNX graph is one process, with no group
+            "psum", "pmax", "pmin", "all_gather", "psum_scatter", "ppermute", "all_to_all",
+            "axis_index"}
 # Call primitives: inlined by the exporter, tested through export below.
 CALLS = {"jit", "custom_jvp_call", "custom_vjp_call", "remat_call", "custom_vmap_call"}
 

@@ -54,8 +54,11 @@ from rules_support import (ALLDT, ANY, AWAY0, BITS, BOOL, CPLX, DISTINCT, FLOAT,
 pytestmark = pytest.mark.x64
 
 # Primitives that are not gradient-checked, and why.
+_COLLECTIVE = ("a collective over a named axis: only inside vmap(axis_name=...) or pmap "
+               "(tests/test_collectives.py)")
 NO_GRAD = {
     "native_loop": "made by the NumPy backend's lowering, after every transformation",
+    **{p: _COLLECTIVE for p in ("psum", "pmax", "pmin", "all_gather", "psum_scatter", "ppermute", "all_to_all", "axis_index")},
     **{p: "bool result: no derivative" for p in (
         "eq", "ne", "lt", "le", "gt", "ge", "is_finite", "isinf", "isnan")},
     **{p: "integer/bool operands only" for p in (
@@ -80,6 +83,7 @@ NO_BATCH = {
                  "remat_call)",
     "native_loop": "made by the NumPy backend's lowering, after every transformation "
                    "(tests/test_native_loops.py)",
+    **{p: _COLLECTIVE for p in ("psum", "pmax", "pmin", "all_gather", "psum_scatter", "ppermute", "all_to_all", "axis_index")},
 }
 
 

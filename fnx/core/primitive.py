@@ -123,6 +123,11 @@ class Primitive:
         self.jvp = None          # (primals, tangents, **params) -> (primal_out, tangent_out)
         self._transpose = None   # linear primitives: (cotangent, *args, **params) -> cotangents
         self.batch = None        # (args, batch_dims, **params) -> (out, out_batch_dims)
+        # A collective over named axes (params["axes"]): (args, batch_dims, size, name,
+        # **params) -> (out, out_batch_dims), where ``name`` is the batch trace's axis
+        # name when ``axes`` names it (the batch is the group), else None (the batch is
+        # an ordinary axis the collective maps over).
+        self.named_batch = None
         # Backend name -> this primitive's lowering rule for that backend
         # (``fnx.backends.register_lowering``); ``onnx``, ``kernel`` and ``numpy_codegen``
         # below are the "onnx", "cuda" and "numpy" entries.
@@ -203,5 +208,6 @@ class Primitive:
         """Which rules this primitive has (for reports and checks)."""
         return {"impl": self.impl is not None, "shape_rule": self.shape_rule is not None,
                 "jvp": self.jvp is not None, "transpose": self.transpose is not None,
-                "batch": self.batch is not None, "onnx": self.onnx is not None,
+                "batch": self.batch is not None or self.named_batch is not None,
+                "onnx": self.onnx is not None,
                 "kernel": self.kernel is not None}

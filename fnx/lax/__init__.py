@@ -5,6 +5,8 @@ from .control_flow import *  # noqa: F401,F403
 from .convolution import *  # noqa: F401,F403
 from . import linalg  # noqa: F401
 from .fft import FftType, fft  # noqa: F401
+from .parallel import (all_gather, all_to_all, axis_index, axis_size, pmax,  # noqa: F401
+                       pmean, pmin, ppermute, psum, psum_scatter)
 
 
 # JAX's lax exports every primitive as ``<name>_p`` (``lax.exp_p``, ``lax.tanh_p``), which

@@ -987,8 +987,8 @@ remat = checkpoint
 # Batch rules see batched operands at axis 0; every output is batched at axis 0.
 
 def _vmapped(fn, axes, size):
-    from .vmap import vmap
-    batched = vmap(fn, in_axes=axes, axis_size=size)
+    from .vmap import batching_axis_name, vmap
+    batched = vmap(fn, in_axes=axes, axis_name=batching_axis_name(), axis_size=size)
 
     def call(*xs):
         return list(batched(*xs))

@@ -8,6 +8,8 @@ enclosing traces are unbatched constants, so nested vmaps stay separate.
 """
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import functools
 
 import numpy as np
@@ -15,6 +17,7 @@ import numpy as np
 from .. import tree_util
 from ..core import ops
 from ..core.array import Array, Tracer, to_array
+from ..core.axis_env import axis_frame
 from ..core.primitive import ShapeDtypeStruct
 from ..core.trace import Trace, get_trace, parent_context, trace_context
 from ..errors import AxesSpecError, MissingRuleError
@@ -39,12 +42,24 @@ def move_to_front(x, bdim):
     return ops.transpose(x, perm)
 
 
+# The axis name of the batch trace whose batching rule runs now: rules that vmap a body
+# again (call primitives, control flow, custom rules) give it to their vmap, so the
+# collectives inside still see their named axis.
+_BATCHING_AXIS = contextvars.ContextVar("fnx_batching_axis", default=None)
+
+
+def batching_axis_name():
+    """The axis name of the vmap whose batching rule is running (None: unnamed)."""
+    return _BATCHING_AXIS.get()
+
+
 class BatchTrace(Trace):
     name = "vmap"
 
-    def __init__(self, parent, size):
+    def __init__(self, parent, size, axis_name=None):
         self.parent = parent
         self.size = size
+        self.axis_name = axis_name
 
     def lift(self, x, prim_name):
         if isinstance(x, BatchTracer) and x._trace is self:
@@ -56,12 +71,25 @@ class BatchTrace(Trace):
     def process_primitive(self, prim, args, params):
         with parent_context(self):
             vals, dims = zip(*[self.lift(a, prim.name) for a in args]) if args else ((), ())
+            if prim.named_batch is not None:   # a collective: over this axis, or another
+                mine = self.axis_name is not None and self.axis_name in params["axes"]
+                if mine or any(d is not None for d in dims):
+                    out, out_dims = prim.named_batch(list(vals), list(dims), self.size,
+                                                     self.axis_name if mine else None,
+                                                     **params)
+                    if prim.multiple_results:
+                        return [BatchTracer(self, o, d) for o, d in zip(out, out_dims)]
+                    return BatchTracer(self, out, out_dims)
             if all(d is None for d in dims):
                 return prim.bind(*vals, **params)
             if prim.batch is None:
                 raise MissingRuleError(
                     f"{prim.name} has no batching rule, so it cannot be used under vmap yet.")
-            out, out_dims = prim.batch(list(vals), list(dims), self.size, **params)
+            token = _BATCHING_AXIS.set(self.axis_name)
+            try:
+                out, out_dims = prim.batch(list(vals), list(dims), self.size, **params)
+            finally:
+                _BATCHING_AXIS.reset(token)
         if prim.multiple_results:
             return [BatchTracer(self, o, d) for o, d in zip(out, out_dims)]
         return BatchTracer(self, out, out_dims)
@@ -205,22 +233,34 @@ def _size_mismatch(args, leaves, axes, axis_size):
             + "\n".join(lines))
 
 
-def vmap(fun, in_axes=0, out_axes=0, axis_size=None):
+def vmap(fun, in_axes=0, out_axes=0, axis_name=None, axis_size=None, spmd_axis_name=None):
     """Vectorize ``fun`` over the ``in_axes`` of its arguments (pytrees of ints/None).
 
     ``in_axes`` is an int or None for every argument, or a tuple/list with one entry
     per positional argument, each a pytree prefix of its argument; ``out_axes`` is a
     pytree prefix of the output. Axes may be negative (from the end). A spec that is
     not an int/None pytree, does not match the structure, or names an axis out of
-    range raises :class:`fnx.errors.AxesSpecError` (a ValueError and a TypeError)."""
+    range raises :class:`fnx.errors.AxesSpecError` (a ValueError and a TypeError).
+
+    ``axis_name`` names the mapped axis for the collectives inside ``fun``
+    (``fnx.lax.psum(x, axis_name)``, ``pmean``, ``all_gather``, ``ppermute``,
+    ``axis_index``, ...): each sees the batch as the members of a group, as ``pmap``'s
+    processes would be. ``spmd_axis_name`` is accepted for JAX's signature and means
+    nothing here (no device mesh)."""
+    if axis_name is not None:
+        try:
+            hash(axis_name)
+        except TypeError:
+            raise AxesSpecError(f"vmap: axis_name must be hashable (a string), got "
+                                f"{axis_name!r}") from None
     in_single, in_prefix = _axes_spec("in_axes", in_axes)
     out_single, out_prefix = _axes_spec("out_axes", out_axes)
     in_cache, out_cache = {}, {}
 
     def batched(*args, **kwargs):
         if kwargs:  # as in JAX, keyword arguments are mapped over their leading axis
-            return _with_kwargs(fun, in_prefix is None, in_axes, out_axes, axis_size, args,
-                                kwargs)
+            return _with_kwargs(fun, in_prefix is None, in_axes, out_axes, axis_name,
+                                axis_size, args, kwargs)
         leaves, tree = tree_util.tree_flatten(args)
         axes = _axes_for("in_axes", "args", in_single, in_prefix, in_cache, tree)
         leaves = [to_array(x) for x in leaves]
@@ -242,8 +282,10 @@ def vmap(fun, in_axes=0, out_axes=0, axis_size=None):
             raise ValueError(_size_mismatch(args, leaves, norm, axis_size) if sizes
                              else "vmap: no argument is mapped; give axis_size")
         size = sizes.pop()
-        trace = BatchTrace(get_trace(), size)
-        with trace_context(trace):
+        trace = BatchTrace(get_trace(), size, axis_name)
+        frame = (axis_frame(axis_name, size, "vmap", trace) if axis_name is not None
+                 else contextlib.nullcontext())
+        with frame, trace_context(trace):
             ins = [BatchTracer(trace, x, a) if a is not None else x for x, a in zip(leaves, norm)]
             out = fun(*tree_util.tree_unflatten(tree, ins))
             out_leaves, out_tree = tree_util.tree_flatten(out)
@@ -283,7 +325,7 @@ def vmap(fun, in_axes=0, out_axes=0, axis_size=None):
     return batched
 
 
-def _with_kwargs(fun, one_axis, in_axes, out_axes, axis_size, args, kwargs):
+def _with_kwargs(fun, one_axis, in_axes, out_axes, axis_name, axis_size, args, kwargs):
     """``vmap(fun)(*args, **kwargs)``: the keyword arguments become trailing positional
     ones with axis 0 (an error about one names it ``args[n + j]``, in call order)."""
     n, names = len(args), list(kwargs)
@@ -292,7 +334,7 @@ def _with_kwargs(fun, one_axis, in_axes, out_axes, axis_size, args, kwargs):
     def positional(*xs):
         return fun(*xs[:n], **dict(zip(names, xs[n:])))
 
-    return vmap(positional, axes, out_axes, axis_size)(*args, *kwargs.values())
+    return vmap(positional, axes, out_axes, axis_name, axis_size)(*args, *kwargs.values())
 
 
 # --- rule constructors ------------------------------------------------------------------------
@@ -339,6 +381,7 @@ def batch_shifted(prim, shift):
 def batch_by_inlining(prim, body):
     """Call primitives: vmap the called function itself (``body(params)`` gives it)."""
     def rule(vals, dims, size, **params):
-        outs = vmap(body(params), in_axes=tuple(dims), axis_size=size)(*vals)
+        outs = vmap(body(params), in_axes=tuple(dims), axis_name=batching_axis_name(),
+                    axis_size=size)(*vals)
         return list(outs), [0] * len(outs)
     prim.batch = rule

@@ -40,12 +40,21 @@ def _jvp_flat(fn, primals, tangents):
     return [p for p, _ in pairs], [t for _, t in pairs]
 
 
+def _nothing():
+    import contextlib
+    return contextlib.nullcontext()
+
+
 def _batch_flat(fn, vals, dims, size, force=None):
     """``fn`` vmapped: (outputs, their batch dims, 0 or None); ``force[k]``: batch output
     ``k`` at 0 even when it does not vary."""
-    from ...transforms.vmap import BatchTrace, BatchTracer, materialize_batch_axis
-    trace = BatchTrace(get_trace(), size)
-    with trace_context(trace):
+    from ...core.axis_env import axis_frame
+    from ...transforms.vmap import (BatchTrace, BatchTracer, batching_axis_name,
+                                    materialize_batch_axis)
+    name = batching_axis_name()
+    trace = BatchTrace(get_trace(), size, name)
+    frame = axis_frame(name, size, "vmap", trace) if name is not None else _nothing()
+    with frame, trace_context(trace):
         ins = [v if d is None else BatchTracer(trace, v, d) for v, d in zip(vals, dims)]
         outs = fn(*ins)
         lifted = [trace.lift(o if isinstance(o, Array) else to_array(o), "output")

@@ -1,0 +1,432 @@
+"""Collectives over named axes, JAX's ``jax.lax`` parallel operators: ``psum``, ``pmean``,
+``pmax``, ``pmin``, ``all_gather``, ``psum_scatter``, ``ppermute``, ``all_to_all``,
+``axis_index`` (and ``axis_size``).
+
+A named axis is bound by ``fnx.vmap(f, axis_name=...)`` (the batch is the group: each
+collective becomes an operation over the batch dimension, ``named_batch``) or by
+``fnx.pmap`` (processes). A collective outside any binding raises
+``fnx.errors.UnboundAxisError``.
+
+One block per primitive, JAX's semantics: its shape rule (the group's size is a
+parameter, read from the binding when the collective is called), its rules for a batch
+that is the group and for one that is not, its derivative (the linear ones are their
+own tangent map; their transposes: ``psum`` -> ``psum``, ``all_gather`` <->
+``psum_scatter``, ``ppermute`` -> the inverse permutation, ``all_to_all`` -> the swapped
+axes), and its impl, which only a process group runs.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .. import tree_util
+from ..core.axis_env import axis_names, lookup, size_of
+from ..core.primitive import Primitive, ShapeDtypeStruct
+from ..errors import ShapeError, UnboundAxisError
+from ..transforms.jvp import deflinear
+from . import ops as L
+from .rule_helpers import normalize_axis
+
+__all__ = ["psum", "pmean", "pmax", "pmin", "all_gather", "psum_scatter", "ppermute",
+           "all_to_all", "axis_index", "axis_size", "psum_p", "pmax_p", "pmin_p",
+           "all_gather_p", "psum_scatter_p", "ppermute_p", "all_to_all_p", "axis_index_p"]
+
+
+def _unbound_impl(name):
+    def impl(*args, axes, **params):
+        lookup(axes[0], name)            # raises for an unbound name
+        raise UnboundAxisError(
+            f"{name}: the axis {axes[0]!r} is bound by pmap over processes, which this "
+            "build runs only with fnx.distributed initialized")
+    impl.__name__ = f"_{name}_impl"
+    return impl
+
+
+def _front(x, d):
+    """``x`` with its batch dimension ``d`` first (a broadcast when ``d`` is None)."""
+    from ..transforms.vmap import move_to_front
+    return move_to_front(x, d)
+
+
+def _check(prim, x, d, params):
+    """The shape rule on one member's operand (raises a ShapeError naming the problem)."""
+    shape = tuple(x.shape) if d is None else tuple(x.shape[:d]) + tuple(x.shape[d + 1:])
+    prim.shape_rule(ShapeDtypeStruct(shape, x.dtype), **params)
+
+
+def _rebind(prim, x, d, size, **params):
+    """The collective over another axis of a value batched on this one: the same
+    collective with the value's axes counted past the batch dimension (now first)."""
+    return prim.bind(_front(x, d), **params), 0
+
+
+# === psum, pmax, pmin =============================================================================
+
+def _same_rule(x, *, axes):
+    return ShapeDtypeStruct(x.shape, x.dtype, x.weak_type)
+
+
+def _reducing(name, reduce_batch, unbatched):
+    prim = Primitive(name, shape_rule=_same_rule, impl=_unbound_impl(name))
+
+    def named_batch(vals, dims, size, mine, *, axes):
+        (x,), (d,) = vals, dims
+        if mine is None:
+            return _rebind(prim, x, d, size, axes=axes)
+        y = unbatched(x, size) if d is None else reduce_batch(_front(x, d))
+        rest = tuple(a for a in axes if a != mine)
+        return (prim.bind(y, axes=rest) if rest else y), None
+    prim.named_batch = named_batch
+    return prim
+
+
+def _times(x, n):
+    return L.mul(x, L.convert_element_type(n, x.dtype))
+
+
+psum_p = _reducing("psum", lambda x: L.reduce_sum(x, (0,)), _times)
+deflinear(psum_p)
+psum_p.transpose = lambda ct, x, *, axes: [psum_p.bind(ct, axes=axes)]
+
+pmax_p = _reducing("pmax", lambda x: L.reduce_max(x, (0,)), lambda x, n: x)
+pmin_p = _reducing("pmin", lambda x: L.reduce_min(x, (0,)), lambda x, n: x)
+for _p in (pmax_p, pmin_p):
+    _p.not_needed["jvp"] = ("not differentiable, as in JAX (a tie between members has no "
+                            "derivative); psum a masked value to differentiate a maximum")
+
+
+def _arr(v):
+    from ..core.array import to_array
+    return to_array(v)
+
+
+def _tree_collective(fn, x):
+    return tree_util.tree_map(fn, x)
+
+
+def psum(x, axis_name, *, axis_index_groups=None):
+    """The sum over the group of the named axis (a pytree of arrays, each summed)."""
+    _no_groups(axis_index_groups, "psum")
+    names = axis_names(axis_name)
+    for n in names:
+        lookup(n, "psum")
+    return _tree_collective(lambda v: psum_p.bind(_arr(v), axes=names), x)
+
+
+def pmean(x, axis_name, *, axis_index_groups=None):
+    """The mean over the group of the named axis."""
+    _no_groups(axis_index_groups, "pmean")
+    n = size_of(axis_name, "pmean")
+    return tree_util.tree_map(lambda v: L.div(v, L.convert_element_type(n, v.dtype)),
+                              psum(x, axis_name))
+
+
+def pmax(x, axis_name, *, axis_index_groups=None):
+    """The elementwise maximum over the group (not differentiable, as in JAX)."""
+    _no_groups(axis_index_groups, "pmax")
+    names = axis_names(axis_name)
+    for n in names:
+        lookup(n, "pmax")
+    return _tree_collective(lambda v: pmax_p.bind(_arr(v), axes=names), x)
+
+
+def pmin(x, axis_name, *, axis_index_groups=None):
+    """The elementwise minimum over the group (not differentiable, as in JAX)."""
+    _no_groups(axis_index_groups, "pmin")
+    names = axis_names(axis_name)
+    for n in names:
+        lookup(n, "pmin")
+    return _tree_collective(lambda v: pmin_p.bind(_arr(v), axes=names), x)
+
+
+def _no_groups(groups, what):
+    if groups is not None:
+        raise NotImplementedError(f"{what}: axis_index_groups is not supported; split the "
+                                  "group with a second named axis instead")
+
+
+def _one_name(axis_name, what):
+    names = axis_names(axis_name)
+    if len(names) != 1:
+        raise NotImplementedError(f"{what} over several axis names {names} is not "
+                                  "supported; nest it, one name at a time")
+    lookup(names[0], what)
+    return names
+
+
+# === all_gather ===================================================================================
+
+def _all_gather_rule(x, *, axes, axis, tiled, axis_size):
+    nd = len(x.shape)
+    a = normalize_axis("all_gather", axis, nd if tiled else nd + 1)
+    shape = list(x.shape)
+    if tiled:
+        shape[a] *= axis_size
+    else:
+        shape.insert(a, axis_size)
+    return ShapeDtypeStruct(tuple(shape), x.dtype, x.weak_type)
+
+
+all_gather_p = Primitive("all_gather", shape_rule=_all_gather_rule,
+                         impl=_unbound_impl("all_gather"))
+
+
+def _all_gather_named(vals, dims, size, mine, *, axes, axis, tiled, axis_size):
+    (x,), (d,) = vals, dims
+    _check(all_gather_p, x, d, dict(axes=axes, axis=axis, tiled=tiled, axis_size=axis_size))
+    if mine is None:
+        a = axis + 1 if axis >= 0 else axis
+        return _rebind(all_gather_p, x, d, size, axes=axes, axis=a, tiled=tiled,
+                       axis_size=axis_size)
+    xb = _front(x, d) if d is not None else L.broadcast_in_dim(
+        x, (size,) + tuple(x.shape), tuple(range(1, 1 + x.ndim)))
+    nd = xb.ndim - 1
+    a = normalize_axis("all_gather", axis, nd if tiled else nd + 1)
+    perm = list(range(1, xb.ndim))
+    perm.insert(a, 0)
+    y = L.transpose(xb, perm)                 # the members stacked at ``a``
+    if tiled:
+        shape = list(x.shape if d is None else xb.shape[1:])
+        shape[a] *= size
+        y = L.reshape(y, tuple(shape))
+    return y, None
+
+
+all_gather_p.named_batch = _all_gather_named
+deflinear(all_gather_p)
+
+
+def all_gather(x, axis_name, *, axis_index_groups=None, axis=0, tiled=False):
+    """Every member's ``x`` stacked along a new ``axis`` (or concatenated along it with
+    ``tiled=True``), the same on every member."""
+    _no_groups(axis_index_groups, "all_gather")
+    names = _one_name(axis_name, "all_gather")
+    n = size_of(names, "all_gather")
+    return _tree_collective(lambda v: all_gather_p.bind(_arr(v), axes=names, axis=axis,
+                                                        tiled=tiled, axis_size=n), x)
+
+
+# === psum_scatter =================================================================================
+
+def _psum_scatter_rule(x, *, axes, scatter_dimension, tiled, axis_size):
+    nd = len(x.shape)
+    d = normalize_axis("psum_scatter", scatter_dimension, nd)
+    shape = list(x.shape)
+    if tiled:
+        if shape[d] % axis_size:
+            raise ShapeError(f"psum_scatter: dimension {d} of {tuple(x.shape)} is not "
+                             f"divisible by the axis size {axis_size}")
+        shape[d] //= axis_size
+    else:
+        if shape[d] != axis_size:
+            raise ShapeError(f"psum_scatter: dimension {d} of {tuple(x.shape)} must equal "
+                             f"the axis size {axis_size} (or pass tiled=True)")
+        del shape[d]
+    return ShapeDtypeStruct(tuple(shape), x.dtype, x.weak_type)
+
+
+psum_scatter_p = Primitive("psum_scatter", shape_rule=_psum_scatter_rule,
+                           impl=_unbound_impl("psum_scatter"))
+
+
+def _psum_scatter_named(vals, dims, size, mine, *, axes, scatter_dimension, tiled,
+                        axis_size):
+    (x,), (d,) = vals, dims
+    _check(psum_scatter_p, x, d, dict(axes=axes, scatter_dimension=scatter_dimension, tiled=tiled, axis_size=axis_size))
+    if mine is None:
+        sd = scatter_dimension + 1 if scatter_dimension >= 0 else scatter_dimension
+        return _rebind(psum_scatter_p, x, d, size, axes=axes, scatter_dimension=sd,
+                       tiled=tiled, axis_size=axis_size)
+    s = _times(x, size) if d is None else L.reduce_sum(_front(x, d), (0,))
+    sd = normalize_axis("psum_scatter", scatter_dimension, s.ndim)
+    shape = list(s.shape)
+    chunk = shape[sd] // size
+    split = shape[:sd] + [size, chunk] + shape[sd + 1:]
+    y = L.reshape(s, tuple(split))            # member i's chunk at index i of axis sd
+    perm = [sd] + [k for k in range(len(split)) if k != sd]
+    y = L.transpose(y, perm)                  # members first
+    if not tiled:                             # the scattered axis (1 per member) goes
+        y = L.reshape(y, (size,) + tuple(shape[:sd] + shape[sd + 1:]))
+    return y, 0
+
+
+psum_scatter_p.named_batch = _psum_scatter_named
+deflinear(psum_scatter_p)
+
+
+def psum_scatter(x, axis_name, *, scatter_dimension=0, axis_index_groups=None, tiled=False):
+    """The sum over the group, each member keeping its own chunk of ``scatter_dimension``
+    (member i: index i of it, or with ``tiled=True`` the i-th of ``axis size`` equal
+    slices)."""
+    _no_groups(axis_index_groups, "psum_scatter")
+    names = _one_name(axis_name, "psum_scatter")
+    n = size_of(names, "psum_scatter")
+    return _tree_collective(lambda v: psum_scatter_p.bind(
+        _arr(v), axes=names, scatter_dimension=scatter_dimension, tiled=tiled,
+        axis_size=n), x)
+
+
+def _all_gather_transpose(ct, x, *, axes, axis, tiled, axis_size):
+    return [psum_scatter_p.bind(ct, axes=axes, scatter_dimension=axis, tiled=tiled,
+                                axis_size=axis_size)]
+
+
+def _psum_scatter_transpose(ct, x, *, axes, scatter_dimension, tiled, axis_size):
+    return [all_gather_p.bind(ct, axes=axes, axis=scatter_dimension, tiled=tiled,
+                              axis_size=axis_size)]
+
+
+all_gather_p.transpose = _all_gather_transpose
+psum_scatter_p.transpose = _psum_scatter_transpose
+
+
+# === ppermute =====================================================================================
+
+ppermute_p = Primitive("ppermute", shape_rule=lambda x, *, axes, perm: _same_rule(x, axes=axes),
+                       impl=_unbound_impl("ppermute"))
+
+
+def _ppermute_named(vals, dims, size, mine, *, axes, perm):
+    (x,), (d,) = vals, dims
+    if mine is None:
+        return _rebind(ppermute_p, x, d, size, axes=axes, perm=perm)
+    src = np.zeros(size, np.int32)
+    received = np.zeros(size, bool)
+    for s, t in perm:
+        src[t], received[t] = s, True
+    xb = _front(x, d) if d is not None else L.broadcast_in_dim(
+        x, (size,) + tuple(x.shape), tuple(range(1, 1 + x.ndim)))
+    zero = L.full_like(L.slice_in_dim(xb, 0, 1, 1, 0), 0)
+    rows = [L.slice_in_dim(xb, int(src[t]), int(src[t]) + 1, 1, 0) if received[t] else zero
+            for t in range(size)]             # member t's row: its source's, or zeros
+    return L.concatenate(rows, 0), 0
+
+
+ppermute_p.named_batch = _ppermute_named
+deflinear(ppermute_p)
+ppermute_p.transpose = lambda ct, x, *, axes, perm: [
+    ppermute_p.bind(ct, axes=axes, perm=tuple((t, s) for s, t in perm))]
+
+
+def ppermute(x, axis_name, perm):
+    """Member ``s`` sends its ``x`` to member ``t`` for each ``(s, t)`` in ``perm`` (no
+    two pairs with one source or one target); members no pair targets get zeros."""
+    names = _one_name(axis_name, "ppermute")
+    n = size_of(names, "ppermute")
+    perm = tuple((int(s), int(t)) for s, t in perm)
+    srcs, dsts = [s for s, _ in perm], [t for _, t in perm]
+    if len(set(srcs)) != len(srcs) or len(set(dsts)) != len(dsts):
+        raise ValueError(f"ppermute: perm {list(perm)} repeats a source or a target")
+    if any(not 0 <= i < n for i in srcs + dsts):
+        raise ValueError(f"ppermute: perm {list(perm)} names a member outside the axis "
+                         f"{names[0]!r} of size {n}")
+    return _tree_collective(lambda v: ppermute_p.bind(_arr(v), axes=names, perm=perm),
+                            x)
+
+
+# === all_to_all ===================================================================================
+
+def _all_to_all_rule(x, *, axes, split_axis, concat_axis, tiled, axis_size):
+    nd = len(x.shape)
+    s = normalize_axis("all_to_all", split_axis, nd)
+    shape = list(x.shape)
+    if tiled:
+        if shape[s] % axis_size:
+            raise ShapeError(f"all_to_all: split axis {s} of {tuple(x.shape)} is not "
+                             f"divisible by the axis size {axis_size}")
+        shape[s] //= axis_size
+        c = normalize_axis("all_to_all", concat_axis, nd)
+        shape[c] *= axis_size
+    else:
+        if shape[s] != axis_size:
+            raise ShapeError(f"all_to_all: split axis {s} of {tuple(x.shape)} must equal "
+                             f"the axis size {axis_size} (or pass tiled=True)")
+        del shape[s]
+        c = normalize_axis("all_to_all", concat_axis, nd)
+        shape.insert(c, axis_size)
+    return ShapeDtypeStruct(tuple(shape), x.dtype, x.weak_type)
+
+
+all_to_all_p = Primitive("all_to_all", shape_rule=_all_to_all_rule,
+                         impl=_unbound_impl("all_to_all"))
+
+
+def _all_to_all_named(vals, dims, size, mine, *, axes, split_axis, concat_axis, tiled,
+                      axis_size):
+    (x,), (d,) = vals, dims
+    _check(all_to_all_p, x, d, dict(axes=axes, split_axis=split_axis, concat_axis=concat_axis, tiled=tiled, axis_size=axis_size))
+    if mine is None:
+        shift = (lambda a: a + 1 if a >= 0 else a)
+        return _rebind(all_to_all_p, x, d, size, axes=axes, split_axis=shift(split_axis),
+                       concat_axis=shift(concat_axis), tiled=tiled, axis_size=axis_size)
+    xb = _front(x, d) if d is not None else L.broadcast_in_dim(
+        x, (size,) + tuple(x.shape), tuple(range(1, 1 + x.ndim)))
+    nd = xb.ndim - 1                      # a member's rank
+    s = normalize_axis("all_to_all", split_axis, nd)
+    shape = list(xb.shape[1:])
+    chunk = shape[s] // size
+    # (sender, ..., chunk index j, chunk, ...): member j receives chunk j of every sender
+    split = [size] + shape[:s] + [size, chunk] + shape[s + 1:]
+    y = L.reshape(xb, tuple(split))
+    j = 1 + s
+    perm = [j, 0] + [k for k in range(1, len(split)) if k != j]
+    y = L.transpose(y, perm)              # (receiver, sender, member axes with chunk at s)
+    member = shape[:s] + [chunk] + shape[s + 1:]
+    if not tiled:
+        member = shape[:s] + shape[s + 1:]
+        y = L.reshape(y, (size, size) + tuple(member))
+        c = normalize_axis("all_to_all", concat_axis, nd)
+        order = [0] + [k + 2 for k in range(c)] + [1] + [k + 2 for k in range(c, nd - 1)]
+        return L.transpose(y, order), 0
+    c = normalize_axis("all_to_all", concat_axis, nd)
+    order = [0] + [k + 2 for k in range(c)] + [1] + [k + 2 for k in range(c, nd)]
+    y = L.transpose(y, order)             # sender next to the concat axis, before it
+    out = list(member)
+    out[c] *= size
+    return L.reshape(y, (size,) + tuple(out)), 0
+
+
+all_to_all_p.named_batch = _all_to_all_named
+deflinear(all_to_all_p)
+all_to_all_p.transpose = lambda ct, x, *, axes, split_axis, concat_axis, tiled, axis_size: [
+    all_to_all_p.bind(ct, axes=axes, split_axis=concat_axis, concat_axis=split_axis,
+                      tiled=tiled, axis_size=axis_size)]
+
+
+def all_to_all(x, axis_name, split_axis, concat_axis, *, axis_index_groups=None,
+               tiled=False):
+    """Member ``i`` splits its ``x`` along ``split_axis`` into one chunk per member and
+    sends chunk ``j`` to member ``j``, which stacks what it receives, in member order,
+    along a new ``concat_axis`` (with ``tiled=True``: concatenates it along the existing
+    ``concat_axis``)."""
+    _no_groups(axis_index_groups, "all_to_all")
+    names = _one_name(axis_name, "all_to_all")
+    n = size_of(names, "all_to_all")
+    return _tree_collective(lambda v: all_to_all_p.bind(
+        _arr(v), axes=names, split_axis=split_axis, concat_axis=concat_axis, tiled=tiled,
+        axis_size=n), x)
+
+
+# === axis_index ===================================================================================
+
+axis_index_p = Primitive("axis_index",
+                         shape_rule=lambda *, axes: ShapeDtypeStruct((), np.dtype(np.int32)),
+                         impl=_unbound_impl("axis_index"))
+axis_index_p.not_needed["jvp"] = "an integer index: no tangent"
+
+
+def _axis_index_named(vals, dims, size, mine, *, axes):
+    return L.iota(np.int32, size), 0      # only ever called for its own axis: no operands
+
+
+axis_index_p.named_batch = _axis_index_named
+
+
+def axis_index(axis_name):
+    """This member's index along the named axis (int32)."""
+    names = _one_name(axis_name, "axis_index")
+    return axis_index_p.bind(axes=names)
+
+
+def axis_size(axis_name):
+    """The size of the named axis (the product for several names), a Python int."""
+    return size_of(axis_name, "axis_size")
