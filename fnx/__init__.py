@@ -22,6 +22,7 @@ from .transforms.jit import clear_caches, jit
 from .lax import stop_gradient
 from .transforms.jvp import jvp
 from .transforms.vmap import vmap
+from .transforms.pmap import pmap
 from .transforms.jacobian import hessian, jacfwd, jacrev
 from .transforms.custom import checkpoint, checkpoint_policies, custom_jvp, custom_vjp, remat
 from . import ad_checkpoint, custom_derivatives  # noqa: E402,F401  (JAX's module names)
@@ -29,6 +30,7 @@ from .transforms.vjp import grad, linearize, value_and_grad, vjp
 from . import testing  # noqa: E402  (after the transforms it checks)
 from . import nn, optim, random, scipy  # noqa: E402  (user-level libraries over numpy/lax)
 from . import datasets, serialization  # noqa: E402  (digits; flax-format checkpoints)
+from . import distributed  # noqa: E402  (processes: MPI collectives, registered for pmap)
 from . import extend, kernels, onnx  # noqa: E402  (kernels/onnx attach the primitives' hooks)
 from . import debug, example_libraries, test_util, tree  # noqa: E402,F401  (JAX's names)
 from . import dtypes  # noqa: E402,F401  (jax.dtypes)

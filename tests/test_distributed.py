@@ -9,9 +9,7 @@ message, not hang it.
 """
 from __future__ import annotations
 
-import importlib.util
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -195,14 +193,7 @@ def test_initialize_without_mpi4py_under_a_launcher_says_what_to_install(tmp_pat
 
 
 # --- several processes under mpiexec ---------------------------------------------------------
-def _mpiexec():
-    beside = os.path.join(os.path.dirname(sys.executable), "mpiexec")
-    return beside if os.path.exists(beside) else shutil.which("mpiexec")
-
-
-needs_mpi = pytest.mark.skipif(
-    importlib.util.find_spec("mpi4py") is None or _mpiexec() is None,
-    reason="needs mpi4py and mpiexec: pip install fnx[distributed]")
+from mpi_testing import mpiexec as _mpiexec, needs_mpi  # noqa: E402
 
 WORKER = r'''
 import sys

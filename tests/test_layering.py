@@ -61,6 +61,7 @@ LAYER_OF = {
     "fnx.kernels": "backends",
     # public API: jit (picks a backend), jacobians, JAX's small top-level modules
     "fnx.transforms.jit": "api",
+    "fnx.transforms.pmap": "api",
     "fnx.transforms.jacobian": "api",
     "fnx._api": "api",
     "fnx.dtypes": "api",

@@ -12,9 +12,11 @@ The communicator is an mpi4py ``Comm`` (or anything with ``Get_rank()`` and
 """
 from __future__ import annotations
 
-__all__ = ["process_index", "process_count", "communicator", "set_world", "is_multiprocess"]
+__all__ = ["process_index", "process_count", "communicator", "set_world", "is_multiprocess",
+           "collectives", "set_collectives"]
 
 _comm = None
+_ops = None
 _index = 0
 _count = 1
 
@@ -57,3 +59,17 @@ def set_world(comm) -> None:
         raise ValueError(f"set_world: the communicator says rank {index} of {count} "
                          "processes, which is not a world")
     _comm, _index, _count = comm, index, count
+
+
+def set_collectives(ops) -> None:
+    """Register the collectives over the world's processes (``fnx.distributed`` registers
+    its module: ``allreduce``, ``allgather``, ``reduce_scatter``, ``alltoall``,
+    ``ppermute`` on NumPy arrays), which the collective primitives' impls call under
+    ``pmap``."""
+    global _ops
+    _ops = ops
+
+
+def collectives():
+    """The registered collectives over processes (see ``set_collectives``), or None."""
+    return _ops

@@ -25,12 +25,17 @@ nothing waits. With several processes, an uncaught exception in one of them prin
 """
 from __future__ import annotations
 
+from ..core import world as _world
 from ..core.world import communicator, process_count, process_index  # noqa: F401
+from . import _collectives
 from ._collectives import (REDUCTIONS, allgather, allreduce, alltoall, barrier,  # noqa: F401
                            broadcast, ppermute, reduce_scatter)
 from ._process import initialize, is_initialized, launched_by_mpi  # noqa: F401
 from ._trees import (broadcast_params, load, load_states, process_allgather,  # noqa: F401
                      save, save_states, shard, shard_indices)
+
+# the collective primitives' impls reach these through the core layer under pmap
+_world.set_collectives(_collectives)
 
 __all__ = ["initialize", "is_initialized", "launched_by_mpi", "process_index",
            "process_count", "communicator", "allreduce", "allgather", "reduce_scatter",

@@ -4,8 +4,9 @@
 
 A named axis is bound by ``fnx.vmap(f, axis_name=...)`` (the batch is the group: each
 collective becomes an operation over the batch dimension, ``named_batch``) or by
-``fnx.pmap`` (processes). A collective outside any binding raises
-``fnx.errors.UnboundAxisError``.
+``fnx.pmap`` (the group is the processes: the impls call the collectives registered in
+``fnx.core.world``, ``fnx.distributed``'s MPI ones). A collective outside any binding
+raises ``fnx.errors.UnboundAxisError``.
 
 One block per primitive, JAX's semantics: its shape rule (the group's size is a
 parameter, read from the binding when the collective is called), its rules for a batch
@@ -19,6 +20,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import tree_util
+from ..core import array_library as AL
+from ..core import world
 from ..core.axis_env import axis_names, lookup, size_of
 from ..core.primitive import Primitive, ShapeDtypeStruct
 from ..errors import ShapeError, UnboundAxisError
@@ -31,12 +34,23 @@ __all__ = ["psum", "pmean", "pmax", "pmin", "all_gather", "psum_scatter", "pperm
            "all_gather_p", "psum_scatter_p", "ppermute_p", "all_to_all_p", "axis_index_p"]
 
 
-def _unbound_impl(name):
+def _process_impl(name, run):
+    """The impl: the collective over ``pmap``'s processes, ``run(ops, *args, **params)``
+    with ``ops`` the registered collectives (``fnx.core.world.collectives()``,
+    ``fnx.distributed``'s); only a pmap axis reaches an impl (vmap's batch rules compute
+    the others)."""
     def impl(*args, axes, **params):
-        lookup(axes[0], name)            # raises for an unbound name
-        raise UnboundAxisError(
-            f"{name}: the axis {axes[0]!r} is bound by pmap over processes, which this "
-            "build runs only with fnx.distributed initialized")
+        frame = lookup(axes[0], name)    # raises for an unbound name
+        ops = world.collectives()
+        if frame.kind != "pmap" or len(axes) != 1 or ops is None:
+            raise UnboundAxisError(
+                f"{name} over {axes}: only one axis bound by fnx.pmap reaches a process "
+                "collective" + ("" if ops is not None else
+                                " (import fnx.distributed to register them)"))
+        if AL.is_device(args[0]) if args else False:
+            raise NotImplementedError(f"{name} under pmap runs on host (NumPy) buffers; "
+                                      "device buffers need NCCL, not built yet")
+        return run(ops, *args, **params)
     impl.__name__ = f"_{name}_impl"
     return impl
 
@@ -66,7 +80,9 @@ def _same_rule(x, *, axes):
 
 
 def _reducing(name, reduce_batch, unbatched):
-    prim = Primitive(name, shape_rule=_same_rule, impl=_unbound_impl(name))
+    op = name[1:]                        # psum -> "sum", pmax -> "max"
+    prim = Primitive(name, shape_rule=_same_rule,
+                     impl=_process_impl(name, lambda ops, x: ops.allreduce(x, op)))
 
     def named_batch(vals, dims, size, mine, *, axes):
         (x,), (d,) = vals, dims
@@ -166,8 +182,8 @@ def _all_gather_rule(x, *, axes, axis, tiled, axis_size):
     return ShapeDtypeStruct(tuple(shape), x.dtype, x.weak_type)
 
 
-all_gather_p = Primitive("all_gather", shape_rule=_all_gather_rule,
-                         impl=_unbound_impl("all_gather"))
+all_gather_p = Primitive("all_gather", shape_rule=_all_gather_rule, impl=_process_impl(
+    "all_gather", lambda ops, x, *, axis, tiled, axis_size: ops.allgather(x, axis, tiled)))
 
 
 def _all_gather_named(vals, dims, size, mine, *, axes, axis, tiled, axis_size):
@@ -224,8 +240,9 @@ def _psum_scatter_rule(x, *, axes, scatter_dimension, tiled, axis_size):
     return ShapeDtypeStruct(tuple(shape), x.dtype, x.weak_type)
 
 
-psum_scatter_p = Primitive("psum_scatter", shape_rule=_psum_scatter_rule,
-                           impl=_unbound_impl("psum_scatter"))
+psum_scatter_p = Primitive("psum_scatter", shape_rule=_psum_scatter_rule, impl=_process_impl(
+    "psum_scatter", lambda ops, x, *, scatter_dimension, tiled, axis_size:
+    ops.reduce_scatter(x, scatter_dimension, tiled)))
 
 
 def _psum_scatter_named(vals, dims, size, mine, *, axes, scatter_dimension, tiled,
@@ -282,7 +299,8 @@ psum_scatter_p.transpose = _psum_scatter_transpose
 # === ppermute =====================================================================================
 
 ppermute_p = Primitive("ppermute", shape_rule=lambda x, *, axes, perm: _same_rule(x, axes=axes),
-                       impl=_unbound_impl("ppermute"))
+                       impl=_process_impl("ppermute",
+                                          lambda ops, x, *, perm: ops.ppermute(x, perm)))
 
 
 def _ppermute_named(vals, dims, size, mine, *, axes, perm):
@@ -346,8 +364,9 @@ def _all_to_all_rule(x, *, axes, split_axis, concat_axis, tiled, axis_size):
     return ShapeDtypeStruct(tuple(shape), x.dtype, x.weak_type)
 
 
-all_to_all_p = Primitive("all_to_all", shape_rule=_all_to_all_rule,
-                         impl=_unbound_impl("all_to_all"))
+all_to_all_p = Primitive("all_to_all", shape_rule=_all_to_all_rule, impl=_process_impl(
+    "all_to_all", lambda ops, x, *, split_axis, concat_axis, tiled, axis_size:
+    ops.alltoall(x, split_axis, concat_axis, tiled)))
 
 
 def _all_to_all_named(vals, dims, size, mine, *, axes, split_axis, concat_axis, tiled,
@@ -410,7 +429,8 @@ def all_to_all(x, axis_name, split_axis, concat_axis, *, axis_index_groups=None,
 
 axis_index_p = Primitive("axis_index",
                          shape_rule=lambda *, axes: ShapeDtypeStruct((), np.dtype(np.int32)),
-                         impl=_unbound_impl("axis_index"))
+                         impl=_process_impl("axis_index", lambda ops: np.asarray(
+                             world.process_index(), np.int32)))
 axis_index_p.not_needed["jvp"] = "an integer index: no tangent"
 
 

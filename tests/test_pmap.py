@@ -1,0 +1,105 @@
+"""``fnx.pmap`` over the processes of the world: in one process (the group has one member)
+always; with mpi4py and ``mpiexec``, in 2 and 4 processes, every collective and its
+derivative under pmap against ``vmap(axis_name=...)`` over all processes' shards, and the
+data-parallel example against one process on the whole batch."""
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+
+import fnx
+import fnx.numpy as fnp
+from fnx import lax
+
+from mpi_testing import mpiexec, needs_mpi
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_one_process_is_a_group_of_one():
+    x = np.arange(6, dtype=np.float32).reshape(1, 2, 3)
+    assert fnx.pmap(lambda v: lax.psum(v, "i"), axis_name="i")(x).tolist() == x.tolist()
+    assert fnx.pmap(lambda v: lax.all_gather(v, "i"), axis_name="i")(x).shape == (1, 1, 2, 3)
+    assert fnx.pmap(lambda v: lax.axis_index("i") + v * 0, axis_name="i")(
+        np.zeros((1, 2), np.int32)).tolist() == [[0, 0]]
+    # static arguments, unmapped arguments, a gradient inside
+    f = fnx.pmap(lambda w, x, k: fnx.grad(lambda w: lax.pmean(fnp.sum((x @ w) ** k), "i"))(w),
+                 axis_name="i", in_axes=(None, 0, None), static_broadcasted_argnums=(2,))
+    w, xs = np.ones((3, 2), np.float32), np.ones((1, 4, 3), np.float32)
+    np.testing.assert_allclose(np.asarray(f(w, xs, 2)[0]), 2 * xs[0].T @ (xs[0] @ w))
+
+
+def test_a_shard_of_the_wrong_size_is_named():
+    with pytest.raises(ValueError, match="size 2 along its mapped axis 0.*1 local device"):
+        fnx.pmap(lambda v: v)(np.ones((2, 3)))
+
+
+WORKER = r'''
+import sys
+import numpy as np
+import fnx
+import fnx.distributed as dist
+import fnx.numpy as fnp
+from fnx import lax
+
+dist.initialize()
+me, P = fnx.process_index(), fnx.process_count()
+assert P == int(sys.argv[1])
+rng = np.random.default_rng(0)
+shards = rng.standard_normal((P, 2 * P, 3)).astype(np.float64)  # every process's input
+fnx.config.update("jax_enable_x64", True)
+
+CASES = {
+    "psum": lambda v: lax.psum(v, "i"),
+    "pmean": lambda v: lax.pmean(v, "i"),
+    "pmax": lambda v: lax.pmax(v, "i"),
+    "all_gather": lambda v: lax.all_gather(v, "i", axis=1),
+    "all_gather_tiled": lambda v: lax.all_gather(v, "i", tiled=True),
+    "psum_scatter": lambda v: lax.psum_scatter(v, "i", tiled=True),
+    "ppermute": lambda v: lax.ppermute(v, "i", [(q, (q + 1) % P) for q in range(P)]),
+    "all_to_all": lambda v: lax.all_to_all(v, "i", 0, 1, tiled=True),
+    "axis_index": lambda v: v * lax.axis_index("i"),
+}
+for name, f in CASES.items():
+    got = np.asarray(fnx.pmap(f, axis_name="i")(shards[me][None]))[0]
+    want = np.asarray(fnx.vmap(f, axis_name="i")(shards))[me]
+    assert got.shape == want.shape and np.allclose(got, want, rtol=1e-12, atol=1e-12), name
+    if name in ("pmax", "axis_index"):
+        continue
+    loss = lambda v: fnp.sum(fnp.sin(f(v)) * (lax.axis_index("i") + 1.0))
+    got = np.asarray(fnx.pmap(fnx.grad(loss), axis_name="i")(shards[me][None]))[0]
+    want = np.asarray(fnx.vmap(fnx.grad(loss), axis_name="i")(shards))[me]
+    assert np.allclose(got, want, rtol=1e-12, atol=1e-12), "grad " + name
+open(f"{sys.argv[2]}/done{me}", "w").close()
+'''
+
+
+def _run(args, timeout=120):
+    r = subprocess.run(args, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    return r.stdout
+
+
+@needs_mpi
+@pytest.mark.parametrize("n", [2, 4])
+def test_collectives_and_gradients_across_processes_match_vmap(tmp_path, n):
+    script = tmp_path / "worker.py"
+    script.write_text(textwrap.dedent(WORKER))
+    _run([mpiexec(), "-n", str(n), sys.executable, str(script), str(n), str(tmp_path)])
+    assert sorted(p.name for p in tmp_path.glob("done*")) == [f"done{q}" for q in range(n)]
+
+
+@needs_mpi
+def test_data_parallel_example_matches_one_process(tmp_path):
+    example = os.path.join(ROOT, "examples", "data_parallel.py")
+    one, two = tmp_path / "one.msgpack", tmp_path / "two.msgpack"
+    _run([sys.executable, example, "--steps", "30", "--out", str(one)])
+    _run([mpiexec(), "-n", "2", sys.executable, example, "--steps", "30", "--out", str(two)])
+    import fnx.serialization as S
+    a, b = (fnx.tree_util.tree_leaves(S.load(str(p))) for p in (one, two))
+    assert len(a) == len(b) > 0
+    for u, v in zip(a, b):
+        np.testing.assert_allclose(np.asarray(v), np.asarray(u), rtol=1e-5, atol=1e-6)
