@@ -42,12 +42,12 @@ import ctypes
 import math
 import os
 import re
-import sys
 import threading
 import warnings
 
 import numpy as np
 
+from ..core import rings
 from ..core.backend import register_lowering
 from ..core.cuda_rules import KernelUnsupported
 from ..core.ir import Eqn, Literal, dce, sub_irs
@@ -86,38 +86,19 @@ class NativeKernel:
         self._rings = [[] for _ in self.out_avals]
         self._lock = threading.Lock()
 
-    @staticmethod
-    def _take(ring, aval):
-        for k in range(len(ring)):
-            if sys.getrefcount(ring[k]) == _SPARE_REFS:
-                return ring[k]
-        a = np.empty(aval.shape, aval.dtype)
-        if len(ring) == 2:
-            ring.pop(0)
-        ring.append(a)
-        return a
-
     def __call__(self, *xs):
         # results of the last two calls that nothing else holds any more are written
         # again (a fresh large array costs a page fault per 4 KiB on first touch; two, as
         # a caller often still holds the last result while it makes the next)
         with self._lock:
-            outs = [self._take(ring, av) for ring, av in zip(self._rings, self.out_avals)]
+            outs = [rings.take(ring, av.shape, av.dtype)
+                    for ring, av in zip(self._rings, self.out_avals)]
         ins = [np.ascontiguousarray(x, d) for x, d in zip(xs, self.in_dtypes)]  # (kept alive)
         self.fn(*[a.ctypes.data for a in ins], *[o.ctypes.data for o in outs], threads())
         return list(outs)
 
     def __repr__(self):
         return f"NativeKernel({self.name}, {self.kind})"
-
-
-def _spare_refs():
-    """``sys.getrefcount`` of an array held only by a list, as ``_take`` checks it."""
-    held = [np.empty(1)]
-    return sys.getrefcount(held[0])
-
-
-_SPARE_REFS = _spare_refs()
 
 
 def _native_loop_rule(*avals, kernel):
