@@ -341,6 +341,9 @@ def _leaf_key(x):
     if isinstance(x, ShapeDtypeStruct):  # a placeholder (trace/lower without data)
         a = abstractify(x, "jit")
         return (a.shape, a.dtype, a.weak_type)
+    if type(x) is np.ndarray and x.dtype in dtypes.SUPPORTED_SET:
+        # the dtype the call's conversion gives, without copying the data to find it
+        return (x.shape, dtypes.NARROW.get(x.dtype, x.dtype), False)
     a = to_array(x)
     return (a.shape, a.dtype, a.weak_type)
 
