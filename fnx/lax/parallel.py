@@ -137,39 +137,34 @@ def _tree_collective(fn, x):
     return tree_util.tree_map(fn, x)
 
 
-def psum(x, axis_name, *, axis_index_groups=None):
-    """The sum over the group of the named axis (a pytree of arrays, each summed)."""
-    _no_groups(axis_index_groups, "psum")
+def _reduce_tree(prim, x, axis_name, groups):
+    _no_groups(groups, prim.name)
     names = axis_names(axis_name)
     for n in names:
-        lookup(n, "psum")
-    return _tree_collective(lambda v: psum_p.bind(_arr(v), axes=names), x)
+        lookup(n, prim.name)
+    return _tree_collective(lambda v: prim.bind(_arr(v), axes=names), x)
+
+
+def psum(x, axis_name, *, axis_index_groups=None):
+    """The sum over the group of the named axis (a pytree of arrays, each summed)."""
+    return _reduce_tree(psum_p, x, axis_name, axis_index_groups)
 
 
 def pmean(x, axis_name, *, axis_index_groups=None):
     """The mean over the group of the named axis."""
-    _no_groups(axis_index_groups, "pmean")
     n = size_of(axis_name, "pmean")
     return tree_util.tree_map(lambda v: L.div(v, L.convert_element_type(n, v.dtype)),
-                              psum(x, axis_name))
+                              psum(x, axis_name, axis_index_groups=axis_index_groups))
 
 
 def pmax(x, axis_name, *, axis_index_groups=None):
     """The elementwise maximum over the group (not differentiable, as in JAX)."""
-    _no_groups(axis_index_groups, "pmax")
-    names = axis_names(axis_name)
-    for n in names:
-        lookup(n, "pmax")
-    return _tree_collective(lambda v: pmax_p.bind(_arr(v), axes=names), x)
+    return _reduce_tree(pmax_p, x, axis_name, axis_index_groups)
 
 
 def pmin(x, axis_name, *, axis_index_groups=None):
     """The elementwise minimum over the group (not differentiable, as in JAX)."""
-    _no_groups(axis_index_groups, "pmin")
-    names = axis_names(axis_name)
-    for n in names:
-        lookup(n, "pmin")
-    return _tree_collective(lambda v: pmin_p.bind(_arr(v), axes=names), x)
+    return _reduce_tree(pmin_p, x, axis_name, axis_index_groups)
 
 
 def _no_groups(groups, what):
