@@ -338,8 +338,9 @@ def print_environment_info(return_string=False):
 
     from ._version import __version__
     text = (f"fnx:    {__version__}\nnumpy:  {np.__version__}\n"
-            f"python: {sys.version}\ndevice info: cpu-1, 1 local devices\n"
-            f"process_count: 1\nplatform: {platform.uname()}\n")
+            f"python: {sys.version}\ndevice info: cpu-{device_count()}, "
+            f"{local_device_count()} local devices\n"
+            f"process_count: {process_count()}\nplatform: {platform.uname()}\n")
     if return_string:
         return text
     print(text, end="")

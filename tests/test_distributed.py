@@ -56,6 +56,13 @@ def test_single_process_world():
         fnx.local_devices(process_index=1)
 
 
+def test_devices_and_the_environment_report_read_the_world(fake_world):
+    fake_world(2, 3)
+    assert fnx.devices()[0].process_index == fnx.devices()[0].host_id == 2
+    text = fnx.print_environment_info(return_string=True)
+    assert "process_count: 3" in text and "cpu-3, 1 local devices" in text
+
+
 def test_api_reads_the_world(fake_world):
     fake_world(2, 3)
     assert (fnx.process_index(), fnx.process_count(), fnx.process_indices()) == (2, 3, [0, 1, 2])

@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import weakref
 
+from . import world
+
 __all__ = ["Device", "CpuDevice", "GpuDevice", "CPU_DEVICE", "DeviceMismatchError",
            "commit", "is_committed"]
 
@@ -35,7 +37,14 @@ class Device:
 
     platform = ""
     backend = ""
-    process_index = host_id = task_id = 0
+
+    @property
+    def process_index(self):
+        """The process this device belongs to: this one's (``fnx.core.world``); a
+        process's devices are the only ones it sees."""
+        return world.process_index()
+
+    host_id = task_id = process_index
 
     def __init__(self, id=0, device_kind=""):
         self.id = id
