@@ -250,3 +250,25 @@ def test_shape_arithmetic_folds_under_jit():
     assert y.shape == (4, 6)
     np.testing.assert_allclose(np.asarray(y), x.reshape(4, 6))
     assert p == {}
+
+
+def test_gradient_operator_differentiates_the_graph_around_it():
+    """ai.onnx.preview.training's Gradient: fnx differentiates the nodes between xs and y
+    itself; a second Gradient of the first gives second derivatives."""
+    nodes = [helper.make_node("Add", ["a", "b"], ["c"]),
+             helper.make_node("Mul", ["c", "a"], ["d"]),            # d = a (a + b)
+             helper.make_node("Gradient", ["a", "b"], ["dd_da", "dd_db"],
+                              domain="ai.onnx.preview.training", xs=["a", "b"], y="d"),
+             helper.make_node("Gradient", ["a", "b"], ["d2_da2", ""],
+                              domain="ai.onnx.preview.training", xs=["a", "b"], y="dd_da")]
+    g = helper.make_graph(nodes, "g", [_vi("a", [3]), _vi("b", [3])],
+                          [_vi(n, [3]) for n in ("d", "dd_da", "dd_db", "d2_da2")])
+    model = helper.make_model(g, opset_imports=[helper.make_opsetid("", 17),
+                                                helper.make_opsetid("ai.onnx.preview.training",
+                                                                    1)])
+    a = np.array([1.0, -2.0, 0.5], np.float32)
+    b = np.array([2.0, 3.0, -1.0], np.float32)
+    out = fnx.onnx.load(model)(a, b)
+    np.testing.assert_allclose(np.asarray(out["dd_da"]), 2 * a + b)
+    np.testing.assert_allclose(np.asarray(out["dd_db"]), a)
+    np.testing.assert_allclose(np.asarray(out["d2_da2"]), np.full(3, 2.0))

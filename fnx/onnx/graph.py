@@ -215,6 +215,7 @@ class Node:
         self.attrs = attrs
         self._schema = _MISSING
         self._subgraphs = {}
+        self.graph = None                # the Graph holding this node (None in a function)
         self.handler = handler_for(self.op_type, self.domain)
         self.function = None
         if self.handler is None:
@@ -417,6 +418,8 @@ class Graph:
                                                                    proto.output]
         self.constants = {t.name: onnx.numpy_helper.to_array(t) for t in proto.initializer}
         self.nodes = [Node(p, ctx) for p in proto.node]
+        for node in self.nodes:
+            node.graph = self            # the Gradient operator reads the graph around it
         self.sub = sub
         self._check_names()
         self.needed = self._needed_nodes()

@@ -486,3 +486,43 @@ def momentum(node, *inputs):
         out_x.append((x - r.astype(dt) * step).astype(dt))
         out_v.append(v_new.astype(v.dtype))
     return tuple(out_x + out_v)
+
+
+# --- Gradient (ai.onnx.preview.training): fnx's own derivative of part of the graph ---------
+
+@op("Gradient", domain=TRAINING, scope=True)
+def gradient(node, *inputs, scope):
+    """The derivatives of the value ``y`` with respect to the values ``xs``, where ``y``
+    is what the enclosing graph computes from ``xs`` and ``zs`` (the node's inputs, in
+    that order, are the values to differentiate at); a non-scalar ``y`` is summed first.
+    The nodes between them run again under ``fnx.vjp``."""
+    from ...transforms.vjp import vjp
+    xs, zs, y = list(node.attr("xs")), list(node.attr("zs", [])), node.attr("y")
+    graph = node.graph
+    if graph is None:
+        raise node.error("Gradient inside a function body is not supported")
+    free = set(xs) | set(zs)
+    needed, want = [], {y}
+    for n in reversed(graph.nodes[:graph.nodes.index(node)]):
+        if any(o in want for o in n.outputs if o):
+            needed.append(n)
+            want.update(i for i in n.inputs if i and i not in free)
+    needed.reverse()
+    if y in free:
+        raise node.error(f"y={y!r} is one of xs/zs: its derivative is the identity")
+    if not any(y in n.outputs for n in needed):
+        raise node.error(f"no node before it computes y={y!r}")
+    at = dict(zip(xs + zs, inputs))
+
+    def y_of(*x_values):
+        local = dict(scope)
+        local.update(at)
+        local.update(zip(xs, x_values))
+        for n in needed:
+            local.update(n.run(local))
+        return fnp.sum(fnp.asarray(local[y]))
+
+    _, pullback = vjp(y_of, *[fnp.asarray(at[x]) for x in xs])
+    one = fnp.ones((), fnp.asarray(at[xs[0]]).dtype) if xs else None
+    grads = pullback(one)
+    return tuple(grads)
