@@ -2,7 +2,9 @@
 
 Every primitive works on stacks of matrices (the last two axes; leading axes are batch
 axes) of float32, float64, complex64 or complex128, and has a shape rule, a NumPy impl
-(``numpy.linalg`` on the whole stack; NumPy only, no SciPy), a jvp rule (reverse mode is
+(``numpy.linalg`` on the whole stack where NumPy has the LAPACK routine; LAPACK's
+``getrf`` and BLAS's ``trsm`` through ``scipy.linalg.lapack``/``blas`` for ``lu`` and
+``triangular_solve``, one call per matrix of the stack), a jvp rule (reverse mode is
 derived from it), a batching rule (the batch axis goes to the front: the impls are
 natively batched), and, for ``triangular_solve``, which is linear in ``b``, a transpose
 rule.
@@ -182,6 +184,43 @@ def _batch_unary(prim):
     prim.batch = rule
 
 
+# --- LAPACK/BLAS routines NumPy does not expose (SciPy's wrappers, imported on first use) ----
+
+_PREFIX = {np.dtype(np.float32): "s", np.dtype(np.float64): "d",
+           np.dtype(np.complex64): "c", np.dtype(np.complex128): "z"}
+_ROUTINES = {}
+
+
+def _routine(name, dtype):
+    """SciPy's wrapper of the LAPACK (``getrf``, ``laswp``) or BLAS (``trsm``) routine
+    ``name`` for ``dtype`` (s/d/c/z), imported on first use so ``import fnx`` does not
+    import SciPy."""
+    key = (name, dtype)
+    f = _ROUTINES.get(key)
+    if f is None:
+        from scipy.linalg import blas, lapack
+        module = blas if name == "trsm" else lapack
+        f = _ROUTINES[key] = getattr(module, _PREFIX[dtype] + name)
+    return f
+
+
+def _lapack_dtype(dtype):
+    """The dtype LAPACK computes ``dtype`` in: itself, or float32 for float16/bfloat16."""
+    dtype = np.dtype(dtype)
+    return dtype if dtype in _PREFIX else np.dtype(np.float32)
+
+
+def _fortran_view(x):
+    """``x`` (k, m, n) as k Fortran-ordered matrices: ``(view, transposed)``, where
+    ``view[i]`` is Fortran-contiguous and is ``x[i]`` (``transposed`` False) or
+    ``x[i]``'s transpose (True), whichever needs no copy (a copy when neither does)."""
+    if x.ndim == 3 and x.shape[0] > 0 and x[0].flags.f_contiguous \
+            and (x.shape[0] == 1 or x.strides[0] >= x[0].nbytes):
+        return x, False
+    x = np.ascontiguousarray(x)
+    return np.swapaxes(x, -1, -2), True
+
+
 # --- cholesky --------------------------------------------------------------------------------
 
 def _cholesky_rule(x):
@@ -267,7 +306,8 @@ def _substitute(t, b, lower):
     return x
 
 
-def _ts_impl(a, b, *, left_side, lower, transpose_a, conjugate_a, unit_diagonal):
+def _ts_generic(a, b, *, left_side, lower, transpose_a, conjugate_a, unit_diagonal):
+    """``_ts_impl`` in NumPy calls that dispatch to a device buffer's library."""
     t = np.tril(a) if lower else np.triu(a)
     if unit_diagonal:
         idx = AL.arange(a, a.shape[-1])
@@ -288,6 +328,46 @@ def _ts_impl(a, b, *, left_side, lower, transpose_a, conjugate_a, unit_diagonal)
     if not left_side:
         x = np.swapaxes(x, -1, -2)
     return AL.ascontiguous(x, b.dtype)
+
+
+def _ts_impl(a, b, *, left_side, lower, transpose_a, conjugate_a, unit_diagonal):
+    """BLAS's ``trsm`` on each matrix of the stack (a singular ``a`` gives inf/NaN, as
+    XLA; LAPACK's ``trtrs`` would refuse it). The result is C-ordered: each ``x`` is
+    solved as the Fortran-ordered ``x^T`` (``x^T op(a)^T = b^T`` for a left-side solve),
+    and ``a`` is read in whichever of its two orientations needs no copy."""
+    if AL.is_device(a) or AL.is_device(b):
+        return _ts_generic(a, b, left_side=left_side, lower=lower, transpose_a=transpose_a,
+                           conjugate_a=conjugate_a, unit_diagonal=unit_diagonal)
+    dtype = b.dtype
+    wd = _lapack_dtype(dtype)
+    m = a.shape[-1]
+    out = np.array(b, dtype=wd, order="C")           # overwritten by trsm, matrix by matrix
+    if out.size == 0 or m == 0:
+        return out.astype(dtype, copy=False)
+    conj = conjugate_a and wd.kind == "c"
+    # x^T is Fortran-ordered in out; the equation for it is on the other side, with op(a)^T
+    side = 0 if not left_side else 1
+    trans = not transpose_a                          # op(a)^T transposes a iff op(a) did not
+    mats, flipped = _fortran_view(a.reshape((-1, m, m)).astype(wd, copy=False))
+    if flipped:                                      # mats[i] = a[i]^T
+        trans, is_lower = not trans, not lower
+    else:
+        is_lower = lower
+    conj_only = conj and not trans                   # conj(M) y = c  <=>  M conj(y) = conj(c)
+    code = (2 if conj else 1) if trans else 0
+    xt = np.swapaxes(out.reshape((-1,) + out.shape[-2:]), -1, -2)
+    if conj_only:
+        np.conjugate(xt, out=xt)
+    trsm = _routine("trsm", wd)
+    one = wd.type(1)
+    for i in range(xt.shape[0]):
+        r = trsm(one, mats[i], xt[i], side=side, lower=is_lower, trans_a=code,
+                 diag=int(unit_diagonal), overwrite_b=1)
+        if r is not xt[i] and not np.shares_memory(r, xt[i]):
+            xt[i] = r
+    if conj_only:
+        np.conjugate(xt, out=xt)
+    return out.astype(dtype, copy=False)
 
 
 triangular_solve_p = Primitive("triangular_solve", shape_rule=_ts_rule, impl=quiet(_ts_impl))
@@ -365,8 +445,9 @@ def _lu_rule(x):
 _LU_PANEL = 32
 
 
-def _lu_impl(x):
-    """Partial-pivoting LU over the whole stack, blocked (right-looking, as LAPACK's
+def _lu_generic(x):
+    """``_lu_impl`` in NumPy calls that dispatch to a device buffer's library:
+    partial-pivoting LU over the whole stack, blocked (right-looking, as LAPACK's
     getrf): each panel of 32 columns is eliminated a column at a time, pivoting on
     |re| + |im| for complex as getrf does and swapping whole rows; then the panel's rows
     of U come from one unit-lower solve and the trailing matrix takes one matmul update.
@@ -395,6 +476,39 @@ def _lu_impl(x):
             a[:, k0:k1, k1:] = np.linalg.solve(unit_lower, a[:, k0:k1, k1:])
             a[:, k1:, k1:] -= a[:, k1:, k0:k1] @ a[:, k0:k1, k1:]
     return [a.reshape(x.shape), pivots.reshape(batch + (n,)), perm.reshape(batch + (n,))]
+
+
+def _lu_impl(x):
+    """LAPACK's ``getrf`` on each matrix of the stack, in place in one Fortran-ordered
+    copy of ``x`` (``lu`` comes back as a transposed view of it, Fortran-ordered per
+    matrix, as the ``trsm`` calls of ``triangular_solve`` read it without a copy). The
+    pivots are getrf's (0-based); ``permutation`` is those row swaps applied to
+    0..n-1 by ``laswp``. Singular matrices are factored all the same (getrf's
+    ``info > 0`` says where ``U`` has a zero pivot; not an error here, as JAX)."""
+    if AL.is_device(x):
+        return _lu_generic(x)
+    n = x.shape[-1]
+    batch = x.shape[:-2]
+    count = math.prod(batch)
+    dtype = x.dtype
+    wd = _lapack_dtype(dtype)
+    buf = np.empty((count, n, n), wd)
+    lu_ = np.swapaxes(buf, -1, -2)                   # lu_[i] Fortran-ordered
+    lu_[...] = x.reshape((count, n, n))
+    pivots = np.empty((count, n), np.int32)
+    perm = np.empty((count, n), np.int32)
+    if n:
+        getrf, laswp = _routine("getrf", wd), _routine("laswp", wd)
+        rows = np.arange(n, dtype=wd)[:, None]
+        for i in range(count):
+            f, piv, _ = getrf(lu_[i], overwrite_a=1)
+            if f is not lu_[i] and not np.shares_memory(f, lu_[i]):
+                lu_[i] = f
+            pivots[i] = piv
+            perm[i] = laswp(rows.copy(), piv)[:, 0].real
+    if wd != dtype:
+        lu_ = lu_.astype(dtype)
+    return [lu_.reshape(x.shape), pivots.reshape(batch + (n,)), perm.reshape(batch + (n,))]
 
 
 lu_p = Primitive("lu", shape_rule=_lu_rule, impl=quiet(_lu_impl), multiple_results=True)
