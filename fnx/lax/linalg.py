@@ -41,7 +41,7 @@ from ..errors import ShapeError
 from . import ops as L
 from .rule_helpers import describe, quiet
 
-__all__ = ["cholesky", "triangular_solve", "lu", "qr", "eigh", "svd",
+__all__ = ["cholesky", "triangular_solve", "lu", "qr", "eigh", "svd", "permute_rows",
            "cholesky_p", "triangular_solve_p", "lu_p", "qr_p", "eigh_p", "svd_p"]
 
 _DTYPES = tuple(map(np.dtype, ("float32", "float64", "complex64", "complex128")))
@@ -523,12 +523,25 @@ def permutation_matrix(perm, dtype):
     return L.convert_element_type(L.eq(p, L.broadcasted_iota(np.int32, shape, nd - 1)), dtype)
 
 
+def permute_rows(x, perm):
+    """``x[..., perm[..., i], :]``: the rows of each matrix of ``x`` (..., m, k) in the
+    order of the permutations ``perm`` (..., m) (int, ``x``'s batch dims): ``P x`` for
+    ``P = permutation_matrix(perm)``, as one gather (linear in ``x``; its transpose is a
+    scatter-add) instead of a product with ``P``."""
+    from .indexing import gather_p
+    batch = tuple(x.shape[:-2])
+    idx = [L.broadcasted_iota(np.int32, batch + (1,), d) for d in range(len(batch))]
+    idx.append(perm)
+    spec = tuple(("a", i) for i in range(len(idx))) + (("s", 0, x.shape[-1], 1),)
+    return gather_p.bind(x, *idx, spec=spec)
+
+
 def _lu_jvp(primals, tangents):
     (x,), (dx,) = primals, tangents
     lu_, piv, perm = lu_p.bind(x)
     if dx is None:
         return [lu_, piv, perm], [None, None, None]
-    pdx = _mm(permutation_matrix(perm, x.dtype), dx)
+    pdx = permute_rows(_cast(dx, x.dtype), perm)
     t = triangular_solve(lu_, pdx, left_side=True, lower=True, unit_diagonal=True)
     t = triangular_solve(lu_, t, left_side=False, lower=False)            # L^-1 P dA U^-1
     lower = L.add(_tril(lu_, -1), _eye(lu_.shape, lu_.dtype))

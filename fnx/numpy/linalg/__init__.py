@@ -324,9 +324,10 @@ def _broadcast_batch(name, a, b):
 
 
 def _lu_solve(lu_, perm, b):
-    """x with P A x = L U x = P b, given ``lu`` and ``perm`` of A (equal batch dims)."""
-    pb = matmul(_la.permutation_matrix(perm, b.dtype), b)
-    y = _la.triangular_solve(lu_, pb, left_side=True, lower=True, unit_diagonal=True)
+    """x with P A x = L U x = P b, given ``lu`` and ``perm`` of A (equal batch dims): the
+    rows of b gathered by ``perm``, then two triangular solves (LAPACK's getrs)."""
+    y = _la.triangular_solve(lu_, _la.permute_rows(b, perm), left_side=True, lower=True,
+                             unit_diagonal=True)
     return _la.triangular_solve(lu_, y, left_side=True, lower=False)
 
 
@@ -335,8 +336,8 @@ def solve(x1, x2, /):
 
     ``x2`` is one vector when 1-D (shape (M,): the result is (..., M)); otherwise a stack
     of (M, K) matrices whose batch dims broadcast with ``x1``'s (Array API 2023.12, as
-    NumPy 2). Through an LU decomposition with partial pivoting."""
-    from ..manipulation import expand_dims, squeeze
+    NumPy 2). Through an LU decomposition with partial pivoting (LAPACK's getrf, then
+    the rows of ``x2`` permuted and two triangular solves, as its getrs)."""
     a, b = promote("solve", x1, x2, to_inexact=True)
     a = _inexact_matrix("solve", a, square=True)
     vector = b.ndim == 1
@@ -344,46 +345,45 @@ def solve(x1, x2, /):
         raise ShapeError(f"solve: x2 must be a vector (M,) or a stack of matrices "
                          f"(..., M, K), got shape {b.shape}")
     if vector:
-        b = expand_dims(b, -1)
+        b = lax.expand_dims(b, (1,))
     if b.shape[-2] != a.shape[-1]:
         what = "(M,)" if vector else "(..., M, K)"
         raise ShapeError(f"solve: x1 has shape {a.shape} (M = {a.shape[-1]}) but x2 has shape "
                          f"{b.shape[:-1] if vector else b.shape}; x2 must be {what}")
-    a, b = _broadcast_batch("solve", a, b)
+    if a.shape[:-2] != b.shape[:-2]:
+        a, b = _broadcast_batch("solve", a, b)
     lu_, _, perm = _la.lu(a)
     x = _lu_solve(lu_, perm, b)
-    return squeeze(x, -1) if vector else x
+    return lax.squeeze(x, (x.ndim - 1,)) if vector else x
 
 
 def inv(x, /):
-    """The inverses of the square matrices in the last two axes."""
+    """The inverses of the square matrices in the last two axes: ``U^-1 L^-1 P`` from an
+    LU decomposition ``P x = L U`` (two triangular solves on ``P``, as LAPACK's getrs on
+    the identity)."""
     a = _inexact_matrix("inv", x, square=True)
     lu_, _, perm = _la.lu(a)
-    return _lu_solve(lu_, perm, _identity_like(a))
+    p = _la.permutation_matrix(perm, a.dtype)
+    y = _la.triangular_solve(lu_, p, left_side=True, lower=True, unit_diagonal=True)
+    return _la.triangular_solve(lu_, y, left_side=True, lower=False)
 
 
 def _lu_parts(name, x):
-    """(diagonal of U, pivot parity +1/-1 as a real array) of the square matrices x."""
-    from ..reductions import sum as sum_
+    """The diagonal of U with the pivots' signs folded in: ``d`` negated where the LU
+    swapped row ``i`` with another at step ``i``, so ``prod(d) = det(x)``."""
     from .. import elementwise as ew
     a = _inexact_matrix(name, x, square=True)
     lu_, piv, _ = _la.lu(a)
-    n = a.shape[-1]
-    swaps = sum_(ew.not_equal(piv, lax.broadcasted_iota(np.int32, piv.shape, piv.ndim - 1)),
-                 axis=-1)
-    rd = _la.real_dtype(a.dtype)
-    parity = lax.convert_element_type(
-        ew.subtract(1, ew.multiply(2, ew.remainder(swaps, 2))), rd)
-    return diagonal(lu_), parity
+    swapped = lax.ne(piv, lax.broadcasted_iota(np.int32, piv.shape, piv.ndim - 1))
+    d = diagonal(lu_)
+    return ew.where(swapped, lax.neg(d), d)
 
 
 def det(x, /):
     """Determinants of the square matrices in the last two axes (from an LU
     decomposition; the gradient is ``det(x) * inv(x)^T``)."""
     from ..reductions import prod
-    from .. import elementwise as ew
-    d, parity = _lu_parts("det", x)
-    return ew.multiply(prod(d, axis=-1), lax.convert_element_type(parity, d.dtype))
+    return prod(_lu_parts("det", x), axis=-1)
 
 
 def slogdet(x, /):
@@ -391,16 +391,15 @@ def slogdet(x, /):
     singular matrix gives sign 0 and logabsdet -inf."""
     from ..reductions import prod, sum as sum_
     from .. import elementwise as ew
-    d, parity = _lu_parts("slogdet", x)
+    d = _lu_parts("slogdet", x)
     mag = ew.absolute(d)
-    zero = ew.equal(mag, 0)
     if d.dtype.kind == "c":
+        zero = ew.equal(mag, 0)
         unit = ew.where(zero, lax.convert_element_type(0, d.dtype),
                         ew.divide(d, lax.convert_element_type(ew.where(zero, 1, mag), d.dtype)))
     else:
         unit = ew.sign(d)
-    sign = ew.multiply(prod(unit, axis=-1), lax.convert_element_type(parity, d.dtype))
-    return SlogdetResult(sign, sum_(ew.log(mag), axis=-1))
+    return SlogdetResult(prod(unit, axis=-1), sum_(ew.log(mag), axis=-1))
 
 
 def cholesky(x, /, *, upper=False):
