@@ -42,6 +42,7 @@ from . import ops as L
 from .rule_helpers import describe, quiet
 
 __all__ = ["cholesky", "triangular_solve", "lu", "qr", "eigh", "svd", "permute_rows",
+           "matrix_diagonal",
            "cholesky_p", "triangular_solve_p", "lu_p", "qr_p", "eigh_p", "svd_p"]
 
 _DTYPES = tuple(map(np.dtype, ("float32", "float64", "complex64", "complex128")))
@@ -499,13 +500,14 @@ def _lu_impl(x):
     perm = np.empty((count, n), np.int32)
     if n:
         getrf, laswp = _routine("getrf", wd), _routine("laswp", wd)
-        rows = np.arange(n, dtype=wd)[:, None]
+        rows = np.arange(n, dtype=wd)[:, None]      # laswp copies it (no overwrite_a)
         for i in range(count):
-            f, piv, _ = getrf(lu_[i], overwrite_a=1)
-            if f is not lu_[i] and not np.shares_memory(f, lu_[i]):
-                lu_[i] = f
+            m = lu_[i]
+            f, piv, _ = getrf(m, overwrite_a=1)
+            if f is not m and not np.shares_memory(f, m):
+                m[...] = f
             pivots[i] = piv
-            perm[i] = laswp(rows.copy(), piv)[:, 0].real
+            perm[i] = laswp(rows, piv)[:, 0].real
     if wd != dtype:
         lu_ = lu_.astype(dtype)
     return [lu_.reshape(x.shape), pivots.reshape(batch + (n,)), perm.reshape(batch + (n,))]
@@ -534,6 +536,16 @@ def permute_rows(x, perm):
     idx.append(perm)
     spec = tuple(("a", i) for i in range(len(idx))) + (("s", 0, x.shape[-1], 1),)
     return gather_p.bind(x, *idx, spec=spec)
+
+
+def matrix_diagonal(x):
+    """The diagonals of the matrices in ``x``'s last two axes, as (..., min(m, n)): one
+    gather (``fnx.numpy.diagonal`` without its axis handling)."""
+    from .indexing import gather_p
+    k = min(x.shape[-2:])
+    rows = to_array(np.arange(k, dtype=np.int32))
+    spec = tuple(("s", 0, d, 1) for d in x.shape[:-2]) + (("a", 0), ("a", 1))
+    return gather_p.bind(x, rows, rows, spec=spec)
 
 
 def _lu_jvp(primals, tangents):

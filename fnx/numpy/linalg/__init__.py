@@ -370,36 +370,38 @@ def inv(x, /):
 
 def _lu_parts(name, x):
     """The diagonal of U with the pivots' signs folded in: ``d`` negated where the LU
-    swapped row ``i`` with another at step ``i``, so ``prod(d) = det(x)``."""
-    from .. import elementwise as ew
+    swapped row ``i`` with another at step ``i``, so ``prod(d) = det(x)``. (lax-level
+    ops: a handful of primitives, as the eager call of a 100 x 100 det is mostly their
+    dispatch.)"""
     a = _inexact_matrix(name, x, square=True)
     lu_, piv, _ = _la.lu(a)
-    swapped = lax.ne(piv, lax.broadcasted_iota(np.int32, piv.shape, piv.ndim - 1))
-    d = diagonal(lu_)
-    return ew.where(swapped, lax.neg(d), d)
+    steps = np.broadcast_to(np.arange(piv.shape[-1], dtype=np.int32), piv.shape)
+    swapped = lax.ne(piv, to_array(steps))
+    d = _la.matrix_diagonal(lu_)
+    return lax.select_n(swapped, d, lax.neg(d))
 
 
 def det(x, /):
     """Determinants of the square matrices in the last two axes (from an LU
     decomposition; the gradient is ``det(x) * inv(x)^T``)."""
-    from ..reductions import prod
-    return prod(_lu_parts("det", x), axis=-1)
+    d = _lu_parts("det", x)
+    return lax.reduce_prod(d, (d.ndim - 1,))
 
 
 def slogdet(x, /):
     """``SlogdetResult(sign, logabsdet)`` with ``det(x) = sign * exp(logabsdet)``; a
     singular matrix gives sign 0 and logabsdet -inf."""
-    from ..reductions import prod, sum as sum_
     from .. import elementwise as ew
     d = _lu_parts("slogdet", x)
-    mag = ew.absolute(d)
+    mag = lax.abs(d)
     if d.dtype.kind == "c":
         zero = ew.equal(mag, 0)
         unit = ew.where(zero, lax.convert_element_type(0, d.dtype),
                         ew.divide(d, lax.convert_element_type(ew.where(zero, 1, mag), d.dtype)))
     else:
-        unit = ew.sign(d)
-    return SlogdetResult(prod(unit, axis=-1), sum_(ew.log(mag), axis=-1))
+        unit = lax.sign(d)
+    last = (d.ndim - 1,)
+    return SlogdetResult(lax.reduce_prod(unit, last), lax.reduce_sum(lax.log(mag), last))
 
 
 def cholesky(x, /, *, upper=False):
