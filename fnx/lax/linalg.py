@@ -42,6 +42,7 @@ from . import ops as L
 from .rule_helpers import describe, quiet
 
 __all__ = ["cholesky", "triangular_solve", "lu", "qr", "eigh", "svd", "permute_rows",
+           "lu_pivots_to_permutation",
            "matrix_diagonal",
            "cholesky_p", "triangular_solve_p", "lu_p", "qr_p", "eigh_p", "svd_p"]
 
@@ -477,6 +478,40 @@ def _lu_generic(x):
             a[:, k0:k1, k1:] = np.linalg.solve(unit_lower, a[:, k0:k1, k1:])
             a[:, k1:, k1:] -= a[:, k1:, k0:k1] @ a[:, k0:k1, k1:]
     return [a.reshape(x.shape), pivots.reshape(batch + (n,)), perm.reshape(batch + (n,))]
+
+
+def _permutation_of_pivots(pivots, size):
+    """The permutations of ``size`` rows that the row swaps ``pivots`` (..., k) (row
+    ``i`` with row ``pivots[i]``, in order) make: LAPACK's ``laswp`` applied to
+    0..size-1, one call per pivot vector (NumPy arrays in and out, int32)."""
+    pivots = np.asarray(pivots)
+    batch, k = pivots.shape[:-1], pivots.shape[-1]
+    flat = np.clip(pivots.reshape((-1, k)), 0, max(size - 1, 0)).astype(np.int32)
+    out = np.empty((flat.shape[0], size), np.int32)
+    out[...] = np.arange(size, dtype=np.int32)
+    if size and k:
+        laswp = _routine("laswp", np.dtype(np.float64))
+        rows = np.arange(size, dtype=np.float64)[:, None]   # laswp copies it
+        for i in range(flat.shape[0]):
+            out[i] = laswp(rows, flat[i])[:, 0]
+    return out.reshape(batch + (size,))
+
+
+def lu_pivots_to_permutation(pivots, permutation_size):
+    """The permutation (..., permutation_size) int32 that the row swaps ``pivots``
+    (..., k) of an LU decomposition make (row ``i`` swapped with row ``pivots[i]`` at step
+    ``i``), as JAX's: ``lu``'s third output from its second. A host computation
+    (``laswp`` through ``pure_callback``): it works under jit and vmap; integer, so it
+    has no derivative."""
+    from .callback import pure_callback
+    pivots = L.convert_element_type(to_array(pivots), np.int32)
+    size = int(permutation_size)
+    if pivots.ndim < 1 or pivots.shape[-1] > size:
+        raise ShapeError(f"lu_pivots_to_permutation: pivots must be (..., k) with k <= "
+                         f"permutation_size = {size}, got {describe(pivots)}")
+    shape = tuple(pivots.shape[:-1]) + (size,)
+    return pure_callback(lambda p: _permutation_of_pivots(p, size),
+                         _sds(shape, np.int32), pivots, vmap_method="expand_dims")
 
 
 def _lu_impl(x):

@@ -134,9 +134,30 @@ def solve_triangular(a, b, trans=0, lower=False, unit_diagonal=False, overwrite_
 
 # --- LU -----------------------------------------------------------------------------------
 
-def _perm_matrix(perm, n, dtype):
-    """``m`` with ``m[..., i, j] = (perm[..., i] == j)``, so ``m @ x = x[perm]``."""
-    return (perm[..., :, None] == fnp.arange(n, dtype=perm.dtype)).astype(dtype)
+def _perm_matrix_t(perm, dtype):
+    """The transpose of ``_perm_matrix``: ``p[..., j, i] = (perm[..., i] == j)`` (SciPy's
+    ``p`` with ``a = p @ l @ u``), as one broadcast and compare."""
+    m = perm.shape[-1]
+    shape = tuple(perm.shape[:-1]) + (m, m)
+    nd = len(shape)
+    cols = lax.broadcast_in_dim(perm, shape, tuple(range(nd - 2)) + (nd - 1,))
+    rows = lax.broadcasted_iota(perm.dtype, shape, nd - 2)
+    return lax.convert_element_type(lax.eq(cols, rows), dtype)
+
+
+def _tri_split(lu_, m, n, k):
+    """``(l, u)`` of a packed ``lu`` (..., m, n): ``l`` (..., m, k) unit lower triangular,
+    ``u`` (..., k, n) upper triangular; one select each, against constant masks."""
+    shape = tuple(lu_.shape[:-2])
+    low = lu_ if n == k else lu_[..., :, :k]
+    up = lu_ if m == k else lu_[..., :k, :]
+    strict = np.broadcast_to(np.tri(m, k, -1, dtype=bool), shape + (m, k))
+    eye = np.broadcast_to(np.eye(m, k, dtype=lu_.dtype), shape + (m, k))
+    upper = np.broadcast_to(~np.tri(k, n, -1, dtype=bool), shape + (k, n))
+    zeros = np.zeros(shape + (k, n), lu_.dtype)
+    l_ = lax.select_n(fnp.asarray(strict), fnp.asarray(eye), low)
+    u = lax.select_n(fnp.asarray(upper), fnp.asarray(zeros), up)
+    return l_, u
 
 
 def _lu_any(a):
@@ -158,9 +179,9 @@ def _lu_any(a):
     # order of a's n steps alone (LAPACK's getrf on a)
     pad = fnp.broadcast_to(fnp.eye(m, dtype=a.dtype)[:, n:], batch + (m, m - n))
     lu_, piv, perm = lax_linalg.lu(fnp.concatenate([a, pad], axis=-1))
-    perm_n = _pivots_to_perm(piv[..., :n], m)
+    perm_n = lax_linalg.lu_pivots_to_permutation(piv[..., :n], m)
     rows = fnp.take_along_axis(fnp.argsort(perm, axis=-1), perm_n, axis=-1)
-    return fnp.take_along_axis(lu_[..., :, :n], rows[..., None], axis=-2), perm_n
+    return lax_linalg.permute_rows(lu_[..., :, :n], rows), perm_n
 
 
 def lu(a, permute_l=False, overwrite_a=False, check_finite=True):
@@ -173,12 +194,11 @@ def lu(a, permute_l=False, overwrite_a=False, check_finite=True):
     m, n = a.shape[-2:]
     k = min(m, n)
     lu_, perm = _lu_any(a)
-    l_ = fnp.tril(lu_[..., :, :k], -1) + fnp.eye(m, k, dtype=a.dtype)
-    u = fnp.triu(lu_[..., :k, :])
-    p = _mH(_perm_matrix(perm, m, a.dtype))       # p[perm[i], i] = 1
-    if permute_l:
-        return fnp.matmul(p, l_), u
-    return p, l_, u
+    l_, u = _tri_split(lu_, m, n, k)
+    if permute_l:    # p @ l: row perm[i] of the result is row i of l
+        inverse = fnp.argsort(perm, axis=-1).astype(perm.dtype)
+        return lax_linalg.permute_rows(l_, inverse), u
+    return _perm_matrix_t(perm, a.dtype), l_, u
 
 
 def lu_factor(a, overwrite_a=False, check_finite=True):
@@ -191,44 +211,31 @@ def lu_factor(a, overwrite_a=False, check_finite=True):
     return lu_, piv
 
 
-def _pivots_to_perm(piv, size):
-    """The permutation of ``size`` rows that the row swaps ``piv`` make, applied in order
-    (a ``fori_loop`` over the swaps, each one select over the row indices)."""
-    shape = piv.shape[:-1] + (size,)
-    idx = lax.broadcasted_iota(piv.dtype, shape, len(shape) - 1)
-
-    def step(i, perm):
-        at = fnp.full(piv.shape[:-1] + (1,), i, piv.dtype)
-        j = fnp.take_along_axis(piv, at, axis=-1)
-        pi = fnp.take_along_axis(perm, at, axis=-1)
-        pj = fnp.take_along_axis(perm, j, axis=-1)
-        return fnp.where(idx == i, pj, fnp.where(idx == j, pi, perm))
-
-    return lax.fori_loop(0, piv.shape[-1], step, idx)
-
-
 def lu_solve(lu_and_piv, b, trans=0, overwrite_b=False, check_finite=True):
     """Solve ``op(a) x = b`` given ``lu_factor(a)``; ``trans``: 0 (``a``), 1 (``a^T``),
-    2 (``a^H``)."""
+    2 (``a^H``). As LAPACK's getrs: the pivots' row swaps (as one permutation, from
+    ``lax.linalg.lu_pivots_to_permutation``) and two triangular solves."""
     del overwrite_b, check_finite
     lu_, piv = lu_and_piv
     lu_ = _matrix("lu_solve", lu_)
     if trans not in (0, 1, 2):
         raise ValueError(f"lu_solve: trans must be 0, 1 or 2, got {trans!r}")
     n = lu_.shape[-1]
-    perm = _pivots_to_perm(fnp.asarray(piv).astype(np.int32), n)
     lu_, b, vector = _rhs("lu_solve", lu_, b)
-    pm = fnp.broadcast_to(_perm_matrix(perm, n, lu_.dtype), lu_.shape)
+    piv = fnp.broadcast_to(fnp.asarray(piv).astype(np.int32), lu_.shape[:-1])
+    perm = lax_linalg.lu_pivots_to_permutation(piv, n)
     ts = lax_linalg.triangular_solve
     if trans == 0:     # l u x = b[perm]
-        y = ts(lu_, fnp.matmul(pm, b), left_side=True, lower=True, unit_diagonal=True)
+        y = ts(lu_, lax_linalg.permute_rows(b, perm), left_side=True, lower=True,
+               unit_diagonal=True)
         x = ts(lu_, y, left_side=True, lower=False)
-    else:              # u^T l^T (P x) = b, P x = x[perm]
+    else:              # u^T l^T (P x) = b, P x = x[perm]: x = y[perm^-1]
         conj = trans == 2
         y = ts(lu_, b, left_side=True, lower=False, transpose_a=True, conjugate_a=conj)
         y = ts(lu_, y, left_side=True, lower=True, transpose_a=True, conjugate_a=conj,
                unit_diagonal=True)
-        x = fnp.matmul(fnp.swapaxes(pm, -1, -2), y)
+        inverse = fnp.argsort(perm, axis=-1).astype(perm.dtype)
+        x = lax_linalg.permute_rows(y, inverse)
     return x[..., 0] if vector else x
 
 
