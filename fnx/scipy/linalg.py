@@ -24,6 +24,8 @@ rectangular ``lu_factor``.
 """
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .. import lax
@@ -145,18 +147,29 @@ def _perm_matrix_t(perm, dtype):
     return lax.convert_element_type(lax.eq(cols, rows), dtype)
 
 
+@functools.lru_cache(maxsize=4)
+def _tri_masks(m, n, k, dtype):
+    """Read-only constants of ``_tri_split`` for one shape and dtype (kept for the next
+    eager call: building them costs as much as the selects)."""
+    strict, eye = np.tri(m, k, -1, dtype=bool), np.eye(m, k, dtype=dtype)
+    upper = ~np.tri(k, n, -1, dtype=bool)
+    for c in (strict, eye, upper):
+        c.flags.writeable = False
+    return strict, eye, upper
+
+
 def _tri_split(lu_, m, n, k):
     """``(l, u)`` of a packed ``lu`` (..., m, n): ``l`` (..., m, k) unit lower triangular,
     ``u`` (..., k, n) upper triangular; one select each, against constant masks."""
     shape = tuple(lu_.shape[:-2])
     low = lu_ if n == k else lu_[..., :, :k]
     up = lu_ if m == k else lu_[..., :k, :]
-    strict = np.broadcast_to(np.tri(m, k, -1, dtype=bool), shape + (m, k))
-    eye = np.broadcast_to(np.eye(m, k, dtype=lu_.dtype), shape + (m, k))
-    upper = np.broadcast_to(~np.tri(k, n, -1, dtype=bool), shape + (k, n))
-    zeros = np.zeros(shape + (k, n), lu_.dtype)
-    l_ = lax.select_n(fnp.asarray(strict), fnp.asarray(eye), low)
-    u = lax.select_n(fnp.asarray(upper), fnp.asarray(zeros), up)
+    strict, eye, upper = _tri_masks(m, n, k, np.dtype(lu_.dtype))
+    zeros = np.broadcast_to(np.zeros((), lu_.dtype), shape + (k, n))
+    l_ = lax.select_n(fnp.asarray(np.broadcast_to(strict, shape + (m, k))),
+                      fnp.asarray(np.broadcast_to(eye, shape + (m, k))), low)
+    u = lax.select_n(fnp.asarray(np.broadcast_to(upper, shape + (k, n))), fnp.asarray(zeros),
+                     up)
     return l_, u
 
 
