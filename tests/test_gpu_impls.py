@@ -187,7 +187,10 @@ def test_primitive_runs_on_the_device_without_host_fallbacks(device, name, monke
             backend.clear_cache()
     assert backend.host_fallbacks == {}, name
     _on_device(got, gpu)
-    _assert_equal(got, want, exact=backend.emulated)
+    # the host factorizes with LAPACK (getrf, trsm), the device with fnx's NumPy-dispatched
+    # elimination: equal to rounding, not bitwise, even emulated
+    lapack_on_host = name.split(",")[0] in ("lu", "triangular_solve")
+    _assert_equal(got, want, exact=backend.emulated and not lapack_on_host)
 
 
 def test_a_scatter_the_device_has_no_atomic_for_runs_on_the_host(device):

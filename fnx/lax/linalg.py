@@ -332,12 +332,19 @@ def _ts_generic(a, b, *, left_side, lower, transpose_a, conjugate_a, unit_diagon
     return AL.ascontiguous(x, b.dtype)
 
 
+def _many_tiny(x):
+    """A stack of many tiny matrices: the vectorized NumPy impls beat one LAPACK call per
+    matrix there (1000 4x4 LU factorizations: 0.35 ms against 1.5 ms; from 16x16 on,
+    LAPACK wins)."""
+    return x.shape[-1] <= 8 and math.prod(x.shape[:-2]) > 16
+
+
 def _ts_impl(a, b, *, left_side, lower, transpose_a, conjugate_a, unit_diagonal):
     """BLAS's ``trsm`` on each matrix of the stack (a singular ``a`` gives inf/NaN, as
     XLA; LAPACK's ``trtrs`` would refuse it). The result is C-ordered: each ``x`` is
     solved as the Fortran-ordered ``x^T`` (``x^T op(a)^T = b^T`` for a left-side solve),
     and ``a`` is read in whichever of its two orientations needs no copy."""
-    if AL.is_device(a) or AL.is_device(b):
+    if AL.is_device(a) or AL.is_device(b) or _many_tiny(a):
         return _ts_generic(a, b, left_side=left_side, lower=lower, transpose_a=transpose_a,
                            conjugate_a=conjugate_a, unit_diagonal=unit_diagonal)
     dtype = b.dtype
@@ -521,7 +528,7 @@ def _lu_impl(x):
     pivots are getrf's (0-based); ``permutation`` is those row swaps applied to
     0..n-1 by ``laswp``. Singular matrices are factored all the same (getrf's
     ``info > 0`` says where ``U`` has a zero pivot; not an error here, as JAX)."""
-    if AL.is_device(x):
+    if AL.is_device(x) or _many_tiny(x):
         return _lu_generic(x)
     n = x.shape[-1]
     batch = x.shape[:-2]
