@@ -17,15 +17,7 @@ from fnx.testing import check_grads
 
 pytestmark = pytest.mark.x64
 
-DTYPES = [np.float32, np.float64, np.complex64, np.complex128]
-BATCHES = [(), (3,), (2, 2)]
-
-
-def _rand(rng, shape, dtype):
-    x = rng.standard_normal(shape)
-    if np.dtype(dtype).kind == "c":
-        x = x + 1j * rng.standard_normal(shape)
-    return x.astype(dtype)
+from linalg_testing import BATCHES, DTYPES, rand as _rand  # noqa: E402,F401
 
 
 def _well(rng, shape, dtype):

@@ -236,20 +236,26 @@ def all_gather(x, axis_name, *, axis_index_groups=None, axis=0, tiled=False):
 
 # === psum_scatter =================================================================================
 
-def _psum_scatter_rule(x, *, axes, scatter_dimension, tiled, axis_size):
-    nd = len(x.shape)
-    d = normalize_axis("psum_scatter", scatter_dimension, nd)
+def _split(what, x, axis, tiled, axis_size, name="dimension"):
+    """``x``'s shape (a list) with ``axis`` divided among the members: its size divided
+    by ``axis_size`` when tiled, else removed (it must equal ``axis_size``)."""
+    d = normalize_axis(what, axis, len(x.shape))
     shape = list(x.shape)
     if tiled:
         if shape[d] % axis_size:
-            raise ShapeError(f"psum_scatter: dimension {d} of {tuple(x.shape)} is not "
-                             f"divisible by the axis size {axis_size}")
+            raise ShapeError(f"{what}: {name} {d} of {tuple(x.shape)} is not divisible by "
+                             f"the axis size {axis_size}")
         shape[d] //= axis_size
     else:
         if shape[d] != axis_size:
-            raise ShapeError(f"psum_scatter: dimension {d} of {tuple(x.shape)} must equal "
-                             f"the axis size {axis_size} (or pass tiled=True)")
+            raise ShapeError(f"{what}: {name} {d} of {tuple(x.shape)} must equal the axis "
+                             f"size {axis_size} (or pass tiled=True)")
         del shape[d]
+    return shape
+
+
+def _psum_scatter_rule(x, *, axes, scatter_dimension, tiled, axis_size):
+    shape = _split("psum_scatter", x, scatter_dimension, tiled, axis_size)
     return ShapeDtypeStruct(tuple(shape), x.dtype, x.weak_type)
 
 
@@ -357,22 +363,11 @@ def ppermute(x, axis_name, perm):
 # === all_to_all ===================================================================================
 
 def _all_to_all_rule(x, *, axes, split_axis, concat_axis, tiled, axis_size):
-    nd = len(x.shape)
-    s = normalize_axis("all_to_all", split_axis, nd)
-    shape = list(x.shape)
+    shape = _split("all_to_all", x, split_axis, tiled, axis_size, "split axis")
+    c = normalize_axis("all_to_all", concat_axis, len(x.shape))
     if tiled:
-        if shape[s] % axis_size:
-            raise ShapeError(f"all_to_all: split axis {s} of {tuple(x.shape)} is not "
-                             f"divisible by the axis size {axis_size}")
-        shape[s] //= axis_size
-        c = normalize_axis("all_to_all", concat_axis, nd)
         shape[c] *= axis_size
     else:
-        if shape[s] != axis_size:
-            raise ShapeError(f"all_to_all: split axis {s} of {tuple(x.shape)} must equal "
-                             f"the axis size {axis_size} (or pass tiled=True)")
-        del shape[s]
-        c = normalize_axis("all_to_all", concat_axis, nd)
         shape.insert(c, axis_size)
     return ShapeDtypeStruct(tuple(shape), x.dtype, x.weak_type)
 
