@@ -184,15 +184,19 @@ def _one_name(axis_name, what):
 
 # === all_gather ===================================================================================
 
-def _all_gather_rule(x, *, axes, axis, tiled, axis_size):
-    nd = len(x.shape)
-    a = normalize_axis("all_gather", axis, nd if tiled else nd + 1)
-    shape = list(x.shape)
+def _joined(what, x, shape, axis, tiled, axis_size):
+    """``x``'s aval with the members joined at ``axis`` of ``shape`` (a list): that
+    dimension times ``axis_size`` when tiled, else a new one of ``axis_size``."""
+    a = normalize_axis(what, axis, len(shape) if tiled else len(shape) + 1)
     if tiled:
         shape[a] *= axis_size
     else:
         shape.insert(a, axis_size)
     return ShapeDtypeStruct(tuple(shape), x.dtype, x.weak_type)
+
+
+def _all_gather_rule(x, *, axes, axis, tiled, axis_size):
+    return _joined("all_gather", x, list(x.shape), axis, tiled, axis_size)
 
 
 all_gather_p = Primitive("all_gather", shape_rule=_all_gather_rule, impl=_process_impl(
@@ -364,12 +368,7 @@ def ppermute(x, axis_name, perm):
 
 def _all_to_all_rule(x, *, axes, split_axis, concat_axis, tiled, axis_size):
     shape = _split("all_to_all", x, split_axis, tiled, axis_size, "split axis")
-    c = normalize_axis("all_to_all", concat_axis, len(x.shape))
-    if tiled:
-        shape[c] *= axis_size
-    else:
-        shape.insert(c, axis_size)
-    return ShapeDtypeStruct(tuple(shape), x.dtype, x.weak_type)
+    return _joined("all_to_all", x, shape, concat_axis, tiled, axis_size)
 
 
 all_to_all_p = Primitive("all_to_all", shape_rule=_all_to_all_rule, impl=_process_impl(
