@@ -75,7 +75,7 @@ NOT_IN_TABLE = {
        for p in ("conv_general_dilated", "reduce_window_sum", "reduce_window_max",
                  "reduce_window_min", "select_and_gather_add", "select_and_scatter_add")},
     **{p: "values against NumPy and SciPy factorizations (tests/test_linalg.py)"
-       for p in ("cholesky", "triangular_solve", "lu", "qr", "eigh", "svd")},
+       for p in ("cholesky", "triangular_solve", "linear_solve", "lu", "qr", "eigh", "svd")},
     **{p: "bits against JAX's recorded streams and samples by statistical tests "
           "(tests/test_random.py)" for p in ("threefry2x32", "random_gamma")},
     "custom_vmap_call": "carries a user function and batching rule "

@@ -42,6 +42,7 @@ LEFT_OUT = {"copysign", "nextafter", "erfc", "erf_inv", "lgamma", "digamma", "po
             # not lowered: the pooling derivatives (export the primal function), the
             # factorizations (no ONNX operators) and the random bits
             "select_and_gather_add", "select_and_scatter_add", "cholesky", "triangular_solve",
+            "linear_solve",
             "lu", "qr", "eigh", "svd", "threefry2x32", "random_gamma",
             # complex operands or results, which the exporter rejects
             "fft",

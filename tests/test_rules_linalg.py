@@ -91,6 +91,18 @@ def triangular_solve_cases(draw, dtype):
 
 
 @st.composite
+def linear_solve_cases(draw, dtype):
+    batch, m, k = draw(BATCH), draw(SIDE), draw(SIDE)
+    transpose_a = draw(st.booleans())
+
+    def make(rng):
+        a = 0.3 * _normal(rng, batch + (m, m), dtype) + 2 * np.eye(m)
+        return a.astype(dtype), _normal(rng, batch + (m, k), dtype).astype(dtype)
+    return Case(lambda a, b: la.linear_solve(a, b, transpose_a=transpose_a), make,
+                f"a{list(batch + (m, m))} b{list(batch + (m, k))} transpose_a={transpose_a}")
+
+
+@st.composite
 def lu_cases(draw, dtype):
     # sides >= 2: the lu of a 1 x 1 matrix is the matrix itself, whose zero second
     # derivative the reverse-mode check sees against float32 rounding of x / u * u
@@ -204,6 +216,7 @@ GDT = FLOAT + (C128,)
 RULES = [
     Rule("cholesky", cholesky_cases, gdtypes=GDT),
     Rule("triangular_solve", triangular_solve_cases, gdtypes=GDT),
+    Rule("linear_solve", linear_solve_cases, gdtypes=GDT),
     Rule("lu", lu_cases, gdtypes=GDT),
     Rule("qr", qr_cases, gdtypes=GDT),
     Rule("qr", qr_full_tall_cases, gdtypes=(), variant="full_matrices, tall",

@@ -464,6 +464,99 @@ def triangular_solve(a, b, left_side=False, lower=False, transpose_a=False, conj
                                    unit_diagonal=bool(unit_diagonal))
 
 
+# --- linear_solve: a general square system, in one LAPACK call ------------------------------
+
+def _ls_rule(a, b, *, transpose_a):
+    check_matrix("linear_solve", a)
+    if len(b.shape) < 2 or b.shape[:-2] != a.shape[:-2] or b.shape[-2] != a.shape[-1]:
+        raise ShapeError(f"linear_solve: b must be (..., {a.shape[-1]}, K) with a's batch dims "
+                         f"{a.shape[:-2]}, got {describe(a, b)}")
+    return _sds(b.shape, b.dtype)
+
+
+def _ls_impl(a, b, *, transpose_a):
+    """``op(a) x = b`` (``op``: ``a``, or ``a^T`` with ``transpose_a``) by LAPACK's
+    ``gesv`` per matrix (getrf and getrs in one call, as NumPy's ``solve``). A singular
+    ``a`` (gesv's ``info > 0``), a device buffer or a stack of many tiny matrices goes
+    through ``lu`` and two triangular solves instead, which give inf/NaN where ``a`` is
+    singular (as JAX)."""
+    n = a.shape[-1]
+    if AL.is_device(a) or AL.is_device(b) or _many_tiny(a) or n == 0 or b.size == 0:
+        return _ls_by_lu(a, b, transpose_a)
+    wd = _lapack_dtype(b.dtype)
+    op = np.swapaxes(a, -1, -2) if transpose_a else a
+    mats = op.reshape((-1, n, n))
+    rhs = b.reshape((-1,) + b.shape[-2:])
+    out = np.empty(rhs.shape, wd)
+    gesv = _routine("gesv", wd)
+    for i in range(mats.shape[0]):
+        _lu, _piv, x, info = gesv(mats[i].astype(wd, copy=False), rhs[i].astype(wd, copy=False))
+        if info > 0:
+            return _ls_by_lu(a, b, transpose_a)
+        out[i] = x
+    return out.reshape(b.shape).astype(b.dtype, copy=False)
+
+
+def _ls_by_lu(a, b, transpose_a):
+    lu_, _, perm = _lu_impl(a)
+    if transpose_a:                      # a^T x = b: U^T L^T P x = b
+        y = _ts_impl(lu_, b, left_side=True, lower=False, transpose_a=True, conjugate_a=False,
+                     unit_diagonal=False)
+        z = _ts_impl(lu_, y, left_side=True, lower=True, transpose_a=True, conjugate_a=False,
+                     unit_diagonal=True)
+        inv = np.argsort(perm, axis=-1)
+        return np.take_along_axis(z, inv[..., :, None], axis=-2)
+    pb = np.take_along_axis(b, perm[..., :, None], axis=-2)
+    y = _ts_impl(lu_, pb, left_side=True, lower=True, transpose_a=False, conjugate_a=False,
+                 unit_diagonal=True)
+    return _ts_impl(lu_, y, left_side=True, lower=False, transpose_a=False, conjugate_a=False,
+                    unit_diagonal=False)
+
+
+linear_solve_p = Primitive("linear_solve", shape_rule=_ls_rule, impl=quiet(_ls_impl))
+
+
+def _ls_jvp(primals, tangents, *, transpose_a):
+    a, b = primals
+    da, db = tangents
+    x = linear_solve_p.bind(a, b, transpose_a=transpose_a)
+    rhs = db
+    if da is not None:                   # d(op a) x moved to the right-hand side
+        dop = _mT(da) if transpose_a else da
+        t = L.neg(_mm(dop, x))
+        rhs = t if rhs is None else L.add(rhs, t)
+    if rhs is None:
+        return x, None
+    return x, linear_solve_p.bind(a, rhs, transpose_a=transpose_a)
+
+
+def _ls_transpose(ct, a, b, *, transpose_a):
+    from ..transforms.vjp import is_linear
+    if is_linear(a):
+        raise ValueError("linear_solve: transpose with respect to a (it is not linear in a)")
+    if ct is None:
+        return [None, None]
+    # x = op(a)^-1 b is linear in b; its (unconjugated) transpose is op(a)^-T ct
+    return [None, linear_solve_p.bind(a, ct, transpose_a=not transpose_a)]
+
+
+def _ls_batch(vals, dims, size, **p):
+    a, b = _batch_front(vals, dims, size)
+    return linear_solve_p.bind(a, b, **p), 0
+
+
+linear_solve_p.jvp = _ls_jvp
+linear_solve_p.transpose = _ls_transpose
+linear_solve_p.batch = _ls_batch
+
+
+def linear_solve(a, b, *, transpose_a=False):
+    """``x`` with ``a x = b`` (``a^T x = b`` with ``transpose_a``) for square ``a``
+    (..., m, m) and ``b`` (..., m, k) with the same batch dims: one LAPACK ``gesv`` per
+    matrix, differentiable in both (``fnx.numpy.linalg.solve`` and ``inv`` use it)."""
+    return linear_solve_p.bind(to_array(a), to_array(b), transpose_a=bool(transpose_a))
+
+
 # --- lu --------------------------------------------------------------------------------------
 
 def _lu_rule(x):

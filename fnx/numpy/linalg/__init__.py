@@ -336,8 +336,8 @@ def solve(x1, x2, /):
 
     ``x2`` is one vector when 1-D (shape (M,): the result is (..., M)); otherwise a stack
     of (M, K) matrices whose batch dims broadcast with ``x1``'s (Array API 2023.12, as
-    NumPy 2). Through an LU decomposition with partial pivoting (LAPACK's getrf, then
-    the rows of ``x2`` permuted and two triangular solves, as its getrs)."""
+    NumPy 2). One LAPACK ``gesv`` per matrix (``lax.linalg.linear_solve``: an LU
+    decomposition with partial pivoting and its two triangular solves, as NumPy's)."""
     a, b = promote("solve", x1, x2, to_inexact=True)
     a = _inexact_matrix("solve", a, square=True)
     vector = b.ndim == 1
@@ -352,20 +352,17 @@ def solve(x1, x2, /):
                          f"{b.shape[:-1] if vector else b.shape}; x2 must be {what}")
     if a.shape[:-2] != b.shape[:-2]:
         a, b = _broadcast_batch("solve", a, b)
-    lu_, _, perm = _la.lu(a)
-    x = _lu_solve(lu_, perm, b)
+    x = _la.linear_solve(a, b)
     return lax.squeeze(x, (x.ndim - 1,)) if vector else x
 
 
 def inv(x, /):
-    """The inverses of the square matrices in the last two axes: ``U^-1 L^-1 P`` from an
-    LU decomposition ``P x = L U`` (two triangular solves on ``P``, as LAPACK's getrs on
-    the identity)."""
+    """The inverses of the square matrices in the last two axes: ``x`` solved against the
+    identity (``lax.linalg.linear_solve``, LAPACK's gesv, as NumPy's ``inv``)."""
     a = _inexact_matrix("inv", x, square=True)
-    lu_, _, perm = _la.lu(a)
-    p = _la.permutation_matrix(perm, a.dtype)
-    y = _la.triangular_solve(lu_, p, left_side=True, lower=True, unit_diagonal=True)
-    return _la.triangular_solve(lu_, y, left_side=True, lower=False)
+    eye = lax.broadcast_in_dim(lax.convert_element_type(np.eye(a.shape[-1]), a.dtype),
+                               tuple(a.shape), (a.ndim - 2, a.ndim - 1))
+    return _la.linear_solve(a, eye)
 
 
 def _lu_parts(name, x):
