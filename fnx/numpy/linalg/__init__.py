@@ -323,14 +323,6 @@ def _broadcast_batch(name, a, b):
             broadcast_to_shape(b, batch + b.shape[-2:]))
 
 
-def _lu_solve(lu_, perm, b):
-    """x with P A x = L U x = P b, given ``lu`` and ``perm`` of A (equal batch dims): the
-    rows of b gathered by ``perm``, then two triangular solves (LAPACK's getrs)."""
-    y = _la.triangular_solve(lu_, _la.permute_rows(b, perm), left_side=True, lower=True,
-                             unit_diagonal=True)
-    return _la.triangular_solve(lu_, y, left_side=True, lower=False)
-
-
 def solve(x1, x2, /):
     """The solution ``x`` of ``x1 @ x = x2`` for square ``x1`` (..., M, M).
 
