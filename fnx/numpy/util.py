@@ -171,3 +171,45 @@ def check_device(name, device):
     if device is not None and device is not CPU_DEVICE and device != CPU_DEVICE:
         raise ValueError(f"{name}: fnx arrays live on {CPU_DEVICE!r}, the only device; got "
                          f"device={device!r}. Pass device=None or x.device.")
+
+
+def compiled_when_eager(fn=None, *, static_argnums=()):
+    """``fn`` as a jitted program when it is called on concrete arrays (one compiled
+    program per signature, as JAX's ``jnp`` functions are jitted): a composite of several
+    primitives then costs one dispatch instead of one per primitive. ``static_argnums``:
+    positions of hashable Python values (flags), one compiled program per value. Called
+    with traced values (inside ``jit``, ``grad``, ``vmap``), it traces through ``fn`` as
+    before."""
+    if fn is None:
+        return lambda f: compiled_when_eager(f, static_argnums=static_argnums)
+    import functools
+
+    from .. import tree_util
+    from ..core.array import Tracer
+    static = tuple(static_argnums)
+    programs = {}
+
+    def traced(values):
+        for v in values:
+            if isinstance(v, Tracer) or (isinstance(v, (list, tuple, dict)) and any(
+                    isinstance(leaf, Tracer) for leaf in tree_util.tree_leaves(v))):
+                return True
+        return False
+
+    @functools.wraps(fn)
+    def wrapper(*args):
+        if traced(args):
+            return fn(*args)
+        key = tuple(args[i] for i in static)
+        compiled = programs.get(key)
+        if compiled is None:
+            from ..transforms.jit import jit
+
+            def program(*dynamic):
+                full, it = [], iter(dynamic)
+                for i in range(len(args)):
+                    full.append(args[i] if i in static else next(it))
+                return fn(*full)
+            compiled = programs[key] = jit(program)
+        return compiled(*[a for i, a in enumerate(args) if i not in static])
+    return wrapper

@@ -34,7 +34,7 @@ from ..core import dtypes
 from ..core.primitive import Primitive, ShapeDtypeStruct
 from ..errors import ShapeError
 from ..lax import linalg as lax_linalg
-from ..numpy.util import promote
+from ..numpy.util import compiled_when_eager, promote
 from ..transforms.vjp import is_linear
 
 __all__ = ["cholesky", "cho_factor", "cho_solve", "solve_triangular", "lu", "lu_factor",
@@ -98,6 +98,11 @@ def cho_solve(c_and_lower, b, overwrite_b=False, check_finite=True):
     """Solve ``a x = b`` given ``cho_factor(a)``."""
     del overwrite_b, check_finite
     c, lower = c_and_lower
+    return _cho_solve(c, b, bool(lower))
+
+
+@compiled_when_eager(static_argnums=(2,))
+def _cho_solve(c, b, lower):
     c = _matrix("cho_solve", c)
     c, b, vector = _rhs("cho_solve", c, b)
     if lower:    # l l^H x = b
@@ -203,6 +208,11 @@ def lu(a, permute_l=False, overwrite_a=False, check_finite=True):
     lower triangular, ``u`` (k, n) upper triangular, ``k = min(m, n)``; or
     ``(p @ l, u)`` with ``permute_l``."""
     del overwrite_a, check_finite
+    return _lu(a, bool(permute_l))
+
+
+@compiled_when_eager(static_argnums=(1,))
+def _lu(a, permute_l):
     a = _matrix("lu", a, square=False)
     m, n = a.shape[-2:]
     k = min(m, n)

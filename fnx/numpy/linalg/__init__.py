@@ -21,7 +21,7 @@ from ...lax.linalg import check_matrix
 from ...lax import linalg as _la
 from ...core.array import to_array
 from ...errors import ShapeError
-from ..util import normalize_axes, promote
+from ..util import compiled_when_eager, normalize_axes, promote
 from ..manipulation import matrix_transpose  # noqa: F401
 from ..products import kron, matmul, outer, tensordot, vecdot  # noqa: F401
 
@@ -370,6 +370,7 @@ def _lu_parts(name, x):
     return lax.select_n(swapped, d, lax.neg(d))
 
 
+@compiled_when_eager
 def det(x, /):
     """Determinants of the square matrices in the last two axes (from an LU
     decomposition; the gradient is ``det(x) * inv(x)^T``)."""
@@ -377,6 +378,7 @@ def det(x, /):
     return lax.reduce_prod(d, (d.ndim - 1,))
 
 
+@compiled_when_eager
 def slogdet(x, /):
     """``SlogdetResult(sign, logabsdet)`` with ``det(x) = sign * exp(logabsdet)``; a
     singular matrix gives sign 0 and logabsdet -inf."""
