@@ -440,14 +440,17 @@ def _ts_transpose(ct, a, b, **p):
     return [None, triangular_solve_p.bind(a, ct, **q)]
 
 
-def _ts_batch(vals, dims, size, **p):
-    a, b = _batch_front(vals, dims, size)
-    return triangular_solve_p.bind(a, b, **p), 0
+def _batch_operands(prim):
+    """The batching rule of a primitive of two operands batched alike: both at axis 0."""
+    def rule(vals, dims, size, **p):
+        a, b = _batch_front(vals, dims, size)
+        return prim.bind(a, b, **p), 0
+    return rule
 
 
 triangular_solve_p.jvp = _ts_jvp
 triangular_solve_p.transpose = _ts_transpose
-triangular_solve_p.batch = _ts_batch
+triangular_solve_p.batch = _batch_operands(triangular_solve_p)
 
 
 def triangular_solve(a, b, left_side=False, lower=False, transpose_a=False, conjugate_a=False,
@@ -540,14 +543,9 @@ def _ls_transpose(ct, a, b, *, transpose_a):
     return [None, linear_solve_p.bind(a, ct, transpose_a=not transpose_a)]
 
 
-def _ls_batch(vals, dims, size, **p):
-    a, b = _batch_front(vals, dims, size)
-    return linear_solve_p.bind(a, b, **p), 0
-
-
 linear_solve_p.jvp = _ls_jvp
 linear_solve_p.transpose = _ls_transpose
-linear_solve_p.batch = _ls_batch
+linear_solve_p.batch = _batch_operands(linear_solve_p)
 
 
 def linear_solve(a, b, *, transpose_a=False):
