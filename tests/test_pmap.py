@@ -32,6 +32,16 @@ def test_one_process_is_a_group_of_one():
     np.testing.assert_allclose(np.asarray(f(w, xs, 2)[0]), 2 * xs[0].T @ (xs[0] @ w))
 
 
+def test_pmap_inside_jit_grad_and_vmap():
+    """The compiled per-process program runs after pmap's own call has returned when an
+    outer jit holds it: the collectives' impls must not need pmap's frame then."""
+    f = fnx.pmap(lambda v: lax.psum(v, "i") * 2, axis_name="i")
+    x = np.ones((1, 3), np.float32)
+    np.testing.assert_array_equal(np.asarray(fnx.jit(f)(x)), 2 * x)
+    np.testing.assert_array_equal(np.asarray(fnx.grad(lambda v: fnp.sum(f(v)))(x)), 2 * x)
+    assert fnx.vmap(f)(np.ones((2, 1, 3), np.float32)).shape == (2, 1, 3)
+
+
 def test_a_shard_of_the_wrong_size_is_named():
     with pytest.raises(ValueError, match="size 2 along its mapped axis 0.*1 local device"):
         fnx.pmap(lambda v: v)(np.ones((2, 3)))
@@ -73,6 +83,9 @@ for name, f in CASES.items():
     got = np.asarray(fnx.pmap(fnx.grad(loss), axis_name="i")(shards[me][None]))[0]
     want = np.asarray(fnx.vmap(fnx.grad(loss), axis_name="i")(shards))[me]
     assert np.allclose(got, want, rtol=1e-12, atol=1e-12), "grad " + name
+    got = np.asarray(fnx.jit(fnx.pmap(f, axis_name="i"))(shards[me][None]))[0]
+    want = np.asarray(fnx.vmap(f, axis_name="i")(shards))[me]
+    assert np.allclose(got, want, rtol=1e-12, atol=1e-12), "jit(pmap) " + name
 open(f"{sys.argv[2]}/done{me}", "w").close()
 '''
 

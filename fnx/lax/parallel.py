@@ -42,9 +42,12 @@ def _process_impl(name, run):
     ``fnx.distributed``'s); only a pmap axis reaches an impl (vmap's batch rules compute
     the others)."""
     def impl(*args, axes, **params):
-        frame = lookup(axes[0], name)    # raises for an unbound name
+        # The public functions checked the name when they bound the primitive; a vmap's
+        # axis never reaches an impl (its batching rules compute the collective). So
+        # this is pmap's, whose frame is gone when a program compiled inside an outer
+        # jit runs (jit(pmap(f))).
         ops = world.collectives()
-        if frame.kind != "pmap" or len(axes) != 1 or ops is None:
+        if len(axes) != 1 or ops is None:
             raise UnboundAxisError(
                 f"{name} over {axes}: only one axis bound by fnx.pmap reaches a process "
                 "collective" + ("" if ops is not None else
