@@ -272,3 +272,31 @@ def test_gradient_operator_differentiates_the_graph_around_it():
     np.testing.assert_allclose(np.asarray(out["dd_da"]), 2 * a + b)
     np.testing.assert_allclose(np.asarray(out["dd_db"]), a)
     np.testing.assert_allclose(np.asarray(out["d2_da2"]), np.full(3, 2.0))
+
+
+def test_train_mode_normalizes_with_the_batch_and_moves_the_running_statistics():
+    """An inference graph's BatchNormalization in a module put in train mode: batch
+    statistics, and fnx.nn.apply returns the running ones moved by momentum (ONNX's
+    training-mode formulas); eval mode (load's default) keeps the model's outputs."""
+    c = 3
+    inits = {"bn.weight": np.full(c, 2.0, np.float32), "bn.bias": np.full(c, 0.5, np.float32),
+             "bn.running_mean": np.zeros(c, np.float32), "bn.running_var": np.ones(c, np.float32)}
+    node = helper.make_node("BatchNormalization", ["x", "bn.weight", "bn.bias",
+                                                   "bn.running_mean", "bn.running_var"], ["y"],
+                            momentum=0.8, epsilon=1e-5)
+    model = _model([node], [_vi("x", ["N", c, 4])], [_vi("y", ["N", c, 4])], inits)
+    m = fnx.onnx.load(model)
+    assert not m.training
+    x = RNG.standard_normal((5, c, 4)).astype(np.float32) * 3 + 1
+    np.testing.assert_allclose(np.asarray(m(x)), 2 * x / np.sqrt(1 + 1e-5) + 0.5, rtol=1e-5)
+    y, m2 = fnx.jit(lambda mod, v: fnx.nn.apply(mod, v))(m.train(), x)
+    mean, var = x.mean(axis=(0, 2)), x.var(axis=(0, 2))
+    want = 2 * (x - mean[:, None]) / np.sqrt(var[:, None] + 1e-5) + 0.5
+    np.testing.assert_allclose(np.asarray(y), want, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(np.asarray(m2.states()["bn.running_mean"]), 0.2 * mean,
+                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(np.asarray(m2.states()["bn.running_var"]), 0.8 + 0.2 * var,
+                               rtol=1e-5)
+    # the gradient in train mode flows through the batch statistics
+    g = fnx.grad(lambda mod: fnp.sum(fnx.nn.apply(mod, x)[0] ** 2))(m.train())
+    assert np.all(np.isfinite(np.asarray(g.weights["bn.weight"])))

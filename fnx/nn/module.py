@@ -43,7 +43,7 @@ from ..core.tracing import eval_shape
 from ..tree_util import GetAttrKey
 
 __all__ = ["Module", "apply", "init", "partition", "combine", "summary", "is_array",
-           "next_key"]
+           "next_key", "record_states"]
 
 
 def is_array(x) -> bool:
@@ -100,11 +100,16 @@ def next_key(key=None):
     return k
 
 
-def _record_states(module, **states):
-    """Called by stateful layers in train mode: remember their new states."""
+def record_states(module, **states):
+    """Called by a stateful module in train mode (a BatchNorm, an imported ONNX model):
+    inside ``fnx.nn.apply`` the module it returns has these attributes replaced
+    (``states``: attribute name -> new value); outside, nothing happens."""
     ctx = _apply_ctx.get()
     if ctx is not None:
         ctx.updates[id(module)] = (module, states)
+
+
+_record_states = record_states
 
 
 # --- the Module class ------------------------------------------------------------------

@@ -18,8 +18,9 @@ import numpy as np
 
 from .. import numpy as fnp
 from ..dtypes import canonicalize_dtype
-from ..nn.module import Module
+from ..nn.module import Module, record_states
 from .graph import Graph, ModelContext, OnnxImportError, OnnxModelError, _onnx, np_dtype
+from .ops.nn import TRAIN_STATES
 
 __all__ = ["load", "to_function", "OnnxModule", "read_model"]
 
@@ -162,8 +163,11 @@ class OnnxModule(Module):
     ``stats`` (the states) are dicts keyed by initializer names; ``module(*inputs)``
     runs the graph and returns its output (a dict by name when there are several).
     ``params()`` and ``states()`` use the initializer names as they are
-    (``layer1.0.conv1.weight``). The graph's semantics are the model's: a BatchNorm
-    exported for inference normalizes with its running statistics in either mode."""
+    (``layer1.0.conv1.weight``). ``load`` returns it in eval mode, computing what the
+    model computes. In train mode (``module.train()``) its BatchNormalization nodes
+    normalize with the batch's statistics, as a BatchNorm layer trains, and
+    ``fnx.nn.apply(module, x)`` returns the module with the running statistics moved by
+    each node's ``momentum``."""
 
     __params__ = ("weights",)
     __states__ = ("stats",)
@@ -175,7 +179,17 @@ class OnnxModule(Module):
 
     def __call__(self, *inputs):
         p = self._program
-        return _pack(p.output_names, p.run(self.weights, self.stats, inputs))
+        if not self.training:
+            return _pack(p.output_names, p.run(self.weights, self.stats, inputs))
+        updates = {}
+        token = TRAIN_STATES.set(updates)
+        try:
+            out = _pack(p.output_names, p.run(self.weights, self.stats, inputs))
+        finally:
+            TRAIN_STATES.reset(token)
+        if updates:   # fnx.nn.apply returns the module with these statistics
+            record_states(self, stats={**self.stats, **updates})
+        return out
 
     def params(self) -> dict:
         return dict(self.weights)
@@ -210,7 +224,7 @@ def load(model, *, outputs=None):
     ``outputs``: names of values of the graph to return instead of its outputs (for
     features below a head you replace); only the nodes they need run."""
     program = _Program(read_model(model), outputs)
-    return OnnxModule(program, _arrays(program.params), _arrays(program.states))
+    return OnnxModule(program, _arrays(program.params), _arrays(program.states)).eval()
 
 
 def to_function(model, *, outputs=None):

@@ -11,6 +11,8 @@ coordinate rules and differentiable in the data.
 """
 from __future__ import annotations
 
+import contextvars
+
 import itertools
 import math
 
@@ -317,6 +319,12 @@ def max_unpool(node, x, indices, output_shape=None):
 
 # --- normalizations -------------------------------------------------------------------------
 
+# Set by ``OnnxModule`` in train mode: a dict that BatchNormalization nodes exported for
+# inference fill with their updated running statistics (by initializer name) while they
+# normalize with the batch's, as a BatchNorm layer trains.
+TRAIN_STATES = contextvars.ContextVar("fnx_onnx_train_states", default=None)
+
+
 @op("BatchNormalization")
 def batch_normalization(node, x, scale, b, mean, var):
     x = _a(x)
@@ -330,12 +338,32 @@ def batch_normalization(node, x, scale, b, mean, var):
         training = not node.attr("is_test", 0)
     elif len([o for o in node.outputs if o]) > 1:
         training = True
+    module_states = TRAIN_STATES.get()
+    if module_states is not None and not training:   # an inference graph, trained in fnx
+        y, run_mean, run_var = _bn_batch_statistics(node, x, _a(scale), _a(b), _a(mean),
+                                                    _a(var))[:3]
+        for name, value in ((node.inputs[3], run_mean), (node.inputs[4], run_var)):
+            if name:
+                module_states[name] = value
+        return y
     scale, b = _a(scale), _a(b)
     mean, var = _a(mean), _a(var)
     if not training:
         inv = fnp.sqrt(_per_channel(var, nd).astype(dt) + _s(x, eps))
         y = (x - _per_channel(mean, nd).astype(dt)) / inv
         return y * _per_channel(scale, nd).astype(dt) + _per_channel(b, nd).astype(dt)
+    y, run_mean, run_var, bm, bv = _bn_batch_statistics(node, x, scale, b, mean, var)
+    if node.opset is not None and node.opset >= 14:
+        return y, run_mean, run_var
+    return y, run_mean, run_var, bm, bv  # opset < 14: saved mean and variance too
+
+
+def _bn_batch_statistics(node, x, scale, b, mean, var):
+    """``(y, new running mean, new running variance, batch mean, batch variance)``: ``x``
+    normalized with the batch's statistics (ONNX's training mode: the population variance
+    over every axis but the channels), the running ones moved by ``momentum``."""
+    eps = node.attr("epsilon", 1e-5)
+    nd, dt = x.ndim, x.dtype
     axes = (0,) + tuple(range(2, nd))
     bm = fnp.mean(x, axis=axes)
     bv = fnp.mean(fnp.square(x - fnp.reshape(bm, (-1,) + (1,) * (nd - 2))), axis=axes)
@@ -344,9 +372,7 @@ def batch_normalization(node, x, scale, b, mean, var):
     mom = node.attr("momentum", 0.9)
     run_mean = mean * _s(mean, mom) + bm.astype(mean.dtype) * _s(mean, 1 - mom)
     run_var = var * _s(var, mom) + bv.astype(var.dtype) * _s(var, 1 - mom)
-    if node.opset is not None and node.opset >= 14:
-        return y, run_mean, run_var
-    return y, run_mean, run_var, bm, bv  # opset < 14: saved mean and variance too
+    return y, run_mean, run_var, bm, bv
 
 
 def _stash(node, x):
