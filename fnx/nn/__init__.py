@@ -12,7 +12,8 @@ Modules are immutable pytrees (see ``fnx/nn/module.py`` for the conventions):
 """
 from .functions import *  # noqa: F401,F403
 from . import initializers, losses  # noqa: F401
-from .module import Module, apply, combine, init, is_array, next_key, partition, summary  # noqa: F401
+from .module import (Module, apply, combine, init, is_array, next_key, partition,  # noqa: F401
+                     record_states, summary)
 from .layers import *  # noqa: F401,F403
 from .losses import (accuracy, binary_cross_entropy_with_logits, cross_entropy,  # noqa: F401
                      huber_loss, mse_loss, softmax_cross_entropy)
