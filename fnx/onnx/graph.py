@@ -28,7 +28,6 @@ from collections import ChainMap
 
 import numpy as np
 
-from .. import numpy as fnp
 from .._api import ensure_compile_time_eval
 from ..core.array import Array, Tracer
 from ..errors import ConcretizationError
@@ -140,7 +139,7 @@ def known(value):
     return None
 
 
-def _attr_value(attr, model):
+def _attr_value(attr):
     onnx = _onnx()
     A = onnx.AttributeProto
     t = attr.type
@@ -211,10 +210,11 @@ class Node:
         self.outputs = list(proto.output)
         self.opset = ctx.opset(self.domain)
         if attrs is None:
-            attrs = {a.name: _attr_value(a, ctx) for a in proto.attribute}
+            attrs = {a.name: _attr_value(a) for a in proto.attribute}
         self.attrs = attrs
         self._schema = _MISSING
         self._subgraphs = {}
+        self._bodies = {}                # function bodies built for this node
         self.graph = None                # the Graph holding this node (None in a function)
         self.handler = handler_for(self.op_type, self.domain)
         self.function = None
@@ -254,7 +254,7 @@ class Node:
         if s is not None and name in s.attributes:
             d = s.attributes[name].default_value
             if d is not None and d.type:
-                return _attr_value(d, self.ctx)
+                return _attr_value(d)
         if default is _REQUIRED:
             raise self.error(f"the attribute {name!r} is required", OnnxModelError)
         return default
@@ -298,21 +298,27 @@ class Node:
         elif self.handler is not None:
             out = self.handler.fn(self, *args)
         else:
-            out = self._run_function(args, scope)
+            out = self._run_function(args)
         if not isinstance(out, tuple):  # one output (a list is one sequence value)
             out = (out,)
-        wanted = [n for n in self.outputs]
-        if len(out) < sum(1 for n in wanted if n) and any(
-                n for n in wanted[len(out):]):
-            raise self.error(f"fnx computes {len(out)} of the {len(wanted)} outputs asked "
-                             "for")
-        return {n: v for n, v in zip(wanted, out) if n}
+        if any(self.outputs[len(out):]):
+            raise self.error(f"fnx computes {len(out)} of the {len(self.outputs)} outputs "
+                             "asked for")
+        return {n: v for n, v in zip(self.outputs, out) if n}
 
-    def _run_function(self, args, scope):
-        fn = self.function
-        if fn is None:
-            fn = self._schema_body(args)
-        body = _FunctionBody(fn, self)
+    def _run_function(self, args):
+        """The node's function body run on ``args``; the body is built once per node (a
+        context-dependent one once per input types, which decide it)."""
+        if self.function is not None:
+            key = None
+        elif self.schema.has_function:
+            key = "schema"
+        else:
+            key = tuple(_type_proto(a).SerializeToString() for a in args)
+        body = self._bodies.get(key)
+        if body is None:
+            fn = self.function if self.function is not None else self._schema_body(args)
+            body = self._bodies[key] = _FunctionBody(fn, self)
         return body.run(args)
 
     def _schema_body(self, args):
@@ -383,14 +389,14 @@ class _FunctionBody:
                     if a.ref_attr_name in caller.attrs:
                         attrs[a.name] = caller.attrs[a.ref_attr_name]
                     elif a.ref_attr_name in defaults:
-                        attrs[a.name] = _attr_value(defaults[a.ref_attr_name], ctx)
+                        attrs[a.name] = _attr_value(defaults[a.ref_attr_name])
                     else:
                         try:
                             attrs[a.name] = caller.attr(a.ref_attr_name)
                         except OnnxModelError:
                             pass  # unset and no default: the inner node's own default
                 else:
-                    attrs[a.name] = _attr_value(a, ctx)
+                    attrs[a.name] = _attr_value(a)
             self.nodes.append(Node(p, ctx, attrs))
 
     def run(self, args):
@@ -487,8 +493,3 @@ def _outer_names(graph):
                 reads.update(x for x in _outer_names(g) if x not in own)
     reads.update(o.name for o in graph.output if o.name not in own)
     return reads
-
-
-def as_array(x, dtype=None):
-    """An fnx array of ``x`` (NumPy arrays keep their dtype, canonicalized)."""
-    return fnp.asarray(x, dtype=dtype)
