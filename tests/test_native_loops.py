@@ -202,32 +202,27 @@ def test_native_loops_can_be_turned_off(monkeypatch):
     assert "native_loop" not in fnx.jit(lambda v: fnp.tanh(v) * 2 + 1).lower(x).source
 
 
-def test_without_a_compiler_jit_says_so_once_and_uses_numpy(native, monkeypatch):
+def _broken_compiler(text):
+    raise host.HostCompileError("g++: error: unrecognized command-line option")
+
+
+@pytest.mark.parametrize("attr,replacement,says", [
+    ("compiler_available", lambda: False, "g\\+\\+"),       # no compiler
+    ("load", _broken_compiler, "could not be built"),           # one that fails
+])
+def test_without_a_working_compiler_jit_says_so_once_and_uses_numpy(native, monkeypatch, attr,
+                                                                    replacement, says):
     from fnx.backends import native_loops
-    monkeypatch.setattr(host, "compiler_available", lambda: False)
+    monkeypatch.setattr(host, attr, replacement)
     monkeypatch.setattr(native_loops, "_warned", [])
     x = np.linspace(-2, 2, 300, dtype=np.float32)
-    with pytest.warns(native_loops.NativeLoopsUnavailable, match="g\\+\\+"):
+    with pytest.warns(native_loops.NativeLoopsUnavailable, match=says):
         jf = fnx.jit(lambda v: fnp.tanh(v) * 2 + 1)
         assert "native_loop" not in jf.lower(x).source
     np.testing.assert_allclose(np.asarray(jf(x)), np.tanh(x) * 2 + 1, rtol=1e-6)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         fnx.jit(lambda v: fnp.exp(v) * 3 - 1).lower(x)  # said once
-
-
-def test_a_compiler_that_fails_falls_back_to_numpy_and_says_so(native, monkeypatch):
-    from fnx.backends import native_loops
-
-    def broken(text):
-        raise host.HostCompileError("g++: error: unrecognized command-line option")
-    monkeypatch.setattr(host, "load", broken)
-    monkeypatch.setattr(native_loops, "_warned", [])
-    x = np.linspace(-2, 2, 300, dtype=np.float32)
-    with pytest.warns(native_loops.NativeLoopsUnavailable, match="could not be built"):
-        jf = fnx.jit(lambda v: fnp.tanh(v) * 2 + 1)
-        assert "native_loop" not in jf.lower(x).source
-    np.testing.assert_allclose(np.asarray(jf(x)), np.tanh(x) * 2 + 1, rtol=1e-6)
 
 
 def test_loops_calling_scalar_library_functions_stay_on_numpy(native):
