@@ -63,16 +63,19 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
                     f"along its mapped axis {i}, but this process has {local} local "
                     f"device(s): each process passes its shard with a leading axis of "
                     f"fnx.local_device_count() (= {local})")
-        size = axis_size if axis_size is not None else local * process_count()
-        with axis_frame(name, size, "pmap"):
+        with frame():
             return compiled(*args)
-    mapped_fun.lower = lambda *args: _lower(compiled, name, local, axis_size, args)
+
+    def frame():
+        """The named axis over every process's devices, bound while pmap traces or runs."""
+        size = axis_size if axis_size is not None else local * process_count()
+        return axis_frame(name, size, "pmap")
+
+    def lower(*args):
+        with frame():
+            return compiled.lower(*args)
+    mapped_fun.lower = lower
     return mapped_fun
-
-
-def _lower(compiled, name, local, axis_size, args):
-    with axis_frame(name, axis_size or local * process_count(), "pmap"):
-        return compiled.lower(*args)
 
 
 def _mapped_leaves(args, in_axes, static):
