@@ -256,9 +256,15 @@ def set_winograd(conv3x3):
     _WINOGRAD[:] = [conv3x3] if conv3x3 is not None else []
 
 
+def _channels_first_src(src, nsp):
+    """``src`` (the output's axes numbered as (N, out..., Co)) renumbered for a result in
+    (N, Co, out...) order."""
+    return tuple(0 if a == 0 else 1 if a == nsp + 1 else a + 1 for a in src)
+
+
 def _winograd_plan(plan, pet, lspec, rspec, padding, src):
     """``plan``, unless an installed Winograd convolution takes the call."""
-    cf_src = tuple(0 if a == 0 else 1 if a == 3 else a + 1 for a in src)
+    cf_src = _channels_first_src(src, 2)
 
     def fn(lhs, rhs):
         if _WINOGRAD and not AL.is_device(lhs):
@@ -307,7 +313,7 @@ def _conv_plan_cf(prep, N, C, Co, ks, out_sp, strides, rdil, G, B, src):
     K, P = math.prod(ks), math.prod(out_sp)
     Cg = C // G
     # y axes are (N, Co, out...); ``src`` numbers them (N, out..., Co): renumber
-    cf_src = tuple(0 if a == 0 else 1 if a == nsp + 1 else a + 1 for a in src)
+    cf_src = _channels_first_src(src, nsp)
     cf_identity = cf_src == tuple(range(nsp + 2))
 
     def fn(lhs, rhs):
