@@ -24,10 +24,12 @@ import numpy as np
 from .. import tree_util
 from ..core import array_library as AL
 from ..core import rings, world
+from ..core.array import to_array
 from ..core.axis_env import axis_names, lookup, size_of
 from ..core.primitive import Primitive, ShapeDtypeStruct
 from ..errors import ShapeError, UnboundAxisError
 from ..transforms.jvp import deflinear
+from ..transforms.vmap import move_to_front
 from . import ops as L
 from .rule_helpers import normalize_axis
 
@@ -61,8 +63,7 @@ def _process_impl(name, run):
 
 
 def _front(x, d):
-    """``x`` with its batch dimension ``d`` first (a broadcast when ``d`` is None)."""
-    from ..transforms.vmap import move_to_front
+    """``x`` with its batch dimension ``d`` first."""
     return move_to_front(x, d)
 
 
@@ -131,11 +132,6 @@ for _p in (pmax_p, pmin_p):
                             "derivative); psum a masked value to differentiate a maximum")
 
 
-def _arr(v):
-    from ..core.array import to_array
-    return to_array(v)
-
-
 def _tree_collective(fn, x):
     return tree_util.tree_map(fn, x)
 
@@ -145,7 +141,7 @@ def _reduce_tree(prim, x, axis_name, groups):
     names = axis_names(axis_name)
     for n in names:
         lookup(n, prim.name)
-    return _tree_collective(lambda v: prim.bind(_arr(v), axes=names), x)
+    return _tree_collective(lambda v: prim.bind(to_array(v), axes=names), x)
 
 
 def psum(x, axis_name, *, axis_index_groups=None):
@@ -237,7 +233,7 @@ def all_gather(x, axis_name, *, axis_index_groups=None, axis=0, tiled=False):
     _no_groups(axis_index_groups, "all_gather")
     names = _one_name(axis_name, "all_gather")
     n = size_of(names, "all_gather")
-    return _tree_collective(lambda v: all_gather_p.bind(_arr(v), axes=names, axis=axis,
+    return _tree_collective(lambda v: all_gather_p.bind(to_array(v), axes=names, axis=axis,
                                                         tiled=tiled, axis_size=n), x)
 
 
@@ -304,7 +300,7 @@ def psum_scatter(x, axis_name, *, scatter_dimension=0, axis_index_groups=None, t
     names = _one_name(axis_name, "psum_scatter")
     n = size_of(names, "psum_scatter")
     return _tree_collective(lambda v: psum_scatter_p.bind(
-        _arr(v), axes=names, scatter_dimension=scatter_dimension, tiled=tiled,
+        to_array(v), axes=names, scatter_dimension=scatter_dimension, tiled=tiled,
         axis_size=n), x)
 
 
@@ -363,7 +359,7 @@ def ppermute(x, axis_name, perm):
     if any(not 0 <= i < n for i in srcs + dsts):
         raise ValueError(f"ppermute: perm {list(perm)} names a member outside the axis "
                          f"{names[0]!r} of size {n}")
-    return _tree_collective(lambda v: ppermute_p.bind(_arr(v), axes=names, perm=perm),
+    return _tree_collective(lambda v: ppermute_p.bind(to_array(v), axes=names, perm=perm),
                             x)
 
 
@@ -431,7 +427,7 @@ def all_to_all(x, axis_name, split_axis, concat_axis, *, axis_index_groups=None,
     names = _one_name(axis_name, "all_to_all")
     n = size_of(names, "all_to_all")
     return _tree_collective(lambda v: all_to_all_p.bind(
-        _arr(v), axes=names, split_axis=split_axis, concat_axis=concat_axis, tiled=tiled,
+        to_array(v), axes=names, split_axis=split_axis, concat_axis=concat_axis, tiled=tiled,
         axis_size=n), x)
 
 
