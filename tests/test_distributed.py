@@ -258,6 +258,38 @@ for dtype in (np.float32, np.float64, np.int32, np.float16, np.complex64, np.boo
         z = np.empty_like(xs[me])
         assert dist.allreduce(xs[me], op, out=z) is z
         same(z, want, f"allreduce out= {op} {dtype}")
+# large buffers go through the machine's shared memory in 1 MB chunks (fnx.distributed._shm):
+# several chunks and a ragged last one, every op, every way of passing the output; every
+# process must receive the same bits
+for shape, dtype in [((300, 1001), np.float32), (((3 << 17) + 5,), np.float64),
+                     ((70000,), np.int32), ((40000,), np.complex64), ((70000,), np.bool_),
+                     ((50000,), np.float16)]:
+    for op in ("sum", "max", "min"):
+        if (dtype == np.bool_ and op == "sum") or (np.dtype(dtype).kind == "c" and op != "sum"):
+            continue
+        case += 1
+        xs = inputs(shape, dtype, case)
+        want = {"sum": lambda a: a.sum(0, dtype=a.dtype), "max": lambda a: a.max(0),
+                "min": lambda a: a.min(0)}[op](np.stack(xs))
+        got = dist.allreduce(xs[me], op)
+        same(got, want, f"large allreduce {op} {shape} {dtype}")
+        everyone = dist.allgather(got)
+        assert all(np.array_equal(everyone[0], e) for e in everyone), ("bits differ", op, dtype)
+        y = xs[me].copy()
+        assert dist.allreduce(y, op, inplace=True) is y
+        assert np.array_equal(y, got), ("inplace", op, dtype)
+        z = np.empty_like(xs[me])
+        assert dist.allreduce(xs[me], op, out=z) is z and np.array_equal(z, got)
+# a sub-communicator (the even and the odd processes) gets its own window
+if P > 2:
+    from mpi4py import MPI
+    half = MPI.COMM_WORLD.Split(me % 2, me)
+    case += 1
+    xs = inputs((100000,), np.float32, case)
+    mates = [q for q in range(P) if q % 2 == me % 2]
+    same(dist.allreduce(xs[me], comm=half), np.stack([xs[q] for q in mates]).sum(0),
+         "large allreduce over a sub-communicator")
+    half.Free()
 case += 1
 xs = inputs((4, 6), np.float32, case)
 same(dist.allreduce(xs[me].T), np.stack(xs).sum(0).T, "allreduce of a transposed view")

@@ -25,6 +25,7 @@ import operator
 import numpy as np
 
 from ..core import world
+from . import _shm
 
 __all__ = ["allreduce", "allgather", "reduce_scatter", "alltoall", "ppermute", "barrier",
            "broadcast", "REDUCTIONS"]
@@ -200,6 +201,10 @@ def allreduce(x, op="sum", *, inplace=False, out=None, comm=None):
         dest[...] = wide
         return dest
     mop = _op(op, src.dtype, what)
+    shared = _shm.reducer(comm, src.nbytes)
+    if shared is not None:
+        return shared.allreduce(src, src if inplace else
+                                (np.empty_like(src) if out is None else out), op)
     base = _base(src.dtype)
     if inplace:
         comm.Allreduce(_mpi().IN_PLACE, [src, src.size, base], mop)
