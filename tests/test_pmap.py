@@ -42,6 +42,27 @@ def test_pmap_inside_jit_grad_and_vmap():
     assert fnx.vmap(f)(np.ones((2, 1, 3), np.float32)).shape == (2, 1, 3)
 
 
+def test_psum_writes_into_the_buffer_jit_plans_for_it():
+    """A large psum takes ``out=`` like a matmul: the gradient it reads comes from the
+    scratch arena and its result goes into the output ring, so a data-parallel step
+    allocates nothing per call; a group of one copies its operand (jit reuses the
+    operand's buffer after the collective read it)."""
+    def step(w, x):
+        g = fnx.grad(lambda w: fnp.sum(fnp.tanh(x @ w)))(w)
+        return lax.psum(g, "i")
+    f = fnx.pmap(step, axis_name="i")
+    w, x = np.ones((1, 256, 256), np.float32) / 256, np.ones((1, 64, 256), np.float32)
+    source = f.lower(w, x).source
+    psum_line = next(line for line in source.splitlines() if "_psum" in line)
+    assert "out=_mo[" in psum_line, source
+    assert "out=_ms[" in source.split(psum_line)[0], source
+    np.testing.assert_allclose(np.asarray(f(w, x)), np.asarray(
+        fnx.grad(lambda w: fnp.sum(fnp.tanh(x[0] @ w)))(w[0]))[None], rtol=1e-6)
+    first = f(w, x)
+    again = np.asarray(f(w, x))
+    np.testing.assert_array_equal(np.asarray(first), again)
+
+
 def test_a_shard_of_the_wrong_size_is_named():
     with pytest.raises(ValueError, match="size 2 along its mapped axis 0.*1 local device"):
         fnx.pmap(lambda v: v)(np.ones((2, 3)))

@@ -17,6 +17,7 @@ axes), and its impl, which only a process group runs.
 """
 from __future__ import annotations
 
+import functools
 import threading
 
 import numpy as np
@@ -25,7 +26,9 @@ from .. import tree_util
 from ..core import array_library as AL
 from ..core import rings, world
 from ..core.array import to_array
+from ..core.backend import register_lowering
 from ..core.axis_env import axis_names, lookup, size_of
+from ..core.numpy_rules import NumpyRule
 from ..core.primitive import Primitive, ShapeDtypeStruct
 from ..errors import ShapeError, UnboundAxisError
 from ..transforms.jvp import deflinear
@@ -89,22 +92,41 @@ _RINGS: dict = {}
 _RINGS_LOCK = threading.Lock()
 
 
-def _reduced_into_ring(ops, x, op):
-    """``ops.allreduce`` into one of the last two results of this shape that nothing holds
-    any more (``fnx.core.rings``): MPI reduces into a fresh buffer about three times slower
-    than into a reused one."""
-    if world.process_count() == 1:
-        return x                         # a group of one: the operand is the result
+def _reduced(ops, x, op, out=None):
+    """``ops.allreduce`` into ``out`` (a C-contiguous buffer that jit's generated code hands
+    it), else into one of the last two results of this shape that nothing holds any more
+    (``fnx.core.rings``): MPI reduces into a fresh buffer about three times slower than
+    into a reused one. Never ``x`` itself (a group of one copies it), so jit may reuse
+    ``x``'s buffer once the collective has read it."""
     x = np.ascontiguousarray(x)
-    with _RINGS_LOCK:
-        out = rings.take(_RINGS.setdefault((op, x.shape, x.dtype.str), []), x.shape, x.dtype)
+    if out is None:
+        with _RINGS_LOCK:
+            out = rings.take(_RINGS.setdefault((op, x.shape, x.dtype.str), []), x.shape,
+                             x.dtype)
+    if world.process_count() == 1:
+        np.copyto(out, x)                # a group of one: the operand is the result
+        return out
     return ops.allreduce(x, op, out=out)
+
+
+def _numpy_reduction(name, op):
+    """The NumPy backend's lowering: the impl taking ``out=``, so the generated code hands
+    the collective a buffer of its scratch arena or output ring, as it does a matmul."""
+    impl = _process_impl(name, lambda ops, x, out=None: _reduced(ops, x, op, out))
+
+    def specialize(in_avals, params, permutation=None):
+        fn = functools.partial(impl, **params)
+        fn.takes_out = True
+        return fn
+    return NumpyRule(specialize=specialize)
 
 
 def _reducing(name, reduce_batch, unbatched):
     op = name[1:]                        # psum -> "sum", pmax -> "max"
     prim = Primitive(name, shape_rule=_same_rule,
-                     impl=_process_impl(name, lambda ops, x: _reduced_into_ring(ops, x, op)))
+                     impl=_process_impl(name, lambda ops, x: _reduced(ops, x, op)))
+    prim.never_aliases_operands = prim.fresh_result = True
+    register_lowering(prim, "numpy", _numpy_reduction(name, op))
 
     def named_batch(vals, dims, size, mine, *, axes):
         (x,), (d,) = vals, dims
