@@ -290,6 +290,13 @@ if P > 2:
     same(dist.allreduce(xs[me], comm=half), np.stack([xs[q] for q in mates]).sum(0),
          "large allreduce over a sub-communicator")
     half.Free()
+    # MPI hands a freed communicator's handle out again: the new one (other members) must
+    # not find the old one's window
+    other = MPI.COMM_WORLD.Split(int(me < P // 2), me)
+    mates = [q for q in range(P) if (q < P // 2) == (me < P // 2)]
+    same(dist.allreduce(xs[me], comm=other), np.stack([xs[q] for q in mates]).sum(0),
+         "large allreduce over a communicator made after one was freed")
+    other.Free()
 case += 1
 xs = inputs((4, 6), np.float32, case)
 same(dist.allreduce(xs[me].T), np.stack(xs).sum(0).T, "allreduce of a transposed view")

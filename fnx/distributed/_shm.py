@@ -33,7 +33,7 @@ __all__ = ["reducer", "MIN_BYTES", "CHUNK_BYTES"]
 MIN_BYTES = 1 << 16          # below this MPI's own allreduce is as fast (measured)
 CHUNK_BYTES = 1 << 20        # one process's slot: the window is 2 x (P + 1) of these
 _UFUNCS = {"sum": np.add, "max": np.maximum, "min": np.minimum}
-_reducers: dict = {}         # communicator handle -> _Reducer, or None where not usable
+_keyval = None               # the MPI attribute each communicator keeps its reducer in
 
 
 def enabled() -> bool:
@@ -45,12 +45,19 @@ def reducer(comm, nbytes):
     allreduce serves (small buffers, processes on several machines, turned off). The
     first call for a communicator is collective: every process of ``comm`` makes it, as
     every process calls the same allreduce."""
+    global _keyval
     if nbytes < MIN_BYTES or not enabled():
         return None
-    key = comm.py2f()
-    if key not in _reducers:
-        _reducers[key] = _Reducer.create(comm)
-    return _reducers[key]
+    if _keyval is None:
+        # an attribute of the communicator (not a table keyed by its handle, which MPI
+        # hands out again once a communicator is freed): freeing it frees the window
+        from mpi4py import MPI
+        _keyval = MPI.Comm.Create_keyval(delete_fn=lambda comm, key, r: r and r.free())
+    found = comm.Get_attr(_keyval)
+    if found is None:
+        found = _Reducer.create(comm) or False   # False: the processes span machines
+        comm.Set_attr(_keyval, found)
+    return found or None
 
 
 class _Reducer:
@@ -73,6 +80,13 @@ class _Reducer:
         self.regions = np.ndarray((2, self.size + 1, CHUNK_BYTES), np.uint8, buffer=buf)
         self.win.Lock_all(MPI.MODE_NOCHECK)   # passive target: Sync orders the stores
         self.turn = 0
+
+    def free(self):
+        """Give the window and the node's communicator back (collective, as freeing the
+        communicator they belong to is)."""
+        self.win.Unlock_all()
+        self.win.Free()
+        self.node.Free()
 
     def _everyone_has_written(self):
         self.win.Sync()
