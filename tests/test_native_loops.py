@@ -172,6 +172,45 @@ def test_row_sums_equal_eager_bit_for_bit(native, shape, axes):
         np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
 
 
+PAIRWISE_LENGTHS = [1, 7, 8, 9, 127, 128, 129, 1000, 1024, 4097]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_pairwise_sum_is_numpys_to_the_bit(dtype):
+    """``fnx_pairwise_sum`` blocks a run as NumPy's float ``add.reduce`` does (8 partial
+    sums, leaves of at most 128 terms, splits at multiples of 8), odd lengths included."""
+    import ctypes
+    t, ct = ("float", ctypes.c_float) if dtype == np.float32 else ("double", ctypes.c_double)
+    lib = host.load(f'extern "C" {t} t_pw_{t}(const {t}* a, long long n) '
+                    f"{{ return ({t})0 + fnx_pairwise_sum(a, n); }}\n")
+    fn = getattr(lib, f"t_pw_{t}")
+    fn.argtypes, fn.restype = [ctypes.c_void_p, ctypes.c_longlong], ct
+    rng = np.random.default_rng(7)
+    for n in PAIRWISE_LENGTHS:
+        a = (rng.standard_normal(n) * 10.0 ** rng.integers(-6, 6, n)).astype(dtype)
+        got = np.array(fn(a.ctypes.data, n), dtype)
+        want = dtype(0) + np.add.reduce(a)
+        assert got.tobytes() == np.array(want, dtype).tobytes(), (n, got, want)
+
+
+@pytest.mark.parametrize("n", PAIRWISE_LENGTHS[1:])   # (a mean over one element is no sum)
+def test_row_sums_of_an_input_are_summed_in_place_and_equal_eager(native, n):
+    """A mean of an input's rows adds the input's row where it lies (no copy into a scratch
+    row), still as NumPy does, odd lengths included."""
+    rng = np.random.default_rng(8)
+    x = (rng.standard_normal((max(3, 64 // n), n)) * 3).astype(np.float32)
+
+    def f(x):
+        mu = fnp.mean(x, axis=-1, keepdims=True)
+        return fnp.tanh(x - mu), fnp.mean((x - mu) ** 2, axis=-1)
+    jf = fnx.jit(f)
+    kernels = "".join(jf.lower(x).kernels)
+    assert f"fnx_pairwise_sum(in0 + o * {n}," in kernels, kernels
+    got, want = jf(x), f(fnp.asarray(x))
+    np.testing.assert_array_equal(np.asarray(got[1]), np.asarray(want[1]))
+    np.testing.assert_allclose(np.asarray(got[0]), np.asarray(want[0]), rtol=3e-7, atol=1e-7)
+
+
 def test_reductions_eager_plans_differently_stay_on_numpy(native):
     x = np.random.default_rng(5).standard_normal((64, 300)).astype(np.float32)
     for f in (lambda v: fnp.sum(v * 2, axis=0), lambda v: fnp.prod(v * 2, axis=1),

@@ -138,7 +138,8 @@ pass over ``r`` in lanes of 16 consecutive elements (``#pragma omp simd``; the l
 partial lane after). ``max``/``min``/``and``/``or`` and integer sums keep one partial
 result per lane, combined by a pairwise tree over the lanes at the end of the pass; a
 float sum stores its terms in a per-thread row buffer and adds them with NumPy's own
-pairwise summation (``fnx_pairwise_sum``), so it is NumPy's sum to the bit. Kernels of
+pairwise summation (``fnx_pairwise_sum``), so it is NumPy's sum to the bit; a sum of an
+input's contiguous rows as they are (a mean of ``x``) adds them where they lie, no copy. Kernels of
 kind ``"rows"`` reduce trailing axes (``I == 1``), ``"columns"`` leading or middle ones.
 
 Limits
@@ -872,6 +873,7 @@ class _KernelGen:
         self.count = 0
         self.loads = {}            # (var, view) -> set of passes reading it (element loads)
         self.scratch = []          # host float sums: (accumulator name, C type)
+        self.pairwise_src = {}     # host float sums of an input's row: accumulator -> row
         self.cached = {}           # (var, view) -> the register array caching it
         n = math.prod(d)
         self.idx = "int" if n < 2**31 - 1 else "long long"
@@ -1192,11 +1194,19 @@ class _KernelGen:
                 else:
                     slot.stmts.append(f"{t} {acc} = {ident};")
             scope = _Scope("elem", slot, k)
+            direct = []
             for i in here:
                 e = p.eqns[i]
                 v = self.value(e.inputs[0], cl.in_views[i][0], scope)
                 if self.host and self._host_pairwise(e):
-                    scope.stmts.append(f"{acc_names[i]}_t[r] = {v};")
+                    acc, t = acc_names[i], cuda_type(e.outputs[0].aval.dtype)
+                    row = self._host_row(v, scope, t, R)
+                    if row is None:
+                        scope.stmts.append(f"{acc}_t[r] = {v};")
+                    else:  # its terms are an input's row as it is: summed in place
+                        self.pairwise_src[acc] = row
+                        self.scratch.remove((acc, t))
+                        direct.append(v)
                     continue
                 acc = acc_names[i] + ("_l[l]" if self.host else "")
                 scope.stmts.append(
@@ -1205,7 +1215,9 @@ class _KernelGen:
                 m = self.outputs.index(o)
                 v = self.value(o, self._out_view(o), scope)
                 scope.stmts.append(f"out{m}[{self.index(self._out_view(o), o.aval.shape)}] = {v};")
-            slot.stmts.append(("loop", k, scope))
+            self._drop_unused_loads(scope, direct)
+            if scope.stmts:
+                slot.stmts.append(("loop", k, scope))
             if here and self.host:
                 slot.stmts.append(self._host_lanes(here, acc_names))
             elif here:
@@ -1302,6 +1314,38 @@ class _KernelGen:
         are stored, then added by ``fnx_pairwise_sum``, NumPy's pairwise summation)."""
         return _REDUCERS[e.prim] == "sum" and np.dtype(e.outputs[0].aval.dtype).kind == "f"
 
+    def _host_row(self, v, scope, t, R):
+        """Where value ``v`` of a host float sum's pass is a plain load of the accumulator's
+        type from a contiguous row of an input (``in{k}[o * R + r]``, or ``in{k}[r]`` for an
+        operand broadcast over the slots), a pointer to that row: ``fnx_pairwise_sum`` adds
+        it in place instead of a copy in the scratch row (same terms, same order). None
+        otherwise."""
+        if self.kind != "rows":
+            return None
+        for st in scope.stmts:
+            if isinstance(st, tuple) and st[0] == "load" and st[2] == v:
+                m = re.fullmatch(r"in(\d+)\[(.*)\]", st[4])
+                if m is None or st[3] != t:
+                    return None
+                if m.group(2) == f"o * {R} + r":
+                    return f"in{m.group(1)} + o * {R}"
+                if m.group(2) == "r":
+                    return f"in{m.group(1)}"
+                return None
+        return None
+
+    @staticmethod
+    def _drop_unused_loads(scope, names):
+        """Take the loads of ``names`` out of a pass when nothing else in it reads them (a
+        row summed in place needs no loop over its elements)."""
+        for name in names:
+            used = re.compile(rf"\b{name}\b")
+            if any(not (isinstance(st, tuple) and st[0] == "load") and used.search(str(st))
+                   for st in scope.stmts):
+                continue
+            scope.stmts = [st for st in scope.stmts
+                           if not (isinstance(st, tuple) and st[0] == "load" and st[2] == name)]
+
     def _host_lanes(self, here, acc_names):
         """On the CPU: the lanes' partial results of the reductions ``here`` combined by a
         pairwise tree (lane l with l + W/2, then l + W/4, ...) into ``acc``; a float sum's
@@ -1314,7 +1358,8 @@ class _KernelGen:
             acc, op, dt = acc_names[i], _REDUCERS[e.prim], e.outputs[0].aval.dtype
             if self._host_pairwise(e):
                 t = cuda_type(dt)
-                lines.append(f"const {t} {acc} = ({t})0 + fnx_pairwise_sum({acc}_t, ({self.idx}){R});")
+                src = self.pairwise_src.get(acc, f"{acc}_t")
+                lines.append(f"const {t} {acc} = ({t})0 + fnx_pairwise_sum({src}, ({self.idx}){R});")
                 continue
             half = _HOST_LANES // 2
             while half >= 1:
