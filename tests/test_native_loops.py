@@ -206,6 +206,8 @@ def test_row_sums_of_an_input_are_summed_in_place_and_equal_eager(native, n):
     jf = fnx.jit(f)
     kernels = "".join(jf.lower(x).kernels)
     assert f"fnx_pairwise_sum(in0 + o * {n}," in kernels, kernels
+    # rows of 16 elements or more: the last pass asks for the next row's lines
+    assert (f"__builtin_prefetch(in0 + (o + 1) * {n} + r0, 0, 3);" in kernels) == (n >= 16)
     got, want = jf(x), f(fnp.asarray(x))
     np.testing.assert_array_equal(np.asarray(got[1]), np.asarray(want[1]))
     np.testing.assert_allclose(np.asarray(got[0]), np.asarray(want[0]), rtol=3e-7, atol=1e-7)

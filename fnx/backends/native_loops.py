@@ -162,13 +162,13 @@ _REDUCE_UFUNCS = {"reduce_sum": np.add, "reduce_max": np.maximum, "reduce_min": 
 
 # what a kernel may call and still run vectorized: the vector math (float32), operations
 # that are instructions (square root, rounding, sign), fnx's helpers built from them, and
-# the row sums; any other call (a double exp, a float sin or erf) is the C library's, one
+# the row sums (and the next row's prefetch); any other call (a double exp, a float sin or erf) is the C library's, one
 # element at a time, and NumPy's own SIMD loops beat the fused loop there
 _VECTOR_CALLS = frozenset({
     "expf", "expm1f", "logf", "log1pf", "tanhf", "erff", "sqrtf", "sqrt", "fabsf", "fabs", "floorf",
     "floor", "ceilf", "ceil", "truncf", "trunc", "rintf", "rint", "nearbyintf", "nearbyint",
     "copysignf", "copysign", "fnx_max", "fnx_min", "fnx_fsign", "fnx_f2i", "fnx_copysign",
-    "fnx_floor", "fnx_logistic", "fnx_pairwise_sum", "malloc", "free"})
+    "fnx_floor", "fnx_logistic", "fnx_pairwise_sum", "__builtin_prefetch", "malloc", "free"})
 _NOT_CALLS = frozenset({"for", "if", "while", "return", "sizeof", "float", "double", "int",
                         "bool", "long", "unsigned", "char", "short", "signed", "void"})
 _CALL = re.compile(r"\b([A-Za-z_][A-Za-z_0-9]*)\s*\(")
