@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from benchmarks import _harness as H
+from mpi_testing import needs_mpi
 
 
 @pytest.mark.parametrize("name", ["dispatch", "grad", "cnn_step", "rnn_step", "mlp_step"])
@@ -120,3 +121,15 @@ def test_float64_workloads_run_with_x64_and_only_they():
     assert fnx.config.jax_enable_x64 is False
     text = H.format_report("t", [], 0.0, [], x64=["w f64"])
     assert "jax_enable_x64: on for the float64 workloads (w f64)" in text
+
+
+@needs_mpi
+def test_distributed_benchmark_runs(capsys):
+    """One round of the data-parallel benchmark: 1 and 2 processes under ``mpiexec``."""
+    from benchmarks import distributed
+    out = distributed.main(["--rounds", "1", "--steps", "1", "--repeats", "1",
+                            "--jax-python", os.devnull])
+    assert set(out["speedups"]) == set(distributed.GLOBAL_BATCHES) and out["jax"] == {}
+    assert out["n2"]["processes"] == 2 and out["psum_ratio"] > 0
+    text = capsys.readouterr().out
+    assert "global batch 128" in text and "goals:" in text
