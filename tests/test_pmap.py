@@ -63,6 +63,14 @@ def test_psum_writes_into_the_buffer_jit_plans_for_it():
     np.testing.assert_array_equal(np.asarray(first), again)
 
 
+def test_a_transpose_of_a_psum_is_kept():
+    """jit fuses a transpose into the primitive computing its operand where that one's
+    lowering can take it: the collective's must apply it."""
+    x = np.arange(6, dtype=np.float32).reshape(1, 2, 3)
+    f = fnx.pmap(lambda v: lax.psum(v * 2, "i").T + 1, axis_name="i")
+    np.testing.assert_array_equal(np.asarray(f(x)), (x[0] * 2).T[None] + 1)
+
+
 def test_a_shard_of_the_wrong_size_is_named():
     with pytest.raises(ValueError, match="size 2 along its mapped axis 0.*1 local device"):
         fnx.pmap(lambda v: v)(np.ones((2, 3)))
@@ -93,6 +101,7 @@ CASES = {
     "ppermute": lambda v: lax.ppermute(v, "i", [(q, (q + 1) % P) for q in range(P)]),
     "all_to_all": lambda v: lax.all_to_all(v, "i", 0, 1, tiled=True),
     "axis_index": lambda v: v * lax.axis_index("i"),
+    "psum_transposed": lambda v: lax.psum(v * 2, "i").T + 1,
 }
 for name, f in CASES.items():
     got = np.asarray(fnx.pmap(f, axis_name="i")(shards[me][None]))[0]

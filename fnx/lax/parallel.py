@@ -116,6 +116,8 @@ def _numpy_reduction(name, op):
 
     def specialize(in_avals, params, permutation=None):
         fn = functools.partial(impl, **params)
+        if permutation is not None:      # a transpose of the result, fused in: a view
+            return lambda x: fn(x).transpose(permutation)
         fn.takes_out = True
         return fn
     return NumpyRule(specialize=specialize)
