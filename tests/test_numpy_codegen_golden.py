@@ -152,6 +152,26 @@ def test_numpy_lowerings_are_numpy_rules_registered_by_the_primitives():
         NumpyRule(ufunc=abs)
 
 
+def test_a_transpose_fuses_only_into_rules_that_apply_it():
+    """A ``specialize`` written without transposes in mind (it ignores ``permutation``)
+    never gets one: jit fuses a consumer transpose only into ``transposes=True`` rules."""
+    import fnx
+    from fnx.core.backend import register_lowering
+    from fnx.core.numpy_rules import NumpyRule
+    from fnx.core.primitive import Primitive, ShapeDtypeStruct
+
+    twice_p = Primitive("twice_for_test", shape_rule=lambda x: ShapeDtypeStruct(x.shape, x.dtype),
+                        impl=lambda x: x * 2)
+    register_lowering(twice_p, "numpy", NumpyRule(
+        specialize=lambda avals, params, permutation=None: lambda x: x * 2))
+    x = np.arange(6.0, dtype=np.float32).reshape(2, 3)
+    f = fnx.jit(lambda x: twice_p.bind(x).T + 1)
+    np.testing.assert_array_equal(np.asarray(f(x)), x.T * 2 + 1)
+    assert ".transpose(" in f.lower(x).source
+    from fnx.core.numpy_rules import numpy_rule
+    assert numpy_rule(fnx.lax.dot_general_p).transposes
+
+
 def test_jit_grad_of_maximum_with_a_broadcast_zero():
     """The tie weights of ``max(x, zeros_like(x))`` read the broadcast zeros: the planner
     kept it (it used to drop it as read only by skipped equations, a KeyError at compile)."""

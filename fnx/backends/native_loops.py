@@ -126,7 +126,8 @@ def _native_loop_specialize(avals, params, permutation=None):
     return lambda *xs: [kernel(*xs)[0].transpose(permutation)]
 
 
-register_lowering(native_loop_p, "numpy", NumpyRule(specialize=_native_loop_specialize))
+register_lowering(native_loop_p, "numpy", NumpyRule(specialize=_native_loop_specialize,
+                                                    transposes=True))
 
 
 _warned = []

@@ -231,15 +231,16 @@ def count_uses(p):
 # --- 2. transpose fusion ----------------------------------------------------------------------
 
 def fuse_transposes(p):
-    """A ``transpose`` that is the only use of a specializable primitive's result is
-    computed by that primitive (its rule's ``specialize(..., permutation)``): same values,
-    laid out for the consumer, no intermediate."""
+    """A ``transpose`` that is the only use of the result of a primitive whose rule applies
+    one (``transposes=True``) is computed by that primitive (its rule's
+    ``specialize(..., permutation)``): same values, laid out for the consumer, no
+    intermediate."""
     ir, fused_into, skip = p.ir, p.fused_into, p.skip
     for i, e in enumerate(ir.eqns):
         if e.prim.permutes and len(e.inputs) == 1 and type(e.inputs[0]) is not Literal:
             j = p.producer.get(e.inputs[0])
             if (j is not None and p.uses0[e.inputs[0]] == 1 and j not in fused_into
-                    and numpy_rule(ir.eqns[j].prim).specialize is not None
+                    and numpy_rule(ir.eqns[j].prim).transposes
                     and not ir.eqns[j].prim.multiple_results):
                 fused_into[j] = e
                 skip.add(i)

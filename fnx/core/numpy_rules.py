@@ -14,7 +14,8 @@ the backend asks:
 * ``specialize(in_avals, params, permutation)``: a function for these avals (a
   ``dot_general`` or convolution plan: the same one eager calls pick, so jit stays
   bitwise equal to eager); ``permutation``: a ``transpose`` of the result to fuse in, or
-  None. A function that may take ``out=`` says so with ``takes_out = True``;
+  None (jit fuses one only into a rule made with ``transposes=True``, whose function
+  applies it). A function that may take ``out=`` says so with ``takes_out = True``;
 * ``expression(ins, params, bind_global, in_avals, out_avals)``: the equation as one
   Python expression over the input expressions ``ins`` (``bind_global(prefix, value)``
   names a global), or None to fall through to the impl;
@@ -45,10 +46,11 @@ class NumpyRule:
     """How the NumPy backend's generated code computes a primitive's equations (see the
     module docstring); every field is optional."""
 
-    __slots__ = ("ufunc", "float_ufunc", "specialize", "expression", "reducer", "broadcasts")
+    __slots__ = ("ufunc", "float_ufunc", "specialize", "transposes", "expression", "reducer",
+                 "broadcasts")
 
-    def __init__(self, *, ufunc=None, float_ufunc=None, specialize=None, expression=None,
-                 reducer=None, broadcasts=False):
+    def __init__(self, *, ufunc=None, float_ufunc=None, specialize=None, transposes=False,
+                 expression=None, reducer=None, broadcasts=False):
         if ufunc is not None and not isinstance(ufunc, np.ufunc):
             raise TypeError(f"NumpyRule: ufunc must be a NumPy ufunc, got {ufunc!r}")
         if reducer is not None and not isinstance(reducer, np.ufunc):
@@ -60,6 +62,7 @@ class NumpyRule:
         self.ufunc = ufunc
         self.float_ufunc = float_ufunc
         self.specialize = specialize
+        self.transposes = bool(transposes)
         self.expression = expression
         self.reducer = reducer
         self.broadcasts = bool(broadcasts)

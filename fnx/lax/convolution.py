@@ -260,7 +260,8 @@ conv_general_dilated_p = Primitive("conv_general_dilated", shape_rule=_conv_shap
                                    impl=quiet(_conv_impl))
 register_lowering(conv_general_dilated_p, "numpy", NumpyRule(
     specialize=lambda avals, params, permutation=None:
-    NW.conv_plan(*_conv_key(avals[0].shape, avals[1].shape, params, permutation))))
+    NW.conv_plan(*_conv_key(avals[0].shape, avals[1].shape, params, permutation)),
+    transposes=True))
 # the GPU: one generated implicit-GEMM kernel (CuPy 14 has no cuDNN)
 register_lowering(conv_general_dilated_p, "cuda_kernel", cuda_conv.conv_kernel)
 

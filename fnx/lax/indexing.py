@@ -359,7 +359,8 @@ def _gather_specialize(in_avals, params, permutation=None):
     return gather
 
 
-register_lowering(gather_p, "numpy", NumpyRule(specialize=_gather_specialize))
+register_lowering(gather_p, "numpy", NumpyRule(specialize=_gather_specialize,
+                                               transposes=True))
 deflinear_in(gather_p, 0)
 
 
@@ -463,7 +464,8 @@ def _scatter_specialize(in_avals, params, permutation=None):
     return scatter
 
 
-register_lowering(scatter_p, "numpy", NumpyRule(specialize=_scatter_specialize))
+register_lowering(scatter_p, "numpy", NumpyRule(specialize=_scatter_specialize,
+                                                transposes=True))
 
 
 def _scatter_jvp(primals, tangents, *, spec, mode):

@@ -228,7 +228,8 @@ def _matmul_with_out(f, g):
     return fn
 
 
-register_lowering(dot_general_p, "numpy", NumpyRule(specialize=_numpy_specialize))
+register_lowering(dot_general_p, "numpy", NumpyRule(specialize=_numpy_specialize,
+                                                    transposes=True))
 
 
 # --- jvp rule: bilinear ----------------------------------------------------------------------
