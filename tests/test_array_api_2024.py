@@ -62,6 +62,7 @@ def test_functions_new_in_2024_bind_as_the_standard_says():
     _same(fnp.cumulative_prod(a, axis=1, include_initial=True),
           np.concatenate([np.ones((2, 1), np.int64), np.cumprod(a, axis=1)], axis=1))
     _same(fnp.take_along_axis(a, np.argsort(a, axis=1), axis=1), np.sort(a, axis=1))
+    _same(fnp.take_along_axis(a, np.argsort(a, axis=-1)), np.sort(a, axis=-1))  # axis=-1
     _same(fnp.reciprocal(np.array([2.0, -0.0])), np.array([0.5, -INF]))
     _same(fnp.nextafter(np.float32(1), np.float32(2)), np.nextafter(np.float32(1), np.float32(2)))
     x = np.array([4.0, 1.0, 3.0])

@@ -583,8 +583,10 @@ def _along_axis_spec(arr, indices, axis, name):
     return arr, index_arrays, tuple(("a", d) for d in range(arr.ndim)), shape
 
 
-def take_along_axis(arr, indices, axis, mode=None, fill_value=None):
+def take_along_axis(arr, indices, axis=-1, mode=None, fill_value=None):
     """``arr`` gathered along ``axis`` at ``indices`` (same rank; other dims broadcast).
+    ``axis`` defaults to the last one, as in the Array API (2024.12); NumPy and JAX make
+    the caller name it.
 
     ``mode`` as JAX's: None or 'fill' (default): negative indices count from the end,
     out-of-range ones give ``fill_value`` (as ``take``); 'clip' and
