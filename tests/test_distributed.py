@@ -56,6 +56,40 @@ def test_single_process_world():
         fnx.local_devices(process_index=1)
 
 
+def test_initialize_takes_jax_arguments():
+    """``jax.distributed.initialize(...)`` ports as it is: what MPI decides is checked,
+    what it makes unnecessary is named in a warning, an unknown keyword is a TypeError."""
+    with pytest.warns(UserWarning, match="coordinator_address, initialization_timeout not "
+                                         "used: MPI's launcher"):
+        dist.initialize("127.0.0.1:1234", num_processes=1, process_id=0,
+                        initialization_timeout=300)
+    with pytest.raises(ValueError, match="process_id=3, but the MPI world says 0"):
+        dist.initialize(process_id=3)
+    with pytest.raises(TypeError, match="initialisation_timeout"):
+        dist.initialize(initialisation_timeout=3)
+    with pytest.raises(ValueError, match="MPI only"):
+        dist.initialize(cluster_detection_method="slurm")
+    dist.shutdown()
+    assert not dist.is_initialized() and fnx.process_count() == 1
+    with pytest.raises(RuntimeError, match="start them with mpiexec -n 2"):
+        dist.initialize(num_processes=2)
+    dist.initialize()
+    assert dist.is_initialized()
+
+
+def test_multihost_utils_in_one_process():
+    from fnx.experimental import multihost_utils as mu
+    tree = {"w": fnx.numpy.ones((2, 3)), "n": np.arange(4)}
+    out = mu.broadcast_one_to_all(tree)
+    assert np.array_equal(out["n"], tree["n"]) and isinstance(out["w"], fnx.Array)
+    assert mu.broadcast_one_to_all(tree, is_source=True)["n"].tolist() == [0, 1, 2, 3]
+    with pytest.raises(ValueError, match="exactly one process must pass is_source=True"):
+        mu.broadcast_one_to_all(tree, is_source=False)
+    assert mu.process_allgather(tree)["n"].shape == (1, 4)
+    mu.sync_global_devices("step")
+    mu.assert_equal(tree)
+
+
 def test_devices_and_the_environment_report_read_the_world(fake_world):
     fake_world(2, 3)
     assert fnx.devices()[0].process_index == fnx.devices()[0].host_id == 2
@@ -211,6 +245,7 @@ import fnx.distributed as dist
 dist.initialize()
 me, P = fnx.process_index(), fnx.process_count()
 assert P == int(sys.argv[1]), (P, sys.argv)
+dist.initialize(num_processes=P, process_id=me)    # JAX's arguments, as MPI has them
 assert fnx.device_count() == P and fnx.local_device_count() == 1
 assert fnx.process_indices() == list(range(P))
 
@@ -386,6 +421,26 @@ lengths = dist.process_allgather(np.int64(len(mine)))
 assert lengths.sum() == n
 evens = dist.process_allgather(dist.shard(np.arange(n), seed=5, epoch=2, even=True))
 assert evens.shape == (P, n // P) and len(set(evens.ravel().tolist())) == P * (n // P)
+
+# JAX's multihost_utils
+from fnx.experimental import multihost_utils as mu
+assert mu.broadcast_one_to_all(np.full(3, me)).tolist() == [0, 0, 0]
+assert mu.broadcast_one_to_all(np.full(3, me), is_source=me == P - 1).tolist() == [P - 1] * 3
+mu.sync_global_devices("before checkpoints")
+try:
+    mu.sync_global_devices(f"barrier of process {me}")
+except RuntimeError as e:
+    assert "differently named barriers" in str(e)
+else:
+    raise AssertionError("barriers of different names passed")
+mu.assert_equal({"a": np.arange(3)})
+try:
+    mu.assert_equal({"a": np.arange(3) * me}, "params drifted")
+except AssertionError as e:
+    assert str(e).startswith("params drifted") and "leaves [0] differ" in str(e), e
+else:
+    raise AssertionError("assert_equal of different values passed")
+assert mu.process_allgather(np.float32(me)).tolist() == list(range(P))
 
 path = sys.argv[2]
 dist.save(path, got)

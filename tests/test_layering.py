@@ -83,6 +83,7 @@ LAYER_OF = {
     "fnx.serialization": "libraries",
     "fnx.datasets": "libraries",
     "fnx.distributed": "libraries",
+    "fnx.experimental.multihost_utils": "libraries",  # JAX's name, over fnx.distributed
     "fnx.testing": "libraries",
     "fnx.test_util": "libraries",
     "fnx.debug": "libraries",

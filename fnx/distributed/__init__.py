@@ -30,14 +30,14 @@ from ..core.world import communicator, process_count, process_index  # noqa: F40
 from . import _collectives
 from ._collectives import (REDUCTIONS, allgather, allreduce, alltoall, barrier,  # noqa: F401
                            broadcast, ppermute, reduce_scatter)
-from ._process import initialize, is_initialized, launched_by_mpi  # noqa: F401
+from ._process import initialize, is_initialized, launched_by_mpi, shutdown  # noqa: F401
 from ._trees import (broadcast_params, load, load_states, process_allgather,  # noqa: F401
                      save, save_states, shard, shard_indices)
 
 # the collective primitives' impls reach these through the core layer under pmap
 _world.set_collectives(_collectives)
 
-__all__ = ["initialize", "is_initialized", "launched_by_mpi", "process_index",
+__all__ = ["initialize", "shutdown", "is_initialized", "launched_by_mpi", "process_index",
            "process_count", "communicator", "allreduce", "allgather", "reduce_scatter",
            "alltoall", "ppermute", "broadcast", "barrier", "REDUCTIONS", "broadcast_params",
            "process_allgather", "shard", "shard_indices", "save", "save_states", "load",

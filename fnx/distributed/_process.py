@@ -7,7 +7,7 @@ import traceback
 
 from ..core import world
 
-__all__ = ["initialize", "is_initialized", "launched_by_mpi"]
+__all__ = ["initialize", "shutdown", "is_initialized", "launched_by_mpi"]
 
 # Variables MPI launchers set in each process they start: MPICH's and Intel MPI's hydra
 # (PMI_*), PMIx-based launchers, Open MPI's mpirun.
@@ -39,7 +39,15 @@ def _import_mpi(reason):
     return MPI
 
 
-def initialize(comm=None, *, use_mpi=None):
+# jax.distributed.initialize's other options: about its own coordination service
+_JAX_OPTIONS = {"initialization_timeout", "heartbeat_timeout_seconds",
+                "shutdown_timeout_seconds", "coordinator_bind_address", "slice_index",
+                "partition_index"}
+
+
+def initialize(coordinator_address=None, num_processes=None, process_id=None,
+               local_device_ids=None, cluster_detection_method=None, *, comm=None,
+               use_mpi=None, **jax_options):
     """Join the world of processes that ``mpiexec -n N python script.py`` started: afterwards
     ``fnx.process_index()``/``fnx.process_count()`` are this process's MPI rank and the
     number of ranks, ``fnx.device_count()`` counts every process's devices, and the
@@ -55,9 +63,37 @@ def initialize(comm=None, *, use_mpi=None):
     Idempotent: a second call without ``comm`` keeps the world of the first. With more
     than one process, an uncaught exception in any process prints
     ``rank r: <traceback>`` to stderr and aborts every process (``MPI_Abort``), instead of
-    leaving the others waiting forever in a collective."""
+    leaving the others waiting forever in a collective.
+
+    JAX's arguments are accepted, so ``jax.distributed.initialize(...)`` ports as it is:
+    MPI has already joined the processes, so ``coordinator_address`` (and JAX's timeouts
+    and other options) go unused, with a warning; ``num_processes`` and ``process_id``,
+    when given, must be what MPI says (else ValueError); ``cluster_detection_method=
+    "mpi4py"`` is ``use_mpi=True``. An mpi4py communicator as the first argument is
+    ``comm``. Without an MPI launcher, ``num_processes`` above 1 raises: fnx joins
+    processes only through MPI."""
     global _initialized
+    unknown = sorted(set(jax_options) - _JAX_OPTIONS)
+    if unknown:
+        raise TypeError(f"fnx.distributed.initialize() got unexpected keyword argument(s) "
+                        f"{unknown}")
+    if coordinator_address is not None and hasattr(coordinator_address, "Get_rank"):
+        comm, coordinator_address = coordinator_address, None   # initialize(comm)
+    if cluster_detection_method == "mpi4py" and use_mpi is None:
+        use_mpi = True
+    elif cluster_detection_method not in (None, "mpi4py"):
+        raise ValueError(f"fnx.distributed.initialize: cluster_detection_method="
+                         f"{cluster_detection_method!r}; fnx finds the processes through "
+                         "MPI only: start them with mpiexec (or pass 'mpi4py')")
+    unused = [k for k, v in dict(coordinator_address=coordinator_address,
+                                 local_device_ids=local_device_ids, **jax_options).items()
+              if v is not None]
+    if unused:
+        import warnings
+        warnings.warn(f"fnx.distributed.initialize: {', '.join(unused)} not used: MPI's "
+                      "launcher (mpiexec) joins the processes", stacklevel=2)
     if comm is None and _initialized:
+        _check_expected(num_processes, process_id)
         return
     if comm is None and use_mpi is not False:
         launcher = launched_by_mpi()
@@ -67,10 +103,36 @@ def initialize(comm=None, *, use_mpi=None):
         elif use_mpi or "mpi4py.MPI" in sys.modules:
             comm = _import_mpi("use_mpi=True asks for MPI" if use_mpi else
                                "mpi4py.MPI is imported").COMM_WORLD
+    if comm is None and (num_processes or 1) > 1:
+        raise RuntimeError(f"fnx.distributed.initialize: num_processes={num_processes}, but "
+                           "no MPI launcher started this process: fnx joins processes "
+                           f"through MPI, so start them with mpiexec -n {num_processes} "
+                           "python script.py (pip install fnx[distributed])")
     world.set_world(comm)
     _initialized = True
+    _check_expected(num_processes, process_id)
     if world.process_count() > 1:
         _install_abort_hook()
+
+
+def _check_expected(num_processes, process_id):
+    """JAX's ``num_processes``/``process_id``, when given, against the world MPI made."""
+    for what, given, actual in (("num_processes", num_processes, world.process_count()),
+                                ("process_id", process_id, world.process_index())):
+        if given is not None and int(given) != actual:
+            raise ValueError(f"fnx.distributed.initialize: {what}={given}, but the MPI "
+                             f"world says {actual} (rank {world.process_index()} of "
+                             f"{world.process_count()}); leave it out, or start as many "
+                             "processes with mpiexec -n")
+
+
+def shutdown():
+    """Leave the world of processes (JAX's ``jax.distributed.shutdown``): afterwards this
+    process computes alone (``process_count() == 1``) until ``initialize`` is called
+    again; MPI itself stays up until the interpreter exits."""
+    global _initialized
+    world.set_world(None)
+    _initialized = False
 
 
 def _install_abort_hook():

@@ -4,6 +4,10 @@
 impure Python at run time (every call of a jitted function; once per batch element under
 vmap) and get arrays of the declared shapes back; unlike ``fnx.pure_callback`` it runs
 even when its results are unused (see ``fnx.lax.callback``).
+
+``from fnx.experimental import multihost_utils`` (as in JAX, imported by name; it sits
+above ``fnx.distributed``): ``broadcast_one_to_all``, ``sync_global_devices``,
+``process_allgather`` and ``assert_equal`` over the processes of the world.
 """
 from ..lax.callback import io_callback  # noqa: F401
 
