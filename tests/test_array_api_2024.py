@@ -12,6 +12,7 @@ import pytest
 
 import fnx
 import fnx.numpy as fnp
+from fnx.errors import ShapeError
 
 INF, NAN = math.inf, math.nan
 
@@ -175,3 +176,29 @@ def test_repeat_of_empty_uint64_with_array_repeats():
     _same(out, np.array([], np.uint64))
     _same(fnp.repeat(np.uint64([2**64 - 1, 3]), np.int8([2, 1])),
           np.uint64([2**64 - 1, 2**64 - 1, 3]))
+
+
+def test_a_boolean_mask_must_match_the_dimensions_it_covers():
+    """As NumPy and JAX (and array-api-tests' test_getitem_masking): a mask whose size
+    differs from the dimension it indexes is an IndexError, not a selection; a mask
+    dimension of size 0 selects nothing."""
+    x = fnp.arange(12).reshape(3, 4)
+    for bad in (np.array([True, False]), (slice(None), np.array([True, False, True]))):
+        with pytest.raises(IndexError, match="does not match the array of shape"):
+            x[bad]
+    with pytest.raises(IndexError, match=r"dimension 0 has size 1 where .* has 0"):
+        fnp.zeros((0,), bool)[np.array([False])]
+    assert x[np.array([True, False, True])].shape == (2, 4)
+    assert x[:, np.array([True, False, True, True])].shape == (3, 3)
+    assert x[np.zeros((0, 4), bool)].shape == (0,)
+    assert fnp.zeros((0,), bool)[np.asarray(False)].shape == (0, 0)
+
+
+def test_vecdot_does_not_broadcast_the_contracted_axis():
+    """The Array API and JAX: the vectors must have equal lengths (NumPy's gufunc agrees);
+    a length-1 vector used to be dotted with every element."""
+    for a, b in (((0,), (1,)), ((2, 3), (1,))):
+        with pytest.raises(ShapeError, match="must be equal"):
+            fnp.vecdot(np.ones(a, np.float32), np.ones(b, np.float32))
+    _same(fnp.vecdot(np.ones((2, 3), np.float32), np.ones(3, np.float32)),
+          np.full(2, 3, np.float32))

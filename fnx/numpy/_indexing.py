@@ -26,11 +26,13 @@ from ..lax.shape import slice_p as _slice_p
 
 
 class _Array:
-    """Marker for a dynamic index array in a parsed index."""
-    __slots__ = ("value",)
+    """Marker for a dynamic index array in a parsed index; ``mask``: for the indices of one
+    dimension of a boolean mask, that mask's shape and which of its dimensions."""
+    __slots__ = ("value", "mask")
 
-    def __init__(self, value):
+    def __init__(self, value, mask=None):
         self.value = value
+        self.mask = mask
 
 
 class _Bool0:
@@ -121,9 +123,10 @@ def _parse(x, idx):
                         "whose shape depends on data, which jit cannot compile. Use "
                         "fnx.numpy.where(mask, x, other) instead, or x.at[mask].set(v) "
                         "with a full-shape mask.")
-                for nz in np.nonzero(np.asarray(a)):
+                for k, nz in enumerate(np.nonzero(np.asarray(a))):
                     items.append(_Array(Array._wrap(nz.astype(np.int64 if nz.size and nz.max()
-                                                              >= 2**31 else np.int32))))
+                                                              >= 2**31 else np.int32)),
+                                        mask=(a.shape, k)))
             elif a.dtype.kind in "iu":
                 items.append(_Array(a))
             else:
@@ -145,6 +148,7 @@ def _parse(x, idx):
         items[i:i + 1] = fill
     else:
         items += fill
+    _check_masks(x, items)
     if any(type(it) is _Bool0 for it in items):
         new_shape, dim = [], 0
         for k, it in enumerate(items):
@@ -156,6 +160,24 @@ def _parse(x, idx):
                 dim += 1
         x = lax.reshape(x, tuple(new_shape))
     return x, items
+
+
+def _check_masks(x, items):
+    """A boolean mask's dimensions must be those of ``x`` it covers, as in NumPy and JAX
+    (a dimension of size 0 selects nothing from any size, as the Array API's tests take
+    it): else IndexError, instead of a selection from the wrong elements."""
+    dim = 0
+    for it in items:
+        if it is None or type(it) is _Bool0:
+            continue
+        if type(it) is _Array and it.mask is not None:
+            shape, k = it.mask
+            if shape[k] not in (x.shape[dim], 0):
+                raise IndexError(f"indexing: a boolean index of shape {shape} does not match "
+                                 f"the array of shape {x.shape} it indexes: its dimension {k} "
+                                 f"has size {shape[k]} where the array's dimension {dim} has "
+                                 f"{x.shape[dim]}")
+        dim += 1
 
 
 def _spec(x, items):

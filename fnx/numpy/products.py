@@ -103,8 +103,15 @@ def vecdot(x1, x2, /, *, axis=-1, precision=None, preferred_element_type=None):
     from .elementwise import conj
     a, b = promote("vecdot", x1, x2)
     shape = broadcast_shapes("vecdot", a.shape, b.shape)
-    a, b = broadcast_to_shape(a, shape), broadcast_to_shape(b, shape)
     ax = normalize_axis("vecdot", axis, len(shape))
+    n1, n2 = ([1] * (len(shape) - v.ndim) + list(v.shape) for v in (a, b))
+    if n1[ax] != n2[ax]:
+        # the contracted axis is not broadcast (the Array API, JAX): a length-1 vector
+        # would otherwise dot with every element
+        raise ShapeError(f"vecdot: the vectors along axis {axis} have lengths {n1[ax]} and "
+                         f"{n2[ax]} (shapes {tuple(a.shape)} and {tuple(b.shape)}); they "
+                         "must be equal")
+    a, b = broadcast_to_shape(a, shape), broadcast_to_shape(b, shape)
     if a.dtype.kind == "c":
         a = conj(a)
     batch = tuple(d for d in range(len(shape)) if d != ax)
