@@ -140,6 +140,9 @@ FLAGS = {
     "jax_cpu_enable_async_dispatch": (True, _anything, "recorded; dispatch is synchronous"),
     "jax_pprint_use_color": (True, _anything, "recorded"),
     "jax_num_cpu_devices": (-1, _cpu_devices, "one CPU device (-1 or 1)"),
+    "jax_cpu_collectives_implementation": (
+        "none", _choice("none", "gloo", "mpi", "megascale"),
+        "recorded; processes exchange through MPI (fnx.distributed) whatever it says"),
     "jax_remat3": (False, _bool, "recorded; checkpoint's results do not depend on it"),
     "jax_optimization_level": ("UNKNOWN", _anything, "recorded; no XLA"),
     "jax_memory_fitting_level": ("O2", _anything, "recorded; no XLA"),

@@ -56,7 +56,8 @@ def test_strings_and_ints_parse_as_booleans():
 def test_recorded_flags_are_accepted():
     for name, value in [("jax_platform_name", "cpu"), ("jax_compilation_cache_dir", "/x"),
                         ("jax_remat3", True), ("jax_num_cpu_devices", 1),
-                        ("jax_traceback_filtering", "off"), ("jax_log_compiles", True)]:
+                        ("jax_traceback_filtering", "off"), ("jax_log_compiles", True),
+                        ("jax_cpu_collectives_implementation", "gloo")]:
         fnx.config.update(name, value)
         assert fnx.config.read(name) == (True if value is True else value)
 
