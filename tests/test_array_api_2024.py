@@ -91,6 +91,7 @@ def test_dtype_objects_compare_unequal_to_non_dtypes():
         assert (fnp.float32 == other) is False
         assert (fnp.bool == other) is False
     assert fnp.float32 == "float32" and fnp.int8 == np.int8
+    assert (fnp.float64 == None) is False  # noqa: E711 (np.dtype(None) is float64)
 
 
 def test_expand_dims_axis_out_of_range_is_an_index_error():

@@ -142,6 +142,8 @@ class _ScalarType:
         return f"fnx.numpy.{self.__name__}"
 
     def __eq__(self, other):
+        if other is None:   # (np.dtype(None) is float64, but None names no dtype here)
+            return False
         try:
             return self.dtype == _dtypes.canonicalize(other)
         except (TypeError, ValueError):  # not a dtype (np.dtype raises either)
