@@ -172,12 +172,14 @@ open(f"{sys.argv[1]}/done{me}", "w").close()
 
 
 @needs_mpi
-def test_pmap_of_device_arrays_exchanges_through_host_copies(tmp_path):
+@pytest.mark.gpu
+def test_pmap_of_device_arrays_exchanges_through_host_copies(tmp_path, gpu):
     """On a GPU, pmap's collectives run on host copies of the device buffers (MPI; NCCL is
-    not built), and the results stay on the device: checked on the emulated GPU."""
+    not built), and the results stay on the device: on the real GPU where there is one
+    (both processes share it), else on the emulated one."""
     script = tmp_path / "worker.py"
     script.write_text(textwrap.dedent(GPU_WORKER))
-    env = dict(os.environ, FNX_GPU_EMULATE="1")
+    env = dict(os.environ, FNX_GPU_EMULATE="1") if gpu.emulated else dict(os.environ)
     r = subprocess.run([mpiexec(), "-n", "2", sys.executable, str(script), str(tmp_path)],
                        capture_output=True, text=True, timeout=120, cwd=ROOT, env=env)
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
