@@ -35,6 +35,29 @@ GLOBAL_BATCHES = (128, 256, 512)
 SIZES = (784, 512, 512, 10)
 
 
+def _mlp(jnp, grad, logsumexp, pmean):
+    """The benchmark's program, written once against JAX's API (``jnp`` is ``fnx.numpy`` or
+    ``jax.numpy``): ``(rng, params, loss, step)``, the parameters drawn from seed 0."""
+    import numpy as np
+    rng = np.random.default_rng(0)
+    params = {}
+    for i, (a, b) in enumerate(zip(SIZES[:-1], SIZES[1:]), 1):
+        params[f"w{i}"] = (rng.standard_normal((a, b)) * np.sqrt(2.0 / a)).astype(np.float32)
+        params[f"b{i}"] = np.full(b, 0.01, np.float32)
+
+    def loss(p, x, y):
+        h = jnp.maximum(x @ p["w1"] + p["b1"], 0)
+        h = jnp.maximum(h @ p["w2"] + p["b2"], 0)
+        logits = h @ p["w3"] + p["b3"]
+        lp = logits - logsumexp(logits, axis=1, keepdims=True)
+        return -jnp.mean(jnp.take_along_axis(lp, y[:, None], axis=1))
+
+    def step(p, x, y):
+        g = pmean(grad(loss)(p, x, y), "batch")
+        return {k: p[k] - 0.1 * g[k] for k in p}
+    return rng, params, loss, step
+
+
 def worker(steps, repeats, out):
     import time
 
@@ -48,22 +71,7 @@ def worker(steps, repeats, out):
     dist.initialize()
     me, P = fnx.process_index(), fnx.process_count()
     os.sched_setaffinity(0, {me % os.cpu_count()})
-    rng = np.random.default_rng(0)
-    params = {}
-    for i, (a, b) in enumerate(zip(SIZES[:-1], SIZES[1:]), 1):
-        params[f"w{i}"] = (rng.standard_normal((a, b)) * np.sqrt(2.0 / a)).astype(np.float32)
-        params[f"b{i}"] = np.full(b, 0.01, np.float32)
-
-    def loss(p, x, y):
-        h = fnp.maximum(x @ p["w1"] + p["b1"], 0)
-        h = fnp.maximum(h @ p["w2"] + p["b2"], 0)
-        logits = h @ p["w3"] + p["b3"]
-        lp = logits - fnx.nn.logsumexp(logits, axis=1, keepdims=True)
-        return -fnp.mean(fnp.take_along_axis(lp, y[:, None], axis=1))
-
-    def step(p, x, y):
-        g = lax.pmean(fnx.grad(loss)(p, x, y), "batch")
-        return {k: p[k] - 0.1 * g[k] for k in p}
+    rng, params, loss, step = _mlp(fnp, fnx.grad, fnx.nn.logsumexp, lax.pmean)
 
     def own_step(p, x, y):               # no exchange: what compute alone allows
         g = fnx.grad(loss)(p, x, y)
@@ -141,22 +149,7 @@ def jax_worker(steps, repeats, out, port):
         jax.config.update("jax_cpu_collectives_implementation", "gloo")
         jax.distributed.initialize(coordinator_address=f"127.0.0.1:{port}", num_processes=P,
                                    process_id=me)
-    rng = np.random.default_rng(0)
-    params = {}
-    for i, (a, b) in enumerate(zip(SIZES[:-1], SIZES[1:]), 1):
-        params[f"w{i}"] = (rng.standard_normal((a, b)) * np.sqrt(2.0 / a)).astype(np.float32)
-        params[f"b{i}"] = np.full(b, 0.01, np.float32)
-
-    def loss(p, x, y):
-        h = jnp.maximum(x @ p["w1"] + p["b1"], 0)
-        h = jnp.maximum(h @ p["w2"] + p["b2"], 0)
-        logits = h @ p["w3"] + p["b3"]
-        lp = logits - jax.nn.logsumexp(logits, axis=1, keepdims=True)
-        return -jnp.mean(jnp.take_along_axis(lp, y[:, None], axis=1))
-
-    def step(p, x, y):
-        g = jax.lax.pmean(jax.grad(loss)(p, x, y), "batch")
-        return {k: p[k] - 0.1 * g[k] for k in p}
+    rng, params, _, step = _mlp(jnp, jax.grad, jax.nn.logsumexp, jax.lax.pmean)
     pstep = jax.pmap(step, axis_name="batch")
     result = {"processes": P, "step_s": {}, "version": jax.__version__}
     for batch in GLOBAL_BATCHES:
