@@ -482,8 +482,12 @@ def _pad_transpose(ct, x, padding_value, *, padding_config):
                    [it + 1 for _, _, it in padding_config])
     ct_pv = None
     if is_linear(padding_value):
-        all_axes = tuple(range(ct.ndim))
-        ct_pv = L.sub(L.reduce_sum(ct, all_axes), L.reduce_sum(ct_x, all_axes))
+        # the cotangents of the padded positions, summed where they lie (the total less the
+        # operand's part would cancel: not 0 where nothing is padded, and imprecise where
+        # a large interior dwarfs a thin border)
+        padded = L.pad(L.full(tuple(x.shape), False, np.bool_), True, padding_config)
+        ct_pv = L.reduce_sum(L.select_n(padded, L.full_like(ct, 0), ct),
+                             tuple(range(ct.ndim)))
     return [ct_x if is_linear(x) else None, ct_pv]
 
 
