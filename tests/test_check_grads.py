@@ -58,6 +58,22 @@ def test_third_order_and_scalar_python_float():
     check_grads(lambda x: fnp.sin(x) * 2.0, (0.3,), order=2)     # a Python float argument
 
 
+def test_a_large_third_derivative_is_not_taken_for_a_wrong_rule():
+    """x**-3 near 0: D(h)'s h**2 error term exceeds the float64 tolerance there (this failed
+    check_op on a 1 x 1 matrix of 0.0188). The Richardson second opinion, (4 D(h) - D(2h)) /
+    3, removes it; a rule off by 1e-3 there still fails."""
+    with fnx.enable_x64():
+        x = np.array([0.0188, 1.07])
+        check_grads(lambda x: x ** -3, (x,), order=2)
+
+        @fnx.custom_jvp
+        def cube_inverse(x):
+            return x ** -3
+        cube_inverse.defjvp(lambda p, t: (p[0] ** -3, -3.003 * p[0] ** -4 * t[0]))
+        with pytest.raises(AssertionError, match="fwd mode failed at order 1"):
+            check_grads(cube_inverse, (x,), order=1)
+
+
 def test_complex_inputs_and_outputs():
     z = (_x((3,), F64) + 1j * _x((3,), F64, seed=1)).astype(np.complex128)
     check_grads(lambda z: fnp.exp(z) * z, (z,), order=2)          # holomorphic

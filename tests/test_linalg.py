@@ -30,9 +30,14 @@ def _mH(x):
 
 
 def _well(rng, shape, dtype):
-    """Square matrices with a dominant diagonal (condition number ~ a few)."""
+    """Square matrices with a dominant diagonal (condition number ~ a few). The noise is
+    bounded (a normal draw 3 sigma out made a 1 x 1 matrix of 0.02, where finite
+    differences of a negative power lose the 1e-6 they are checked to)."""
     n = shape[-1]
-    return (_rand(rng, shape, dtype) / np.sqrt(n) + 3 * np.eye(n)).astype(dtype)
+    noise = _rand(rng, shape, dtype)
+    noise = np.clip(noise.real, -2, 2) + (1j * np.clip(noise.imag, -2, 2) if noise.dtype.kind
+                                          == "c" else 0)
+    return (noise / np.sqrt(n) + 3 * np.eye(n)).astype(dtype)
 
 
 def _spd(rng, shape, dtype):
