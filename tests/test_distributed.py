@@ -315,9 +315,13 @@ for shape, dtype in [((300, 1001), np.float32), (((3 << 17) + 5,), np.float64),
         assert np.array_equal(y, got), ("inplace", op, dtype)
         z = np.empty_like(xs[me])
         assert dist.allreduce(xs[me], op, out=z) is z and np.array_equal(z, got)
+from mpi4py import MPI
+# a communicator of one process: the sum is the value itself
+case += 1
+xs = inputs((100000,), np.float32, case)
+same(dist.allreduce(xs[me], comm=MPI.COMM_SELF), xs[me], "large allreduce over COMM_SELF")
 # a sub-communicator (the even and the odd processes) gets its own window
 if P > 2:
-    from mpi4py import MPI
     half = MPI.COMM_WORLD.Split(me % 2, me)
     case += 1
     xs = inputs((100000,), np.float32, case)

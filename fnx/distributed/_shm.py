@@ -46,7 +46,7 @@ def reducer(comm, nbytes):
     first call for a communicator is collective: every process of ``comm`` makes it, as
     every process calls the same allreduce."""
     global _keyval
-    if nbytes < MIN_BYTES or not enabled():
+    if nbytes < MIN_BYTES or comm.Get_size() < 2 or not enabled():
         return None
     if _keyval is None:
         # an attribute of the communicator (not a table keyed by its handle, which MPI
