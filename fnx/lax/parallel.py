@@ -109,11 +109,10 @@ def _reduced(ops, x, op, out=None):
     return ops.allreduce(x, op, out=out)
 
 
-def _numpy_reduction(name, op):
-    """The NumPy backend's lowering: the impl taking ``out=``, so the generated code hands
-    the collective a buffer of its scratch arena or output ring, as it does a matmul."""
-    impl = _process_impl(name, lambda ops, x, out=None: _reduced(ops, x, op, out))
-
+def _numpy_reduction(impl):
+    """The NumPy backend's lowering: the impl, which takes ``out=``, so the generated code
+    hands the collective a buffer of its scratch arena or output ring, as it does a
+    matmul."""
     def specialize(in_avals, params, permutation=None):  # (no transpose fuses in)
         fn = functools.partial(impl, **params)
         fn.takes_out = True
@@ -123,10 +122,10 @@ def _numpy_reduction(name, op):
 
 def _reducing(name, reduce_batch, unbatched):
     op = name[1:]                        # psum -> "sum", pmax -> "max"
-    prim = Primitive(name, shape_rule=_same_rule,
-                     impl=_process_impl(name, lambda ops, x: _reduced(ops, x, op)))
+    impl = _process_impl(name, lambda ops, x, out=None: _reduced(ops, x, op, out))
+    prim = Primitive(name, shape_rule=_same_rule, impl=impl)
     prim.never_aliases_operands = prim.fresh_result = True
-    register_lowering(prim, "numpy", _numpy_reduction(name, op))
+    register_lowering(prim, "numpy", _numpy_reduction(impl))
 
     def named_batch(vals, dims, size, mine, *, axes):
         (x,), (d,) = vals, dims

@@ -482,12 +482,17 @@ def eye_like(node, x):
 
 # --- block rearrangement -------------------------------------------------------------------
 
-@op("DepthToSpace")
-def depth_to_space(node, x):
+def _blocks(node, x):
+    """``(x, blocksize)`` for DepthToSpace/SpaceToDepth, whose input must have rank 4."""
     x = _a(x)
     if x.ndim != 4:
         raise node.error(f"the input has rank {x.ndim}, not 4")
-    bs = int(node.attr("blocksize"))
+    return x, int(node.attr("blocksize"))
+
+
+@op("DepthToSpace")
+def depth_to_space(node, x):
+    x, bs = _blocks(node, x)
     mode = node.attr("mode", "DCR")
     b, c, h, w = x.shape
     if c % (bs * bs):
@@ -505,10 +510,7 @@ def depth_to_space(node, x):
 
 @op("SpaceToDepth")
 def space_to_depth(node, x):
-    x = _a(x)
-    if x.ndim != 4:
-        raise node.error(f"the input has rank {x.ndim}, not 4")
-    bs = int(node.attr("blocksize"))
+    x, bs = _blocks(node, x)
     mode = node.attr("mode", "DCR") if (node.opset or 1) >= 28 else "DCR"
     b, c, h, w = x.shape
     if h % bs or w % bs:
