@@ -293,10 +293,11 @@ for dtype in (np.float32, np.float64, np.int32, np.float16, np.complex64, np.boo
         z = np.empty_like(xs[me])
         assert dist.allreduce(xs[me], op, out=z) is z
         same(z, want, f"allreduce out= {op} {dtype}")
-# large buffers go through the machine's shared memory in 512 KB chunks (fnx.distributed._shm):
+# large buffers go through the machine's shared memory in 512 KB chunks (fnx.distributed._shm;
+# from 8 KB for two processes):
 # several chunks and a ragged last one, every op, every way of passing the output; every
 # process must receive the same bits
-for shape, dtype in [((300, 1001), np.float32), (((3 << 17) + 5,), np.float64),
+for shape, dtype in [((300, 1001), np.float32), (((3 << 17) + 5,), np.float64), ((3000,), np.float32),
                      ((70000,), np.int32), ((40000,), np.complex64), ((70000,), np.bool_),
                      ((50000,), np.float16)]:
     for op in ("sum", "max", "min"):

@@ -172,6 +172,42 @@ def test_a_transpose_fuses_only_into_rules_that_apply_it():
     assert numpy_rule(fnx.lax.dot_general_p).transposes
 
 
+def test_an_in_place_rule_gets_its_dying_operand_as_out():
+    """``NumpyRule(in_place=True)``: jit hands the function its first operand as ``out=``
+    where that operand dies there (as it does a ufunc); without the flag, or where the
+    operand is read later, never."""
+    import fnx
+    from fnx.core.backend import register_lowering
+    from fnx.core.numpy_rules import NumpyRule
+    from fnx.core.primitive import Primitive, ShapeDtypeStruct
+
+    def make(in_place):
+        def specialize(avals, params, permutation=None):
+            def fn(x, out=None):
+                return np.multiply(x, 2, out=out)
+            fn.takes_out = True
+            return fn
+        prim = Primitive(f"twice_in_place_{in_place}",
+                         shape_rule=lambda x: ShapeDtypeStruct(x.shape, x.dtype),
+                         impl=lambda x: x * 2)
+        register_lowering(prim, "numpy", NumpyRule(specialize=specialize, in_place=in_place))
+        return prim
+    x = np.arange(64 * 64, dtype=np.float32).reshape(64, 64)
+    for in_place in (True, False):
+        prim = make(in_place)
+        f = fnx.jit(lambda x: prim.bind(x + 1) - 3)
+        np.testing.assert_array_equal(np.asarray(f(x)), (x + 1) * 2 - 3)
+        line = next(ln for ln in f.lower(x).source.splitlines() if "twice" in ln)
+        operand = line.split("(", 1)[1].split(",")[0].rstrip(")")
+        assert (f"out={operand})" in line) == in_place, line
+        g = fnx.jit(lambda x: (lambda y: prim.bind(y) + y)(x + 1))  # the operand lives on
+        np.testing.assert_array_equal(np.asarray(g(x)), (x + 1) * 3)
+        line = next(ln for ln in g.lower(x).source.splitlines() if "twice" in ln)
+        assert f"out={line.split('(', 1)[1].split(',')[0].rstrip(')')})" not in line, line
+    with pytest.raises(TypeError, match="in_place describes the specialize function"):
+        NumpyRule(in_place=True)
+
+
 def test_jit_grad_of_maximum_with_a_broadcast_zero():
     """The tie weights of ``max(x, zeros_like(x))`` read the broadcast zeros: the planner
     kept it (it used to drop it as read only by skipped equations, a KeyError at compile)."""

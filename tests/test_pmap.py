@@ -42,11 +42,11 @@ def test_pmap_inside_jit_grad_and_vmap():
     assert fnx.vmap(f)(np.ones((2, 1, 3), np.float32)).shape == (2, 1, 3)
 
 
-def test_psum_writes_into_the_buffer_jit_plans_for_it():
-    """A large psum takes ``out=`` like a matmul: the gradient it reads comes from the
-    scratch arena and its result goes into the output ring, so a data-parallel step
-    allocates nothing per call; a group of one copies its operand (jit reuses the
-    operand's buffer after the collective read it)."""
+def test_psum_reduces_the_gradient_where_the_backward_pass_wrote_it():
+    """A large psum is lowered like a ufunc: where its operand dies, it reduces it in
+    place, so the matmul computing the gradient writes straight into the output ring and
+    a data-parallel step allocates and copies nothing per call; a group of one leaves the
+    operand as it is."""
     def step(w, x):
         g = fnx.grad(lambda w: fnp.sum(fnp.tanh(x @ w)))(w)
         return lax.psum(g, "i")
@@ -54,13 +54,29 @@ def test_psum_writes_into_the_buffer_jit_plans_for_it():
     w, x = np.ones((1, 256, 256), np.float32) / 256, np.ones((1, 64, 256), np.float32)
     source = f.lower(w, x).source
     psum_line = next(line for line in source.splitlines() if "_psum" in line)
-    assert "out=_mo[" in psum_line, source
-    assert "out=_ms[" in source.split(psum_line)[0], source
+    operand = psum_line.split("(", 1)[1].split(",")[0]
+    assert f"out={operand})" in psum_line, source
+    assert f"{operand} = " in source and "out=_mo[" in source.split(f"{operand} = ")[1].split(
+        "\n")[0], source
     np.testing.assert_allclose(np.asarray(f(w, x)), np.asarray(
         fnx.grad(lambda w: fnp.sum(fnp.tanh(x[0] @ w)))(w[0]))[None], rtol=1e-6)
     first = f(w, x)
     again = np.asarray(f(w, x))
     np.testing.assert_array_equal(np.asarray(first), again)
+
+
+def test_psum_keeps_an_operand_that_lives_on():
+    """Where the operand is read after the collective, the result goes elsewhere."""
+    def step(w, x):
+        g = fnx.grad(lambda w: fnp.sum(fnp.tanh(x @ w)))(w)
+        return lax.psum(g, "i") + g
+    f = fnx.pmap(step, axis_name="i")
+    w, x = np.ones((1, 256, 256), np.float32) / 256, np.ones((1, 64, 256), np.float32)
+    psum_line = next(line for line in f.lower(w, x).source.splitlines() if "_psum" in line)
+    operand = psum_line.split("(", 1)[1].split(",")[0]
+    assert f"out={operand})" not in psum_line
+    g = np.asarray(fnx.grad(lambda w: fnp.sum(fnp.tanh(x[0] @ w)))(w[0]))
+    np.testing.assert_allclose(np.asarray(f(w, x))[0], 2 * g, rtol=1e-6)
 
 
 def test_a_transpose_of_a_psum_is_kept():
@@ -116,6 +132,24 @@ for name, f in CASES.items():
     got = np.asarray(fnx.jit(fnx.pmap(f, axis_name="i"))(shards[me][None]))[0]
     want = np.asarray(fnx.vmap(f, axis_name="i")(shards))[me]
     assert np.allclose(got, want, rtol=1e-12, atol=1e-12), "jit(pmap) " + name
+# a training step: the gradient is reduced in place where the backward pass wrote it (large
+# enough for the shared-memory exchange), and the update writes into it; three steps
+w = rng.standard_normal((128, 128)) / 128
+xs = rng.standard_normal((P, 32, 128))
+
+
+def step(w, x):
+    g = fnx.grad(lambda w: fnp.sum(fnp.tanh(x @ w)))(w)
+    return w - 0.1 * lax.pmean(g, "i")
+
+
+pstep, vstep = fnx.pmap(step, axis_name="i"), fnx.vmap(step, in_axes=(None, 0), axis_name="i")
+line = next(ln for ln in pstep.lower(w[None], xs[me][None]).source.splitlines() if "_psum" in ln)
+assert "out=" + line.split("(", 1)[1].split(",")[0] + ")" in line, line
+got, want = w[None], w
+for _ in range(3):
+    got, want = pstep(got, xs[me][None]), vstep(want, xs)[me]
+    assert np.allclose(np.asarray(got)[0], np.asarray(want), rtol=1e-12, atol=1e-12), "step"
 open(f"{sys.argv[2]}/done{me}", "w").close()
 '''
 

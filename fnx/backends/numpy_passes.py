@@ -161,8 +161,9 @@ class Plan:
     def never_aliases(self, i, v):
         """Eqn ``i`` reading ``v`` never returns (a view of) ``v``'s buffer."""
         e = self.ir.eqns[i]
-        if i in self.special or self.ufuncs[i] is not None or e.prim.never_aliases_operands:
-            return True
+        if (i in self.special or self.ufuncs[i] is not None or e.prim.never_aliases_operands
+                or numpy_rule(e.prim).in_place):   # (a buffer written in place is followed
+            return True                            # along its chain: ``passed_to``)
         return e.prim.fresh_result_when_casting and v.aval.dtype != e.outputs[0].aval.dtype
 
     def foldable(self, i, e, constant):
@@ -833,11 +834,14 @@ def plan_buffers(p):
             continue
         o = e.outputs[0] if i not in p.fused_into else p.fused_into[i].outputs[0]
         s = special.get(i)
-        elementwise = (p.ufuncs[i] is not None and s is None) \
-            or (s is not None and s.writes_into is not None)
+        ufunc_like = p.ufuncs[i] is not None and s is None
+        into_first = (s is None and i not in p.fused_into and not e.prim.multiple_results
+                      and numpy_rule(e.prim).in_place)
+        elementwise = ufunc_like or into_first or (s is not None and s.writes_into is not None)
         if not p.in_loop and elementwise and len(e.outputs) == 1 and o not in out_into:
             operands = p.inputs_of(i, e)
-            candidates = operands if s is None or s.writes_into == "any" else operands[:1]
+            candidates = operands if ufunc_like or (s is not None and s.writes_into == "any") \
+                else operands[:1]
             for v in candidates if o in keep else ():
                 # (a blocked loop writing into ``v`` must not read it through a view)
                 if (type(v) is not Literal and free_after.get(v) == i

@@ -16,6 +16,10 @@ the backend asks:
   bitwise equal to eager); ``permutation``: a ``transpose`` of the result to fuse in, or
   None (jit fuses one only into a rule made with ``transposes=True``, whose function
   applies it). A function that may take ``out=`` says so with ``takes_out = True``;
+* ``in_place``: that function may be handed its first operand as ``out=`` (it reads each
+  element before writing it, and returns a new buffer or ``out``, never a view of an
+  operand, as a ufunc does): jit then writes its result into an operand that dies there,
+  as it does a ufunc's (a collective's result into the gradient it reduces);
 * ``expression(ins, params, bind_global, in_avals, out_avals)``: the equation as one
   Python expression over the input expressions ``ins`` (``bind_global(prefix, value)``
   names a global), or None to fall through to the impl;
@@ -46,11 +50,11 @@ class NumpyRule:
     """How the NumPy backend's generated code computes a primitive's equations (see the
     module docstring); every field is optional."""
 
-    __slots__ = ("ufunc", "float_ufunc", "specialize", "transposes", "expression", "reducer",
-                 "broadcasts")
+    __slots__ = ("ufunc", "float_ufunc", "specialize", "transposes", "in_place", "expression",
+                 "reducer", "broadcasts")
 
     def __init__(self, *, ufunc=None, float_ufunc=None, specialize=None, transposes=False,
-                 expression=None, reducer=None, broadcasts=False):
+                 in_place=False, expression=None, reducer=None, broadcasts=False):
         if ufunc is not None and not isinstance(ufunc, np.ufunc):
             raise TypeError(f"NumpyRule: ufunc must be a NumPy ufunc, got {ufunc!r}")
         if reducer is not None and not isinstance(reducer, np.ufunc):
@@ -63,6 +67,10 @@ class NumpyRule:
         self.float_ufunc = float_ufunc
         self.specialize = specialize
         self.transposes = bool(transposes)
+        self.in_place = bool(in_place)
+        if self.in_place and specialize is None:
+            raise TypeError("NumpyRule: in_place describes the specialize function; "
+                            "pass one")
         self.expression = expression
         self.reducer = reducer
         self.broadcasts = bool(broadcasts)

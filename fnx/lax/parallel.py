@@ -94,10 +94,17 @@ _RINGS_LOCK = threading.Lock()
 
 def _reduced(ops, x, op, out=None):
     """``ops.allreduce`` into ``out`` (a C-contiguous buffer that jit's generated code hands
-    it), else into one of the last two results of this shape that nothing holds any more
-    (``fnx.core.rings``): MPI reduces into a fresh buffer about three times slower than
-    into a reused one. Never ``x`` itself (a group of one copies it), so jit may reuse
-    ``x``'s buffer once the collective has read it."""
+    it: a new one, or ``x`` itself where ``x`` dies), else into one of the last two
+    results of this shape that nothing holds any more (``fnx.core.rings``): MPI reduces
+    into a fresh buffer about three times slower than into a reused one. Never ``x``
+    itself unless handed it as ``out`` (a group of one copies it)."""
+    if out is not None and out is x:
+        if world.process_count() == 1:
+            return x
+        if x.flags.c_contiguous:
+            return ops.allreduce(x, op, inplace=True)
+        x[...] = ops.allreduce(np.ascontiguousarray(x), op, inplace=True)  # (a strided
+        return x                                                           # view)
     x = np.ascontiguousarray(x)
     if out is None:
         with _RINGS_LOCK:
@@ -112,12 +119,14 @@ def _reduced(ops, x, op, out=None):
 def _numpy_reduction(impl):
     """The NumPy backend's lowering: the impl, which takes ``out=``, so the generated code
     hands the collective a buffer of its scratch arena or output ring, as it does a
-    matmul."""
+    matmul, or the operand's own buffer where the operand dies (``in_place``: the
+    gradients of a training step are reduced where the backward pass wrote them, and
+    the update then writes into them, with no buffer between)."""
     def specialize(in_avals, params, permutation=None):  # (no transpose fuses in)
         fn = functools.partial(impl, **params)
         fn.takes_out = True
         return fn
-    return NumpyRule(specialize=specialize)
+    return NumpyRule(specialize=specialize, in_place=True)
 
 
 def _reducing(name, reduce_batch, unbatched):
