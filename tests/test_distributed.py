@@ -293,6 +293,9 @@ for dtype in (np.float32, np.float64, np.int32, np.float16, np.complex64, np.boo
         z = np.empty_like(xs[me])
         assert dist.allreduce(xs[me], op, out=z) is z
         same(z, want, f"allreduce out= {op} {dtype}")
+        w = xs[me].copy()               # out= the operand itself: reduced in place
+        assert dist.allreduce(w, op, out=w) is w
+        same(w, want, f"allreduce out=x {op} {dtype}")
 # large buffers go through the machine's shared memory in 512 KB chunks (fnx.distributed._shm;
 # from 8 KB for two processes):
 # several chunks and a ragged last one, every op, every way of passing the output; every
@@ -316,6 +319,8 @@ for shape, dtype in [((300, 1001), np.float32), (((3 << 17) + 5,), np.float64), 
         assert np.array_equal(y, got), ("inplace", op, dtype)
         z = np.empty_like(xs[me])
         assert dist.allreduce(xs[me], op, out=z) is z and np.array_equal(z, got)
+        w = xs[me].copy()
+        assert dist.allreduce(w, op, out=w) is w and np.array_equal(w, got)
 from mpi4py import MPI
 # a communicator of one process: the sum is the value itself
 case += 1

@@ -162,7 +162,7 @@ def allreduce(x, op="sum", *, inplace=False, out=None, comm=None):
     by ``process_count()``). Same shape and dtype as ``x``; a new array, or with
     ``inplace=True`` ``x`` itself (a writable C-contiguous NumPy array) overwritten.
     ``out``: a writable C-contiguous NumPy array of ``x``'s shape and dtype to write the
-    result into and return (a caller that reuses one buffer across steps saves the
+    result into and return (``x`` itself: as ``inplace=True``) (a caller that reuses one buffer across steps saves the
     allocation, which costs MPI more than the copy: a fresh 16 MB result takes about twice
     as long as a reused one). Booleans: max is any, min is all. Dtypes MPI does not reduce
     (bfloat16, float16) are reduced in float32 and rounded back."""
@@ -185,6 +185,8 @@ def allreduce(x, op="sum", *, inplace=False, out=None, comm=None):
                              f"x's shape {src.shape} and dtype {src.dtype}, got "
                              f"{type(out).__name__} {getattr(out, 'shape', '')} "
                              f"{getattr(out, 'dtype', '')}")
+        if out is src:                   # reduced where it lies
+            inplace, out = True, None
     comm, size = _comm_of(comm)
     if op not in REDUCTIONS:
         raise ValueError(f"{what}: op must be one of {REDUCTIONS}, got {op!r}")

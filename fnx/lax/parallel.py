@@ -102,9 +102,9 @@ def _reduced(ops, x, op, out=None):
         if world.process_count() == 1:
             return x
         if x.flags.c_contiguous:
-            return ops.allreduce(x, op, inplace=True)
-        x[...] = ops.allreduce(np.ascontiguousarray(x), op, inplace=True)  # (a strided
-        return x                                                           # view)
+            return ops.allreduce(x, op, out=x)
+        x[...] = ops.allreduce(np.ascontiguousarray(x), op)   # (a strided view)
+        return x
     x = np.ascontiguousarray(x)
     if out is None:
         with _RINGS_LOCK:
