@@ -172,25 +172,34 @@ def test_row_sums_equal_eager_bit_for_bit(native, shape, axes):
         np.testing.assert_array_equal(np.asarray(g), np.asarray(w))
 
 
-PAIRWISE_LENGTHS = [1, 7, 8, 9, 127, 128, 129, 1000, 1024, 4097]
+PAIRWISE_LENGTHS = [1, 7, 8, 9, 127, 128, 129, 490, 1000, 1024, 4096, 4097]
 
 
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_pairwise_sum_is_numpys_to_the_bit(dtype):
     """``fnx_pairwise_sum`` blocks a run as NumPy's float ``add.reduce`` does (8 partial
-    sums, leaves of at most 128 terms, splits at multiples of 8), odd lengths included."""
+    sums, leaves of at most 128 terms, splits at multiples of 8), odd lengths included;
+    so does ``fnx_pairwise_sum_n<N>``, the same tree unfolded at compile time (folded
+    again above ``PAIRWISE_UNFOLD_MAX``)."""
     import ctypes
     t, ct = ("float", ctypes.c_float) if dtype == np.float32 else ("double", ctypes.c_double)
+    unfolded = "".join(f'extern "C" {t} t_pwn_{t}_{n}(const {t}* a) '
+                       f"{{ return ({t})0 + fnx_pairwise_sum_n<{n}>(a); }}\n"
+                       for n in PAIRWISE_LENGTHS)
     lib = host.load(f'extern "C" {t} t_pw_{t}(const {t}* a, long long n) '
-                    f"{{ return ({t})0 + fnx_pairwise_sum(a, n); }}\n")
+                    f"{{ return ({t})0 + fnx_pairwise_sum(a, n); }}\n" + unfolded)
     fn = getattr(lib, f"t_pw_{t}")
     fn.argtypes, fn.restype = [ctypes.c_void_p, ctypes.c_longlong], ct
     rng = np.random.default_rng(7)
     for n in PAIRWISE_LENGTHS:
         a = (rng.standard_normal(n) * 10.0 ** rng.integers(-6, 6, n)).astype(dtype)
+        want = np.array(dtype(0) + np.add.reduce(a), dtype).tobytes()
         got = np.array(fn(a.ctypes.data, n), dtype)
-        want = dtype(0) + np.add.reduce(a)
-        assert got.tobytes() == np.array(want, dtype).tobytes(), (n, got, want)
+        assert got.tobytes() == want, (n, got, want)
+        fn_n = getattr(lib, f"t_pwn_{t}_{n}")
+        fn_n.argtypes, fn_n.restype = [ctypes.c_void_p], ct
+        got = np.array(fn_n(a.ctypes.data), dtype)
+        assert got.tobytes() == want, ("unfolded", n, got, want)
 
 
 @pytest.mark.parametrize("n", PAIRWISE_LENGTHS[1:])   # (a mean over one element is no sum)
@@ -205,7 +214,7 @@ def test_row_sums_of_an_input_are_summed_in_place_and_equal_eager(native, n):
         return fnp.tanh(x - mu), fnp.mean((x - mu) ** 2, axis=-1)
     jf = fnx.jit(f)
     kernels = "".join(jf.lower(x).kernels)
-    assert f"fnx_pairwise_sum(in0 + o * {n}," in kernels, kernels
+    assert f"fnx_pairwise_sum_n<{n}>(in0 + o * {n})" in kernels, kernels
     # rows of 16 elements or more: the last pass asks for the next row's lines
     assert (f"__builtin_prefetch(in0 + (o + 1) * {n} + r0, 0, 3);" in kernels) == (n >= 16)
     got, want = jf(x), f(fnp.asarray(x))

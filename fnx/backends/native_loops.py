@@ -169,7 +169,8 @@ _VECTOR_CALLS = frozenset({
     "expf", "expm1f", "logf", "log1pf", "tanhf", "erff", "sqrtf", "sqrt", "fabsf", "fabs", "floorf",
     "floor", "ceilf", "ceil", "truncf", "trunc", "rintf", "rint", "nearbyintf", "nearbyint",
     "copysignf", "copysign", "fnx_max", "fnx_min", "fnx_fsign", "fnx_f2i", "fnx_copysign",
-    "fnx_floor", "fnx_logistic", "fnx_pairwise_sum", "__builtin_prefetch", "malloc", "free"})
+    "fnx_floor", "fnx_logistic", "fnx_pairwise_sum", "fnx_pairwise_sum_n", "__builtin_prefetch",
+    "malloc", "free"})
 _NOT_CALLS = frozenset({"for", "if", "while", "return", "sizeof", "float", "double", "int",
                         "bool", "long", "unsigned", "char", "short", "signed", "void"})
 _CALL = re.compile(r"\b([A-Za-z_][A-Za-z_0-9]*)\s*\(")

@@ -1389,7 +1389,7 @@ class _KernelGen:
             if self._host_pairwise(e):
                 t = cuda_type(dt)
                 src = self.pairwise_src.get(acc, f"{acc}_t")
-                lines.append(f"const {t} {acc} = ({t})0 + fnx_pairwise_sum({src}, ({self.idx}){R});")
+                lines.append(f"const {t} {acc} = ({t})0 + fnx_pairwise_sum_n<{R}>({src});")
                 continue
             half = _HOST_LANES // 2
             while half >= 1:
