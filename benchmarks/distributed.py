@@ -1,7 +1,7 @@
 """Data-parallel throughput over processes (issue 22): the MLP training step of
 ``mlp_step.py`` (784-512-512-10, float32) under ``fnx.pmap`` with the gradients averaged by
 ``lax.pmean``, in 2 processes of 1 thread each against 1 process of 1 thread on the same
-global batch (128, 256 and 512 samples); and ``lax.psum`` of a 16 MB float32 buffer under
+global batch (128, 256, 512 and 1024 samples); and ``lax.psum`` of a 16 MB float32 buffer under
 ``pmap`` against a raw mpi4py ``Allreduce`` of the same buffer into a reused one.
 
 Each batch also times the 2-process step without the ``pmean`` (each process applying its
@@ -31,7 +31,7 @@ import sys
 import tempfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-GLOBAL_BATCHES = (128, 256, 512)
+GLOBAL_BATCHES = (128, 256, 512, 1024)
 SIZES = (784, 512, 512, 10)
 
 
