@@ -310,3 +310,30 @@ def test_a_forked_child_runs_native_loops_on_one_thread(native, monkeypatch):
         child.kill()
         pytest.fail("the forked child hung in a native loop")
     assert queue.get(timeout=5) == (1, want)
+
+
+def test_an_elementwise_loop_writes_over_an_operand_that_dies_there(native):
+    """A fused map of one result may be handed, as ``out=``, an operand it reads only at
+    the element it writes (that pointer loses ``__restrict__``): a fused update
+    ``p - lr * (g / 2)`` writes over the gradient, as NumPy's in-place ufuncs would,
+    instead of into a third buffer. An operand read at another element (a transposed
+    one) never is; the values are eager's either way."""
+    rng = np.random.default_rng(3)
+    p, a, b = (rng.standard_normal((24, 24)).astype(np.float32) for _ in range(3))
+
+    def update(p, a, b):
+        return p - 0.1 * ((a @ b) / 2)
+
+    def update_t(p, a, b):
+        return p - 0.1 * ((a @ b).T / 2)
+    for f, over in ((update, True), (update_t, False)):
+        jf = fnx.jit(f)
+        lowered = jf.lower(p, a, b)
+        line = next(ln for ln in lowered.source.splitlines() if "_native_loop" in ln)
+        grad_var = next(ln for ln in lowered.source.splitlines()
+                        if "_dot_general" in ln).split("=")[0].strip()
+        assert (f"out={grad_var})" in line) == over, lowered.source
+        assert ("__restrict__" not in lowered.kernels[0].split("{")[0]) == over
+        for _ in range(2):      # (the second call reuses the buffers)
+            np.testing.assert_array_equal(np.asarray(jf(p, a, b)),
+                                          np.asarray(f(*map(fnp.asarray, (p, a, b)))))

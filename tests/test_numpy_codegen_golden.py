@@ -204,8 +204,25 @@ def test_an_in_place_rule_gets_its_dying_operand_as_out():
         np.testing.assert_array_equal(np.asarray(g(x)), (x + 1) * 3)
         line = next(ln for ln in g.lower(x).source.splitlines() if "twice" in ln)
         assert f"out={line.split('(', 1)[1].split(',')[0].rstrip(')')})" not in line, line
+    # a function of the params names the operands: here the second one
+    def specialize2(avals, params, permutation=None):
+        def fn(x, y, out=None):
+            return np.subtract(y, x, out=out)
+        fn.takes_out = True
+        return fn
+    minus_p = Primitive("minus_in_place", shape_rule=lambda x, y: ShapeDtypeStruct(x.shape, x.dtype),
+                        impl=lambda x, y: y - x)
+    register_lowering(minus_p, "numpy", NumpyRule(specialize=specialize2,
+                                                   in_place=lambda params: (1,)))
+    f = fnx.jit(lambda x: minus_p.bind(x + 1, x * 3) + 2)
+    np.testing.assert_array_equal(np.asarray(f(x)), x * 3 - (x + 1) + 2)
+    line = next(ln for ln in f.lower(x).source.splitlines() if "minus" in ln)
+    second = line.split("(", 1)[1].split(",")[1].strip()
+    assert f"out={second})" in line, line
     with pytest.raises(TypeError, match="in_place describes the specialize function"):
         NumpyRule(in_place=True)
+    with pytest.raises(TypeError, match="in_place must be True, False or a function"):
+        NumpyRule(specialize=specialize2, in_place=(1,))
 
 
 def test_jit_grad_of_maximum_with_a_broadcast_zero():

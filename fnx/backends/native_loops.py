@@ -74,7 +74,10 @@ def native_min() -> int:
 
 class NativeKernel:
     """One compiled loop: ``__call__(*operands) -> results``, NumPy arrays it writes (a
-    fresh one, or one of its last two calls' results that nothing else holds)."""
+    fresh one, or one of its last two calls' results that nothing else holds); a kernel of
+    one result also takes ``out=``, a C-contiguous buffer of its shape and dtype, as a
+    ufunc does (jit hands it a buffer of its scratch arena or output ring). It never
+    returns an operand's buffer."""
 
     def __init__(self, kernel):
         self.name = kernel.name
@@ -82,17 +85,30 @@ class NativeKernel:
         self.out_avals = [o.aval for o in kernel.outputs]
         self.in_dtypes = [np.dtype(x.aval.dtype) for x in kernel.inputs]
         self.kind = kernel.kind
+        self.into = ()    # the operands its result may be written over (_native_kernel)
         self.fn = None  # the library's function, bound when the program is loaded
         self._rings = [[] for _ in self.out_avals]
         self._lock = threading.Lock()
+        self.takes_out = len(self.out_avals) == 1
 
-    def __call__(self, *xs):
-        # results of the last two calls that nothing else holds any more are written
-        # again (a fresh large array costs a page fault per 4 KiB on first touch; two, as
-        # a caller often still holds the last result while it makes the next)
-        with self._lock:
-            outs = [rings.take(ring, av.shape, av.dtype)
-                    for ring, av in zip(self._rings, self.out_avals)]
+    def __call__(self, *xs, out=None):
+        if out is not None:
+            av = self.out_avals[0]
+            if not (self.takes_out and isinstance(out, np.ndarray) and out.flags.c_contiguous
+                    and out.flags.writeable and out.shape == tuple(av.shape)
+                    and out.dtype == np.dtype(av.dtype)):
+                raise ValueError(f"native loop {self.name}: out= must be a writable "
+                                 f"C-contiguous {av.dtype}{list(av.shape)} array (one "
+                                 f"result), got {getattr(out, 'dtype', type(out).__name__)}"
+                                 f"{list(getattr(out, 'shape', ()))}")
+            outs = [out]
+        else:
+            # results of the last two calls that nothing else holds any more are written
+            # again (a fresh large array costs a page fault per 4 KiB on first touch; two,
+            # as a caller often still holds the last result while it makes the next)
+            with self._lock:
+                outs = [rings.take(ring, av.shape, av.dtype)
+                        for ring, av in zip(self._rings, self.out_avals)]
         ins = [np.ascontiguousarray(x, d) for x, d in zip(xs, self.in_dtypes)]  # (kept alive)
         self.fn(*[a.ctypes.data for a in ins], *[o.ctypes.data for o in outs], threads())
         return list(outs)
@@ -111,6 +127,10 @@ def _native_loop_impl(*xs, kernel):
 
 native_loop_p = Primitive("native_loop", shape_rule=_native_loop_rule, impl=_native_loop_impl,
                           multiple_results=True)
+# its results are buffers of its own or jit's, never an operand's: so an operand may sit in
+# jit's scratch arena (a gradient read by a fused update no longer costs a fresh buffer,
+# and its page faults, per call)
+native_loop_p.never_aliases_operands = True
 _LOWERED = "made by the NumPy backend's lowering, after every transformation has run"
 native_loop_p.not_needed = {"jvp": _LOWERED, "batch": _LOWERED}
 
@@ -126,8 +146,9 @@ def _native_loop_specialize(avals, params, permutation=None):
     return lambda *xs: [kernel(*xs)[0].transpose(permutation)]
 
 
-register_lowering(native_loop_p, "numpy", NumpyRule(specialize=_native_loop_specialize,
-                                                    transposes=True))
+register_lowering(native_loop_p, "numpy", NumpyRule(
+    specialize=_native_loop_specialize, transposes=True,
+    in_place=lambda params: params["kernel"].into))
 
 
 _warned = []
@@ -259,9 +280,9 @@ def plan_native(ir):
                           "Install g++ (or set CXX) for the fast path; FNX_NATIVE=0 "
                           "silences this.", NativeLoopsUnavailable, stacklevel=2)
         return ir
-    kernels = {k.name: NativeKernel(k) for k in chosen}
+    kernels = {k.name: _native_kernel(k, fusion) for k in chosen}
     try:
-        lib = host.load("".join(k.source for k in {k.name: k for k in chosen}.values()))
+        lib = host.load("".join(k.source for k in kernels.values()))
     except (host.HostCompileError, OSError) as e:
         # a compiler that cannot build them (too old, no OpenMP, no disk space): NumPy's
         # ufuncs, and the reason said once
@@ -272,7 +293,7 @@ def plan_native(ir):
                           "FNX_NATIVE=0 silences this.", NativeLoopsUnavailable, stacklevel=2)
         return ir
     for k in chosen:
-        fn = kernels[k.name].fn = getattr(lib, k.name)
+        fn = kernels[k.name].fn = getattr(lib, kernels[k.name].name)
         fn.argtypes = [ctypes.c_void_p] * (len(k.inputs) + len(k.outputs)) + [ctypes.c_int]
         fn.restype = None
     absorbed = set()
@@ -293,8 +314,25 @@ def plan_native(ir):
                 if id(e) not in const_ids:
                     eqns.append(e)
     out = dce(ir.replace(eqns=eqns))
-    out.native_kernels = [k.source for k in {k.name: k for k in chosen}.values()]
+    out.native_kernels = [k.source for k in kernels.values()]
     return out
+
+
+def _native_kernel(k, fusion):
+    """The ``NativeKernel`` of host kernel ``k``. An elementwise kernel of one result may
+    write it over an operand that it reads only at the element it writes (``into``: their
+    positions; those pointers lose ``__restrict__``): jit then hands it such an operand
+    where it dies, as it does a ufunc, so a fused update ``p - lr * g`` writes over the
+    gradient instead of into a third buffer."""
+    into = ()
+    if k.kind == "map" and len(k.outputs) == 1:
+        into = tuple(j for j in range(len(k.inputs))
+                     if fusion.in_place(k, [(j, 0)]) is not None)
+        if into:
+            k = fusion.in_place(k, [(j, 0) for j in into])
+    kernel = NativeKernel(k)
+    kernel.into = into
+    return kernel
 
 
 def _constant_eqns(ir):

@@ -835,13 +835,13 @@ def plan_buffers(p):
         o = e.outputs[0] if i not in p.fused_into else p.fused_into[i].outputs[0]
         s = special.get(i)
         ufunc_like = p.ufuncs[i] is not None and s is None
-        into_first = (s is None and i not in p.fused_into and not e.prim.multiple_results
-                      and numpy_rule(e.prim).in_place)
-        elementwise = ufunc_like or into_first or (s is not None and s.writes_into is not None)
+        into = (numpy_rule(e.prim).written_into(e.params)
+                if s is None and i not in p.fused_into and len(e.outputs) == 1 else ())
+        elementwise = ufunc_like or bool(into) or (s is not None and s.writes_into is not None)
         if not p.in_loop and elementwise and len(e.outputs) == 1 and o not in out_into:
             operands = p.inputs_of(i, e)
-            candidates = operands if ufunc_like or (s is not None and s.writes_into == "any") \
-                else operands[:1]
+            candidates = (operands if ufunc_like or (s is not None and s.writes_into == "any")
+                          else [operands[k] for k in into] if into else operands[:1])
             for v in candidates if o in keep else ():
                 # (a blocked loop writing into ``v`` must not read it through a view)
                 if (type(v) is not Literal and free_after.get(v) == i

@@ -16,10 +16,11 @@ the backend asks:
   bitwise equal to eager); ``permutation``: a ``transpose`` of the result to fuse in, or
   None (jit fuses one only into a rule made with ``transposes=True``, whose function
   applies it). A function that may take ``out=`` says so with ``takes_out = True``;
-* ``in_place``: that function may be handed its first operand as ``out=`` (it reads each
-  element before writing it, and returns a new buffer or ``out``, never a view of an
-  operand, as a ufunc does): jit then writes its result into an operand that dies there,
-  as it does a ufunc's (a collective's result into the gradient it reduces);
+* ``in_place``: that function may be handed an operand as ``out=`` (it reads each element
+  before writing it, and returns a new buffer or ``out``, never a view of an operand, as
+  a ufunc does): jit then writes its result into an operand that dies there, as it does a
+  ufunc's (a collective's result into the gradient it reduces). ``True``: the first
+  operand; or ``in_place(params)``: the positions of the operands it may be handed;
 * ``expression(ins, params, bind_global, in_avals, out_avals)``: the equation as one
   Python expression over the input expressions ``ins`` (``bind_global(prefix, value)``
   names a global), or None to fall through to the impl;
@@ -67,13 +68,22 @@ class NumpyRule:
         self.float_ufunc = float_ufunc
         self.specialize = specialize
         self.transposes = bool(transposes)
-        self.in_place = bool(in_place)
-        if self.in_place and specialize is None:
+        if in_place is not False and not (in_place is True or callable(in_place)):
+            raise TypeError(f"NumpyRule: in_place must be True, False or a function of "
+                            f"the params, got {in_place!r}")
+        self.in_place = in_place
+        if in_place and specialize is None:
             raise TypeError("NumpyRule: in_place describes the specialize function; "
                             "pass one")
         self.expression = expression
         self.reducer = reducer
         self.broadcasts = bool(broadcasts)
+
+    def written_into(self, params) -> tuple:
+        """The positions of the operands the function may be handed as ``out=``."""
+        if self.in_place is True:
+            return (0,)
+        return tuple(self.in_place(params)) if self.in_place else ()
 
     def __call__(self, ins, params, bind_global, in_avals, out_avals):
         """The ``expression`` hook (None without one): a NumpyRule is callable as the

@@ -1535,28 +1535,37 @@ def _indent(text, pad):
 
 def in_place(kernel, pairs):
     """``kernel`` with output ``o`` allowed to share its buffer with input ``k`` for each
-    ``(k, o)`` of ``pairs`` (a donated input read for the last time): the pairs' pointers
-    lose ``__restrict__`` (so no load of the input is moved or repeated past a store of the
-    output) and the kernel a new name. None where sharing would be unsafe: a kernel that is
-    not a map, or an input or output of another shape than the kernel's domain or read or
-    written anywhere but at the thread's own element ``[i]`` (another thread could then
-    read an element this one has already overwritten)."""
+    ``(k, o)`` of ``pairs`` (a donated input, or on the CPU any operand read for the last
+    time): the pairs' pointers lose ``__restrict__`` (so no load of the input is moved or
+    repeated past a store of the output) and the kernel a new name. None where sharing
+    would be unsafe: a kernel that is not a map, or an input or output of another shape
+    than the kernel's domain or read or written anywhere but at the element the thread (on
+    the CPU, the loop iteration) writes its outputs at (another one could then read an
+    element this one has already overwritten)."""
     if kernel.kind != "map" or not pairs:
         return None
     domain, text = tuple(kernel.domain), kernel.source
+    body = text.split("{", 1)[1]
     for k, o in pairs:
         x, y = kernel.inputs[k], kernel.outputs[o]
         if tuple(x.aval.shape) != domain or tuple(y.aval.shape) != domain \
                 or x.aval.dtype != y.aval.dtype:
             return None
-        for ptr in (f"in{k}", f"out{o}"):
-            uses = re.findall(rf"\b{ptr}\b(.?)(\w*)(.?)", text.split("{", 1)[1])
-            if not uses or any(u != ("[", "i", "]") for u in uses):
-                return None
+        at = {ptr: _subscripts(body, ptr) for ptr in (f"in{k}", f"out{o}")}
+        if any(len(a) != 1 for a in at.values()) or at[f"in{k}"] != at[f"out{o}"]:
+            return None
+        for ptr in at:
             text = re.sub(rf"\* __restrict__ {ptr}\b", f"* {ptr}", text, count=1)
     tag = "_".join(f"{k}o{o}" for k, o in sorted(pairs))
     name = f"{kernel.name}_ip{tag}"
     return dataclasses.replace(kernel, name=name, source=text.replace(kernel.name, name))
+
+
+def _subscripts(body, ptr):
+    """The index expressions ``body`` reads or writes ``ptr`` at (whitespace dropped); a
+    use that is not a plain subscript counts as one of its own, so it never matches."""
+    uses = re.findall(rf"\b{ptr}\b(\[[^\[\]]*\])?", body)
+    return {u.replace(" ", "") if u else object() for u in uses}
 
 
 def computes(e) -> bool:
