@@ -98,13 +98,17 @@ def _reduced(ops, x, op, out=None):
     results of this shape that nothing holds any more (``fnx.core.rings``): MPI reduces
     into a fresh buffer about three times slower than into a reused one. Never ``x``
     itself unless handed it as ``out`` (a group of one copies it)."""
-    if out is not None and out is x:
-        if world.process_count() == 1:
-            return x
-        if x.flags.c_contiguous:
-            return ops.allreduce(x, op, out=x)
-        x[...] = ops.allreduce(np.ascontiguousarray(x), op)   # (a strided view)
-        return x
+    if out is not None and (out is x or np.may_share_memory(out, x)):
+        if not (out is x or (out.ctypes.data == x.ctypes.data and out.shape == x.shape
+                             and out.strides == x.strides)):
+            x = np.array(x)              # (overlapping, not the same: read it first)
+        elif world.process_count() == 1:
+            return out
+        elif out.flags.c_contiguous:
+            return ops.allreduce(out, op, out=out)
+        else:
+            out[...] = ops.allreduce(np.ascontiguousarray(out), op)   # (a strided view)
+            return out
     x = np.ascontiguousarray(x)
     if out is None:
         with _RINGS_LOCK:
