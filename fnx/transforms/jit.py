@@ -972,7 +972,8 @@ def jit(fun=None, in_shardings=None, out_shardings=None, static_argnums=None,
     ``static_argnames`` each imply the other through ``fun``'s signature (a static
     argument is static however it is passed; likewise donated ones), and the traces
     belong to ``fun``: ``jit(f)(x)`` in a loop traces ``f`` once. Sharding and
-    device options exist for porting: fnx has one CPU device, so only their
+    device options exist for porting: a jitted function runs on its arguments' one
+    device (several processes map over theirs with ``fnx.pmap``), so only their
     defaults are accepted.
     """
     if unsupported:
@@ -981,8 +982,9 @@ def jit(fun=None, in_shardings=None, out_shardings=None, static_argnums=None,
                         "donate_argnames, keep_unused, inline)")
     for opt, value in (("in_shardings", in_shardings), ("out_shardings", out_shardings)):
         if value is not None:
-            raise ValueError(f"jit: {opt}={value!r} is not supported: fnx runs on one CPU "
-                             "device, so there is nothing to shard; leave it unset")
+            raise ValueError(f"jit: {opt}={value!r} is not supported: a jitted function "
+                             "runs whole on its arguments' device, so there is nothing to "
+                             "shard; leave it unset (fnx.pmap maps over processes)")
     for opt, value in (("device", device), ("backend", backend)):
         if value is not None and str(getattr(value, "platform", value)).lower() != "cpu":
             raise ValueError(f"jit: {opt}={value!r} is not supported: fnx runs on the CPU; "
