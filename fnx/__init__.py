@@ -40,7 +40,8 @@ from ._api import (check_tracer_leaks, checking_leaks, closure_convert,  # noqa:
 from .dtypes import float0  # noqa: E402,F401
 from . import image  # noqa: E402,F401  (jax.image)
 from . import custom_batching  # noqa: E402,F401  (jax.custom_batching)
-from . import sharding  # noqa: E402,F401  (jax.sharding: SingleDeviceSharding)
+from . import sharding  # noqa: E402,F401  (jax.sharding)
+from .sharding import NamedSharding, P, make_mesh, reshard, set_mesh  # noqa: E402,F401
 from ._api import (ClosedJaxpr, Device, default_backend, device_count,  # noqa: E402,F401
                    device_get, devices, effects_barrier, ensure_compile_time_eval,
                    host_count, host_id, host_ids, linear_transpose, local_device_count,
@@ -58,19 +59,19 @@ from ._version import __version__  # noqa: E402
 
 def device_put(x, device=None, *, src=None, donate=False, may_alias=None):
     """Every leaf of ``x`` as an Array on ``device`` (a device of ``fnx.devices()``, a
-    ``SingleDeviceSharding``, or None: where it is; NumPy and Python inputs are copied to
-    the CPU first), committed there (see ``fnx.core.devices``); ``device`` may also be a
-    pytree prefix of ``x`` giving one device per subtree."""
+    sharding on one device (``fnx.sharding``: a ``SingleDeviceSharding``, a
+    ``NamedSharding`` over a one-device mesh, or a ``PartitionSpec`` under the current
+    mesh), or None: where it is; NumPy and Python inputs are copied to the CPU first),
+    committed there (see ``fnx.core.devices``); ``device`` may also be a pytree prefix of
+    ``x`` giving one device per subtree."""
     from .core.array import device_put_array, to_array
-    from .core.array import SingleDeviceSharding
+    from .sharding import device_of, over_prefix
 
     def one(leaf, dev):
-        if isinstance(dev, SingleDeviceSharding):
-            dev = dev._device
+        if dev is not None:
+            dev = device_of(dev, "device_put")
         return device_put_array(to_array(leaf, "device_put"), dev)
-    if device is None or isinstance(device, (Device, SingleDeviceSharding)):
-        return tree_util.tree_map(lambda leaf: one(leaf, device), x)
-    return tree_util.tree_map(one, x, device)
+    return over_prefix(one, x, device, tree_util)
 
 
 def block_until_ready(x):

@@ -1,13 +1,325 @@
-"""``fnx.sharding``: JAX's ``jax.sharding`` names that apply to fnx's single device.
+"""``fnx.sharding``: JAX's ``jax.sharding`` names, for a process's one device.
 
-fnx runs on one device, the host CPU, so every array is laid out whole on it:
-``x.sharding`` is a ``SingleDeviceSharding`` on ``fnx.devices()[0]``, and code that
-reads it (``x.sharding.device_set``, ``.num_devices``, ``.is_fully_replicated``)
-ports unchanged. Meshes and partition specs are not here: there is nothing to
-partition over.
+An fnx array lies whole on one device, and each process computes on one device of each
+platform (several processes map over theirs with ``fnx.pmap``). So every sharding an fnx
+program can use places an array whole on one device: a ``SingleDeviceSharding``, or a
+``NamedSharding`` over a mesh of one device, whatever its ``PartitionSpec``. That is
+what a JAX program written for many devices does on one, so such a program ports
+unchanged and runs on one device: ``make_mesh((device_count(),), ("batch",))``,
+``NamedSharding(mesh, P("batch"))``, ``device_put(x, sharding)``, ``reshard``,
+``set_mesh`` and jit's ``in_shardings``/``out_shardings`` (JAX's own SPMD MNIST example
+runs with its imports changed).
+
+A mesh of several devices (the processes' devices under ``mpiexec``, or a CPU and a GPU)
+can be built and inspected, but placing an array over it raises
+``NotImplementedError``: that needs arrays spanning devices, which fnx does not have.
+``x.sharding`` stays the ``SingleDeviceSharding`` of the array's device.
 """
-from .core.array import SingleDeviceSharding
+from __future__ import annotations
 
-Sharding = SingleDeviceSharding  # the one kind of sharding fnx's arrays have
+import contextlib
+import enum
+import math
+import threading
+from collections import OrderedDict
 
-__all__ = ["SingleDeviceSharding", "Sharding"]
+import numpy as np
+
+from .core.array import Sharding, SingleDeviceSharding
+from .core.devices import Device
+
+__all__ = ["AxisType", "Mesh", "NamedSharding", "PartitionSpec", "P", "Sharding",
+           "SingleDeviceSharding", "get_mesh", "reshard", "set_mesh", "use_mesh"]
+
+
+class AxisType(enum.Enum):
+    """JAX's mesh axis types (how jit treats an axis); recorded, as every fnx mesh that
+    places arrays has one device."""
+    Auto = "Auto"
+    Explicit = "Explicit"
+    Manual = "Manual"
+
+    def __repr__(self):
+        return self.value
+
+
+class PartitionSpec(tuple):
+    """JAX's ``PartitionSpec`` (``P``): per array dimension, the mesh axis (a name), the
+    axes (a tuple of names) it is split over, or None (not split)."""
+
+    def __new__(cls, *parts):
+        for part in parts:
+            names = part if isinstance(part, (tuple, list)) else (part,)
+            if part is not None and not all(isinstance(n, str) for n in names):
+                raise TypeError(f"PartitionSpec: each entry is a mesh axis name, a tuple "
+                                f"of names or None, got {part!r}")
+        return super().__new__(cls, (tuple(p) if isinstance(p, list) else p for p in parts))
+
+    def __repr__(self):
+        return "P(" + "".join(f"{p!r}, " for p in self).rstrip(", ") + \
+            ("," if len(self) == 1 else "") + ")"
+
+    def axis_names(self):
+        """The mesh axes the spec names."""
+        out = []
+        for part in self:
+            out.extend(part if isinstance(part, tuple) else () if part is None else (part,))
+        return out
+
+    def __reduce__(self):
+        return (PartitionSpec, tuple(self))
+
+
+P = PartitionSpec
+
+
+class Mesh:
+    """JAX's ``Mesh``: ``devices`` (an array of devices, one dimension per axis) with
+    ``axis_names``. ``with mesh:`` sets it as the current mesh, as ``set_mesh`` does."""
+
+    def __init__(self, devices, axis_names, axis_types=None):
+        devs = np.empty(np.shape(devices), dtype=object)
+        devs[...] = devices
+        names = (axis_names,) if isinstance(axis_names, str) else tuple(axis_names)
+        if devs.ndim != len(names):
+            raise ValueError(f"Mesh: {devs.ndim}-dimensional devices {devs.shape} need as "
+                             f"many axis names, got {names}")
+        if len(set(names)) != len(names) or not all(isinstance(n, str) for n in names):
+            raise ValueError(f"Mesh: axis names must be distinct strings, got {names}")
+        flat = list(devs.flat)
+        if not all(isinstance(d, Device) for d in flat) or len(set(map(id, flat))) != len(flat):
+            raise ValueError(f"Mesh: devices must be distinct devices (fnx.devices()), got "
+                             f"{flat}")
+        types = (AxisType.Auto,) * len(names) if axis_types is None else (
+            (axis_types,) if isinstance(axis_types, AxisType) else tuple(axis_types))
+        if len(types) != len(names) or not all(isinstance(t, AxisType) for t in types):
+            raise ValueError(f"Mesh: axis_types must be one AxisType per axis {names}, "
+                             f"got {axis_types!r}")
+        self.devices, self.axis_names, self.axis_types = devs, names, types
+        self._stack = []
+
+    @property
+    def shape(self):
+        return OrderedDict(zip(self.axis_names, self.devices.shape))
+
+    @property
+    def shape_tuple(self):
+        return tuple(zip(self.axis_names, self.devices.shape))
+
+    @property
+    def axis_sizes(self):
+        return tuple(self.devices.shape)
+
+    @property
+    def size(self):
+        return math.prod(self.devices.shape)
+
+    @property
+    def empty(self):
+        return self.size == 0
+
+    @property
+    def device_ids(self):
+        return np.vectorize(lambda d: d.id, otypes=[int])(self.devices)
+
+    @property
+    def local_devices(self):
+        return list(self.devices.flat)
+
+    def __enter__(self):
+        self._stack.append(set_mesh(self))
+        return self
+
+    def __exit__(self, *exc):
+        self._stack.pop().__exit__(*exc)
+
+    def __eq__(self, other):
+        return (isinstance(other, Mesh) and other.axis_names == self.axis_names
+                and other.axis_types == self.axis_types
+                and other.devices.shape == self.devices.shape
+                and all(a is b for a, b in zip(other.devices.flat, self.devices.flat)))
+
+    def __hash__(self):
+        return hash((self.axis_names, self.axis_types, self.devices.shape,
+                     tuple(map(id, self.devices.flat))))
+
+    def __repr__(self):
+        axes = ", ".join(f"{n!r}: {s}" for n, s in self.shape.items())
+        return f"Mesh({axes}, axis_types={self.axis_types!r})"
+
+
+class NamedSharding(Sharding):
+    """JAX's ``NamedSharding``: ``spec`` (a ``PartitionSpec``) laid over ``mesh``. On a
+    mesh of one device, the whole array on that device."""
+    __slots__ = ("mesh", "spec", "_memory_kind")
+
+    def __init__(self, mesh, spec, *, memory_kind=None):
+        if not isinstance(mesh, Mesh):
+            raise TypeError(f"NamedSharding: mesh must be a Mesh, got {type(mesh).__name__}")
+        spec = spec if isinstance(spec, PartitionSpec) else (
+            PartitionSpec(*spec) if isinstance(spec, (tuple, list)) else None)
+        if spec is None:
+            raise TypeError("NamedSharding: spec must be a PartitionSpec (P(...))")
+        unknown = [n for n in spec.axis_names() if n not in mesh.axis_names]
+        if unknown:
+            raise ValueError(f"NamedSharding: {spec!r} names {unknown}, which the mesh "
+                             f"{mesh!r} does not have")
+        if memory_kind not in (None, "device"):
+            raise ValueError(f"NamedSharding: memory_kind must be 'device' or None, got "
+                             f"{memory_kind!r}")
+        self.mesh, self.spec, self._memory_kind = mesh, spec, "device"
+
+    @property
+    def memory_kind(self):
+        return self._memory_kind
+
+    @property
+    def device_set(self):
+        return set(self.mesh.devices.flat)
+
+    addressable_devices = device_set
+
+    @property
+    def _device_assignment(self):
+        return tuple(self.mesh.devices.flat)
+
+    @property
+    def num_devices(self):
+        return self.mesh.size
+
+    @property
+    def is_fully_replicated(self):
+        sizes = self.mesh.shape
+        return all(sizes[n] == 1 for n in self.spec.axis_names())
+
+    is_fully_addressable = True
+
+    def shard_shape(self, global_shape):
+        sizes, out = self.mesh.shape, list(global_shape)
+        for k, part in enumerate(self.spec):
+            names = part if isinstance(part, tuple) else () if part is None else (part,)
+            out[k] //= math.prod(sizes[n] for n in names) or 1
+        return tuple(out)
+
+    def __eq__(self, other):
+        return (isinstance(other, NamedSharding) and other.mesh == self.mesh
+                and _trimmed(other.spec) == _trimmed(self.spec))
+
+    def __hash__(self):
+        return hash((NamedSharding, self.mesh, _trimmed(self.spec)))
+
+    def __repr__(self):
+        return f"NamedSharding(mesh={self.mesh!r}, spec={self.spec!r}, memory_kind=device)"
+
+
+def _trimmed(spec):
+    parts = list(spec)
+    while parts and parts[-1] is None:
+        parts.pop()
+    return tuple(parts)
+
+
+# --- the current mesh --------------------------------------------------------------------------
+
+_current = threading.local()
+
+
+def get_mesh():
+    """The mesh ``set_mesh`` (or ``with mesh:``) made current in this thread, or None."""
+    return getattr(_current, "mesh", None)
+
+
+class _MeshSetting(contextlib.AbstractContextManager):
+    def __init__(self, previous):
+        self._previous = previous
+
+    def __exit__(self, *exc):
+        _current.mesh = self._previous
+        return None
+
+
+def set_mesh(mesh):
+    """JAX's ``set_mesh``: makes ``mesh`` this thread's current mesh at once (so raw
+    ``PartitionSpec``s stand for ``NamedSharding(mesh, spec)``), and, used as ``with
+    set_mesh(mesh):``, restores the previous one on exit."""
+    if mesh is not None and not isinstance(mesh, Mesh):
+        raise TypeError(f"set_mesh: expected a Mesh or None, got {type(mesh).__name__}")
+    previous = get_mesh()
+    _current.mesh = mesh
+    return _MeshSetting(previous)
+
+
+use_mesh = set_mesh   # (the earlier name)
+
+
+# --- placing arrays -----------------------------------------------------------------------------
+
+def device_of(sharding, what):
+    """The one device ``sharding`` (a ``Sharding``, a ``PartitionSpec`` under the current
+    mesh, or a ``Device``) places a whole array on."""
+    if isinstance(sharding, Device):
+        return sharding
+    if isinstance(sharding, PartitionSpec):
+        mesh = get_mesh()
+        if mesh is None:
+            raise ValueError(f"{what}: a PartitionSpec {sharding!r} needs a mesh: pass "
+                             "NamedSharding(mesh, spec), or set one with set_mesh(mesh)")
+        sharding = NamedSharding(mesh, sharding)
+    if isinstance(sharding, SingleDeviceSharding):
+        return sharding._device
+    if isinstance(sharding, NamedSharding):
+        if sharding.mesh.size != 1:
+            raise NotImplementedError(
+                f"{what}: {sharding!r} lays an array over {sharding.mesh.size} devices; fnx "
+                "places each array whole on one device. Use a mesh of this process's one "
+                "device (make_mesh((1,), names)), or fnx.pmap to map over processes")
+        return sharding.mesh.devices.flat[0]
+    raise TypeError(f"{what}: expected a device, a Sharding or a PartitionSpec, got "
+                    f"{type(sharding).__name__}")
+
+
+def reshard(xs, out_shardings):
+    """JAX's ``reshard``: ``xs`` (a pytree) laid out as ``out_shardings`` says (a sharding
+    or a ``PartitionSpec`` under the current mesh, or a pytree prefix of them): on one
+    device, placed whole on it."""
+    from . import tree_util
+    from .core.array import device_put_array, to_array
+
+    def placed(leaf, s):
+        return device_put_array(to_array(leaf, "reshard"), device_of(s, "reshard"))
+    return over_prefix(placed, xs, out_shardings, tree_util)
+
+
+def over_prefix(fn, xs, prefix, tree_util):
+    """``fn(leaf, p)`` for every leaf of ``xs``, ``p`` the entry of ``prefix`` (a pytree
+    prefix of ``xs`` whose leaves are devices, shardings, ``PartitionSpec``s or None)
+    over the subtree holding it."""
+    def is_entry(p):
+        return p is None or isinstance(p, (Device, Sharding, PartitionSpec))
+    if is_entry(prefix):
+        return tree_util.tree_map(lambda leaf: fn(leaf, prefix), xs)
+    return tree_util.tree_map(lambda p, sub: tree_util.tree_map(lambda leaf: fn(leaf, p), sub),
+                              prefix, xs, is_leaf=is_entry)
+
+
+def make_mesh(axis_shapes, axis_names, axis_types=None, *, devices=None):
+    """JAX's ``make_mesh``: a mesh of ``axis_shapes`` over ``devices`` (default: this
+    process's devices of the default backend), whose sizes must multiply to their number;
+    its axes are ``Explicit`` unless ``axis_types`` says otherwise, as in JAX."""
+    from ._api import device_count
+    from ._api import devices as all_devices
+    shapes = tuple(int(s) for s in axis_shapes)
+    names = (axis_names,) if isinstance(axis_names, str) else tuple(axis_names)
+    devs = list(all_devices()) if devices is None else list(devices)
+    if len(shapes) != len(names):
+        raise ValueError(f"make_mesh: {len(shapes)} axis sizes {shapes} but {len(names)} "
+                         f"names {names}")
+    if math.prod(shapes) != len(devs):
+        more = ("" if devices is not None or device_count() == len(devs) else
+                f" (the {device_count()} devices of all processes are not this process's "
+                "to lay arrays over: fnx.pmap maps over processes)")
+        raise ValueError(f"make_mesh: axis sizes {shapes} make {math.prod(shapes)} devices, "
+                         f"but there are {len(devs)}: {devs}{more}")
+    if axis_types is None:
+        axis_types = (AxisType.Explicit,) * len(names)
+    return Mesh(np.array(devs, dtype=object).reshape(shapes), names, axis_types)

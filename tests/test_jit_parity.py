@@ -113,7 +113,7 @@ def test_donate_argnums_covers_a_keyword_argument():
 def test_sharding_and_device_options():
     f, _ = _counted()
     fnx.jit(f, static_argnums=0, keep_unused=True, inline=True, device=None)
-    with pytest.raises(ValueError, match="nothing to shard"):
+    with pytest.raises(ValueError, match="runs whole on its arguments. device"):
         fnx.jit(f, in_shardings=object())
     with pytest.raises(ValueError, match="CPU"):
         fnx.jit(f, backend="gpu")

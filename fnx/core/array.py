@@ -506,7 +506,12 @@ def _rebuild(value, weak_type):
 
 
 
-class SingleDeviceSharding:
+class Sharding:
+    """JAX's ``Sharding``: how an array lies over devices (``fnx.sharding``'s kinds)."""
+    __slots__ = ()
+
+
+class SingleDeviceSharding(Sharding):
     """JAX's ``SingleDeviceSharding``: the whole array on one device (the CPU unless
     given): every array's ``.sharding``."""
     __slots__ = ("_device", "_memory_kind")
