@@ -482,3 +482,28 @@ def test_scan_jvp_finds_the_carry_tangents_in_one_linearization_when_it_can(monk
     # an RNN's state gets a tangent: found from the widest mask's linear IR, one trace
     assert counts[True, "rnn"] == 1 and counts[False, "rnn"] == 2
     assert counts[True, "stop"] == 1 and counts[True, "int_carry"] == 1
+
+
+def test_scan_outputs_are_reused_only_once_nothing_holds_them():
+    """A jitted scan writes its stacked outputs into the last two calls' buffers that
+    nothing holds any more (no fresh multi-megabyte array, and its page faults, per call):
+    results a caller still holds, or a view of them, are never written again."""
+    import fnx
+    from fnx import lax
+
+    def f(c, xs):
+        return lax.scan(lambda c, x: (c + x, c * x), c, xs)
+    jf = fnx.jit(f)
+    c = np.ones((4, 8), np.float32)
+    series = [np.full((50, 4, 8), k, np.float32) for k in range(1, 6)]
+    held, views, want = [], [], []
+    for xs in series:
+        carry, ys = jf(c, xs)
+        want.append(np.array(ys))
+        held.append(ys) if len(held) < 2 else views.append(np.asarray(ys)[3:7])
+    for got, w in zip(held, want):
+        np.testing.assert_array_equal(np.asarray(got), w)
+    for got, w in zip(views, want[2:]):
+        np.testing.assert_array_equal(got, w[3:7])
+    for _ in range(3):                       # dropped results: reused, still right
+        np.testing.assert_array_equal(np.asarray(jf(c, series[0])[1]), want[0])

@@ -5,10 +5,12 @@ scan planner (``fnx.lax.control_flow.scan_plan``) for the operands of loop matmu
 from __future__ import annotations
 
 import itertools
+import threading
 import weakref
 
 import numpy as np
 
+from ..core import rings
 from ..core.ir import Eqn, Var
 from ..core.primitive import ShapeDtypeStruct
 from ..lax.linalg_prims import dot_general_p
@@ -24,7 +26,7 @@ def scan_runner(body, num_consts, num_carry, length, reverse):
     """The loop as one generated function: the body's lines inlined in a Python ``for``
     (no call per step; constants and primitives bound to locals and globals once), ys
     written into preallocated arrays (a plain ufunc computing a y writes it in place
-    with ``out=``)."""
+    with ``out=``), reused across calls once nothing holds them (``fnx.core.rings``)."""
     key = (num_consts, num_carry, length, reverse)
     per = _RUNNERS.get(body)
     if per is None:
@@ -68,9 +70,12 @@ def scan_runner(body, num_consts, num_carry, length, reverse):
     for i, v in enumerate(body.invars[:nc]):
         if len(v.aval.shape) >= 2:  # read on every step: BLAS wants contiguous operands
             inner.append(f"c{i} = np.ascontiguousarray(c{i})")
+    if y_avals:    # the ys: the last two calls' buffers that nothing holds any more, else
+        glb["_take"], glb["_lock"] = rings.take, threading.Lock()    # new ones (no page
+        inner.append("with _lock:")                                   # faults per call)
     for j, a in enumerate(y_avals):
-        glb[f"_dt{j}"] = a.dtype
-        inner.append(f"y{j} = np.empty({(length,) + tuple(a.shape)!r}, _dt{j})")
+        glb[f"_dt{j}"], glb[f"_ring{j}"] = a.dtype, []
+        inner.append(f"    y{j} = _take(_ring{j}, {(length,) + tuple(a.shape)!r}, _dt{j})")
     rng = f"range({length - 1}, -1, -1)" if reverse else f"range({length})"
     inner.append(f"for t in {rng}:")
     inner += ["    " + ln for ln in step]
