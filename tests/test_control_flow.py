@@ -507,3 +507,30 @@ def test_scan_outputs_are_reused_only_once_nothing_holds_them():
         np.testing.assert_array_equal(got, w[3:7])
     for _ in range(3):                       # dropped results: reused, still right
         np.testing.assert_array_equal(np.asarray(jf(c, series[0])[1]), want[0])
+
+
+def test_a_loop_body_writes_in_place_into_what_the_step_computed():
+    """Inside a loop body a ufunc writes into a value the same step computed and no longer
+    reads (as at the top level), never into the carry it was handed or the loop's input:
+    a fori_loop over a 1 MB carry makes one new array a step, not three."""
+    import fnx
+    import fnx.numpy as fnp
+    from fnx import lax
+    from fnx.backends import numpy_loops
+
+    def body(i, c):
+        return fnp.tanh(c) * 1.01 + 0.1
+    x = np.random.default_rng(0).standard_normal((512, 512)).astype(np.float32)
+    keep = x.copy()
+    f = fnx.jit(lambda x: lax.fori_loop(0, 10, body, x))
+    got = np.asarray(f(x))
+    np.testing.assert_array_equal(x, keep)                    # the input is untouched
+    want = keep
+    for i in range(10):
+        want = np.asarray(body(i, fnp.asarray(want)))
+    np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    np.testing.assert_array_equal(np.asarray(f(x)), got)      # again: the same
+    sources = [run.source for per in numpy_loops._RUNNERS.values() for run in per.values()
+               if "_tanh" in run.source]
+    assert any("out=v" in s for s in sources), sources
+    assert not any("out=k" in s or "out=c" in s for s in sources), sources

@@ -191,9 +191,10 @@ FOLD_MAX_BYTES = 1 << 16
 
 
 def plan(ir, *, in_loop=False, out_into=None, pool=None):
-    """Run the passes over ``ir``: its ``Plan``. ``in_loop``: the code is a loop body
-    (no blocked loops, no folding, no in-place writes); ``out_into``: vars computed into
-    given buffers; ``pool``: the ``PoolPlan`` (top level only)."""
+    """Run the passes over ``ir``: its ``Plan``. ``in_loop``: the code is a loop body (no
+    blocked loops, no folding, no donation; in-place writes only into values the step
+    itself computed); ``out_into``: vars computed into given buffers; ``pool``: the
+    ``PoolPlan`` (top level only)."""
     p = Plan(ir, in_loop=in_loop, out_into=out_into, pool=pool)
     count_uses(p)
     fuse_transposes(p)
@@ -838,7 +839,7 @@ def plan_buffers(p):
         into = (numpy_rule(e.prim).written_into(e.params)
                 if s is None and i not in p.fused_into and len(e.outputs) == 1 else ())
         elementwise = ufunc_like or bool(into) or (s is not None and s.writes_into is not None)
-        if not p.in_loop and elementwise and len(e.outputs) == 1 and o not in out_into:
+        if elementwise and len(e.outputs) == 1 and o not in out_into:
             operands = p.inputs_of(i, e)
             candidates = (operands if ufunc_like or (s is not None and s.writes_into == "any")
                           else [operands[k] for k in into] if into else operands[:1])
