@@ -9,6 +9,7 @@
 
     print(fnx.make_ir(f)(fnp.ones(3)))
 """
+from .core import host_memory as _host_memory
 from . import errors, tree_util
 from ._config import (config, debug_infs, debug_nans, default_matmul_precision,  # noqa: F401
                       disable_jit, enable_checks, enable_x64, log_compiles,
@@ -53,6 +54,7 @@ from .lax.callback import pure_callback  # noqa: E402,F401
 from .core import primitive as _primitive  # noqa: E402
 
 _primitive.BUILTIN = frozenset(_primitive.REGISTRY)  # fnx's own primitives (not users')
+_host_memory.tune()  # large buffers reused from the heap, not mapped afresh each call
 
 from ._version import __version__  # noqa: E402
 
