@@ -66,14 +66,7 @@ def device_put(x, device=None, *, src=None, donate=False, may_alias=None):
     mesh), or None: where it is; NumPy and Python inputs are copied to the CPU first),
     committed there (see ``fnx.core.devices``); ``device`` may also be a pytree prefix of
     ``x`` giving one device per subtree."""
-    from .core.array import device_put_array, to_array
-    from .sharding import device_of, over_prefix
-
-    def one(leaf, dev):
-        if dev is not None:
-            dev = device_of(dev, "device_put")
-        return device_put_array(to_array(leaf, "device_put"), dev)
-    return over_prefix(one, x, device, tree_util)
+    return sharding.place(x, device, "device_put", none_stays=True)
 
 
 def block_until_ready(x):

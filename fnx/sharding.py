@@ -25,6 +25,7 @@ from collections import OrderedDict
 
 import numpy as np
 
+from . import tree_util
 from .core.array import Sharding, SingleDeviceSharding
 from .core.devices import Device
 
@@ -278,28 +279,52 @@ def device_of(sharding, what):
                     f"{type(sharding).__name__}")
 
 
+def place(xs, where, what, *, none_stays=False):
+    """Every leaf of ``xs`` as an Array on the device ``where`` names (see ``device_of``),
+    or a pytree prefix of ``xs`` naming one per subtree; with ``none_stays``, None leaves
+    a subtree where it is (``device_put``'s default)."""
+    from .core.array import device_put_array, to_array
+
+    def one(leaf, w):
+        device = None if w is None and none_stays else device_of(w, what)
+        return device_put_array(to_array(leaf, what), device)
+
+    def is_entry(w):
+        return w is None or isinstance(w, (Device, Sharding, PartitionSpec))
+    if is_entry(where):
+        return tree_util.tree_map(lambda leaf: one(leaf, where), xs)
+    return tree_util.tree_map(lambda w, sub: tree_util.tree_map(lambda leaf: one(leaf, w), sub),
+                              where, xs, is_leaf=is_entry)
+
+
 def reshard(xs, out_shardings):
     """JAX's ``reshard``: ``xs`` (a pytree) laid out as ``out_shardings`` says (a sharding
     or a ``PartitionSpec`` under the current mesh, or a pytree prefix of them): on one
     device, placed whole on it."""
-    from . import tree_util
-    from .core.array import device_put_array, to_array
-
-    def placed(leaf, s):
-        return device_put_array(to_array(leaf, "reshard"), device_of(s, "reshard"))
-    return over_prefix(placed, xs, out_shardings, tree_util)
+    return place(xs, out_shardings, "reshard")
 
 
-def over_prefix(fn, xs, prefix, tree_util):
-    """``fn(leaf, p)`` for every leaf of ``xs``, ``p`` the entry of ``prefix`` (a pytree
-    prefix of ``xs`` whose leaves are devices, shardings, ``PartitionSpec``s or None)
-    over the subtree holding it."""
-    def is_entry(p):
-        return p is None or isinstance(p, (Device, Sharding, PartitionSpec))
-    if is_entry(prefix):
-        return tree_util.tree_map(lambda leaf: fn(leaf, prefix), xs)
-    return tree_util.tree_map(lambda p, sub: tree_util.tree_map(lambda leaf: fn(leaf, p), sub),
-                              prefix, xs, is_leaf=is_entry)
+def check_jit_shardings(opt, value):
+    """jit's ``in_shardings``/``out_shardings``: a pytree of shardings that lay an array
+    whole on the CPU (a ``SingleDeviceSharding`` there, a ``NamedSharding`` over a mesh
+    of that one device, a ``PartitionSpec`` under such a current mesh, or None), which is
+    where the function runs on CPU arguments; anything else raises."""
+    from .core.devices import CPU_DEVICE
+    if value is None:
+        return
+    for leaf in tree_util.tree_leaves(value, is_leaf=lambda s: isinstance(s, PartitionSpec)):
+        if isinstance(leaf, PartitionSpec) and get_mesh() is None:
+            continue                     # (a mesh set later names it: one device either way)
+        try:
+            device = device_of(leaf, f"jit({opt}=...)") if isinstance(
+                leaf, (Sharding, PartitionSpec)) else None
+        except NotImplementedError as e:
+            raise ValueError(str(e)) from None
+        if device is not CPU_DEVICE:
+            raise ValueError(f"jit: {opt}={value!r} is not supported: a jitted function "
+                             "runs whole on its arguments' device; leave it unset, or give "
+                             "shardings of the CPU's one device (fnx.pmap maps over "
+                             "processes; device_put places arguments)")
 
 
 def make_mesh(axis_shapes, axis_names, axis_types=None, *, devices=None):

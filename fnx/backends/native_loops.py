@@ -79,13 +79,13 @@ class NativeKernel:
     ufunc does (jit hands it a buffer of its scratch arena or output ring). It never
     returns an operand's buffer."""
 
-    def __init__(self, kernel):
+    def __init__(self, kernel, into=()):
         self.name = kernel.name
         self.source = kernel.source
         self.out_avals = [o.aval for o in kernel.outputs]
         self.in_dtypes = [np.dtype(x.aval.dtype) for x in kernel.inputs]
         self.kind = kernel.kind
-        self.into = ()    # the operands its result may be written over (_native_kernel)
+        self.into = into  # the operands its result may be written over (_native_kernel)
         self.fn = None  # the library's function, bound when the program is loaded
         self._rings = [[] for _ in self.out_avals]
         self._lock = threading.Lock()
@@ -184,8 +184,9 @@ _REDUCE_UFUNCS = {"reduce_sum": np.add, "reduce_max": np.maximum, "reduce_min": 
 
 # what a kernel may call and still run vectorized: the vector math (float32), operations
 # that are instructions (square root, rounding, sign), fnx's helpers built from them, and
-# the row sums (and the next row's prefetch); any other call (a double exp, a float sin or erf) is the C library's, one
-# element at a time, and NumPy's own SIMD loops beat the fused loop there
+# the row sums (and the next row's prefetch); any other call (a double exp, a float sin or
+# erf) is the C library's, one element at a time, and NumPy's own SIMD loops beat the fused
+# loop there
 _VECTOR_CALLS = frozenset({
     "expf", "expm1f", "logf", "log1pf", "tanhf", "erff", "sqrtf", "sqrt", "fabsf", "fabs", "floorf",
     "floor", "ceilf", "ceil", "truncf", "trunc", "rintf", "rint", "nearbyintf", "nearbyint",
@@ -330,9 +331,7 @@ def _native_kernel(k, fusion):
                      if fusion.in_place(k, [(j, 0)]) is not None)
         if into:
             k = fusion.in_place(k, [(j, 0) for j in into])
-    kernel = NativeKernel(k)
-    kernel.into = into
-    return kernel
+    return NativeKernel(k, into)
 
 
 def _constant_eqns(ir):

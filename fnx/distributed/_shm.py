@@ -135,6 +135,7 @@ class _Reducer:
             flat_out[start:stop] = result
         return out
 
+
 def _part(m, parts, p):
     """Part ``p`` of ``m`` elements split into ``parts`` runs, each a multiple of 16
     elements long (whole cache lines of 4-byte items) but the last."""

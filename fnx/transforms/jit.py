@@ -960,33 +960,6 @@ def _fast_key(a):
 _NO_FAST = object()  # marks a non-Array argument: such calls are never put in the fast table
 
 
-def _check_shardings(opt, value):
-    """jit's ``in_shardings``/``out_shardings``: a pytree of shardings that lay an array
-    whole on the CPU (a ``SingleDeviceSharding`` there, a ``NamedSharding`` over a mesh
-    of that one device, a ``PartitionSpec`` under such a current mesh, or None), which is
-    where the function runs on CPU arguments; anything else raises."""
-    from .. import tree_util
-    from ..core.array import Sharding
-    from ..core.devices import CPU_DEVICE
-    from ..sharding import PartitionSpec, device_of, get_mesh
-    if value is None:
-        return
-    leaves = tree_util.tree_leaves(value, is_leaf=lambda s: isinstance(s, PartitionSpec))
-    for leaf in leaves:
-        if isinstance(leaf, PartitionSpec) and get_mesh() is None:
-            continue                     # (a mesh set later names it: one device either way)
-        try:
-            device = device_of(leaf, f"jit({opt}=...)") if isinstance(
-                leaf, (Sharding, PartitionSpec)) else None
-        except NotImplementedError as e:
-            raise ValueError(str(e)) from None
-        if device is not CPU_DEVICE:
-            raise ValueError(f"jit: {opt}={value!r} is not supported: a jitted function "
-                             "runs whole on its arguments' device; leave it unset, or give "
-                             "shardings of the CPU's one device (fnx.pmap maps over "
-                             "processes; device_put places arguments)")
-
-
 def jit(fun=None, in_shardings=None, out_shardings=None, static_argnums=None,
         static_argnames=None, donate_argnums=None, donate_argnames=None, keep_unused=False,
         device=None, backend=None, inline=False, **unsupported):
@@ -1007,8 +980,9 @@ def jit(fun=None, in_shardings=None, out_shardings=None, static_argnums=None,
         raise TypeError(f"jit: unsupported options {sorted(unsupported)} (fnx's jit takes "
                         "JAX's static_argnums, static_argnames, donate_argnums, "
                         "donate_argnames, keep_unused, inline)")
+    from ..sharding import check_jit_shardings
     for opt, value in (("in_shardings", in_shardings), ("out_shardings", out_shardings)):
-        _check_shardings(opt, value)
+        check_jit_shardings(opt, value)
     for opt, value in (("device", device), ("backend", backend)):
         if value is not None and str(getattr(value, "platform", value)).lower() != "cpu":
             raise ValueError(f"jit: {opt}={value!r} is not supported: fnx runs on the CPU; "
