@@ -813,6 +813,12 @@ class _Planner:
 
 # --- code generation ---------------------------------------------------------------------
 
+def _block_threads(R):
+    """Threads of a block-per-row kernel over rows of ``R``: about 8 elements each, a power
+    of two from 128 to 1024 (benchmarks/gpu.py --sweep tries others on a real GPU)."""
+    return min(1024, max(128, _pow2_at_least(-(-R // 8))))
+
+
 def _pow2_at_least(n):
     return 1 << max(0, (int(n) - 1).bit_length())
 
@@ -1167,7 +1173,7 @@ class _KernelGen:
             step, tid, block = 32, "threadIdx.x", (32, rows, 1)
         else:
             self.kind = "block"
-            T = min(1024, max(128, _pow2_at_least(-(-R // 8))))
+            T = _block_threads(R)
             step, tid, block = T, "threadIdx.x", (T, 1, 1)
         self.block = block
         kmax = -(-R // step)
