@@ -106,7 +106,8 @@ def test_programs_that_read_device_values_on_the_host_are_not_captured(gpu):
         np.testing.assert_allclose(np.asarray(jf(fnx.device_put(x, gpu))),
                                    np.asarray(f(x)), rtol=1e-6)
     graph = _graph(jf, fnx.device_put(x, gpu))
-    assert graph.replays == 0 and "host" in graph.failure
+    # (CuPy says "D2H transfers are disallowed", the emulation "... on the host ...")
+    assert graph.replays == 0 and ("host" in graph.failure or "D2H" in graph.failure)
 
 
 def test_host_callbacks_are_never_captured(gpu):

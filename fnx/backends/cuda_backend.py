@@ -24,6 +24,7 @@ elementwise op is one generated kernel.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import os
 import sys
@@ -32,6 +33,7 @@ import weakref
 
 import numpy as np
 
+from ..core import array_library as AL
 from ..core.array import Array
 from ..core.backend import Backend, Executable, lowering
 from ..core.cuda_rules import KernelUnsupported
@@ -41,6 +43,7 @@ from ..core.numpy_errstate import quiet_call
 from ..core.primitive import ShapeDtypeStruct
 from ..kernels.cuda import to_device
 from ..lax.control_flow.scan_plan import Unplanned, plan_scans, scan_plan_for
+from . import cuda_blas
 from .cuda_graphs import GraphReplay
 from .numpy_backend import _SOLE_REFS  # the same count: a list and one Array hold it
 
@@ -304,6 +307,9 @@ class CudaBackend(Backend):
         self.emulated = emulated
         self._devices = [GpuDevice(0, device_kind, emulated=emulated)]
         self._buffer_type = xp.ndarray
+        # products of device buffers through fnx's own cuBLAS calls (CUDA graphs capture
+        # them; CuPy's refuse to be captured)
+        AL.register_matmul(xp.ndarray, functools.partial(cuda_blas.matmul, xp))
         self._modules = {}
         self._lock = threading.Lock()
         self._eager = {}

@@ -27,7 +27,9 @@ device:
   addresses. What a real capture refuses is refused here too, and invalidates the capture
   (``end_capture`` then raises ``StreamCaptureError``): transfers between host and device,
   reading a value on the host (``bool``, ``int``, ``item``, ``repr``, ...), synchronizing
-  the capturing stream, and launching a graph.
+  the capturing stream, launching a graph, and CuPy's cuBLAS and cuSOLVER calls
+  (``matmul``, ``dot``, ``linalg``, ... of float operands: ``NotImplementedError``, as CuPy
+  raises; ``fnx.backends.cuda_blas`` is the GEMM that captures).
 """
 from __future__ import annotations
 
@@ -235,14 +237,33 @@ def _unwrap(x, what):
     return x
 
 
+# CuPy's calls that go through cuBLAS or cuSOLVER for float and complex operands, which
+# CuPy refuses while a stream captures (its setStream raises NotImplementedError; fnx's
+# own GEMM, fnx.backends.cuda_blas, calls cuBLAS itself and captures)
+_LIBRARY_CALLS = frozenset("""matmul __matmul__ __rmatmul__ dot vdot inner tensordot einsum
+    matrix_power solve inv pinv cholesky qr svd eigh eigvalsh det slogdet lstsq
+    tensorsolve tensorinv""".split())
+
+
+def _refuse_library_call(what, args):
+    if what in _LIBRARY_CALLS and _capturing_stream() is not None and any(
+            type(a) is EmulatedArray and a.dtype.kind in "fc" for a in args):
+        raise NotImplementedError(f"{what}: calling cuBLAS API during stream capture is "
+                                  "currently unsupported (as CuPy refuses it)")
+
+
 def _call(fn, what, args, kwargs):
     """``fn(*args, **kwargs)`` over the held arrays (host arrays refused), results as device
     buffers; recorded while the thread's stream captures (see ``Graph``)."""
+    _refuse_library_call(what, args)
     res = _wrap(fn(*_unwrap(args, what), **_unwrap(kwargs, what)))
     s = _capturing_stream()
     if s is not None:
         s._records.append((fn, what, args, kwargs, res))
     return res
+
+
+record_call = _call  # a device operation of a backend's own (cuda_blas's emulated GEMM)
 
 
 def _lift(fn, what):

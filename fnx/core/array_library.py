@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 
 __all__ = ["is_device", "as_array", "ascontiguous", "copy", "empty", "zeros", "full",
-           "arange", "eye", "ufunc_at"]
+           "arange", "eye", "matmul", "register_matmul", "ufunc_at"]
 
 _ndarray = np.ndarray
 _device_types = {}
@@ -96,6 +96,26 @@ def eye(like, n, dtype):
         np.fill_diagonal(out, 1)
         return out
     return np.eye(n, dtype=dtype)
+
+
+_device_matmul = {}  # device buffer type -> its backend's matmul(a, b)
+
+
+def register_matmul(buffer_type, fn):
+    """Make ``matmul`` of two ``buffer_type`` buffers call ``fn(a, b)`` (a backend's own
+    GEMM: the CUDA backend's calls cuBLAS itself, which CUDA graphs can capture)."""
+    _device_matmul[buffer_type] = fn
+
+
+def matmul(a, b):
+    """``np.matmul(a, b)``; for two device buffers of one type, that backend's registered
+    matmul where there is one."""
+    t = type(a)
+    if t is not _ndarray and t is type(b):
+        fn = _device_matmul.get(t)
+        if fn is not None:
+            return fn(a, b)
+    return np.matmul(a, b)
 
 
 # The ufuncs whose ``at`` CuPy implements (atomic scatters), for which dtypes (as CuPy 14

@@ -219,7 +219,7 @@ def conv_plan(lshape, rshape, strides, padding, ldil, rdil, dn, G, B, pet, perm)
         x, w = prep(lhs, rhs)                              # w: k..., Ci, Co
         if G == 1 and B == 1:
             cols = _im2col(x, out_sp, ks, strides, rdil, (N * P, K * C))
-            y = np.matmul(cols, w.reshape(K * C, Co))       # (N P, Co)
+            y = AL.matmul(cols, w.reshape(K * C, Co))       # (N P, Co)
             return finish(y.reshape((N,) + out_sp + (Co,)))
         g = max(G, B)
         if G > 1:   # feature groups: (N, sp, G, Cg) -> (G, N P, K Cg)
@@ -233,7 +233,7 @@ def conv_plan(lshape, rshape, strides, padding, ldil, rdil, dn, G, B, pet, perm)
             xb = x.reshape((B, Nb) + x.shape[1:])
             cols = _windows(xb, out_sp, ks, strides, rdil, 2).reshape(B, Nb * P, Kc)
         wg = w.reshape(Kc, g, Og).transpose(1, 0, 2)        # (g, K Cg, Og)
-        y = np.matmul(cols, wg)                            # (g, Nb P, Og)
+        y = AL.matmul(cols, wg)                            # (g, Nb P, Og)
         y = y.reshape((g, Nb) + out_sp + (Og,))
         y = np.moveaxis(y, 0, -2).reshape((Nb,) + out_sp + (Co,))
         return finish(y)
@@ -321,13 +321,13 @@ def _conv_plan_cf(prep, N, C, Co, ks, out_sp, strides, rdil, G, B, src):
         cols = _im2col_cf(x, out_sp, ks, strides, rdil)      # N, C, k..., out...
         if B > 1:
             Nb, Ob = N // B, Co // B
-            y = np.matmul(w.reshape(B, 1, Ob, C * K), cols.reshape(B, Nb, C * K, P))
+            y = AL.matmul(w.reshape(B, 1, Ob, C * K), cols.reshape(B, Nb, C * K, P))
             y = y.transpose(1, 0, 2, 3).reshape((Nb, Co) + tuple(out_sp))
         elif G > 1:
-            y = np.matmul(w.reshape(G, Co // G, Cg * K), cols.reshape(N, G, Cg * K, P))
+            y = AL.matmul(w.reshape(G, Co // G, Cg * K), cols.reshape(N, G, Cg * K, P))
             y = y.reshape((N, Co) + tuple(out_sp))
         else:
-            y = np.matmul(w.reshape(Co, C * K), cols.reshape(N, C * K, P))
+            y = AL.matmul(w.reshape(Co, C * K), cols.reshape(N, C * K, P))
             y = y.reshape((N, Co) + tuple(out_sp))
         if cf_identity:
             return y

@@ -128,8 +128,8 @@ def _apply(f, g, op, pet):
 
 
 def _matmul(a, b):
-    """``np.matmul`` in the operands' dtype (ml_dtypes' bfloat16 matmul returns float32)."""
-    out = np.matmul(a, b)
+    """``AL.matmul`` in the operands' dtype (ml_dtypes' bfloat16 matmul returns float32)."""
+    out = AL.matmul(a, b)
     return out if out.dtype == a.dtype else out.astype(a.dtype)
 
 
