@@ -23,8 +23,9 @@ ulp of NumPy's matmul-based impl times the length of the reduction, not bitwise.
 
 **When not.** ``conv_kernel`` raises ``KernelUnsupported`` (the impl then runs on the
 device: an explicit im2col and one cuBLAS GEMM) for dtypes other than float32/float64, and
-where the GEMM has few output tiles but a long reduction (the weight gradient of a large
-batch: one block would walk it all, where cuBLAS splits it).
+where the GEMM has fewer output tiles than the device has multiprocessors over a
+reduction of more than a few hundred terms (weight gradients, and input gradients of
+small batches: one block per tile would walk it all, where cuBLAS splits it).
 """
 from __future__ import annotations
 
@@ -41,10 +42,16 @@ __all__ = ["EqnKernel", "conv_kernel"]
 
 BK = 8
 BN = 64
-# a GEMM of fewer output tiles than this whose reduction is longer than _LONG_K goes to
-# the impl (cuBLAS splits long reductions over the device; one block per tile would not)
-_FEW_TILES = 64
-_LONG_K = 4096
+# A GEMM of fewer output tiles than the device has multiprocessors (an H100 has 132)
+# whose reduction is longer than _LONG_K goes to the impl: each block walks its whole
+# reduction at about 2 us per BK-slice (its loads' latency, two barriers), which nothing
+# hides when there is one block per multiprocessor, while cuBLAS splits long reductions
+# over the device. Measured on an H100 (CNN step of benchmarks/, CUDA graphs): the conv2
+# weight gradient (3 tiles, K 3872) took 824 us as a kernel; with these thresholds the
+# step went from 1209 to 455 us (1.25x JAX's), the same as with every convolution in the
+# impl, while the kernel keeps the many-tile ones from materializing their patches.
+_FEW_TILES = 128
+_LONG_K = 256
 
 
 @dataclass(frozen=True)
@@ -57,6 +64,12 @@ class EqnKernel:
     grid: tuple
     block: tuple
     shared_bytes: int = 0
+
+
+def _kernel_pays(tiles, K):
+    """Whether the kernel beats the impl for a GEMM of ``tiles`` output tiles over a
+    reduction of ``K``."""
+    return not (tiles < _FEW_TILES and K > _LONG_K)
 
 
 def _strides(shape):
@@ -98,7 +111,7 @@ def conv_kernel(in_avals, out_avals, *, window_strides, padding, lhs_dilation, r
         raise KernelUnsupported("conv_general_dilated: an empty result needs no kernel")
     BM = min(64, max(16, 1 << (MG - 1).bit_length()))
     tiles = groups * -(-MG // BM) * -(-cols // BN)
-    if tiles < _FEW_TILES and K > _LONG_K:
+    if not _kernel_pays(tiles, K):
         raise KernelUnsupported(f"conv_general_dilated: {tiles} output tiles over a reduction "
                                 f"of {K}: cuBLAS splits that better")
     T, O = cuda_type(lhs.dtype), cuda_type(out.dtype)
