@@ -29,7 +29,7 @@ from collections import namedtuple
 
 import numpy as np
 
-from ..core import cuda_conv
+from ..core import cuda_conv, cuda_windows
 from ..core import dtypes
 from ..core import numpy_windows as NW
 from ..core import onnx_rules as O
@@ -822,6 +822,7 @@ _select_batch(select_and_gather_add_p)
 select_and_scatter_add_p = Primitive("select_and_scatter_add", shape_rule=_scatter_shape,
                                      impl=quiet(_scatter_impl))
 deflinear_in(select_and_scatter_add_p, 0)
+register_lowering(select_and_scatter_add_p, "cuda_kernel", cuda_windows.select_scatter_kernel)
 select_and_scatter_add_p.transpose = lambda ct, s, x, **p: [
     select_and_gather_add_p.bind(ct, x, **p), None]
 _select_batch(select_and_scatter_add_p)
