@@ -28,6 +28,7 @@ import functools
 import numpy as np
 
 from ..core import array_library as AL
+from ..core import cuda_indexing
 from ..core import onnx_rules as O
 from ..core.backend import register_lowering
 from ..core.numpy_rules import NumpyRule
@@ -361,6 +362,7 @@ def _gather_specialize(in_avals, params, permutation=None):
 
 register_lowering(gather_p, "numpy", NumpyRule(specialize=_gather_specialize,
                                                transposes=True))
+register_lowering(gather_p, "cuda_kernel", cuda_indexing.gather_kernel)
 deflinear_in(gather_p, 0)
 
 
@@ -434,6 +436,7 @@ def _scatter_impl(x, updates, *indices, spec, mode):
 
 
 scatter_p = Primitive("scatter", shape_rule=_scatter_rule, impl=quiet(_scatter_impl))
+register_lowering(scatter_p, "cuda_kernel", cuda_indexing.scatter_kernel)
 
 
 def _scatter_specialize(in_avals, params, permutation=None):

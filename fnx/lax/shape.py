@@ -16,6 +16,7 @@ import os
 import numpy as np
 
 from ..core import array_library as AL
+from ..core import cuda_indexing
 from ..core import onnx_rules as O
 from ..core.backend import register_lowering
 from ..core.numpy_rules import NumpyRule
@@ -472,6 +473,7 @@ def _pad_impl(x, padding_value, *, padding_config):
 
 
 pad_p = Primitive("pad", shape_rule=_pad_rule, impl=_pad_impl)
+register_lowering(pad_p, "cuda_kernel", cuda_indexing.pad_kernel)
 deflinear(pad_p)  # linear in (operand, padding_value) jointly
 
 
