@@ -10,7 +10,9 @@ capture when it has a workspace of its own, so ``matmul(xp, a, b)`` calls it dir
   float64, complex64 or complex128 dtype: one ``cublasGemmStridedBatchedEx`` on a handle
   of fnx's (created once, with a 32 MiB workspace from ``cudaMalloc``, outside any
   memory pool), in the operands' precision (``CUBLAS_COMPUTE_32F`` for float16, float32
-  and complex64, ``64F`` for the doubles: no TF32), on the current stream;
+  and complex64, ``64F`` for the doubles: no TF32) unless a reduced precision is asked
+  for (``precision=``, ``jax_default_matmul_precision``: TF32 or bfloat16 tensor-core
+  passes for float32 and complex64), on the current stream;
 * each operand is read where it lies when cuBLAS can describe it: rows or columns of
   unit stride (a transposed view is a transpose flag), any leading dimension, batch dims
   that merge into one stride (0 for a broadcast operand); anything else is copied
@@ -41,15 +43,22 @@ _TYPES = {
     "complex64": (4, 68, np.complex64),
     "complex128": (5, 70, np.complex128),
 }
+# reduced precisions -> cublasComputeType_t: CUBLAS_COMPUTE_32F_FAST_TF32, _FAST_16BF
+_REDUCED = {"tensorfloat32": 77, "bfloat16": 75}
+_MANTISSA = {77: 10, 75: 7}  # the bits each keeps of float32's 23 (the emulation rounds)
 _INT_MAX = 2**31 - 1
 WORKSPACE_BYTES = 32 << 20  # what NVIDIA advises for Hopper; more than enough before it
 
 
-def matmul(xp, a, b):
-    """``a @ b`` of two device buffers of ``xp`` (see the module docstring)."""
+def matmul(xp, a, b, precision=None):
+    """``a @ b`` of two device buffers of ``xp`` (see the module docstring); ``precision``
+    (``fnx.lax.reduced_precision``'s): ``"tensorfloat32"`` or ``"bfloat16"`` let a float32
+    or complex64 product run on the tensor cores in that precision."""
     spec = _TYPES.get(a.dtype.name)
     if spec is None or b.dtype != a.dtype or a.ndim < 2 or b.ndim < 2:
         return np.matmul(a, b)
+    if precision in _REDUCED and a.dtype.name in ("float32", "complex64"):
+        spec = (spec[0], _REDUCED[precision], spec[2])
     bshape = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     if a.shape[:-2] != bshape:
         a = xp.broadcast_to(a, bshape + a.shape[-2:])
@@ -231,7 +240,7 @@ class _Emulated:
 
     def gemm(self, ta, tb, m, n, k, a, lda, sa, b, ldb, sb, c, ldc, sc, batch, spec):
         params = dict(ta=ta, tb=tb, m=m, n=n, k=k, lda=lda, sa=sa, ldb=ldb, sb=sb, ldc=ldc,
-                      sc=sc, batch=batch)
+                      sc=sc, batch=batch, compute=spec[1])
         self._call(_emulated_gemm, "cublasGemmStridedBatchedEx", (a, b, c), params)
 
 
@@ -250,9 +259,26 @@ def _column_major(x, rows, cols, ld, stride, batch, what):
         x, shape=(batch, rows, cols), strides=(stride * isz, isz, ld * isz), writeable=True)
 
 
-def _emulated_gemm(a, b, c, *, ta, tb, m, n, k, lda, sa, ldb, sb, ldc, sc, batch):
+def _rounded(x, bits):
+    """float32 (or complex64) values rounded to ``bits`` mantissa bits, to nearest even:
+    what a TF32 or bfloat16 tensor-core pass multiplies (accumulation stays float32)."""
+    f = np.ascontiguousarray(x).view(np.float32).copy()
+    u = f.view(np.uint32)
+    drop = 23 - bits
+    finite = (u & 0x7F800000) != 0x7F800000
+    half = np.uint32(1 << (drop - 1))
+    odd = (u >> np.uint32(drop)) & np.uint32(1)
+    r = (u + half - np.uint32(1) + odd) & ~np.uint32((1 << drop) - 1)
+    u[...] = np.where(finite, r, u)
+    return f.view(x.dtype).reshape(x.shape)
+
+
+def _emulated_gemm(a, b, c, *, ta, tb, m, n, k, lda, sa, ldb, sb, ldc, sc, batch,
+                   compute=68):
     A = _column_major(a, *((m, k) if ta == _N else (k, m)), lda, sa, batch, "A")
     B = _column_major(b, *((k, n) if tb == _N else (n, k)), ldb, sb, batch, "B")
+    if compute in _MANTISSA:  # tensor-core inputs: operands rounded to fewer bits
+        A, B = _rounded(A, _MANTISSA[compute]), _rounded(B, _MANTISSA[compute])
     C = _column_major(c, m, n, ldc, sc, batch, "C")
     if ta == _T:
         A = A.transpose(0, 2, 1)

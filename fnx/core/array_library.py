@@ -102,19 +102,20 @@ _device_matmul = {}  # device buffer type -> its backend's matmul(a, b)
 
 
 def register_matmul(buffer_type, fn):
-    """Make ``matmul`` of two ``buffer_type`` buffers call ``fn(a, b)`` (a backend's own
+    """Make ``matmul`` of two ``buffer_type`` buffers call ``fn(a, b, precision)`` (a backend's own
     GEMM: the CUDA backend's calls cuBLAS itself, which CUDA graphs can capture)."""
     _device_matmul[buffer_type] = fn
 
 
-def matmul(a, b):
+def matmul(a, b, precision=None):
     """``np.matmul(a, b)``; for two device buffers of one type, that backend's registered
-    matmul where there is one."""
+    matmul where there is one (``precision``: the reduced precision it may use, see
+    ``fnx.lax.reduced_precision``; host products compute in full precision)."""
     t = type(a)
     if t is not _ndarray and t is type(b):
         fn = _device_matmul.get(t)
         if fn is not None:
-            return fn(a, b)
+            return fn(a, b, precision)
     return np.matmul(a, b)
 
 

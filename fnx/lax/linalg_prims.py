@@ -29,7 +29,8 @@ def _free(ndim, *used):
     return [d for d in range(ndim) if d not in used]
 
 
-def _dot_general_rule(lhs, rhs, *, dimension_numbers, preferred_element_type=None):
+def _dot_general_rule(lhs, rhs, *, dimension_numbers, preferred_element_type=None,
+                      precision=None):
     (lc, rc), (lb, rb) = dimension_numbers
     def bad(why):
         raise ShapeError(f"dot_general: {why}; lhs {describe(lhs)}, rhs {describe(rhs)}, "
@@ -60,12 +61,14 @@ def _dot_general_rule(lhs, rhs, *, dimension_numbers, preferred_element_type=Non
                             lhs.weak_type and rhs.weak_type and preferred_element_type is None)
 
 
-def _dot_general_impl(lhs, rhs, *, dimension_numbers, preferred_element_type=None):
-    return plan(lhs.shape, rhs.shape, dimension_numbers, preferred_element_type)(lhs, rhs)
+def _dot_general_impl(lhs, rhs, *, dimension_numbers, preferred_element_type=None,
+                      precision=None):
+    return plan(lhs.shape, rhs.shape, dimension_numbers, preferred_element_type,
+                precision=precision)(lhs, rhs)
 
 
 def plan(lhs_shape, rhs_shape, dimension_numbers, preferred_element_type=None,
-         permutation=None):
+         permutation=None, precision=None):
     """The NumPy computation of ``dot_general`` for these operand shapes, chosen once:
     ``fn(lhs, rhs) -> ndarray``; with ``permutation``, the result comes transposed by it
     (``np.transpose(out, permutation)``, the same values, possibly laid out better).
@@ -91,7 +94,7 @@ def plan(lhs_shape, rhs_shape, dimension_numbers, preferred_element_type=None,
     key = (tuple(lhs_shape), tuple(rhs_shape),
            ((tuple(lc), tuple(rc)), (tuple(lb), tuple(rb))),
            None if preferred_element_type is None else np.dtype(preferred_element_type),
-           None if permutation is None else tuple(permutation))
+           None if permutation is None else tuple(permutation), precision)
     return _plan(*key)
 
 
@@ -127,14 +130,15 @@ def _apply(f, g, op, pet):
     return lambda lhs, rhs: op(f(lhs), g(rhs))
 
 
-def _matmul(a, b):
-    """``AL.matmul`` in the operands' dtype (ml_dtypes' bfloat16 matmul returns float32)."""
-    out = AL.matmul(a, b)
+def _matmul(a, b, precision=None):
+    """``AL.matmul`` in the operands' dtype (ml_dtypes' bfloat16 matmul returns float32);
+    ``precision``: the reduced precision a device product may use."""
+    out = AL.matmul(a, b, precision)
     return out if out.dtype == a.dtype else out.astype(a.dtype)
 
 
 @functools.lru_cache(maxsize=4096)
-def _plan(lshape, rshape, dn, pet, perm):
+def _plan(lshape, rshape, dn, pet, perm, precision=None):
     (lc, rc), (lb, rb) = dn
     lf, rf = _free(len(lshape), lc, lb), _free(len(rshape), rc, rb)
     bshape = tuple(lshape[d] for d in lb)
@@ -179,12 +183,13 @@ def _plan(lshape, rshape, dn, pet, perm):
     m, n = math.prod(mshape), math.prod(nshape)
     views = (_view(lshape, tuple(lb) + tuple(lf) + tuple(lc), bshape + (m, k)),
              _view(rshape, tuple(rb) + tuple(rc) + tuple(rf), bshape + (k, n)))
-    mm = _apply(*views, _matmul, pet)
+    mm = _apply(*views, _matmul if precision is None else functools.partial(
+        _matmul, precision=precision), pet)
     back = None if bshape + (m, n) == out_shape else out_shape
     if perm == tuple(range(nout)):
         perm = None
     if back is None and perm is None:
-        if pet is None:  # one matmul of these views (``_matmul`` itself: no views)
+        if pet is None and precision is None:  # one matmul of these views
             mm.matmul_views = views
         return mm
     if perm is None:
@@ -206,7 +211,7 @@ def _numpy_specialize(in_avals, params, permutation=None):
     itself, or a function with ``takes_out``), so the lowering can hand it a buffer."""
     lhs, rhs = in_avals
     fn = plan(lhs.shape, rhs.shape, params["dimension_numbers"],
-              params.get("preferred_element_type"), permutation)
+              params.get("preferred_element_type"), permutation)  # (the CPU: full precision)
     views = getattr(fn, "matmul_views", None)
     if views is not None and lhs.dtype.kind in "fc" and lhs.dtype.type.__module__ == "numpy":
         return _matmul_with_out(*views)  # matmul keeps these dtypes: no wrapper needed
@@ -240,7 +245,8 @@ defjvp(dot_general_p,
 
 # --- transpose rule --------------------------------------------------------------------------
 
-def _dot_general_transpose(ct, lhs, rhs, *, dimension_numbers, preferred_element_type=None):
+def _dot_general_transpose(ct, lhs, rhs, *, dimension_numbers, preferred_element_type=None,
+                           precision=None):
     (lc, rc), (lb, rb) = dimension_numbers
     nb = len(lb)
     if is_linear(lhs):
@@ -272,16 +278,22 @@ def _dot_general_transpose(ct, lhs, rhs, *, dimension_numbers, preferred_element
     if perm != ident and _perm_to(list(xb) + paired + xf) == ident:
         res = dot_general_p.bind(y, ct, dimension_numbers=((tuple(yf), tuple(ct_yf)),
                                                     (tuple(yb), tuple(ct_b))),
-                                 preferred_element_type=None)
+                                 preferred_element_type=None, **_kept(precision))
         perm = ident
     else:
         res = dot_general_p.bind(ct, y, dimension_numbers=((tuple(ct_yf), tuple(yf)),
                                                     (tuple(ct_b), tuple(yb))),
-                                 preferred_element_type=None)
+                                 preferred_element_type=None, **_kept(precision))
     out = L.transpose(res, perm)
     if out.dtype != x.dtype:
         out = L.convert_element_type(out, x.dtype)
     return [out, None] if is_linear(lhs) else [None, out]
+
+
+def _kept(precision):
+    """A reduced ``precision`` param carried to the products a rule makes (none when full,
+    so full-precision programs keep their params as they were)."""
+    return {} if precision is None else {"precision": precision}
 
 
 def _perm_to(dims):
@@ -293,7 +305,8 @@ dot_general_p.transpose = _dot_general_transpose
 
 
 # --- batching rule -----------------------------------------------------------------------------
-def _dot_general_batch(vals, dims, size, *, dimension_numbers, preferred_element_type=None):
+def _dot_general_batch(vals, dims, size, *, dimension_numbers, preferred_element_type=None,
+                       precision=None):
     (lc, rc), (lb, rb) = dimension_numbers
     lhs, rhs = vals
     up = lambda ds: tuple(d + 1 for d in ds)  # noqa: E731
@@ -307,7 +320,7 @@ def _dot_general_batch(vals, dims, size, *, dimension_numbers, preferred_element
         dn = ((lc, up(rc)), (lb, up(rb)))
         out_dim = len(lb) + (lhs.ndim - len(lc) - len(lb))
     out = dot_general_p.bind(lhs, rhs, dimension_numbers=dn,
-                             preferred_element_type=preferred_element_type)
+                             preferred_element_type=preferred_element_type, **_kept(precision))
     return out, out_dim
 
 
@@ -337,7 +350,8 @@ def _einsum_equation(lhs_ndim, rhs_ndim, dimension_numbers):
     return f"{''.join(lhs)},{''.join(rhs)}->{''.join(out)}"
 
 
-def _dot_general_onnx(ctx, lhs, rhs, *, dimension_numbers, preferred_element_type=None):
+def _dot_general_onnx(ctx, lhs, rhs, *, dimension_numbers, preferred_element_type=None,
+                      precision=None):
     la, ra = ctx.in_avals
     dt = ctx.out_avals[0].dtype             # the impl casts the operands to it first
     lhs, rhs = O.cast(ctx, lhs, la.dtype, dt), O.cast(ctx, rhs, ra.dtype, dt)

@@ -380,9 +380,11 @@ cumlogsumexp.__doc__ = ("``log(cumsum(exp(x)))`` along ``axis`` (``reverse``: fr
 # --- contraction and sorting ---------------------------------------------------------------
 
 class Precision(enum.Enum):
-    """JAX's matmul precision levels. NumPy's CPU matmuls always compute in the operands'
-    own precision, so every level gives the same result in fnx; ``precision=`` arguments
-    are validated (a typo raises, as in JAX) and otherwise change nothing."""
+    """JAX's matmul precision levels. On the CPU fnx's products always compute in the
+    operands' own precision, whatever the level. On a GPU a float32 product computes in
+    float32 too unless reduced precision is asked for, by ``HIGH`` (TF32 tensor cores) or
+    through ``jax_default_matmul_precision`` (see ``reduced_precision``): fnx's default is
+    full float32 where JAX's is TF32 on recent GPUs."""
     DEFAULT = 0
     HIGH = 1
     HIGHEST = 2
@@ -402,6 +404,31 @@ _PRECISION_NAMES = {"default": Precision.DEFAULT, "bfloat16": Precision.DEFAULT,
                     "fastest": Precision.DEFAULT, "high": Precision.HIGH,
                     "bfloat16_3x": Precision.HIGH, "tensorfloat32": Precision.HIGH,
                     "highest": Precision.HIGHEST, "float32": Precision.HIGHEST}
+
+
+# jax_default_matmul_precision's values -> the reduced precision a GPU product may use
+_CONFIG_REDUCED = {None: None, "float32": None, "highest": None, "F32_F32_F32": None,
+                   "default": "tensorfloat32", "high": "tensorfloat32",
+                   "tensorfloat32": "tensorfloat32", "bfloat16_3x": "tensorfloat32",
+                   "TF32_TF32_F32": "tensorfloat32", "bfloat16": "bfloat16",
+                   "fastest": "bfloat16", "BF16_BF16_F32": "bfloat16",
+                   "ANY_F8_ANY_F8_F32": "bfloat16"}
+
+
+def reduced_precision(precision, name="dot_general"):
+    """The reduced precision a float32 product may compute in on a GPU, as ``dot_general``
+    records it: None (float32: fnx's default, ``HIGHEST``), ``"tensorfloat32"`` (TF32
+    tensor cores: ``HIGH``, or the ``"tensorfloat32"``/``"high"``/``"default"``
+    setting) or ``"bfloat16"`` (the ``"bfloat16"``/``"fastest"`` setting). ``precision``
+    is JAX's argument: the higher of a pair's two levels; ``DEFAULT`` (and None) defer to
+    ``jax_default_matmul_precision`` (``fnx.default_matmul_precision(...)``), which fnx
+    leaves unset: full float32. CPU products ignore it."""
+    pair = canonicalize_precision(precision, name)
+    level = None if pair is None else builtins.max(pair, key=lambda p: p.value)
+    if level is None or level is Precision.DEFAULT:
+        from .._config import config
+        return _CONFIG_REDUCED.get(config.jax_default_matmul_precision)
+    return "tensorfloat32" if level is Precision.HIGH else None
 
 
 def canonicalize_precision(precision, name="dot_general"):
@@ -434,16 +461,23 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
     """Contract ``lhs`` and ``rhs`` by
     ``(((lhs_contract), (rhs_contract)), ((lhs_batch), (rhs_batch)))``.
 
-    Output dims: batch dims, then lhs free dims, then rhs free dims. ``precision`` is
-    validated (see ``Precision``); ``preferred_element_type`` sets the result dtype.
+    Output dims: batch dims, then lhs free dims, then rhs free dims. ``precision``: JAX's
+    levels (see ``Precision`` and ``reduced_precision``: float32 products on a GPU may use
+    TF32 or bfloat16 passes when asked; the CPU computes in full precision);
+    ``preferred_element_type`` sets the result dtype.
     """
-    canonicalize_precision(precision, "dot_general")
+    reduced = reduced_precision(precision, "dot_general")
     (lc, rc), (lb, rb) = dimension_numbers
     dn = ((tuple(map(int, lc)), tuple(map(int, rc))), (tuple(map(int, lb)), tuple(map(int, rb))))
     pet = None if preferred_element_type is None else \
         dtypes.canonical(preferred_element_type, "dot_general")   # narrows without x64
-    return la.dot_general_p.bind(to_array(lhs), to_array(rhs), dimension_numbers=dn,
-                                 preferred_element_type=pet)
+    lhs, rhs = to_array(lhs), to_array(rhs)
+    if reduced is not None and lhs.dtype in (np.float32, np.complex64) and pet in (
+            None, np.float32, np.complex64):
+        # recorded only where it can matter, so full-precision programs stay as they were
+        return la.dot_general_p.bind(lhs, rhs, dimension_numbers=dn,
+                                     preferred_element_type=pet, precision=reduced)
+    return la.dot_general_p.bind(lhs, rhs, dimension_numbers=dn, preferred_element_type=pet)
 
 
 def dot(lhs, rhs, precision=None, preferred_element_type=None, *, dimension_numbers=None):
@@ -452,12 +486,12 @@ def dot(lhs, rhs, precision=None, preferred_element_type=None, *, dimension_numb
     canonicalize_precision(precision, "dot")
     lhs, rhs = to_array(lhs), to_array(rhs)
     if dimension_numbers is not None:
-        return dot_general(lhs, rhs, dimension_numbers,
+        return dot_general(lhs, rhs, dimension_numbers, precision,
                            preferred_element_type=preferred_element_type)
     if not (1 <= lhs.ndim <= 2 and 1 <= rhs.ndim <= 2):
         raise ShapeError(f"dot: expects rank-1 or rank-2 operands, got {lhs.shape} and "
                          f"{rhs.shape}; use dot_general")
-    return dot_general(lhs, rhs, (((lhs.ndim - 1,), (0,)), ((), ())),
+    return dot_general(lhs, rhs, (((lhs.ndim - 1,), (0,)), ((), ())), precision,
                        preferred_element_type=preferred_element_type)
 
 

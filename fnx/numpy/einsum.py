@@ -144,7 +144,7 @@ def einsum(subscripts, *operands, out=None, optimize=None, precision=None,
         i, j = _pick(items, output, sizes) if greedy else (0, 1)
         rest = [it for k, it in enumerate(items) if k not in (i, j)]
         needed = set(output).union(*[set(l) for _, l in rest])
-        items = [_contract(items[i], items[j], needed)] + rest
+        items = [_contract(items[i], items[j], needed, precision)] + rest
     x, labels = items[0]
     extra = [d for d, l in enumerate(labels) if l not in output]
     if extra:
@@ -203,7 +203,7 @@ def _pick(items, output, sizes):
     return best[1], best[2]
 
 
-def _contract(left, right, needed):
+def _contract(left, right, needed, precision=None):
     """One pairwise contraction as a single ``dot_general``."""
     (a, la), (b, lb) = left, right
     # labels of one side that nothing else needs were summed in _prepare, except ones
@@ -224,6 +224,6 @@ def _contract(left, right, needed):
     contract = [l for l in shared if l not in needed]
     dn = ((tuple(la.index(l) for l in contract), tuple(lb.index(l) for l in contract)),
           (tuple(la.index(l) for l in batch), tuple(lb.index(l) for l in batch)))
-    out = lax.dot_general(a, b, dn)
+    out = lax.dot_general(a, b, dn, precision)
     labels = batch + [l for l in la if l not in shared] + [l for l in lb if l not in shared]
     return out, labels
