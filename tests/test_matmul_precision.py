@@ -76,3 +76,13 @@ def test_gpu_products_in_reduced_precision(gpu, setting, bits):
     np.testing.assert_allclose(got, rounded, rtol=1e-5, atol=1e-4)
     assert np.abs(got - exact).max() > 10 * np.abs(full - exact).max()
     np.testing.assert_allclose(full, exact, rtol=1e-5, atol=1e-5)
+
+
+def test_jit_retraces_when_the_setting_changes():
+    f = fnx.jit(lambda a, b: a @ b)
+    f(A, B)  # traced in full precision first
+    with fnx.default_matmul_precision("tensorfloat32"):
+        reduced = fnx.make_jaxpr(f)(A, B)
+        np.testing.assert_array_equal(np.asarray(f(A, B)), A @ B)  # the CPU: full
+    assert "precision='tensorfloat32'" in str(reduced)
+    assert "precision" not in str(fnx.make_jaxpr(f)(A, B))
