@@ -76,3 +76,35 @@ def test_pooling_gradients_in_a_jitted_step_use_the_kernel(gpu):
     assert any("select_and_scatter_add" in k for k in g.lower(dx).kernels)
     np.testing.assert_array_equal(np.asarray(g(dx)), np.asarray(fnx.grad(loss)(x)))
     assert "select_and_scatter_add" not in get_backend("cuda").host_fallbacks
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: "x".join(map(str, c[0])))
+@pytest.mark.parametrize("which", ["max", "min", "sum"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.int32])
+def test_the_reduce_window_kernels_equal_the_impl_bit_for_bit(gpu, case, which, dtype):
+    shape, win, strides, padding, bdil, wdil = case
+    from fnx.lax import convolution as C
+    prim = {"max": C.reduce_window_max_p, "min": C.reduce_window_min_p,
+            "sum": C.reduce_window_sum_p}[which]
+    p = dict(window_dimensions=win, window_strides=strides, padding=tuple(map(tuple, padding)),
+             base_dilation=bdil, window_dilation=wdil)
+    rng = np.random.default_rng(len(shape) * 5 + len(which))
+    with fnx.enable_x64(dtype == np.float64):
+        for kind in ("normal", "ties", "special", "zeros"):
+            if np.dtype(dtype).kind == "i" and kind != "ties":
+                continue
+            if kind == "zeros":  # -0 against +0: which one max and min keep
+                x = np.where(rng.random(shape) < 0.5, -0.0, 0.0).astype(dtype)
+            else:
+                x = _values(rng, shape, dtype, kind)
+
+            def f(x):
+                return prim.bind(x, **p)
+            want = np.asarray(f(fnx.numpy.asarray(x)))
+            jf = fnx.jit(f)
+            dev = fnx.device_put(x, gpu)
+            assert any(f"reduce_window_{which}" in k for k in jf.lower(dev).kernels)
+            got = np.asarray(jf(dev))
+            assert got.dtype == want.dtype
+            np.testing.assert_array_equal(got.view(f"u{got.itemsize}"),
+                                          want.view(f"u{want.itemsize}"), err_msg=kind)

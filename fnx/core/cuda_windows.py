@@ -1,4 +1,14 @@
-"""``select_and_scatter_add`` (max/min pooling's derivative) on the GPU as one kernel.
+"""Pooling on the GPU: ``reduce_window_{max,min,sum}`` and ``select_and_scatter_add``
+(max/min pooling's derivative), one kernel each.
+
+**reduce_window.** The impl reads the padded operand once per window tap, one array
+operation each (with the padding's own copy first). Here one thread computes one pooled
+element, folding its window's taps in row-major order from the first -- padding and
+base-dilation holes read as the reduction's identity -- with the impl's operations
+(``max``/``min`` propagate NaN and keep the second of equals, as ``np.maximum`` does for
+-0 and +0; the sum adds in tap order), so the result is the impl's bit for bit.
+
+**select_and_scatter_add.**
 
 The impl (``numpy_windows.select_scatter``) compares every window tap against the
 window's extreme, one array operation per tap, and adds the cotangent tap by tap: about
@@ -21,7 +31,7 @@ from .cuda_conv import EqnKernel, _strides
 from .cuda_rules import KernelUnsupported, c_literal, cuda_type
 from .numpy_windows import window_identity
 
-__all__ = ["select_scatter_kernel"]
+__all__ = ["reduce_window_kernel", "select_scatter_kernel"]
 
 _BLOCK = 256
 
@@ -96,3 +106,66 @@ extern "C" __global__ void __launch_bounds__({_BLOCK}) @NAME@(const {T}* __restr
     name = "fnx_select_scatter_" + hashlib.sha1(body.encode()).hexdigest()[:12]
     grid = (max(1, min(-(-n // _BLOCK), 65535)), 1, 1)
     return EqnKernel(name, body.replace("@NAME@", name), grid, (_BLOCK, 1, 1))
+
+
+_REDUCE_TYPES = ("float32", "float64", "int32", "int64")
+
+
+def reduce_window_kernel(which):
+    """The ``"cuda_kernel"`` rule of ``reduce_window_{which}`` (``max``, ``min``, ``sum``):
+    ``KernelUnsupported`` for dtypes other than float32, float64, int32 and int64."""
+    def rule(in_avals, out_avals, *, window_dimensions, window_strides, padding,
+             base_dilation, window_dilation):
+        (x,) = in_avals
+        (out,) = out_avals
+        dt = np.dtype(x.dtype)
+        if dt.name not in _REDUCE_TYPES:
+            raise KernelUnsupported(f"reduce_window_{which}: the kernel takes "
+                                    f"{', '.join(_REDUCE_TYPES)}, got {dt.name}")
+        n, nx = math.prod(out.shape), math.prod(x.shape)
+        if n == 0 or nx == 0:
+            raise KernelUnsupported(f"reduce_window_{which}: an empty operand or result "
+                                    "needs no kernel")
+        nd = len(x.shape)
+        T = cuda_type(dt)
+        I = "int" if max(n, nx) < 2**31 else "long long"  # noqa: E741
+        ident = c_literal(window_identity(dt, which), dt)
+        # np.maximum/np.minimum: NaN from either side, the second of equals (-0 vs +0)
+        combine = {"max": "acc = (acc > v || acc != acc) ? acc : v;",
+                   "min": "acc = (acc < v || acc != acc) ? acc : v;",
+                   "sum": "acc = acc + v;"}[which]
+        xs = _strides(x.shape)
+        lo = [int(p[0]) for p in padding]
+        bd, s, wd, k = base_dilation, window_strides, window_dilation, window_dimensions
+        taps = math.prod(k)
+        lines = [f"{I} rest = i;"]
+        for d in reversed(range(nd)):
+            lines.append(f"const {I} w{d} = rest % {out.shape[d]}; rest /= {out.shape[d]};")
+        lines.append(f"{T} acc = {ident};")
+        lines.append(f"for (int u = 0; u < {taps}; ++u) {{")
+        lines.append(f"    int ur = u; bool real = true; {I} off = 0;")
+        for d in reversed(range(nd)):
+            lines.append(f"    const int u{d} = ur % {k[d]}; ur /= {k[d]};")
+        for d in range(nd):
+            lines.append(f"    const {I} c{d} = w{d} * {s[d]} + ({I})u{d} * {wd[d]} - ({lo[d]});")
+            lines.append(f"    real = real && c{d} >= 0 && c{d} % {bd[d]} == 0 && "
+                         f"c{d} / {bd[d]} < {x.shape[d]};")
+            lines.append(f"    off += (c{d} >= 0 ? c{d} / {bd[d]} : 0) * {xs[d]};")
+        lines.append(f"    const {T} v = real ? x[off] : {ident};")
+        lines.append(f"    if (u == 0) acc = v; else {{ {combine} }}")
+        lines.append("}")
+        lines.append("out[i] = acc;")
+        body_lines = "".join(f"        {ln}\n" for ln in lines)
+        body = f"""
+// reduce_window_{which} of {tuple(x.shape)} into {tuple(out.shape)}
+extern "C" __global__ void __launch_bounds__({_BLOCK}) @NAME@(const {T}* __restrict__ x, {cuda_type(out.dtype)}* __restrict__ out)
+{{
+    for ({I} i = ({I})blockIdx.x * blockDim.x + threadIdx.x; i < {n}; i += ({I})blockDim.x * gridDim.x) {{
+{body_lines}    }}
+}}
+"""
+        name = f"fnx_reduce_window_{which}_" + hashlib.sha1(body.encode()).hexdigest()[:12]
+        grid = (max(1, min(-(-n // _BLOCK), 65535)), 1, 1)
+        return EqnKernel(name, body.replace("@NAME@", name), grid, (_BLOCK, 1, 1))
+    rule.__name__ = f"reduce_window_{which}_kernel"
+    return rule

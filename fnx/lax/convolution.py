@@ -746,6 +746,7 @@ def _rw_sum_transpose(ct, x, *, window_dimensions, window_strides, padding, base
 reduce_window_sum_p.transpose = _rw_sum_transpose
 _rw_batch(reduce_window_sum_p)
 register_lowering(reduce_window_sum_p, "onnx", _reduce_window_onnx("sum"))
+register_lowering(reduce_window_sum_p, "cuda_kernel", cuda_windows.reduce_window_kernel("sum"))
 
 
 reduce_window_max_p = Primitive("reduce_window_max", shape_rule=_rw_shape(
@@ -753,6 +754,7 @@ reduce_window_max_p = Primitive("reduce_window_max", shape_rule=_rw_shape(
 _chooser_jvp(reduce_window_max_p, "max")
 _rw_batch(reduce_window_max_p)
 register_lowering(reduce_window_max_p, "onnx", _reduce_window_onnx("max"))
+register_lowering(reduce_window_max_p, "cuda_kernel", cuda_windows.reduce_window_kernel("max"))
 
 
 reduce_window_min_p = Primitive("reduce_window_min", shape_rule=_rw_shape(
@@ -760,6 +762,7 @@ reduce_window_min_p = Primitive("reduce_window_min", shape_rule=_rw_shape(
 _chooser_jvp(reduce_window_min_p, "min")
 _rw_batch(reduce_window_min_p)
 register_lowering(reduce_window_min_p, "onnx", _reduce_window_onnx("min"))
+register_lowering(reduce_window_min_p, "cuda_kernel", cuda_windows.reduce_window_kernel("min"))
 
 
 # --- the selected element of each window: max/min pooling's derivative -----------------------
