@@ -72,6 +72,36 @@ def _kernel_pays(tiles, K):
     return not (tiles < _FEW_TILES and K > _LONG_K)
 
 
+def grid_stride_kernel(prefix, comment, params, index_type, var, n, lines, block=256):
+    """An ``EqnKernel`` whose threads walk ``n`` elements grid-stride (``var`` the element
+    index, of C type ``index_type``), each running the C ``lines``; ``params``: the
+    kernel's parameter list; its name is ``fnx_{prefix}_`` and a hash of the source."""
+    I = index_type  # noqa: E741
+    body = "".join(f"        {ln}\n" for ln in lines)
+    src = f"""
+// {comment}
+extern "C" __global__ void __launch_bounds__({block}) @NAME@({params})
+{{
+    for ({I} {var} = ({I})blockIdx.x * blockDim.x + threadIdx.x; {var} < {n}; {var} += ({I})blockDim.x * gridDim.x) {{
+{body}    }}
+}}
+"""
+    name = f"fnx_{prefix}_" + hashlib.sha1(src.encode()).hexdigest()[:12]
+    grid = (max(1, min(-(-n // block), 65535)), 1, 1)
+    return EqnKernel(name, src.replace("@NAME@", name), grid, (block, 1, 1))
+
+
+def unflatten_lines(I, flat, shape, prefix):  # noqa: E741
+    """C lines giving ``{prefix}{d}``, the coordinates of the flat index ``flat``."""
+    if not shape:
+        return []
+    lines = [f"{I} {prefix}_rest = {flat};"]
+    for d in reversed(range(len(shape))):
+        lines.append(f"const {I} {prefix}{d} = {prefix}_rest % {shape[d]}; "
+                     f"{prefix}_rest /= {shape[d]};")
+    return lines
+
+
 def _strides(shape):
     """Element strides of a C-contiguous array of ``shape``."""
     out, acc = [], 1

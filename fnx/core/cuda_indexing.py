@@ -26,12 +26,11 @@ around them. Here each is one kernel over the result, one thread an element:
 """
 from __future__ import annotations
 
-import hashlib
 import math
 
 import numpy as np
 
-from .cuda_conv import EqnKernel, _strides
+from .cuda_conv import _strides, grid_stride_kernel, unflatten_lines
 from .cuda_rules import KernelUnsupported, cuda_type
 
 __all__ = ["gather_kernel", "scatter_kernel", "pad_kernel"]
@@ -50,23 +49,6 @@ def _data_type(dtype, what):
 
 def _index_type(*sizes):
     return "int" if max(sizes) < 2**31 else "long long"
-
-
-def _finish(prefix, body, n):
-    name = f"fnx_{prefix}_" + hashlib.sha1(body.encode()).hexdigest()[:12]
-    grid = (max(1, min(-(-n // _BLOCK), 65535)), 1, 1)
-    return EqnKernel(name, body.replace("@NAME@", name), grid, (_BLOCK, 1, 1))
-
-
-def _unflatten(I, flat, shape, prefix):  # noqa: E741
-    """C lines giving ``{prefix}{d}``, the coordinates of the flat index ``flat``."""
-    if not shape:
-        return []
-    lines = [f"{I} {prefix}_rest = {flat};"]
-    for d in reversed(range(len(shape))):
-        lines.append(f"const {I} {prefix}{d} = {prefix}_rest % {shape[d]}; "
-                     f"{prefix}_rest /= {shape[d]};")
-    return lines
 
 
 class _Layout:
@@ -151,7 +133,7 @@ def gather_kernel(in_avals, out_avals, *, spec):
     lay = _Layout(x.shape, spec, [a.shape for a in idx])
     I = _index_type(n, math.prod(x.shape), *(math.prod(a.shape) for a in idx))  # noqa: E741
     xs = _strides(x.shape)
-    lines = _unflatten(I, "i", out.shape, "o")
+    lines = unflatten_lines(I, "i", out.shape, "o")
     terms = []
     for d, item in enumerate(lay.items):
         if item[0] == "int":
@@ -167,16 +149,10 @@ def gather_kernel(in_avals, out_avals, *, spec):
             lines.append(f"if (v{d} < 0) v{d} += {size};")
             terms.append(f"v{d} * {xs[d]}")
     lines.append(f"out[i] = x[{' + '.join(terms) or '0'}];")
-    body = "".join(f"        {ln}\n" for ln in lines)
-    src = f"""
-// gather {tuple(x.shape)} -> {tuple(out.shape)}: spec {spec!r}
-extern "C" __global__ void __launch_bounds__({_BLOCK}) @NAME@(const {T}* __restrict__ x{_index_params(idx)}, {T}* __restrict__ out)
-{{
-    for ({I} i = ({I})blockIdx.x * blockDim.x + threadIdx.x; i < {n}; i += ({I})blockDim.x * gridDim.x) {{
-{body}    }}
-}}
-"""
-    return _finish("gather", src, n)
+    return grid_stride_kernel(
+        "gather", f"gather {tuple(x.shape)} -> {tuple(out.shape)}: spec {spec!r}",
+        f"const {T}* __restrict__ x{_index_params(idx)}, {T}* __restrict__ out", I, "i", n,
+        lines, _BLOCK)
 
 
 _ADD_TYPES = ("float32", "float64", "int32", "int64", "uint32", "uint64")
@@ -207,7 +183,7 @@ def scatter_kernel(in_avals, out_avals, *, spec, mode):
                                 "atomics do that better")
     I = _index_type(n, math.prod(upd.shape), *(math.prod(a.shape) for a in idx))  # noqa: E741
     us = _strides(upd.shape)
-    lines = _unflatten(I, "e", x.shape, "c")
+    lines = unflatten_lines(I, "e", x.shape, "c")
     lines.append(f"{T} acc = x[e];")
     # the update coordinates a slice or int item allows: none, or exactly one per dim
     cond = []
@@ -227,7 +203,7 @@ def scatter_kernel(in_avals, out_avals, *, spec, mode):
             inner.append(f"const {I} j{d} = t{d} / {abs(item[2])};")
     if lay.bshape:
         inner.append(f"for ({I} b = 0; b < {B}; ++b) {{")
-        inner += ["    " + ln for ln in _unflatten(I, "b", lay.bshape, "bb")]
+        inner += ["    " + ln for ln in unflatten_lines(I, "b", lay.bshape, "bb")]
         match = []
         for d, item in enumerate(lay.items):
             if item[0] != "adv":
@@ -256,16 +232,10 @@ def scatter_kernel(in_avals, out_avals, *, spec, mode):
     lines += ["    " + ln for ln in inner]
     lines.append("}")
     lines.append("out[e] = acc;")
-    body = "".join(f"        {ln}\n" for ln in lines)
-    src = f"""
-// scatter ({mode}) of {tuple(upd.shape)} into {tuple(x.shape)}: spec {spec!r}
-extern "C" __global__ void __launch_bounds__({_BLOCK}) @NAME@(const {T}* __restrict__ x, const {T}* __restrict__ upd{_index_params(idx)}, {T}* __restrict__ out)
-{{
-    for ({I} e = ({I})blockIdx.x * blockDim.x + threadIdx.x; e < {n}; e += ({I})blockDim.x * gridDim.x) {{
-{body}    }}
-}}
-"""
-    return _finish("scatter", src, n)
+    return grid_stride_kernel(
+        "scatter", f"scatter ({mode}) of {tuple(upd.shape)} into {tuple(x.shape)}: spec {spec!r}",
+        f"const {T}* __restrict__ x, const {T}* __restrict__ upd{_index_params(idx)}, "
+        f"{T}* __restrict__ out", I, "e", n, lines, _BLOCK)
 
 
 def pad_kernel(in_avals, out_avals, *, padding_config):
@@ -278,7 +248,7 @@ def pad_kernel(in_avals, out_avals, *, padding_config):
     T = _data_type(x.dtype, "pad")
     I = _index_type(n, math.prod(x.shape))  # noqa: E741
     xs = _strides(x.shape)
-    lines = _unflatten(I, "i", out.shape, "c")
+    lines = unflatten_lines(I, "i", out.shape, "c")
     cond, terms = [], []
     for d, (lo, _, interior) in enumerate(padding_config):
         s = interior + 1
@@ -287,13 +257,8 @@ def pad_kernel(in_avals, out_avals, *, padding_config):
         terms.append(f"(t{d} / {s}) * {xs[d]}")
     inside = " && ".join(cond) or "true"
     lines.append(f"out[i] = ({inside}) ? x[{' + '.join(terms) or '0'}] : pv[0];")
-    body = "".join(f"        {ln}\n" for ln in lines)
-    src = f"""
-// pad {tuple(x.shape)} -> {tuple(out.shape)}: {tuple(map(tuple, padding_config))!r}
-extern "C" __global__ void __launch_bounds__({_BLOCK}) @NAME@(const {T}* __restrict__ x, const {T}* __restrict__ pv, {T}* __restrict__ out)
-{{
-    for ({I} i = ({I})blockIdx.x * blockDim.x + threadIdx.x; i < {n}; i += ({I})blockDim.x * gridDim.x) {{
-{body}    }}
-}}
-"""
-    return _finish("pad", src, n)
+    return grid_stride_kernel(
+        "pad", f"pad {tuple(x.shape)} -> {tuple(out.shape)}: "
+        f"{tuple(map(tuple, padding_config))!r}",
+        f"const {T}* __restrict__ x, const {T}* __restrict__ pv, {T}* __restrict__ out", I,
+        "i", n, lines, _BLOCK)

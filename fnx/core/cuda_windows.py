@@ -22,18 +22,33 @@ zero) and skip what the impl adds as zeros, so the result is the impl's, bit for
 """
 from __future__ import annotations
 
-import hashlib
 import math
 
 import numpy as np
 
-from .cuda_conv import EqnKernel, _strides
+from .cuda_conv import _strides, grid_stride_kernel, unflatten_lines
 from .cuda_rules import KernelUnsupported, c_literal, cuda_type
 from .numpy_windows import window_identity
 
 __all__ = ["reduce_window_kernel", "select_scatter_kernel"]
 
 _BLOCK = 256
+
+
+def _tap_value(I, T, ident, shape, k, s, wd, bd, lo):  # noqa: E741
+    """C lines giving ``v``: tap ``u`` of window ``w{d}`` of ``x`` (``shape``), read through
+    the padding ``lo`` and base dilation ``bd`` (the identity ``ident`` where it lands in
+    padding or a dilation hole)."""
+    nd, xs = len(shape), _strides(shape)
+    lines = [f"int ur = u; bool real = true; {I} off = 0;"]
+    lines += [f"const int u{d} = ur % {k[d]}; ur /= {k[d]};" for d in reversed(range(nd))]
+    for d in range(nd):
+        lines.append(f"const {I} c{d} = w{d} * {s[d]} + ({I})u{d} * {wd[d]} - ({lo[d]});")
+        lines.append(f"real = real && c{d} >= 0 && c{d} % {bd[d]} == 0 && "
+                     f"c{d} / {bd[d]} < {shape[d]};")
+        lines.append(f"off += (c{d} >= 0 ? c{d} / {bd[d]} : 0) * {xs[d]};")
+    lines.append(f"const {T} v = real ? x[off] : {ident};")
+    return lines
 
 
 def select_scatter_kernel(in_avals, out_avals, *, which, window_dimensions, window_strides,
@@ -55,13 +70,11 @@ def select_scatter_kernel(in_avals, out_avals, *, which, window_dimensions, wind
     I = "int" if max(n, math.prod(ct.shape)) < 2**31 else "long long"  # noqa: E741
     ident = c_literal(window_identity(dt, which), dt)
     better = ">" if which == "max" else "<"
-    out_shape, xs, cs = ct.shape, _strides(x.shape), _strides(ct.shape)
+    out_shape, cs = ct.shape, _strides(ct.shape)
     lo = [int(p[0]) for p in padding]
     bd, s, wd, k = base_dilation, window_strides, window_dilation, window_dimensions
     taps = math.prod(k)
-    lines = [f"{I} rest = i;"]
-    for d in reversed(range(nd)):
-        lines.append(f"const {I} q{d} = rest % {x.shape[d]}; rest /= {x.shape[d]};")
+    lines = unflatten_lines(I, "i", x.shape, "q")
     # the element's coordinate in the padded, base-dilated operand
     lines += [f"const {I} pq{d} = q{d} * {bd[d]} + ({lo[d]});" for d in range(nd)]
     lines.append(f"{T} acc = 0;")
@@ -78,15 +91,7 @@ def select_scatter_kernel(in_avals, out_avals, *, which, window_dimensions, wind
     # that window's selected tap: the first extreme, none where a tap is NaN
     lines.append(f"    {T} best = {ident}; int sel = -1; bool nan = false;")
     lines.append(f"    for (int u = 0; u < {taps}; ++u) {{")
-    lines.append("        int ur = u; bool real = true; " + f"{I} off = 0;")
-    for d in reversed(range(nd)):
-        lines.append(f"        const int u{d} = ur % {k[d]}; ur /= {k[d]};")
-    for d in range(nd):
-        lines.append(f"        const {I} c{d} = w{d} * {s[d]} + ({I})u{d} * {wd[d]} - ({lo[d]});")
-        lines.append(f"        real = real && c{d} >= 0 && c{d} % {bd[d]} == 0 && "
-                     f"c{d} / {bd[d]} < {x.shape[d]};")
-        lines.append(f"        off += (c{d} >= 0 ? c{d} / {bd[d]} : 0) * {xs[d]};")
-    lines.append(f"        const {T} v = real ? x[off] : {ident};")
+    lines += ["        " + ln for ln in _tap_value(I, T, ident, x.shape, k, s, wd, bd, lo)]
     lines.append("        if (v != v) { nan = true; break; }")
     lines.append(f"        if (sel < 0 || v {better} best) {{ best = v; sel = u; }}")
     lines.append("    }")
@@ -94,18 +99,10 @@ def select_scatter_kernel(in_avals, out_avals, *, which, window_dimensions, wind
     lines.append(f"    if (!nan && sel == t) acc = acc + ct[{ct_off}];")
     lines.append("}")
     lines.append("out[i] = acc;")
-    body_lines = "".join(f"        {ln}\n" for ln in lines)
-    body = f"""
-// select_and_scatter_add ({which}) of {tuple(ct.shape)} into {tuple(x.shape)}
-extern "C" __global__ void __launch_bounds__({_BLOCK}) @NAME@(const {T}* __restrict__ ct, const {T}* __restrict__ x, {cuda_type(res.dtype)}* __restrict__ out)
-{{
-    for ({I} i = ({I})blockIdx.x * blockDim.x + threadIdx.x; i < {n}; i += ({I})blockDim.x * gridDim.x) {{
-{body_lines}    }}
-}}
-"""
-    name = "fnx_select_scatter_" + hashlib.sha1(body.encode()).hexdigest()[:12]
-    grid = (max(1, min(-(-n // _BLOCK), 65535)), 1, 1)
-    return EqnKernel(name, body.replace("@NAME@", name), grid, (_BLOCK, 1, 1))
+    return grid_stride_kernel(
+        "select_scatter", f"select_and_scatter_add ({which}) of {tuple(ct.shape)} into "
+        f"{tuple(x.shape)}", f"const {T}* __restrict__ ct, const {T}* __restrict__ x, "
+        f"{cuda_type(res.dtype)}* __restrict__ out", I, "i", n, lines, _BLOCK)
 
 
 _REDUCE_TYPES = ("float32", "float64", "int32", "int64")
@@ -134,38 +131,19 @@ def reduce_window_kernel(which):
         combine = {"max": "acc = (acc > v || acc != acc) ? acc : v;",
                    "min": "acc = (acc < v || acc != acc) ? acc : v;",
                    "sum": "acc = acc + v;"}[which]
-        xs = _strides(x.shape)
         lo = [int(p[0]) for p in padding]
         bd, s, wd, k = base_dilation, window_strides, window_dilation, window_dimensions
         taps = math.prod(k)
-        lines = [f"{I} rest = i;"]
-        for d in reversed(range(nd)):
-            lines.append(f"const {I} w{d} = rest % {out.shape[d]}; rest /= {out.shape[d]};")
+        lines = unflatten_lines(I, "i", out.shape, "w")
         lines.append(f"{T} acc = {ident};")
         lines.append(f"for (int u = 0; u < {taps}; ++u) {{")
-        lines.append(f"    int ur = u; bool real = true; {I} off = 0;")
-        for d in reversed(range(nd)):
-            lines.append(f"    const int u{d} = ur % {k[d]}; ur /= {k[d]};")
-        for d in range(nd):
-            lines.append(f"    const {I} c{d} = w{d} * {s[d]} + ({I})u{d} * {wd[d]} - ({lo[d]});")
-            lines.append(f"    real = real && c{d} >= 0 && c{d} % {bd[d]} == 0 && "
-                         f"c{d} / {bd[d]} < {x.shape[d]};")
-            lines.append(f"    off += (c{d} >= 0 ? c{d} / {bd[d]} : 0) * {xs[d]};")
-        lines.append(f"    const {T} v = real ? x[off] : {ident};")
+        lines += ["    " + ln for ln in _tap_value(I, T, ident, x.shape, k, s, wd, bd, lo)]
         lines.append(f"    if (u == 0) acc = v; else {{ {combine} }}")
         lines.append("}")
         lines.append("out[i] = acc;")
-        body_lines = "".join(f"        {ln}\n" for ln in lines)
-        body = f"""
-// reduce_window_{which} of {tuple(x.shape)} into {tuple(out.shape)}
-extern "C" __global__ void __launch_bounds__({_BLOCK}) @NAME@(const {T}* __restrict__ x, {cuda_type(out.dtype)}* __restrict__ out)
-{{
-    for ({I} i = ({I})blockIdx.x * blockDim.x + threadIdx.x; i < {n}; i += ({I})blockDim.x * gridDim.x) {{
-{body_lines}    }}
-}}
-"""
-        name = f"fnx_reduce_window_{which}_" + hashlib.sha1(body.encode()).hexdigest()[:12]
-        grid = (max(1, min(-(-n // _BLOCK), 65535)), 1, 1)
-        return EqnKernel(name, body.replace("@NAME@", name), grid, (_BLOCK, 1, 1))
+        return grid_stride_kernel(
+            f"reduce_window_{which}", f"reduce_window_{which} of {tuple(x.shape)} into "
+            f"{tuple(out.shape)}", f"const {T}* __restrict__ x, "
+            f"{cuda_type(out.dtype)}* __restrict__ out", I, "i", n, lines, _BLOCK)
     rule.__name__ = f"reduce_window_{which}_kernel"
     return rule
