@@ -17,7 +17,7 @@ import numpy as np
 from ..core import dtypes
 from ..core.array import Array, new_array
 from ..core.numpy_errstate import quiet_call, quiet_run
-from ..core.backend import DEVICE_BACKENDS, is_host_buffer, place
+from ..core.backend import DEVICE_BACKENDS, backend_for, is_host_buffer, place
 from ..core.primitive import ShapeDtypeStruct
 from ..core.trace import EVAL, get_trace
 
@@ -34,11 +34,31 @@ def _on_device(x, y):
     return any(type(a) is Array and not is_host_buffer(a._value) for a in (x, y))
 
 
+_SOLE_DEVICE = {}  # device buffer type -> its backend, when that backend has one device
+
+
+def _sole_device_backend(buffer):
+    """The backend of a device ``buffer`` when that backend has a single device (so two of
+    its buffers are on one device: nothing to check), else None; cached per buffer type."""
+    t = type(buffer)
+    backend = _SOLE_DEVICE.get(t, False)
+    if backend is False:
+        b = backend_for((buffer,))
+        backend = _SOLE_DEVICE[t] = b if b in DEVICE_BACKENDS and len(b.devices()) == 1 else None
+    return backend
+
+
 def _device_binary(name, prim, x, y, out_bool):
     """``prim(x, y)`` for two concrete Arrays of one shape and dtype, at least one on a
-    device: straight to the device's backend (placement checked; no promotion, no
-    dispatch through the trace)."""
-    backend, vals = place(name, (x, y), (x._value, y._value))
+    device: straight to the device's backend (placement checked -- nothing to check for
+    two buffers of a backend with one device; no promotion, no dispatch through the
+    trace)."""
+    xv, yv = x._value, y._value
+    backend = _sole_device_backend(xv) if type(xv) is type(yv) else None
+    if backend is not None:
+        vals = (xv, yv)
+    else:
+        backend, vals = place(name, (x, y), (xv, yv))
     v = vals[0]
     weak = not out_bool and x.weak_type and y.weak_type
     aval = ShapeDtypeStruct(v.shape, np.dtype(np.bool_) if out_bool else v.dtype, weak)
@@ -54,7 +74,9 @@ def _device_unary(prim, x, slow):
     if type(x) is not Array or get_trace() is not EVAL or x._value.dtype.kind != "f":
         return slow(x)
     v = x._value
-    backend, (v,) = place(prim.name, (x,), (v,))
+    backend = _sole_device_backend(v)
+    if backend is None:
+        backend, (v,) = place(prim.name, (x,), (v,))
     out = new_array(Array)
     out._value = backend.eager(prim, [v], {}, ShapeDtypeStruct(v.shape, v.dtype, x.weak_type))
     out.weak_type = x.weak_type
