@@ -55,7 +55,8 @@ def matmul(xp, a, b, precision=None):
     (``fnx.lax.reduced_precision``'s): ``"tensorfloat32"`` or ``"bfloat16"`` let a float32
     or complex64 product run on the tensor cores in that precision."""
     spec = _TYPES.get(a.dtype.name)
-    if spec is None or b.dtype != a.dtype or a.ndim < 2 or b.ndim < 2:
+    ex = _executor(xp)
+    if spec is None or ex is None or b.dtype != a.dtype or a.ndim < 2 or b.ndim < 2:
         return np.matmul(a, b)
     if precision in _REDUCED and a.dtype.name in ("float32", "complex64"):
         spec = (spec[0], _REDUCED[precision], spec[2])
@@ -86,7 +87,7 @@ def matmul(xp, a, b, precision=None):
         lb = _layout(b)
     # C^T (n x m) = op(B^T) (n x k) . op(A^T) (k x m), column-major
     (ta, lda, sa), (tb, ldb, sb) = lb, la
-    _executor(xp).gemm(ta, tb, n, m, k, b, lda, sa, a, ldb, sb, out, n, m * n, batch, spec)
+    ex.gemm(ta, tb, n, m, k, b, lda, sa, a, ldb, sb, out, n, m * n, batch, spec)
     return out
 
 
@@ -136,15 +137,23 @@ _LOCK = threading.Lock()
 
 
 def _executor(xp):
+    """The GEMM of ``xp``'s device: fnx's cuBLAS handle, the emulation's, or None where
+    cuBLAS cannot be loaded or set up (products then go through CuPy's matmul, which
+    works but is never captured into a CUDA graph; a warning says so once)."""
     key = id(xp)
-    ex = _EXECUTORS.get(key)
-    if ex is None:
-        with _LOCK:
-            ex = _EXECUTORS.get(key)
-            if ex is None:
-                ex = _EXECUTORS[key] = (_Emulated(xp) if getattr(xp, "emulated", False)
-                                        else _Cublas(xp))
-    return ex
+    if key in _EXECUTORS:
+        return _EXECUTORS[key]
+    with _LOCK:
+        if key not in _EXECUTORS:
+            try:
+                ex = _Emulated(xp) if getattr(xp, "emulated", False) else _Cublas(xp)
+            except (CublasError, AttributeError, OSError) as e:  # (a symbol or library missing)
+                import warnings
+                warnings.warn(f"fnx: GPU products go through CuPy's matmul, which CUDA "
+                              f"graphs cannot capture: {e}", RuntimeWarning, stacklevel=3)
+                ex = None
+            _EXECUTORS[key] = ex
+    return _EXECUTORS[key]
 
 
 class CublasError(RuntimeError):
