@@ -25,6 +25,7 @@ SPECS = [
     ((2, ("a", 0), ("s", 3, 0, -1)), [(2, 3)]),                      # int with arrays
     ((None, ("s", 1, 4, 1), 3, ("s", 0, None, 3)), []),              # basic only
     ((("a", 0), None, ("a", 1), 1), [(6,), (6,)]),
+    ((("s", 0, None, 1), ("a", 0), ("s", 0, None, 1)), [()]),      # a 0-d index operand
 ]
 
 

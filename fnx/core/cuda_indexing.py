@@ -196,40 +196,28 @@ def scatter_kernel(in_avals, out_avals, *, spec, mode):
             s = abs(step)
             lines.append(f"const {I} t{d} = {t};")
             cond.append(f"t{d} >= 0 && t{d} % {s} == 0 && t{d} / {s} < {length}")
-    lines.append(f"if ({' && '.join(cond) or 'true'}) {{")
-    inner = []
-    for d, item in enumerate(lay.items):
-        if item[0] == "slice":
-            inner.append(f"const {I} j{d} = t{d} / {abs(item[2])};")
-    if lay.bshape:
-        inner.append(f"for ({I} b = 0; b < {B}; ++b) {{")
-        inner += ["    " + ln for ln in unflatten_lines(I, "b", lay.bshape, "bb")]
-        match = []
-        for d, item in enumerate(lay.items):
-            if item[0] != "adv":
-                continue
-            _, k, size = item
-            off = lay.index_offset(k, lambda j: f"bb{j}")
-            inner.append(f"    long long v{d} = {_read_index(idx[k].dtype, f'i{k}', off)};")
-            inner.append(f"    if (v{d} < 0) v{d} += {size};")  # -n..-1 wrap; below -n stays < 0
-            match.append(f"v{d} == (long long)c{d}")
-        head, pad = (f"    if ({' && '.join(match)}) {{", "        ") if match else ("    {", "        ")
-        inner.append(head)
-    else:
-        inner.append("{")
-        pad = "    "
     uterms = []
     for p, o in enumerate(lay.out):
         if o[0] == "slice":
             uterms.append(f"j{o[1]} * {us[p]}")
         elif o[0] == "b":
             uterms.append(f"bb{o[1]} * {us[p]}")
-    inner.append(f"{pad}const {T} u = upd[{' + '.join(uterms) or '0'}];")
-    inner.append(f"{pad}{combine}")
-    inner.append("    }" if lay.bshape else "}")
-    if lay.bshape:
-        inner.append("}")
-    lines += ["    " + ln for ln in inner]
+    update = [f"const {T} u = upd[{' + '.join(uterms) or '0'}];", combine]
+    adv = [(d, item) for d, item in enumerate(lay.items) if item[0] == "adv"]
+    if adv:  # every broadcast index position, in order, whose indices name this element
+        loop = unflatten_lines(I, "b", lay.bshape, "bb")
+        match = []
+        for d, (_, k, size) in adv:
+            off = lay.index_offset(k, lambda j: f"bb{j}")
+            loop.append(f"long long v{d} = {_read_index(idx[k].dtype, f'i{k}', off)};")
+            loop.append(f"if (v{d} < 0) v{d} += {size};")  # -n..-1 wrap; below -n stays < 0
+            match.append(f"v{d} == (long long)c{d}")
+        loop += [f"if ({' && '.join(match)}) {{", *("    " + ln for ln in update), "}"]
+        update = [f"for ({I} b = 0; b < {B}; ++b) {{", *("    " + ln for ln in loop), "}"]
+    slices = [f"const {I} j{d} = t{d} / {abs(item[2])};"
+              for d, item in enumerate(lay.items) if item[0] == "slice"]
+    lines.append(f"if ({' && '.join(cond) or 'true'}) {{")
+    lines += ["    " + ln for ln in slices + update]
     lines.append("}")
     lines.append("out[e] = acc;")
     return grid_stride_kernel(
