@@ -98,12 +98,13 @@ def eye(like, n, dtype):
     return np.eye(n, dtype=dtype)
 
 
-_device_matmul = {}  # device buffer type -> its backend's matmul(a, b)
+_device_matmul = {}  # device buffer type -> its backend's matmul(a, b, precision)
 
 
 def register_matmul(buffer_type, fn):
-    """Make ``matmul`` of two ``buffer_type`` buffers call ``fn(a, b, precision)`` (a backend's own
-    GEMM: the CUDA backend's calls cuBLAS itself, which CUDA graphs can capture)."""
+    """Make ``matmul`` of two ``buffer_type`` buffers call ``fn(a, b, precision)`` (a
+    backend's own GEMM: the CUDA backend's calls cuBLAS itself, which CUDA graphs can
+    capture)."""
     _device_matmul[buffer_type] = fn
 
 

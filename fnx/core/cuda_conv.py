@@ -66,17 +66,15 @@ class EqnKernel:
     shared_bytes: int = 0
 
 
-def _kernel_pays(tiles, K):
-    """Whether the kernel beats the impl for a GEMM of ``tiles`` output tiles over a
-    reduction of ``K``."""
-    return not (tiles < _FEW_TILES and K > _LONG_K)
+def index_type(*sizes):
+    """The C type of indices into arrays of ``sizes`` elements: int where they fit."""
+    return "int" if max(sizes) < 2**31 else "long long"
 
 
-def grid_stride_kernel(prefix, comment, params, index_type, var, n, lines, block=256):
+def grid_stride_kernel(prefix, comment, params, I, var, n, lines, block=256):  # noqa: E741
     """An ``EqnKernel`` whose threads walk ``n`` elements grid-stride (``var`` the element
-    index, of C type ``index_type``), each running the C ``lines``; ``params``: the
-    kernel's parameter list; its name is ``fnx_{prefix}_`` and a hash of the source."""
-    I = index_type  # noqa: E741
+    index, of C type ``I``: ``index_type``'s), each running the C ``lines``; ``params``:
+    the kernel's parameter list; its name is ``fnx_{prefix}_`` and a hash of the source."""
     body = "".join(f"        {ln}\n" for ln in lines)
     src = f"""
 // {comment}
@@ -141,13 +139,13 @@ def conv_kernel(in_avals, out_avals, *, window_strides, padding, lhs_dilation, r
         raise KernelUnsupported("conv_general_dilated: an empty result needs no kernel")
     BM = min(64, max(16, 1 << (MG - 1).bit_length()))
     tiles = groups * -(-MG // BM) * -(-cols // BN)
-    if not _kernel_pays(tiles, K):
+    if tiles < _FEW_TILES and K > _LONG_K:
         raise KernelUnsupported(f"conv_general_dilated: {tiles} output tiles over a reduction "
                                 f"of {K}: cuBLAS splits that better")
     T, O = cuda_type(lhs.dtype), cuda_type(out.dtype)
     acc = "double" if "double" in (T, O) else "float"
     biggest = max(math.prod(lhs.shape), math.prod(rhs.shape), math.prod(out.shape), K, cols)
-    I = "int" if biggest < 2 ** 31 else "long long"  # noqa: E741 (the index type)
+    I = index_type(biggest)  # noqa: E741
     threads = (BM // 4) * (BN // 4)
 
     def unflatten(flat, sizes, names):

@@ -30,12 +30,11 @@ import math
 
 import numpy as np
 
-from .cuda_conv import _strides, grid_stride_kernel, unflatten_lines
+from .cuda_conv import _strides, grid_stride_kernel, index_type, unflatten_lines
 from .cuda_rules import KernelUnsupported, cuda_type
 
 __all__ = ["gather_kernel", "scatter_kernel", "pad_kernel"]
 
-_BLOCK = 256
 _SCATTER_WORK = 1 << 24  # result elements x index positions, at most
 
 
@@ -45,10 +44,6 @@ def _data_type(dtype, what):
         return cuda_type(dtype)
     except Exception:
         raise KernelUnsupported(f"{what}: no kernel for {np.dtype(dtype).name}") from None
-
-
-def _index_type(*sizes):
-    return "int" if max(sizes) < 2**31 else "long long"
 
 
 class _Layout:
@@ -131,7 +126,7 @@ def gather_kernel(in_avals, out_avals, *, spec):
         raise KernelUnsupported("gather: an empty result needs no kernel")
     T = _data_type(x.dtype, "gather")
     lay = _Layout(x.shape, spec, [a.shape for a in idx])
-    I = _index_type(n, math.prod(x.shape), *(math.prod(a.shape) for a in idx))  # noqa: E741
+    I = index_type(n, math.prod(x.shape), *(math.prod(a.shape) for a in idx))  # noqa: E741
     xs = _strides(x.shape)
     lines = unflatten_lines(I, "i", out.shape, "o")
     terms = []
@@ -152,7 +147,7 @@ def gather_kernel(in_avals, out_avals, *, spec):
     return grid_stride_kernel(
         "gather", f"gather {tuple(x.shape)} -> {tuple(out.shape)}: spec {spec!r}",
         f"const {T}* __restrict__ x{_index_params(idx)}, {T}* __restrict__ out", I, "i", n,
-        lines, _BLOCK)
+        lines)
 
 
 _ADD_TYPES = ("float32", "float64", "int32", "int64", "uint32", "uint64")
@@ -181,7 +176,7 @@ def scatter_kernel(in_avals, out_avals, *, spec, mode):
     if n * B > _SCATTER_WORK:
         raise KernelUnsupported(f"scatter: {n} elements x {B} index positions: the impl's "
                                 "atomics do that better")
-    I = _index_type(n, math.prod(upd.shape), *(math.prod(a.shape) for a in idx))  # noqa: E741
+    I = index_type(n, math.prod(upd.shape), *(math.prod(a.shape) for a in idx))  # noqa: E741
     us = _strides(upd.shape)
     lines = unflatten_lines(I, "e", x.shape, "c")
     lines.append(f"{T} acc = x[e];")
@@ -223,7 +218,7 @@ def scatter_kernel(in_avals, out_avals, *, spec, mode):
     return grid_stride_kernel(
         "scatter", f"scatter ({mode}) of {tuple(upd.shape)} into {tuple(x.shape)}: spec {spec!r}",
         f"const {T}* __restrict__ x, const {T}* __restrict__ upd{_index_params(idx)}, "
-        f"{T}* __restrict__ out", I, "e", n, lines, _BLOCK)
+        f"{T}* __restrict__ out", I, "e", n, lines)
 
 
 def pad_kernel(in_avals, out_avals, *, padding_config):
@@ -234,7 +229,7 @@ def pad_kernel(in_avals, out_avals, *, padding_config):
     if n == 0:
         raise KernelUnsupported("pad: an empty result needs no kernel")
     T = _data_type(x.dtype, "pad")
-    I = _index_type(n, math.prod(x.shape))  # noqa: E741
+    I = index_type(n, math.prod(x.shape))  # noqa: E741
     xs = _strides(x.shape)
     lines = unflatten_lines(I, "i", out.shape, "c")
     cond, terms = [], []
@@ -249,4 +244,4 @@ def pad_kernel(in_avals, out_avals, *, padding_config):
         "pad", f"pad {tuple(x.shape)} -> {tuple(out.shape)}: "
         f"{tuple(map(tuple, padding_config))!r}",
         f"const {T}* __restrict__ x, const {T}* __restrict__ pv, {T}* __restrict__ out", I,
-        "i", n, lines, _BLOCK)
+        "i", n, lines)

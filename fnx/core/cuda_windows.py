@@ -26,14 +26,11 @@ import math
 
 import numpy as np
 
-from .cuda_conv import _strides, grid_stride_kernel, unflatten_lines
+from .cuda_conv import _strides, grid_stride_kernel, index_type, unflatten_lines
 from .cuda_rules import KernelUnsupported, c_literal, cuda_type
 from .numpy_windows import window_identity
 
 __all__ = ["reduce_window_kernel", "select_scatter_kernel"]
-
-_BLOCK = 256
-
 
 def _tap_value(I, T, ident, shape, k, s, wd, bd, lo):  # noqa: E741
     """C lines giving ``v``: tap ``u`` of window ``w{d}`` of ``x`` (``shape``), read through
@@ -67,7 +64,7 @@ def select_scatter_kernel(in_avals, out_avals, *, which, window_dimensions, wind
         raise KernelUnsupported("select_and_scatter_add: an empty operand needs no kernel")
     nd = len(x.shape)
     T = cuda_type(dt)
-    I = "int" if max(n, math.prod(ct.shape)) < 2**31 else "long long"  # noqa: E741
+    I = index_type(n, math.prod(ct.shape))  # noqa: E741
     ident = c_literal(window_identity(dt, which), dt)
     better = ">" if which == "max" else "<"
     out_shape, cs = ct.shape, _strides(ct.shape)
@@ -102,7 +99,7 @@ def select_scatter_kernel(in_avals, out_avals, *, which, window_dimensions, wind
     return grid_stride_kernel(
         "select_scatter", f"select_and_scatter_add ({which}) of {tuple(ct.shape)} into "
         f"{tuple(x.shape)}", f"const {T}* __restrict__ ct, const {T}* __restrict__ x, "
-        f"{cuda_type(res.dtype)}* __restrict__ out", I, "i", n, lines, _BLOCK)
+        f"{cuda_type(res.dtype)}* __restrict__ out", I, "i", n, lines)
 
 
 _REDUCE_TYPES = ("float32", "float64", "int32", "int64")
@@ -125,7 +122,7 @@ def reduce_window_kernel(which):
                                     "needs no kernel")
         nd = len(x.shape)
         T = cuda_type(dt)
-        I = "int" if max(n, nx) < 2**31 else "long long"  # noqa: E741
+        I = index_type(n, nx)  # noqa: E741
         ident = c_literal(window_identity(dt, which), dt)
         # np.maximum/np.minimum: NaN from either side, the second of equals (-0 vs +0)
         combine = {"max": "acc = (acc > v || acc != acc) ? acc : v;",
@@ -144,6 +141,6 @@ def reduce_window_kernel(which):
         return grid_stride_kernel(
             f"reduce_window_{which}", f"reduce_window_{which} of {tuple(x.shape)} into "
             f"{tuple(out.shape)}", f"const {T}* __restrict__ x, "
-            f"{cuda_type(out.dtype)}* __restrict__ out", I, "i", n, lines, _BLOCK)
+            f"{cuda_type(out.dtype)}* __restrict__ out", I, "i", n, lines)
     rule.__name__ = f"reduce_window_{which}_kernel"
     return rule

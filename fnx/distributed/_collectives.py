@@ -164,8 +164,9 @@ def allreduce(x, op="sum", *, inplace=False, out=None, comm=None):
     ``out``: a writable C-contiguous NumPy array of ``x``'s shape and dtype to write the
     result into and return; ``x`` itself is ``inplace=True``. (A caller that reuses one
     buffer across steps saves the allocation, which costs MPI more than the copy: a fresh
-    16 MB result takes about twice as long as a reused one.) Booleans: max is any, min is all. Dtypes MPI does not reduce
-    (bfloat16, float16) are reduced in float32 and rounded back."""
+    16 MB result takes about twice as long as a reused one.) Booleans: max is any, min is
+    all. Dtypes MPI does not reduce (bfloat16, float16) are reduced in float32 and rounded
+    back."""
     what = "fnx.distributed.allreduce"
     if inplace:
         if not (isinstance(x, np.ndarray) and x.flags.c_contiguous and x.flags.writeable):

@@ -12,8 +12,8 @@ from .util import broadcast_shapes, broadcast_to_shape, normalize_axis, promote
 def _dot(name, a, b, dn, precision, preferred_element_type):
     """``dot_general`` of promoted operands with JAX's ``precision`` (see
     ``fnx.lax.reduced_precision``: the CPU computes in the operands' precision whatever the
-    level) and ``preferred_element_type``
-    (the result dtype: accumulated in it where dot_general allows, else converted)."""
+    level) and ``preferred_element_type`` (the result dtype: accumulated in it where
+    dot_general allows, else converted)."""
     lax.canonicalize_precision(precision, name)
     if preferred_element_type is None:
         return lax.dot_general(a, b, dn, precision)
@@ -21,7 +21,8 @@ def _dot(name, a, b, dn, precision, preferred_element_type):
     k_in, k_out = kind_of(a.dtype), kind_of(pet)
     accumulate = k_out in {"b": "biuf", "i": "iuf", "u": "iuf", "f": "f", "c": "c"}[k_in] and \
         not (k_in in "iu" and k_out in "iu" and pet.itemsize < a.dtype.itemsize)
-    out = lax.dot_general(a, b, dn, precision, preferred_element_type=pet if accumulate else None)
+    out = lax.dot_general(a, b, dn, precision,
+                          preferred_element_type=pet if accumulate else None)
     return out if out.dtype == pet else lax.convert_element_type(out, pet)
 
 
