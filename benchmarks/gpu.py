@@ -189,8 +189,9 @@ def main(argv=None):
         ln_only = np.asarray(fnx.jit(_layernorm_only(fnp, fnx.nn))(x, w, g, b))
         section(lambda: fused(", layernorm alone", _layernorm_only, reference=ln_only))
 
+    jax, torch = _jax_gpu(), _torch_gpu()
+
     def others():
-        jax, torch = _jax_gpu(), _torch_gpu()
         if jax is not None:
             import jax.numpy as jnp
             jf = jax.jit(_gelu_layernorm(jnp, jax.nn))
@@ -216,7 +217,6 @@ def main(argv=None):
     import mlp_step
     import cnn_step
     import _harness as H
-    jax, torch = _jax_gpu(), _torch_gpu()
 
     def step_row(mod, batch):
         p, xb, yb = mod.make_data()

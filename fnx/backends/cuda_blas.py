@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import ctypes
 import threading
+import warnings
 
 import numpy as np
 
@@ -148,7 +149,6 @@ def _executor(xp):
             try:
                 ex = _Emulated(xp) if getattr(xp, "emulated", False) else _Cublas(xp)
             except (CublasError, AttributeError, OSError) as e:  # (a symbol or library missing)
-                import warnings
                 warnings.warn(f"fnx: GPU products go through CuPy's matmul, which CUDA "
                               f"graphs cannot capture: {e}", RuntimeWarning, stacklevel=3)
                 ex = None
@@ -282,8 +282,7 @@ def _rounded(x, bits):
     return f.view(x.dtype).reshape(x.shape)
 
 
-def _emulated_gemm(a, b, c, *, ta, tb, m, n, k, lda, sa, ldb, sb, ldc, sc, batch,
-                   compute=68):
+def _emulated_gemm(a, b, c, *, ta, tb, m, n, k, lda, sa, ldb, sb, ldc, sc, batch, compute):
     A = _column_major(a, *((m, k) if ta == _N else (k, m)), lda, sa, batch, "A")
     B = _column_major(b, *((k, n) if tb == _N else (n, k)), ldb, sb, batch, "B")
     if compute in _MANTISSA:  # tensor-core inputs: operands rounded to fewer bits
