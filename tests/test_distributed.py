@@ -77,6 +77,26 @@ def test_initialize_takes_jax_arguments():
     assert dist.is_initialized()
 
 
+def test_local_device_ids_pick_a_gpu_or_are_named_unused():
+    """JAX's ``local_device_ids`` choose this process's GPU; without a real GPU there is
+    none to choose, and the warning says so."""
+    from fnx.kernels import cuda as K
+    dist.shutdown()
+    try:
+        if K.device_available():
+            import cupy
+            with pytest.raises(ValueError, match="must name GPUs of this node"):
+                dist.initialize(local_device_ids=[cupy.cuda.runtime.getDeviceCount()])
+            dist.initialize(local_device_ids=[0])
+            assert cupy.cuda.Device().id == 0
+        else:
+            with pytest.warns(UserWarning, match="local_device_ids not used: no GPU here"):
+                dist.initialize(local_device_ids=[0])
+    finally:
+        dist.shutdown()
+        dist.initialize()
+
+
 def test_multihost_utils_in_one_process():
     from fnx.experimental import multihost_utils as mu
     tree = {"w": fnx.numpy.ones((2, 3)), "n": np.arange(4)}

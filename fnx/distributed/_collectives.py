@@ -391,6 +391,14 @@ def broadcast(x, root=0, *, comm=None):
     return out
 
 
+def on_device(backend):
+    """These collectives for ``backend``'s device buffers (NCCL, ``_nccl``), which the
+    collective primitives' impls call under ``pmap`` of device Arrays; raises
+    ``NotImplementedError`` where the processes keep the host path."""
+    from ._nccl import collectives_for
+    return collectives_for(backend)
+
+
 def barrier(*, comm=None):
     """Wait until every process has reached this call."""
     comm, _ = _comm_of(comm)

@@ -65,6 +65,10 @@ def initialize(coordinator_address=None, num_processes=None, process_id=None,
     ``rank r: <traceback>`` to stderr and aborts every process (``MPI_Abort``), instead of
     leaving the others waiting forever in a collective.
 
+    On a node with several GPUs, each process takes its own (NCCL, which pmap's
+    collectives over GPU buffers use, needs one per process): its rank among the node's
+    processes modulo the node's GPUs, or the first of ``local_device_ids``.
+
     JAX's arguments are accepted, so ``jax.distributed.initialize(...)`` ports as it is:
     MPI has already joined the processes, so ``coordinator_address`` (and JAX's timeouts
     and other options) go unused, with a warning; ``num_processes`` and ``process_id``,
@@ -86,8 +90,7 @@ def initialize(coordinator_address=None, num_processes=None, process_id=None,
                          f"{cluster_detection_method!r}; fnx finds the processes through "
                          "MPI only: start them with mpiexec (or pass 'mpi4py')")
     unused = [k for k, v in dict(coordinator_address=coordinator_address,
-                                 local_device_ids=local_device_ids, **jax_options).items()
-              if v is not None]
+                                 **jax_options).items() if v is not None]
     if unused:
         import warnings
         warnings.warn(f"fnx.distributed.initialize: {', '.join(unused)} not used: MPI's "
@@ -108,11 +111,43 @@ def initialize(coordinator_address=None, num_processes=None, process_id=None,
                            "no MPI launcher started this process: fnx joins processes "
                            f"through MPI, so start them with mpiexec -n {num_processes} "
                            "python script.py (pip install fnx[distributed])")
+    if not _use_own_gpu(comm, local_device_ids) and local_device_ids is not None:
+        import warnings
+        warnings.warn("fnx.distributed.initialize: local_device_ids not used: no GPU here",
+                      stacklevel=2)
     world.set_world(comm)
     _initialized = True
     _check_expected(num_processes, process_id)
     if world.process_count() > 1:
         _install_abort_hook()
+
+
+def _use_own_gpu(comm, local_device_ids):
+    """On a node with several GPUs, each process computes on its own (NCCL needs one GPU
+    per process): the GPU ``local_device_ids`` names (JAX's argument; its first id), else
+    the process's rank among those on its node modulo the node's GPUs. Where CuPy sees
+    one GPU or none (or is not installed), nothing changes. Runs before any device
+    buffer exists, so every later one is made on that GPU. Whether a GPU is here."""
+    from ..backends.cuda_backend import _driver_present
+    from ..kernels import cuda as K
+    if not (_driver_present() and K.device_available()):
+        return False
+    import cupy
+    count = cupy.cuda.runtime.getDeviceCount()
+    if local_device_ids is not None:
+        ids = [local_device_ids] if isinstance(local_device_ids, int) else list(local_device_ids)
+        if not ids or not all(0 <= int(i) < count for i in ids):
+            raise ValueError(f"fnx.distributed.initialize: local_device_ids={local_device_ids} "
+                             f"must name GPUs of this node, 0..{count - 1}")
+        cupy.cuda.Device(int(ids[0])).use()
+    elif count > 1 and comm is not None and comm.Get_size() > 1:
+        from mpi4py import MPI
+        node = comm.Split_type(MPI.COMM_TYPE_SHARED)
+        try:
+            cupy.cuda.Device(node.Get_rank() % count).use()
+        finally:
+            node.Free()
+    return True
 
 
 def _check_expected(num_processes, process_id):

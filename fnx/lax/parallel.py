@@ -26,7 +26,7 @@ from .. import tree_util
 from ..core import array_library as AL
 from ..core import rings, world
 from ..core.array import to_array
-from ..core.backend import register_lowering
+from ..core.backend import backend_for, register_lowering
 from ..core.axis_env import axis_names, lookup, size_of
 from ..core.numpy_rules import NumpyRule
 from ..core.primitive import Primitive, ShapeDtypeStruct
@@ -57,9 +57,10 @@ def _process_impl(name, run):
                 f"{name} over {axes}: only one axis bound by fnx.pmap reaches a process "
                 "collective" + ("" if ops is not None else
                                 " (import fnx.distributed to register them)"))
-        if AL.is_device(args[0]) if args else False:
-            raise NotImplementedError(f"{name} under pmap runs on host (NumPy) buffers; "
-                                      "device buffers need NCCL, not built yet")
+        if args and AL.is_device(args[0]):
+            # GPU buffers: NCCL's collectives (NotImplementedError where the processes
+            # could not join one: the CUDA backend then runs this impl on host copies)
+            ops = ops.on_device(backend_for(args[:1]))
         return run(ops, *args, **params)
     impl.__name__ = f"_{name}_impl"
     return impl
@@ -97,7 +98,10 @@ def _reduced(ops, x, op, out=None):
     it: a new one, or ``x`` itself where ``x`` dies), else into one of the last two
     results of this shape that nothing holds any more (``fnx.core.rings``): MPI reduces
     into a fresh buffer about three times slower than into a reused one. Never ``x``
-    itself unless handed it as ``out`` (a group of one copies it)."""
+    itself unless handed it as ``out`` (a group of one copies it). A device buffer goes to
+    ``ops.allreduce`` (NCCL's) as it is."""
+    if AL.is_device(x):
+        return ops.allreduce(x, op)
     if out is not None and (out is x or np.may_share_memory(out, x)):
         if not (out is x or (out.ctypes.data == x.ctypes.data and out.shape == x.shape
                              and out.strides == x.strides)):

@@ -8,6 +8,9 @@ function runs on each device's slice, jitted, with ``axis_name`` bound to an axi
 over all processes (``fnx.distributed``'s MPI collectives, called by the primitives'
 impls on the program's buffers). Outputs come back with the local leading axis.
 
+Device Arrays stay on their GPU: the collectives are then NCCL's, on the program's device
+buffers (``fnx.distributed._nccl``).
+
 In one process (no ``mpiexec``) the group has one member and the collectives return what
 they would over one process, so a pmapped program runs unchanged for testing.
 """
@@ -32,7 +35,8 @@ def pmap(fun, axis_name=None, *, in_axes=0, out_axes=0, static_broadcasted_argnu
     ``in_axes``/``out_axes`` as ``vmap``'s, over the local device axis;
     ``static_broadcasted_argnums`` are static (hashable, the same on every process);
     ``donate_argnums`` as ``jit``'s. ``devices``, ``backend`` and ``global_arg_shapes``
-    are accepted for JAX's signature; fnx maps over the CPU device of each process."""
+    are accepted for JAX's signature; fnx maps over the one device of each process that
+    the arguments are on (its CPU, or its GPU)."""
     from .. import _api
     static = ((static_broadcasted_argnums,) if isinstance(static_broadcasted_argnums, int)
               else tuple(static_broadcasted_argnums))
