@@ -128,11 +128,14 @@ def _use_own_gpu(comm, local_device_ids):
     the process's rank among those on its node modulo the node's GPUs. Where CuPy sees
     one GPU or none (or is not installed), nothing changes. Runs before any device
     buffer exists, so every later one is made on that GPU. Whether a GPU is here."""
-    from ..backends.cuda_backend import _driver_present
-    from ..kernels import cuda as K
-    if not (_driver_present() and K.device_available()):
+    from ..core.backend import get_backend
+    try:
+        cuda = get_backend("cuda")
+    except ValueError:       # no CUDA backend registered: no GPU here
         return False
-    import cupy
+    if cuda.emulated:
+        return False
+    cupy = cuda.xp
     count = cupy.cuda.runtime.getDeviceCount()
     if local_device_ids is not None:
         ids = [local_device_ids] if isinstance(local_device_ids, int) else list(local_device_ids)
