@@ -454,23 +454,28 @@ def _vs(goal, f, other, label, *, factor=1.0, anchor=None, anchor_label=""):
             "passed": f < factor * other}
 
 
-def _bandwidth(t_fnx, t_copy, t_small_copy):
+def _bandwidth(t_fnx, t_copy, t_split_copy, t_small_copy):
     """gelu+layernorm moves x in and the result out (2 x 16 MiB, w is 4 KiB): its bytes per
-    second against the large copy's (the memory bandwidth: the faster of one thread and a
-    slice per CPU), goal at least 70%; the copy of the workload's own bytes, which may run
-    from the cache, is reported beside it."""
+    second against the memory bandwidth, goal at least 70%. The memory bandwidth is the
+    faster of the large np.copyto and the same copy a slice per CPU: on this VM one thread
+    streams about 40 GB/s, and two threads reach 40-78 GB/s from run to run. The copy of
+    the workload's own bytes, which may run from the cache, is reported beside it."""
     if t_fnx is None or t_copy is None:
         return None
     nbytes = 2 * 4 * ELEM_SHAPE[0] * ELEM_SHAPE[1]
+    big = 2 * 4 * MEMORY_COPY_ELEMS
     bw = nbytes / t_fnx  # bytes per ns = GB/s
-    copy_bw = 2 * 4 * MEMORY_COPY_ELEMS / t_copy
-    small = ("" if t_small_copy is None else
-             f"; a copy of its own 32 MiB: {nbytes / t_small_copy:.1f} GB/s "
-             f"({100 * bw * t_small_copy / nbytes:.0f}%)")
-    return {"goal": "gelu+layernorm at least 70% of the memory bandwidth (a large np.copyto)",
-            "measured": f"fnx {bw:.1f} GB/s, memory copy {copy_bw:.1f} GB/s "
-                        f"({100 * bw / copy_bw:.0f}%){small}",
-            "passed": bw >= 0.7 * copy_bw}
+    memory = big / min(t for t in (t_copy, t_split_copy) if t)
+
+    def vs(label, t, n):
+        return f"{label} {n / t:.1f} GB/s ({100 * bw * t / n:.0f}%)"
+    copies = [vs("one thread", t_copy, big)]
+    copies += [vs("a slice per CPU", t_split_copy, big)] if t_split_copy else []
+    copies += [vs("of its own 32 MiB", t_small_copy, nbytes)] if t_small_copy else []
+    return {"goal": "gelu+layernorm at least 70% of the memory bandwidth (a large np.copyto, "
+                    "the faster of one thread and a slice per CPU)",
+            "measured": f"fnx {bw:.1f} GB/s; copies: {', '.join(copies)}",
+            "passed": bw >= 0.7 * memory}
 
 
 def make_goals(extra):
@@ -488,9 +493,8 @@ def make_goals(extra):
                 m(ELEM, "numpy in place (by hand)"), "NumPy", factor=ELEMENTWISE_VS_NUMPY),
             _vs("gelu+layernorm faster than JAX's jit", m(ELEM, "fnx"), m(ELEM, "jax jit"),
                 "JAX"),
-            _bandwidth(m(ELEM, "fnx"), min((t for t in (m(COPY, "numpy"),
-                                                          m(COPY_SPLIT, "numpy")) if t),
-                                               default=None), m(COPY_SMALL, "numpy")),
+            _bandwidth(m(ELEM, "fnx"), m(COPY, "numpy"), m(COPY_SPLIT, "numpy"),
+                       m(COPY_SMALL, "numpy")),
             _vs("selu on 1M elements faster than JAX's jit", m(SELU, "fnx"),
                 m(SELU, "jax jit"), "JAX"),
             _vs("jitted selu no slower than eager", m(SELU, "fnx"), m(SELU, "fnx eager"),

@@ -102,6 +102,24 @@ def test_run_chain_and_elementwise_match_numpy():
     np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
 
 
+def test_bandwidth_goal_is_against_the_faster_copy_from_memory():
+    """The copy the goal compares with streams from memory (beyond the last-level cache),
+    and the faster of one thread and a slice per CPU is the memory bandwidth."""
+    from benchmarks import run
+    assert 4 * run.MEMORY_COPY_ELEMS >= max(256 << 20, 8 * run._last_level_cache_bytes())
+    nbytes = 2 * 4 * run.ELEM_SHAPE[0] * run.ELEM_SHAPE[1]
+    big = 2 * 4 * run.MEMORY_COPY_ELEMS
+    t_fnx = nbytes / 30.0                       # 30 GB/s
+    one, two = big / 40.0, big / 75.0           # copies at 40 and 75 GB/s
+    row = run._bandwidth(t_fnx, one, None, None)
+    assert row["passed"] and "one thread 40.0 GB/s (75%)" in row["measured"]
+    row = run._bandwidth(t_fnx, one, two, nbytes / 70.0)
+    assert not row["passed"], row
+    assert "a slice per CPU 75.0 GB/s (40%)" in row["measured"]
+    assert "of its own 32 MiB 70.0 GB/s" in row["measured"]
+    assert run._bandwidth(None, one, two, None) is None
+
+
 def test_float64_workloads_run_with_x64_and_only_they():
     """A workload named ``... f64`` is checked and timed with jax_enable_x64 on (fnx would
     narrow its float64 inputs otherwise); the others, and the caller, keep the flag off."""

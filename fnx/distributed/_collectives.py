@@ -308,16 +308,9 @@ def alltoall(x, split_axis, concat_axis, tiled=False, *, comm=None):
         raise ValueError(f"{what}: x.shape[split_axis={split}] = {n} (x of shape "
                          f"{src.shape}) must be {need}"
                          + ("" if tiled else "; or pass tiled=True"))
-    squeeze = None
-    if not tiled and split != concat:
-        # JAX's reading: a new axis of size 1 at concat_axis (counted after split_axis is
-        # removed) receives the parts; split_axis, left of size 1, then goes
-        if split < concat:
-            concat += 1
-        else:
-            split += 1
+    split, concat, squeeze = untiled_as_tiled(split, concat, tiled)
+    if squeeze is not None:
         src = np.expand_dims(src, concat)
-        squeeze = split
     part = list(src.shape)
     part[split] //= size
     shape = list(part)
@@ -329,6 +322,20 @@ def alltoall(x, split_axis, concat_axis, tiled=False, *, comm=None):
         comm.Alltoall(_blocks_spec(src, src.shape, split, size),
                       _blocks_spec(out, tuple(shape), concat, size))
     return out if squeeze is None else out.squeeze(squeeze)
+
+
+def untiled_as_tiled(split, concat, tiled):
+    """An all_to_all's axes (non-negative) as a tiled one's: ``(split, concat, squeeze)``.
+    JAX's reading of an untiled one whose axes differ: a new axis of size 1 at
+    ``concat`` (counted after ``split`` is removed) receives the parts, and ``split``,
+    left of size 1, then goes; ``squeeze`` is that axis (None: x is taken as it is)."""
+    if tiled or split == concat:
+        return split, concat, None
+    if split < concat:
+        concat += 1
+    else:
+        split += 1
+    return split, concat, split
 
 
 def ppermute(x, perm, *, comm=None):

@@ -39,6 +39,7 @@ import warnings
 import numpy as np
 
 from ..core import world
+from ._collectives import untiled_as_tiled
 
 __all__ = ["collectives_for", "DeviceCollectives"]
 
@@ -147,16 +148,9 @@ class DeviceCollectives:
         xp, size = self.xp, self.size
         src = xp.ascontiguousarray(x)
         split, concat = split_axis % src.ndim, concat_axis % src.ndim
-        squeeze = None
-        if not tiled and split != concat:
-            # JAX's reading, as the host path's: a new axis of 1 at concat_axis receives
-            # the parts, and split_axis, left of size 1, then goes
-            if split < concat:
-                concat += 1
-            else:
-                split += 1
+        split, concat, squeeze = untiled_as_tiled(split, concat, tiled)
+        if squeeze is not None:
             src = xp.expand_dims(src, concat)
-            squeeze = split
         k = src.shape[split] // size
         part = src.shape[:split] + (k,) + src.shape[split + 1:]
         send = xp.ascontiguousarray(xp.moveaxis(
