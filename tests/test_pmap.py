@@ -260,6 +260,25 @@ def test_one_process_pmap_of_device_arrays_stays_on_the_device(gpu):
 
 
 @pytest.mark.gpu
+def test_a_device_step_with_axis_index_is_one_graph(gpu):
+    """``axis_index`` is a host value of the process; on the device it is filled by a
+    kernel, not transferred, so a step that reads it is still captured as a CUDA graph."""
+    def step(w, x):
+        g = fnx.grad(lambda w: fnp.sum(fnp.tanh(x @ w)))(w)
+        return w - 0.1 * lax.pmean(g, "i") * (lax.axis_index("i") + 1)
+    f = fnx.pmap(step, axis_name="i")
+    w0 = np.linspace(-1, 1, 64, dtype=np.float32).reshape(1, 8, 8)
+    x = np.linspace(0, 1, 32, dtype=np.float32).reshape(1, 4, 8)
+    host, dev = w0, fnx.device_put(w0, gpu)
+    xd = fnx.device_put(x, gpu)
+    for _ in range(3):
+        host, dev = f(host, x), f(dev, xd)
+    np.testing.assert_allclose(np.asarray(dev), np.asarray(host), rtol=1e-5, atol=1e-6)
+    graph = f.lower(dev, xd)._entry.compiled.graph
+    assert graph.failure is None and graph.replays == 2, graph.failure
+
+
+@pytest.mark.gpu
 def test_every_nccl_call_on_a_real_gpu(gpu):
     """Every NCCL call the device collectives make (pointers, counts, datatypes, the
     stream, grouped sends and receives) on a real GPU, through an NCCL communicator of one

@@ -74,13 +74,18 @@ def on_device(prim, backend, params):
     back; results that come back as host values are put on the device."""
     impl = prim.impl
     raw = getattr(impl, "raw", impl)
-    put, owns, fetch = backend.put, backend.owns, backend.fetch
-    multiple = prim.multiple_results
+    owns, fetch, full = backend.owns, backend.fetch, backend.xp.full
+
+    def put(o):
+        if owns(o):
+            return o
+        a = np.asarray(o)
+        if a.ndim == 0:  # (``axis_index``) a fill kernel, not a transfer: graphs capture it
+            return full((), a[()], a.dtype)
+        return backend.put(a)
 
     def settle(out):
-        if multiple:
-            return [o if owns(o) else put(o) for o in out]
-        return out if owns(out) else put(out)
+        return [put(o) for o in out] if prim.multiple_results else put(out)
 
     if prim.host_callback:  # user code that expects NumPy values: always on the host
         def run(*vals):
