@@ -341,6 +341,11 @@ g = fnx.pmap(fnx.grad(lambda v: fnp.sum(lax.pmean(v, "i") ** 2)), axis_name="i")
 # every member's loss reads every member's value through the mean: JAX's transpose of
 # psum sums their cotangents, 2 * mean / P each
 assert g.device == gpu and np.allclose(np.asarray(g), P + 1.0), g
+# process 0's parameters, on the device they were put on
+got = dist.broadcast_params({"w": fnx.device_put(np.full((2,), me + 1.0, np.float32), gpu),
+                             "n": np.int32(me)})
+assert got["w"].device == gpu and np.asarray(got["w"]).tolist() == [1.0, 1.0], got
+assert int(got["n"]) == 0
 # a data-parallel training step: on the CPU and on the GPU the same parameters; with NCCL
 # the GPU's step is one CUDA graph from its second call on, its allreduce captured with
 # its kernels

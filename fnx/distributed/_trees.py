@@ -9,7 +9,7 @@ import numpy as np
 from .. import numpy as fnp
 from .. import serialization, tree_util
 from ..core import world
-from ..core.array import Array
+from ..core.array import Array, device_put_array
 from . import _collectives as C
 
 __all__ = ["broadcast_params", "process_allgather", "shard", "shard_indices", "save",
@@ -20,12 +20,13 @@ _ALIGN = 64  # each leaf's bytes start at a multiple of this in a packed buffer
 
 def _leaves(tree, what):
     """The leaves of ``tree`` as C-contiguous NumPy arrays, with how to give each back in
-    its own kind (fnx Array, NumPy array, Python or NumPy scalar)."""
+    its own kind (fnx Array on its device, NumPy array, Python or NumPy scalar)."""
     leaves, treedef = tree_util.tree_flatten(tree)
     arrays, kinds = [], []
     for i, leaf in enumerate(leaves):
         if isinstance(leaf, Array):
-            kind = "fnx"
+            device = leaf.device
+            kind = ("fnx", None if device.platform == "cpu" else device)
         elif isinstance(leaf, np.ndarray):
             kind = "numpy"
         elif isinstance(leaf, (bool, int, float, complex, np.generic)):
@@ -43,8 +44,9 @@ def _leaves(tree, what):
 
 
 def _give_back(arr, kind):
-    if kind == "fnx":
-        return fnp.asarray(arr)
+    if type(kind) is tuple:   # an fnx Array: on the device the leaf was on (a GPU's stays)
+        device = kind[1]
+        return device_put_array(fnp.asarray(arr), device)
     if kind == "numpy":
         return arr
     return kind(arr.item()) if kind in (bool, int, float, complex) else arr[()]
@@ -71,7 +73,7 @@ def broadcast_params(tree, *, root=0, comm=None):
     ``params = broadcast_params(params)`` every process starts from the same parameters.
     Any pytree of arrays and numbers; every process passes the same structure, shapes and
     dtypes (their values are ignored: initialize them any way). Leaves come back in their
-    own kind (fnx Array, NumPy array, number). One ``MPI_Bcast`` of all leaves packed
+    own kind (an fnx Array on its device, NumPy array, number). One ``MPI_Bcast`` of all leaves packed
     together."""
     comm = comm if comm is not None else world.communicator()
     if comm is None or comm.Get_size() == 1:
