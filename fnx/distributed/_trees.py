@@ -73,8 +73,8 @@ def broadcast_params(tree, *, root=0, comm=None):
     ``params = broadcast_params(params)`` every process starts from the same parameters.
     Any pytree of arrays and numbers; every process passes the same structure, shapes and
     dtypes (their values are ignored: initialize them any way). Leaves come back in their
-    own kind (an fnx Array on its device, NumPy array, number). One ``MPI_Bcast`` of all leaves packed
-    together."""
+    own kind (an fnx Array on its device, NumPy array, number). One ``MPI_Bcast`` of all
+    leaves packed together."""
     comm = comm if comm is not None else world.communicator()
     if comm is None or comm.Get_size() == 1:
         return tree
