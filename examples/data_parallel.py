@@ -8,7 +8,8 @@ gradient on its ``64 / P`` of them, ``lax.pmean`` averages the gradients over th
 processes inside ``fnx.pmap``, and every process applies the same update, so the
 parameters stay identical everywhere and equal, to float32 rounding, what one process
 computes on the whole batch. ``--out PATH`` saves the final parameters (process 0
-writes).
+writes). ``--device gpu`` trains on each process's GPU, the gradients averaged by NCCL
+(``FNX_GPU_EMULATE=1`` runs it on the emulated GPU).
 """
 import argparse
 
@@ -33,6 +34,7 @@ def main(argv=None):
     p.add_argument("--steps", type=int, default=200)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", default=None)
+    p.add_argument("--device", default="cpu", choices=("cpu", "gpu"))
     args = p.parse_args(argv)
 
     dist.initialize()
@@ -57,14 +59,18 @@ def main(argv=None):
 
     # every argument carries a leading axis of the process's one device
     pstep = fnx.pmap(step, axis_name="batch")
-    rep = fnx.tree_util.tree_map(lambda v: np.asarray(v)[None], (model, state))
+    device = fnx.devices(args.device)[0]
+    rep = fnx.device_put(fnx.tree_util.tree_map(lambda v: np.asarray(v)[None],
+                                                (model, state)), device)
     rng = np.random.default_rng(args.seed)        # the same batches on every process
     for i in range(args.steps):
         idx = rng.integers(0, len(x_train), GLOBAL_BATCH)[rank * local:(rank + 1) * local]
-        *rep, loss = pstep(*rep, x_train[idx][None], y_train[idx][None])
+        batch = fnx.device_put((x_train[idx][None], y_train[idx][None]), device)
+        *rep, loss = pstep(*rep, *batch)
         if rank == 0 and (i % 50 == 0 or i == args.steps - 1):
             print(f"step {i:4d}  loss {float(loss[0]):.4f}")
-    model = fnx.tree_util.tree_map(lambda v: v[0], rep[0])
+    cpu = fnx.devices("cpu")[0]
+    model = fnx.tree_util.tree_map(lambda v: fnx.device_put(v[0], cpu), rep[0])
     acc = float(np.mean(np.asarray(model(x_test)).argmax(1) == y_test))
     if rank == 0:
         print(f"{P} process(es): test accuracy {acc:.2%}")

@@ -308,6 +308,26 @@ def test_every_nccl_call_on_a_real_gpu(gpu):
             assert bool(xp.all(got == want)), (name, dt, got, want)
 
 
+@needs_mpi
+@pytest.mark.gpu
+def test_data_parallel_example_on_the_gpu_matches_one_process_on_the_cpu(tmp_path, gpu):
+    """``examples/data_parallel.py --device gpu`` in two processes (the gradients averaged
+    on the device) reaches the parameters one CPU process reaches on the whole batch."""
+    example = os.path.join(ROOT, "examples", "data_parallel.py")
+    one, two = tmp_path / "one.msgpack", tmp_path / "two.msgpack"
+    _run([sys.executable, example, "--steps", "30", "--out", str(one)])
+    env = dict(os.environ, FNX_GPU_EMULATE="1") if gpu.emulated else dict(os.environ)
+    r = subprocess.run([mpiexec(), "-n", "2", sys.executable, example, "--steps", "30",
+                        "--device", "gpu", "--out", str(two)],
+                       capture_output=True, text=True, timeout=240, cwd=ROOT, env=env)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-3000:]
+    import fnx.serialization as S
+    a, b = (fnx.tree_util.tree_leaves(S.load(str(p))) for p in (one, two))
+    assert len(a) == len(b) > 0
+    for u, v in zip(a, b):
+        np.testing.assert_allclose(np.asarray(v), np.asarray(u), rtol=1e-5, atol=1e-6)
+
+
 GPU_WORKER = r"""
 import sys, warnings
 import numpy as np
