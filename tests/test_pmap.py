@@ -2,6 +2,7 @@
 always; with mpi4py and ``mpiexec``, in 2 and 4 processes, every collective and its
 derivative under pmap against ``vmap(axis_name=...)`` over all processes' shards, and the
 data-parallel example against one process on the whole batch."""
+import ctypes
 import os
 import subprocess
 import sys
@@ -436,3 +437,112 @@ def test_psum_into_a_buffer_that_is_its_operand_seen_through_another_array():
     shifted[1:] = y
     got = parallel._reduced(None, shifted[1:], "sum", out=shifted[:12])
     np.testing.assert_array_equal(got, y)
+
+
+class _HostBuffer(np.ndarray):
+    """A NumPy array that shows its address as CuPy's arrays do (``.data.ptr``)."""
+
+    @property
+    def data(self):
+        return type("Pointer", (), {"ptr": self.ctypes.data})()
+
+
+class _HostCuPy:
+    """NumPy as the array library of ``_nccl.DeviceCollectives``: results are
+    ``_HostBuffer``s, the current stream is 0."""
+
+    def __getattr__(self, name):
+        fn = getattr(np, name)
+        if not callable(fn) or isinstance(fn, type):
+            return fn
+
+        def call(*args, **kwargs):
+            out = fn(*args, **kwargs)
+            return out.view(_HostBuffer) if isinstance(out, np.ndarray) else out
+        return call
+
+    class cuda:
+        @staticmethod
+        def get_current_stream():
+            return type("Stream", (), {"ptr": 0})()
+
+
+class _OneRankNccl:
+    """CuPy's ``cupy.cuda.nccl`` for one rank, over host memory: each call moves the bytes
+    its pointers, count and NCCL datatype say (so a wrong count, datatype or pointer moves
+    the wrong bytes), after checking the stream and, for a reduction, the op."""
+
+    SIZES = {0: 1, 1: 1, 2: 4, 3: 4, 4: 8, 5: 8, 7: 4, 8: 8}
+    available = True
+
+    def __init__(self):
+        self.pending = []
+
+    def get_unique_id(self):
+        return b"\x01" * 128
+
+    def groupStart(self):
+        self.pending = []
+
+    def groupEnd(self):
+        sends = [(p, c, t) for kind, p, c, t, peer in self.pending if kind == "send"]
+        recvs = [(p, c, t) for kind, p, c, t, peer in self.pending if kind == "recv"]
+        assert len(sends) == len(recvs)
+        for (s, c, t), (r, c2, t2) in zip(sends, recvs):
+            assert (c, t) == (c2, t2)
+            ctypes.memmove(r, s, c * self.SIZES[t])
+        self.pending = []
+
+    def NcclCommunicator(self, n, uid, rank):
+        assert (n, rank) == (1, 0) and uid == self.get_unique_id()
+        lib = self
+
+        class Comm:
+            def _move(self, send, recv, count, dtype, stream, op=0):
+                assert stream == 0 and op in (0, 2, 3) and dtype in lib.SIZES
+                ctypes.memmove(recv, send, count * lib.SIZES[dtype])
+
+            def allReduce(self, send, recv, count, dtype, op, stream):
+                self._move(send, recv, count, dtype, stream, op)
+
+            def reduceScatter(self, send, recv, count, dtype, op, stream):
+                self._move(send, recv, count, dtype, stream, op)
+
+            def allGather(self, send, recv, count, dtype, stream):
+                self._move(send, recv, count, dtype, stream)
+
+            def send(self, buf, count, dtype, peer, stream):
+                assert peer == 0 and stream == 0
+                lib.pending.append(("send", buf, count, dtype, peer))
+
+            def recv(self, buf, count, dtype, peer, stream):
+                assert peer == 0 and stream == 0
+                lib.pending.append(("recv", buf, count, dtype, peer))
+        return Comm()
+
+
+def test_the_nccl_calls_move_the_bytes_the_results_need(monkeypatch):
+    """``_NcclComm``'s calls (pointers, counts, NCCL datatypes, grouped sends and
+    receives) through a one-rank NCCL over host memory: every collective and dtype gives
+    ``_Local``'s results, so what a real GPU's NCCL is asked for is what the layouts need.
+    (On a GPU, ``test_every_nccl_call_on_a_real_gpu`` runs the same calls through NCCL.)"""
+    cupy = pytest.importorskip("cupy")
+    from fnx.distributed import _nccl
+    monkeypatch.setattr(cupy.cuda, "nccl", _OneRankNccl(), raising=False)
+    xp = _HostCuPy()
+    ops = _nccl.DeviceCollectives(xp, _nccl._NcclComm(xp, None))
+    local = _nccl.DeviceCollectives(xp, _nccl._Local(xp))
+    calls = [("allreduce", ("max",)), ("allreduce", ("min",)), ("allgather", (0, False)),
+             ("allgather", (1, True)), ("reduce_scatter", (1, True, "max")),
+             ("alltoall", (0, 1, True)), ("alltoall", (1, 0, False)),
+             ("ppermute", ([(0, 0)],)), ("ppermute", ([],))]
+    for dt in DEVICE_DTYPES:
+        x = (np.random.default_rng(0).standard_normal((3, 1, 4)) * 10).astype(dt)
+        for name, args in calls + ([] if dt == "bool" else [
+                ("allreduce", ("sum",)), ("reduce_scatter", (0, True, "sum"))]):
+            if dt == "complex64" and ("max" in args or "min" in args):
+                continue
+            got = getattr(ops, name)(x.view(_HostBuffer), *args)
+            want = getattr(local, name)(x.view(_HostBuffer), *args)
+            assert got.dtype == want.dtype and got.shape == want.shape, (name, dt)
+            assert np.array_equal(np.asarray(got), np.asarray(want)), (name, dt)
