@@ -126,8 +126,9 @@ def _use_own_gpu(comm, local_device_ids):
     """On a node with several GPUs, each process computes on its own (NCCL needs one GPU
     per process): the GPU ``local_device_ids`` names (JAX's argument; its first id), else
     the process's rank among those on its node modulo the node's GPUs. Where CuPy sees
-    one GPU or none (or is not installed), nothing changes. Runs before any device
-    buffer exists, so every later one is made on that GPU. Whether a GPU is here."""
+    one GPU or none (or is not installed), nothing changes. Every buffer made after it is
+    on that GPU, so a program calls ``initialize()`` before putting anything on a GPU.
+    Whether a GPU is here."""
     from ..core.backend import get_backend
     try:
         cuda = get_backend("cuda")
