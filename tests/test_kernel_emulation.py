@@ -407,6 +407,41 @@ def test_atomic_histogram_with_dynamic_shared_memory(workers):
 
 
 @needs_gxx
+@pytest.mark.skipif(not os.path.exists("/proc/self/maps"), reason="counts Linux's mappings")
+def test_modules_do_not_keep_a_mapping_per_thread_stack():
+    """Each kernel module compiles the runtime, so each had its own pool of fiber stacks
+    on the calling thread, two mappings a stack, kept for good: a process that loaded a
+    few hundred modules with barriers reached Linux's limit on mappings
+    (vm.max_map_count), and the next module failed to load. The calling thread now
+    releases its stacks after each launch."""
+    def mappings():
+        with open("/proc/self/maps") as f:
+            return sum(1 for _ in f)
+
+    source = """
+extern "C" __global__ void barrier_sum(float* x) {  // module %d
+    __shared__ float s[256];
+    s[threadIdx.x] = x[threadIdx.x];
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        float t = 0.0f;
+        for (int i = 0; i < 256; ++i) t += s[i];
+        x[0] = t;
+    }
+}
+"""
+    mods = [E.compile_kernels(source % k) for k in range(6)]
+    x = np.ones(256, np.float32)
+    mods[0].launch("barrier_sum", 1, 256, (x,), workers=1)   # (the runtime's first use)
+    before = mappings()
+    for m in mods[1:]:
+        x = np.ones(256, np.float32)
+        m.launch("barrier_sum", 1, 256, (x,), workers=1)
+        assert x[0] == 256.0
+    assert mappings() - before < 5 * 64, mappings() - before
+
+
+@needs_gxx
 def test_dynamic_shared_memory_and_its_limit():
     x = np.arange(4 * 96, dtype=np.float32)
     out = np.empty_like(x)

@@ -476,6 +476,10 @@ struct Fiber {
 };
 
 // A CPU thread's fibers and stacks, kept between launches (freed when the thread ends).
+// Every kernel module compiles this runtime, so each holds pools of its own; the calling
+// thread's stacks are released after each launch (release_stacks), else a process that
+// loads many modules would keep two mappings per stack of each one until the kernel's
+// limit on mappings (vm.max_map_count) refuses the next module.
 struct Pool {
     char* stacks = nullptr;
     size_t nstacks = 0, stride = 0, stack_bytes = 0;
@@ -489,6 +493,11 @@ struct Pool {
         free(fibers);
         free(queue);
         free(dyn);
+    }
+    void release_stacks() {
+        if (stacks) munmap(stacks, nstacks * stride);
+        stacks = nullptr;
+        nstacks = stride = stack_bytes = 0;
     }
     bool ensure_fibers(size_t n) {
         if (n <= nfibers) return true;
@@ -1136,6 +1145,7 @@ template <class Body> static int launch(Launch* L, bool fibers, Body body) {
         pthread_attr_destroy(&attr);
     }
     worker_main<Body>(&job);
+    tl_pool.release_stacks();             // (the calling thread's; see Pool)
     for (int i = 0; i < started; ++i) pthread_join(threads[i], nullptr);
     pthread_mutex_destroy(&g.lock);
     return g.has_err ? 1 : 0;
