@@ -175,6 +175,25 @@ def test_pooling_values(window, strides):
     _close(got, np.maximum(_ref_pool(x, window, strides, np.max, 0), 0.25))
 
 
+def test_integer_pooling_takes_infinite_identities_as_jax():
+    """-inf for max and +inf for min are the identity for integer operands too (JAX reads
+    them so; max_pool passes -inf for every dtype and raised OverflowError on uint8);
+    another float init_value for an integer operand is a TypeError, as in JAX, not a
+    silent truncation."""
+    x = np.arange(16, dtype=np.uint8).reshape(1, 4, 4, 1)
+    got = cv.max_pool(x, (2, 2))
+    assert got.dtype == np.uint8 and np.asarray(got).ravel().tolist() == [5, 7, 13, 15]
+    assert np.asarray(cv.min_pool(x, (2, 2))).ravel().tolist() == [0, 2, 8, 10]
+    xi = np.arange(6, dtype=np.int32).reshape(2, 3)
+    assert lax.reduce_window(xi, -np.inf, lax.max, (1, 2), (1, 1), "VALID").tolist() == \
+        [[1, 2], [4, 5]]
+    assert lax.reduce_window(xi, np.int32(3), lax.max, (1, 2), (1, 1), "VALID").tolist() == \
+        [[3, 3], [4, 5]]
+    for init, comp in ((0.5, lax.max), (-np.inf, lax.min), (2.0, lax.add)):
+        with pytest.raises(TypeError, match=r"init_value .* and the operand is int32"):
+            lax.reduce_window(xi, init, comp, (1, 2), (1, 1), "VALID")
+
+
 def test_pool_helpers_and_padding():
     x = RNG.standard_normal((2, 5, 6, 3))              # NHWC
     _close(cv.max_pool(x, (2, 2)), _ref_pool(x, (1, 2, 2, 1), (1, 2, 2, 1), np.max, 0))

@@ -873,6 +873,9 @@ def _concrete_scalar(v):
     return a[()] if a.shape == () else None
 
 
+_INFINITE_IDENTITY = {"max": -np.inf, "min": np.inf}
+
+
 def reduce_window(operand, init_value, computation, window_dimensions, window_strides,
                   padding, base_dilation=None, window_dilation=None):
     """Reduce every window of ``operand`` with ``computation``, JAX's ``lax.reduce_window``.
@@ -901,8 +904,17 @@ def reduce_window(operand, init_value, computation, window_dimensions, window_st
     out = prim.bind(x, **p)
     init = _concrete_scalar(init_value)
     ident = NW.window_identity(x.dtype, which)
-    if init is not None and init == ident:
+    # -inf for max and +inf for min are the identity whatever the operand's dtype (JAX
+    # reads them so for integer operands too, and max_pool passes -inf for every dtype)
+    if init is not None and (init == ident or init == _INFINITE_IDENTITY.get(which)):
         return out
+    init_dtype = getattr(init_value, "dtype", None)
+    init_dtype = np.dtype(init_dtype if init_dtype is not None else type(init_value))
+    if x.dtype.kind in "biu" and init_dtype.kind in "fc":
+        raise TypeError(f"reduce_window: init_value {init_value!r} is {init_dtype} and the "
+                        f"operand is {x.dtype}: they must have one dtype, as in JAX; pass "
+                        "an integer init_value (-inf for max and +inf for min are taken as "
+                        "the identity)")
     init_arr = L._scalar_operand(init_value, x.dtype) if init is not None else \
         L.convert_element_type(to_array(init_value), x.dtype)
     if which == "sum":   # XLA: the accumulator starts at init; padding and holes add nothing
