@@ -29,6 +29,17 @@ def _axis(what, axis, ndim):
     return a % ndim
 
 
+def _apply(what, fn, tree, a, b):
+    """``fn`` of two flat lists of arrays seen as pytrees of ``tree``: its result's leaves,
+    which must make the same pytree."""
+    out = fn(tree_util.tree_unflatten(tree, a), tree_util.tree_unflatten(tree, b))
+    flat, out_tree = tree_util.tree_flatten(out)
+    if out_tree != tree:
+        raise TypeError(f"{what}: the function must return its arguments' structure {tree}, "
+                        f"got {out_tree}")
+    return [to_array(v) for v in flat]
+
+
 # --- reduce -----------------------------------------------------------------------------------
 
 def _monoid(computation, init, dtype):
@@ -121,12 +132,8 @@ def _pairwise(flat_ops, flat_inits, computation, dims, tree):
     shape = flat_ops[0].shape
 
     def combine(a, b):
-        out = computation(tree_util.tree_unflatten(tree, a), tree_util.tree_unflatten(tree, b))
-        flat, out_tree = tree_util.tree_flatten(out)
-        if out_tree != tree:
-            raise TypeError(f"reduce: computation must return the operands' structure "
-                            f"{tree}, got {out_tree}")
-        return [L.convert_element_type(to_array(v), o.dtype) for v, o in zip(flat, a)]
+        out = _apply("reduce", computation, tree, a, b)
+        return [L.convert_element_type(v, o.dtype) for v, o in zip(out, a)]
 
     kept = [d for d in range(len(shape)) if d not in dims]
     n = int(np.prod([shape[d] for d in dims], dtype=np.int64))
@@ -181,12 +188,7 @@ def associative_scan(fn, elems, reverse=False, axis=0):
         flat = [L.rev(x, (a,)) for x in flat]
 
     def combine(p, q):
-        out = fn(tree_util.tree_unflatten(tree, p), tree_util.tree_unflatten(tree, q))
-        flat_out, out_tree = tree_util.tree_flatten(out)
-        if out_tree != tree:
-            raise TypeError(f"associative_scan: fn must return elems' structure {tree}, got "
-                            f"{out_tree}")
-        return [to_array(v) for v in flat_out]
+        return _apply("associative_scan", fn, tree, p, q)
 
     step = 1
     while step < n:
