@@ -145,7 +145,9 @@ MAX_SHARED_LIMIT = 227 * 1024             # what sm_90 allows with cudaFuncSetAt
 SCHEDULES = {"forward": 0, "reverse": 1, "shuffle": 2}
 
 _CXX = "g++"
-_CXX_FLAGS = ("-O2", "-std=c++17", "-shared", "-fPIC", "-pthread", "-ffp-contract=off",
+# -O1: a test suite compiles hundreds of small kernels and runs each a few times; against
+# -O2 it compiles them about 15% faster, and the suite's emulated runs took no longer
+_CXX_FLAGS = ("-O1", "-std=c++17", "-shared", "-fPIC", "-pthread", "-ffp-contract=off",
               "-fno-fast-math", "-fno-math-errno", "-fno-strict-aliasing", "-fexceptions",
               "-w")
 _RUNTIME_PATH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "emulate_runtime.h")
