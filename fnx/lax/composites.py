@@ -15,7 +15,7 @@ from .. import tree_util
 from ..core.array import to_array
 from ..errors import ShapeError
 from . import ops as L
-from .convolution import _concrete_scalar, _which_computation
+from .convolution import _concrete_scalar, _which_computation, is_identity
 
 __all__ = ["reduce", "reduce_xor", "associative_scan", "split", "collapse", "index_in_dim",
            "dynamic_update_index_in_dim", "broadcast_to_rank", "batch_matmul", "stack",
@@ -58,15 +58,7 @@ def _monoid(computation, init, dtype):
     if which == "prod":
         return L.reduce_prod if init == 1 else None
     if which in ("max", "min"):
-        d = np.dtype(dtype)
-        if d.kind == "f":
-            ident = -np.inf if which == "max" else np.inf
-        elif d == np.bool_:
-            ident = which == "min"
-        else:
-            info = np.iinfo(d)
-            ident = info.min if which == "max" else info.max
-        if init == ident or init == (-np.inf if which == "max" else np.inf):
+        if is_identity(init, dtype, which):
             return L.reduce_max if which == "max" else L.reduce_min
         return None
     if np.dtype(dtype) != np.bool_:

@@ -873,7 +873,13 @@ def _concrete_scalar(v):
     return a[()] if a.shape == () else None
 
 
-_INFINITE_IDENTITY = {"max": -np.inf, "min": np.inf}
+def is_identity(init, dtype, which):
+    """Whether the concrete scalar ``init`` is the identity of the reduction ``which``
+    ("sum", "max", "min") in ``dtype``. -inf for max and +inf for min are, whatever the
+    dtype: JAX reads them so for integer operands too (max_pool passes -inf for every
+    dtype)."""
+    return (init == NW.window_identity(np.dtype(dtype), which)
+            or init == {"max": -np.inf, "min": np.inf}.get(which))
 
 
 def reduce_window(operand, init_value, computation, window_dimensions, window_strides,
@@ -903,10 +909,7 @@ def reduce_window(operand, init_value, computation, window_dimensions, window_st
             "min": reduce_window_min_p}[which]
     out = prim.bind(x, **p)
     init = _concrete_scalar(init_value)
-    ident = NW.window_identity(x.dtype, which)
-    # -inf for max and +inf for min are the identity whatever the operand's dtype (JAX
-    # reads them so for integer operands too, and max_pool passes -inf for every dtype)
-    if init is not None and (init == ident or init == _INFINITE_IDENTITY.get(which)):
+    if init is not None and is_identity(init, x.dtype, which):
         return out
     init_dtype = getattr(init_value, "dtype", None)
     init_dtype = np.dtype(init_dtype if init_dtype is not None else type(init_value))
