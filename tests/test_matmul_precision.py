@@ -60,9 +60,11 @@ def test_jvp_transpose_and_vmap_keep_it():
 @pytest.mark.gpu
 @pytest.mark.parametrize("setting, bits", [("tensorfloat32", 10), ("bfloat16", 7)])
 def test_gpu_products_in_reduced_precision(gpu, setting, bits):
-    """The product of operands with more mantissa bits than the pass keeps: equal to the
-    product of the rounded operands (accumulated in float32), and not to the exact one;
-    ``precision="highest"`` stays exact."""
+    """The product of operands with more mantissa bits than the pass keeps: not the exact
+    one, and no less accurate than the product of the rounded operands (accumulated in
+    float32), which the emulation gives bit for bit; ``precision="highest"`` stays exact.
+    The setting is a floor, as JAX's is: cuBLAS may pick a more precise kernel (on an H100,
+    ``CUBLAS_COMPUTE_32F_FAST_16BF`` ran this product in TF32)."""
     from fnx.backends.cuda_blas import _rounded
     rng = np.random.default_rng(2)
     a = rng.standard_normal((16, 64)).astype(np.float32)
@@ -73,7 +75,10 @@ def test_gpu_products_in_reduced_precision(gpu, setting, bits):
     with fnx.default_matmul_precision(setting):
         got = np.asarray(fnx.jit(lambda x, y: x @ y)(da, db))
         full = np.asarray(fnx.jit(lambda x, y: fnp.matmul(x, y, precision="highest"))(da, db))
-    np.testing.assert_allclose(got, rounded, rtol=1e-5, atol=1e-4)
+    if gpu.emulated:
+        np.testing.assert_allclose(got, rounded, rtol=1e-5, atol=1e-4)
+    else:
+        assert np.abs(got - exact).max() <= 1.5 * np.abs(rounded - exact).max() + 1e-4
     assert np.abs(got - exact).max() > 10 * np.abs(full - exact).max()
     np.testing.assert_allclose(full, exact, rtol=1e-5, atol=1e-5)
 

@@ -81,8 +81,10 @@ _MAX_BLOCK_TYPES = 128
 
 
 def _predefined(dtype):
-    """MPI's predefined datatype for a numeric NumPy dtype in native byte order, or None."""
-    if dtype.kind not in "biufc" or not dtype.isnative:
+    """MPI's predefined datatype for a numeric NumPy dtype in native byte order, or None.
+    Not float16: mpi4py names one for it where Open MPI then refuses it (MPI_ERR_TYPE), and
+    MPI reduces none (float16 is moved as bytes and reduced in float32)."""
+    if dtype.kind not in "biufc" or not dtype.isnative or dtype == np.float16:
         return None
     try:
         return _mpi().Datatype.fromcode(dtype.char)
@@ -153,7 +155,7 @@ def _reduce_local(xs, op):
 def _reducible(x):
     """Whether MPI reduces ``x``'s dtype itself; others (bfloat16, and float16, which not
     every MPI reduces) are reduced in float32 and rounded back once."""
-    return x.dtype != np.float16 and _predefined(x.dtype) is not None
+    return _predefined(x.dtype) is not None
 
 
 def allreduce(x, op="sum", *, inplace=False, out=None, comm=None):
