@@ -301,7 +301,7 @@ def test_cummax_on_2d_axes_and_grad_of_grad():
 
 
 def _scatter_f(mode, idx, spec=(("a", 0),)):
-    return lambda x, u: lax.scatter(x, u, [fnp.asarray(np.asarray(idx, np.int32))], spec, mode)
+    return lambda x, u: lax.index_scatter(x, u, [fnp.asarray(np.asarray(idx, np.int32))], spec, mode)
 
 
 def _scatter_mul_jacobians(x, u, idx):
@@ -411,7 +411,7 @@ def test_scatter_rules_with_slices_and_2d_indices():
 def test_transposes_of_out_of_range_gathers_and_scatters():
     """gather clamps, scatter drops (JAX): reverse mode must agree with forward mode."""
     x = _f64([1.0, 2.0, 3.0, 4.0, 5.0])
-    g = lambda v: lax.gather(v, [fnp.asarray(np.array([1, -1, -7, 7], np.int32))],  # noqa
+    g = lambda v: lax.index_gather(v, [fnp.asarray(np.array([1, -1, -7, 7], np.int32))],  # noqa
                              (("a", 0),))
     np.testing.assert_array_equal(fnx.jacrev(g)(x), fnx.jacfwd(g)(x))
     np.testing.assert_array_equal(fnx.jacrev(g)(x)[3], [0, 0, 0, 0, 1])   # clamped to 4

@@ -1353,7 +1353,7 @@ def gather_ref(x, *idx, spec):
 
 
 def gather_fn(x, *idx, spec):
-    return lax.gather(x, idx, spec)
+    return lax.index_gather(x, idx, spec)
 
 
 SCATTER_MODES = {"b": ("set", "min", "max"), "c": ("set", "add", "mul")}
@@ -1425,7 +1425,7 @@ def scatter_ref(x, upd, *idx, spec, mode):
 
 
 def scatter_fn(x, u, *idx, spec, mode):
-    return lax.scatter(x, u, idx, spec, mode)
+    return lax.index_scatter(x, u, idx, spec, mode)
 
 
 # --- bad inputs for the structured ops -------------------------------------------------------------
@@ -1659,22 +1659,22 @@ OPS = [
         bad(lambda: lax.top_k(z(()), 1), "f32[]"),
         bad(lambda: lax.top_k(z((3,), C64), 1), "c64[3]"))),
     Op("gather", gather_fn, gather_ref, _gather_case, ALL, bad=(
-        bad(lambda: lax.gather(z((2, 3)), [z((2,), I32), z((3,), I32)], (("a", 0), ("a", 1))),
+        bad(lambda: lax.index_gather(z((2, 3)), [z((2,), I32), z((3,), I32)], (("a", 0), ("a", 1))),
             "(2,)", "(3,)"),
-        bad(lambda: lax.gather(z((2, 3)), [z((2,))], (("a", 0), 0)), "f32[2]"),
-        bad(lambda: lax.gather(z((2, 3)), [], (2, 0)), "2", "size 2"),
-        bad(lambda: lax.gather(z((2, 3)), [], (0,)), "rank 2"),
-        bad(lambda: lax.gather(z((2, 3)), [], (0, ("s", 0, 3, 0))), "step"),
-        bad(lambda: lax.gather(z((2, 3)), [z((2,), I32)], (("a", 1), 0)), "operand 1"),
-        bad(lambda: lax.gather(z((0, 3)), [z((2,), I32)], (("a", 0), 0)), "i32[2]",
+        bad(lambda: lax.index_gather(z((2, 3)), [z((2,))], (("a", 0), 0)), "f32[2]"),
+        bad(lambda: lax.index_gather(z((2, 3)), [], (2, 0)), "2", "size 2"),
+        bad(lambda: lax.index_gather(z((2, 3)), [], (0,)), "rank 2"),
+        bad(lambda: lax.index_gather(z((2, 3)), [], (0, ("s", 0, 3, 0))), "step"),
+        bad(lambda: lax.index_gather(z((2, 3)), [z((2,), I32)], (("a", 1), 0)), "operand 1"),
+        bad(lambda: lax.index_gather(z((0, 3)), [z((2,), I32)], (("a", 0), 0)), "i32[2]",
             "f32[0,3]"))),
     Op("scatter", scatter_fn, scatter_ref, _scatter_case, (BOOL, I8, I32, U8, F16, F32, F64, C64),
        tol=2, bad=(
-           bad(lambda: lax.scatter(z((2, 3)), z((3,)), [z((2,), I32)], (("a", 0), 0)),
+           bad(lambda: lax.index_scatter(z((2, 3)), z((3,)), [z((2,), I32)], (("a", 0), 0)),
                "f32[2,3]", "f32[3]"),
-           bad(lambda: lax.scatter(z((2, 3)), z((2,), F64), [z((2,), I32)], (("a", 0), 0)),
+           bad(lambda: lax.index_scatter(z((2, 3)), z((2,), F64), [z((2,), I32)], (("a", 0), 0)),
                "f32[2,3]", "f64[2]"),
-           bad(lambda: lax.scatter(z((2, 3)), z((2,)), [z((2,), I32)], (("a", 0), 0), "div"),
+           bad(lambda: lax.index_scatter(z((2, 3)), z((2,)), [z((2,), I32)], (("a", 0), 0), "div"),
                "'div'"))),
 ]
 
@@ -1989,8 +1989,8 @@ def test_dynamic_slice_clamps_out_of_range_starts():
 def test_gather_clamps_and_scatter_drops_out_of_range_indices():
     x = np.arange(5, dtype=F32)
     idx = np.array([-1, -6, 7, 2], I32)
-    assert _np(lax.gather(x, [idx], (("a", 0),))).tolist() == [4, 0, 4, 2]
-    out = lax.scatter(x, np.full(4, 10, F32), [idx], (("a", 0),), "add")
+    assert _np(lax.index_gather(x, [idx], (("a", 0),))).tolist() == [4, 0, 4, 2]
+    out = lax.index_scatter(x, np.full(4, 10, F32), [idx], (("a", 0),), "add")
     assert _np(out).tolist() == [0, 1, 12, 3, 14]
 
 
@@ -2001,7 +2001,7 @@ def test_scatter_add_accumulates_repeated_indices_like_np_add_at():
     want = x.copy()
     np.add.at(want.T, idx, u)          # x[:, idx] += u.T, accumulating
     # x[:, idx] has shape (3, 4): the update for column idx[j] is u.T[:, j]
-    got = lax.scatter(x, u.T.copy(), [idx], (("s", None, None, None), ("a", 0)), "add")
+    got = lax.index_scatter(x, u.T.copy(), [idx], (("s", None, None, None), ("a", 0)), "add")
     np.testing.assert_array_equal(_np(got), want)
 
 

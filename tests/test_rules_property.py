@@ -373,8 +373,8 @@ def index_cases(draw, dtype, mode=None):
 
     label = f"x{list(shape)} spec={spec} index{list(ishape)}"
     if mode is None:
-        return Case(lambda x, *i: lax.gather(x, i, spec), make, label)
-    return Case(lambda x, u, *i: lax.scatter(x, u, i, spec, mode), make, f"{mode} {label}")
+        return Case(lambda x, *i: lax.index_gather(x, i, spec), make, label)
+    return Case(lambda x, u, *i: lax.index_scatter(x, u, i, spec, mode), make, f"{mode} {label}")
 
 
 def reduce_cases(fn, dom=ANY):

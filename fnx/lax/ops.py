@@ -323,13 +323,17 @@ def dynamic_update_slice_in_dim(x, update, start_index, axis):
     return dynamic_update_slice(x, update, starts)
 
 
-def gather(x, indices, spec):
-    """NumPy-style indexing with a static ``spec`` (see ``fnx.lax.indexing``)."""
+def index_gather(x, indices, spec):
+    """NumPy-style indexing with a static ``spec`` (see ``fnx.lax.indexing``): what
+    ``x[...]`` binds. JAX's ``lax.gather`` on XLA dimension numbers is
+    ``fnx.lax.gather``."""
     return ix.gather_p.bind(to_array(x), *[to_array(i) for i in indices], spec=tuple(spec))
 
 
-def scatter(x, updates, indices, spec, mode="set"):
-    """Functional ``x[spec] <mode>= updates`` (see ``fnx.lax.indexing``)."""
+def index_scatter(x, updates, indices, spec, mode="set"):
+    """Functional ``x[spec] <mode>= updates`` (see ``fnx.lax.indexing``): what
+    ``x.at[...]`` binds. JAX's ``lax.scatter`` family on XLA dimension numbers is
+    ``fnx.lax.scatter``, ``scatter_add``, ..."""
     return ix.scatter_p.bind(to_array(x), to_array(updates), *[to_array(i) for i in indices],
                              spec=tuple(spec), mode=mode)
 

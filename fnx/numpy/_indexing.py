@@ -250,7 +250,7 @@ def getitem(x, idx, mode=None, fill_value=None):
         spec, arrays = _spec(x, items)
         if mode in ("fill", "drop"):
             x, arrays = _fill_out_of_range(x, spec, arrays, fill_value)
-        return lax.gather(x, arrays, spec)
+        return lax.index_gather(x, arrays, spec)
     return _basic_getitem(x, items)
 
 
@@ -528,7 +528,7 @@ def _scatter(x, idx, values, mode, index_mode=None):
                          f"broadcast to the indexed shape {tuple(target)}")
     values = lax.broadcast_in_dim(values, tuple(target),
                                   tuple(range(len(target) - values.ndim, len(target))))
-    out = lax.scatter(x, values, arrays, spec, mode)
+    out = lax.index_scatter(x, values, arrays, spec, mode)
     return out if out.shape == shape else lax.reshape(out, shape)
 
 
@@ -580,7 +580,7 @@ def take(a, indices, axis=None, out=None, mode=None, unique_indices=False,
     arrays = [idx]
     if mode in (None, "fill"):
         a, arrays = _fill_out_of_range(a, spec, arrays, fill_value)
-    return lax.gather(a, arrays, spec)
+    return lax.index_gather(a, arrays, spec)
 
 
 def _along_axis_spec(arr, indices, axis, name):
@@ -625,7 +625,7 @@ def take_along_axis(arr, indices, axis=-1, mode=None, fill_value=None):
     arr, index_arrays, spec, _ = _along_axis_spec(arr, indices, axis, "take_along_axis")
     if mode in (None, "fill"):
         arr, index_arrays = _fill_out_of_range(arr, spec, index_arrays, fill_value)
-    return lax.gather(arr, index_arrays, spec)
+    return lax.index_gather(arr, index_arrays, spec)
 
 
 def put_along_axis(arr, indices, values, axis, inplace=True, mode=None):
@@ -643,4 +643,4 @@ def put_along_axis(arr, indices, values, axis, inplace=True, mode=None):
         values = lax.convert_element_type(values, arr.dtype)
     values = lax.broadcast_in_dim(values, shape, tuple(range(len(shape) - values.ndim,
                                                              len(shape))))
-    return lax.scatter(arr, values, index_arrays, spec, "set")
+    return lax.index_scatter(arr, values, index_arrays, spec, "set")

@@ -361,7 +361,7 @@ def diagonal(a, offset=0, axis1=0, axis2=1):
     spec = tuple(("s", 0, d, 1) for d in a.shape[:-2]) + (("a", 0), ("a", 1))
     r = Array._wrap(rows.astype(np.int32))
     c = Array._wrap((rows + offset).astype(np.int32))
-    return lax.gather(a, [r, c], spec)
+    return lax.index_gather(a, [r, c], spec)
 
 
 def trace(a, offset=0, axis1=0, axis2=1, dtype=None):

@@ -736,12 +736,12 @@ def _full_correlation(a, v):
     width = block + m - 1
     padded = lax.pad(a, 0, [(m - 1, m - 1 + nb * block - length, 0)])
     win_idx = (np.arange(nb)[:, None] * block + np.arange(width)[None, :]).astype(np.int32)
-    windows = lax.gather(padded, [Array._wrap(win_idx)], (("a", 0),))        # (nb, width)
+    windows = lax.index_gather(padded, [Array._wrap(win_idx)], (("a", 0),))        # (nb, width)
     lag = np.arange(width)[:, None] - np.arange(block)[None, :]
     band_idx = np.where((lag >= 0) & (lag < m), lag, m).astype(np.int32)     # m: a zero
     vv = conj(v) if v.dtype.kind == "c" else v
     vz = lax.pad(vv, 0, [(0, 1, 0)])
-    band = lax.gather(vz, [Array._wrap(band_idx)], (("a", 0),))               # (width, block)
+    band = lax.index_gather(vz, [Array._wrap(band_idx)], (("a", 0),))               # (width, block)
     out = lax.dot_general(windows, band, (((1,), (0,)), ((), ())))            # (nb, block)
     return lax.slice(lax.reshape(out, (nb * block,)), (0,), (length,))
 
