@@ -52,15 +52,19 @@ def test_matches_jax(case):
     if case["exact"]:
         np.testing.assert_array_equal(out, expected)
     else:   # through erf_inv, log, tan, a Cholesky factor: XLA's last bits differ
-        eps = np.finfo(expected.dtype).eps
-        np.testing.assert_allclose(out, expected, rtol=16 * eps, atol=16 * eps)
+        eps = np.finfo(expected.dtype).eps * case.get("tol", 16)
+        np.testing.assert_allclose(out, expected, rtol=eps, atol=eps)
 
 
 def test_reference_covers_the_api():
     assert {c["fn"] for c in REFERENCE} >= {
         "PRNGKey", "split", "fold_in", "bits", "uniform", "normal", "randint", "bernoulli",
         "categorical", "permutation", "choice", "gumbel", "truncated_normal",
-        "multivariate_normal", "exponential", "laplace", "logistic"}
+        "multivariate_normal", "exponential", "laplace", "logistic", "gamma", "loggamma",
+        "beta", "dirichlet", "cauchy", "pareto", "rayleigh", "weibull_min", "lognormal",
+        "maxwell", "double_sided_maxwell", "triangular", "wald", "rademacher", "geometric",
+        "poisson", "binomial", "multinomial", "t", "chisquare", "f", "generalized_normal",
+        "ball", "orthogonal"}
     assert any(c["dtype"] == "float64" for c in REFERENCE)
     assert any(c["shape"] == [] for c in REFERENCE if c["fn"] == "uniform")
 
@@ -107,6 +111,27 @@ SAMPLERS = {
     "dirichlet": lambda k: random.dirichlet(k, fnp.array([1.0, 2.0, 0.5])),
     "split": lambda k: random.split(k, 3),
     "fold_in": lambda k: random.fold_in(k, 17),
+    "cauchy": lambda k: random.cauchy(k, (3,)),
+    "pareto": lambda k: random.pareto(k, fnp.array([1.0, 3.0])),
+    "rayleigh": lambda k: random.rayleigh(k, 2.0, (3,)),
+    "weibull_min": lambda k: random.weibull_min(k, 1.0, 1.5, (3,)),
+    "lognormal": lambda k: random.lognormal(k, 0.5, (3,)),
+    "maxwell": lambda k: random.maxwell(k, (3,)),
+    "double_sided_maxwell": lambda k: random.double_sided_maxwell(k, 1.0, 2.0, (3,)),
+    "triangular": lambda k: random.triangular(k, 0.0, 0.2, 1.0, (3,)),
+    "wald": lambda k: random.wald(k, 1.5, (3,)),
+    "rademacher": lambda k: random.rademacher(k, (8,)),
+    "geometric": lambda k: random.geometric(k, 0.3, (4,)),
+    "poisson": lambda k: random.poisson(k, fnp.array([0.5, 4.0, 30.0, 500.0])),
+    "binomial": lambda k: random.binomial(k, fnp.array([5.0, 50.0, 500.0]), 0.7),
+    "multinomial": lambda k: random.multinomial(k, 30.0, fnp.array([0.2, 0.3, 0.5])),
+    "t": lambda k: random.t(k, 3.0, (3,)),
+    "chisquare": lambda k: random.chisquare(k, fnp.array([0.5, 4.0])),
+    "f": lambda k: random.f(k, 3.0, 5.0, (3,)),
+    "generalized_normal": lambda k: random.generalized_normal(k, 1.5, (3,)),
+    "ball": lambda k: random.ball(k, 3, 1.0, (2,)),
+    "orthogonal": lambda k: random.orthogonal(k, 3),
+    "clone": lambda k: random.clone(k),
 }
 
 
@@ -125,7 +150,7 @@ def test_same_key_same_numbers_eager_jit_vmap(name, request):
     np.testing.assert_array_equal(batched, looped)
     np.testing.assert_array_equal(np.asarray(fnx.jit(fnx.vmap(f))(keys)), looped)
     other = np.asarray(f(random.PRNGKey(124)))
-    assert not np.array_equal(other, eager) or name in ("categorical",)
+    assert not np.array_equal(other, eager) or name in ("categorical", "clone")
 
 
 def test_vmap_over_parameters_not_keys():
@@ -138,6 +163,15 @@ def test_vmap_over_parameters_not_keys():
     g = fnx.vmap(lambda al: random.gamma(key, al, (3,)))(a)
     np.testing.assert_array_equal(g, np.stack([np.asarray(random.gamma(key, a[i], (3,)))
                                                for i in range(2)]))
+    # rejection loops (while_loop) with a batched condition: each lane as if alone
+    lam = fnp.array([0.5, 7.0, 40.0])
+    pois = fnx.vmap(lambda lm: random.poisson(key, lm, (5,)))(lam)
+    np.testing.assert_array_equal(pois, np.stack([np.asarray(random.poisson(key, lam[i], (5,)))
+                                                  for i in range(3)]))
+    n = fnp.array([3.0, 80.0])
+    bino = fnx.jit(fnx.vmap(lambda m: random.binomial(key, m, 0.4, (4,))))(n)
+    np.testing.assert_array_equal(bino, np.stack([np.asarray(random.binomial(key, n[i], 0.4, (4,)))
+                                                  for i in range(2)]))
 
 
 def test_keys_under_scan():
@@ -176,6 +210,11 @@ def test_zero_size_and_scalar_shapes():
     assert random.randint(key, (), 0, 5).shape == ()
     assert random.choice(key, 5, (0,)).shape == (0,)
     assert random.gamma(key, 2.0, (0,)).shape == (0,)
+    assert random.poisson(key, 3.0, (0,)).shape == (0,)
+    assert random.binomial(key, 5, 0.5, (0, 2)).shape == (0, 2)
+    assert random.orthogonal(key, 3, (0,)).shape == (0, 3, 3)
+    assert random.ball(key, 0, shape=(2,)).shape == (2, 0)
+    assert random.multinomial(key, 4.0, np.ones(3, np.float32) / 3).shape == (3,)
 
 
 # --- distributions ------------------------------------------------------------------------
@@ -248,8 +287,12 @@ def test_gamma_parameters_broadcast_and_invalid():
     x = np.asarray(random.gamma(KEY, a, (2, N // 2)))
     _ks(x[0], "gamma", 0.5)
     _ks(x[1], "gamma", 3.0)
-    bad = np.asarray(random.gamma(KEY, fnp.array([-1.0, 0.0, np.nan, 2.0])))
-    assert np.isnan(bad[:3]).all() and np.isfinite(bad[3])
+    edge = fnp.array([-1.0, np.nan, 0.0, np.inf, 2.0])
+    bad = np.asarray(random.gamma(KEY, edge))     # as JAX: NaN, NaN, 0, inf, a sample
+    assert np.isnan(bad[:2]).all() and bad[2] == 0 and bad[3] == np.inf
+    assert np.isfinite(bad[4])
+    log = np.asarray(random.loggamma(KEY, edge))
+    assert np.isnan(log[:2]).all() and log[2] == -np.inf and log[3] == np.inf
 
 
 def test_beta_distribution():
@@ -260,7 +303,7 @@ def test_beta_distribution():
 
 def test_dirichlet_distribution():
     alpha = np.array([0.5, 2.0, 3.5])
-    x = np.asarray(random.dirichlet(KEY, fnp.asarray(alpha), (N,)))
+    x = np.asarray(random.dirichlet(KEY, fnp.asarray(alpha.astype(np.float32)), (N,)))
     assert x.shape == (N, 3)
     np.testing.assert_allclose(x.sum(-1), 1.0, rtol=1e-5)
     for i, a in enumerate(alpha):   # marginals are Beta(a_i, sum - a_i)
@@ -355,6 +398,143 @@ def test_choice_frequencies():
     assert rows.shape == (2, 3)
 
 
+@pytest.mark.parametrize("name,args,dist,dist_args", [
+    ("cauchy", (), "cauchy", ()),
+    ("pareto", (2.5,), "pareto", (2.5,)),
+    ("rayleigh", (1.7,), "rayleigh", (0.0, 1.7)),
+    ("weibull_min", (2.0, 1.5), "weibull_min", (1.5, 0.0, 2.0)),
+    ("lognormal", (0.6,), "lognorm", (0.6,)),
+    ("maxwell", (), "maxwell", ()),
+    ("triangular", (-1.0, 0.5, 2.0), "triang", (0.5, -1.0, 3.0)),
+    ("wald", (1.7,), "invgauss", (1.7,)),
+    ("t", (3.0,), "t", (3.0,)),
+    ("t", (0.7,), "t", (0.7,)),
+    ("chisquare", (0.6,), "chi2", (0.6,)),
+    ("chisquare", (9.0,), "chi2", (9.0,)),
+    ("f", (4.0, 7.0), "f", (4.0, 7.0)),
+    ("generalized_normal", (0.8,), "gennorm", (0.8,)),
+    ("generalized_normal", (3.0,), "gennorm", (3.0,)),
+])
+def test_more_continuous_distributions(name, args, dist, dist_args):
+    x = np.asarray(getattr(random, name)(KEY, *args, shape=(N,)))
+    assert x.shape == (N,) and x.dtype == np.float32 and np.isfinite(x).all()
+    _ks(x, dist, *dist_args)
+
+
+def test_double_sided_maxwell_and_float64(x64):
+    x = np.asarray(random.double_sided_maxwell(KEY, 1.0, 2.0, (N,), dtype="float64"))
+    assert x.dtype == np.float64
+    _ks(np.abs(x - 1.0) / 2.0, "maxwell")            # |x - loc| / scale is Maxwell
+    assert abs((x > 1.0).mean() - 0.5) < 4 * math.sqrt(0.25 / N)   # symmetric
+    y = np.asarray(random.pareto(KEY, 3.0, (N,), dtype="float64"))
+    assert y.dtype == np.float64 and y.min() >= 1.0
+    _ks(y, "pareto", 3.0)
+    z = np.asarray(random.t(KEY, 5.0, (N,), dtype="float64"))
+    _ks(z, "t", 5.0)
+
+
+@pytest.mark.parametrize("p", [1.0, 2.0, 4.0])
+def test_ball_uniform(p):
+    d = 3
+    x = np.asarray(random.ball(KEY, d, p, (N // 2,)))
+    assert x.shape == (N // 2, d)
+    r = (np.abs(x.astype(np.float64)) ** p).sum(-1) ** (1 / p)
+    assert r.max() <= 1.0 + 1e-6
+    _ks(r ** d, "uniform")                          # P(r <= s) = s^d in the unit ball
+    assert abs(np.mean(x[:, 0] > 0) - 0.5) < 4 * math.sqrt(0.25 / (N // 2))
+
+
+def test_orthogonal_haar():
+    q = np.asarray(random.orthogonal(KEY, 3, (N // 4,)), np.float64)
+    assert q.shape == (N // 4, 3, 3)
+    np.testing.assert_allclose(q @ np.swapaxes(q, -1, -2), np.broadcast_to(np.eye(3), q.shape),
+                               atol=1e-5)
+    # a column of a Haar-random O(3) matrix is uniform on the sphere, so each entry is
+    # uniform on [-1, 1] (Archimedes); the sign fix leaves the determinant +-1 equally
+    _ks(q[:, 0, 0], "uniform", -1.0, 2.0)
+    _ks(q[:, 2, 1], "uniform", -1.0, 2.0)
+    det = np.linalg.det(q)
+    assert abs((det > 0).mean() - 0.5) < 4 * math.sqrt(0.25 / len(det))
+    wide = np.asarray(random.orthogonal(KEY, 2, m=5))
+    np.testing.assert_allclose(wide @ wide.T, np.eye(2), atol=1e-5)
+    tall = np.asarray(random.orthogonal(KEY, 5, m=2))
+    np.testing.assert_allclose(tall.T @ tall, np.eye(2), atol=1e-5)
+
+
+def _chi2_pmf(x, dist, lo, hi):
+    """Chi-square test of integer samples against the frozen scipy ``dist`` over
+    ``lo..hi`` (the tails lumped into the end bins)."""
+    k = np.arange(lo, hi + 1)
+    probs = dist.pmf(k)
+    probs[0] += dist.cdf(lo - 1)
+    probs[-1] += dist.sf(hi)
+    counts = np.bincount(np.clip(np.asarray(x).astype(np.int64), lo, hi) - lo,
+                         minlength=len(k))
+    _chi2_ok(counts, probs)
+
+
+@pytest.mark.parametrize("lam", [0.7, 4.0, 9.9, 25.0, 300.0])
+def test_poisson_distribution(lam):
+    x = np.asarray(random.poisson(KEY, lam, (N,)))
+    assert x.dtype == np.int32 and x.min() >= 0
+    sd = math.sqrt(lam)
+    lo, hi = max(0, int(lam - 4 * sd)), int(lam + 4 * sd) + 1
+    _chi2_pmf(x, stats.poisson(lam), lo, hi)
+    assert abs(x.mean() - lam) < 5 * sd / math.sqrt(N)
+    zero = np.asarray(random.poisson(KEY, fnp.array([0.0, 0.0])))
+    assert zero.tolist() == [0, 0]
+
+
+@pytest.mark.parametrize("n,p", [(7, 0.3), (30, 0.2), (200, 0.4), (200, 0.85), (5000, 0.5)])
+def test_binomial_distribution(n, p):
+    x = np.asarray(random.binomial(KEY, n, p, (N,)))
+    assert x.dtype == np.float32 and (x == np.round(x)).all() and 0 <= x.min() <= x.max() <= n
+    sd = math.sqrt(n * p * (1 - p))
+    lo, hi = max(0, int(n * p - 4 * sd)), min(n, int(n * p + 4 * sd) + 1)
+    _chi2_pmf(x, stats.binom(n, p), lo, hi)
+
+
+def test_binomial_edge_parameters():
+    x = np.asarray(random.binomial(KEY, fnp.array([5.0, -1.0, np.nan, 5.0, np.inf, 4.7, 6.0]),
+                                   fnp.array([0.0, 0.5, 0.5, np.nan, 0.5, 1.0, 1.0])))
+    assert x[0] == 0 and np.isnan(x[1:4]).all() and x[4] == np.inf
+    assert x[5] == 4 and x[6] == 6                  # n is floored; p = 1 gives n
+
+
+def test_geometric_and_rademacher():
+    x = np.asarray(random.geometric(KEY, 0.3, (N,)))
+    assert x.dtype == np.int32 and x.min() >= 1
+    _chi2_pmf(x, stats.geom(0.3), 1, 20)
+    r = np.asarray(random.rademacher(KEY, (N,)))
+    assert r.dtype == np.int32 and set(np.unique(r).tolist()) == {-1, 1}
+    assert abs(r.mean()) < 4 / math.sqrt(N)
+    assert np.asarray(random.rademacher(KEY, (3,), "float32")).dtype == np.float32
+
+
+def test_multinomial_distribution():
+    p = np.array([0.1, 0.2, 0.3, 0.4], np.float32)
+    x = np.asarray(random.multinomial(KEY, 25.0, p, shape=(N // 4, 4)))
+    assert x.shape == (N // 4, 4) and x.dtype == np.float32
+    assert (x.sum(-1) == 25).all() and x.min() >= 0
+    for i in range(4):                              # marginals are Binomial(n, p_i)
+        _chi2_pmf(x[:, i], stats.binom(25, p[i]), 0, 20)
+    b = np.asarray(random.multinomial(KEY, fnp.array([3.0, 40.0]), fnp.array([[0.5, 0.5, 0.0],
+                                                                             [0.2, 0.0, 0.8]])))
+    assert b.tolist()[0][2] == 0 and b.tolist()[1][1] == 0
+    np.testing.assert_array_equal(b.sum(-1), [3, 40])
+
+
+def test_key_utilities():
+    key = random.PRNGKey(3)
+    assert random.key_impl(key) == "threefry2x32"
+    assert random.key_impl(random.split(key, 4)) == "threefry2x32"
+    np.testing.assert_array_equal(random.clone(key), key)
+    np.testing.assert_array_equal(random.uniform(random.clone(key), (3,)),
+                                  random.uniform(key, (3,)))
+    with pytest.raises(TypeError, match=r"key_impl: .*f32\[3\].*PRNGKey"):
+        random.key_impl(np.zeros(3, np.float32))
+
+
 # --- dropout masks ---------------------------------------------------------------------
 
 def dropout(key, x, rate):
@@ -437,6 +617,38 @@ def test_bad_shapes_and_parameters():
         random.bernoulli(key, 0.5, mode="medium")
     with pytest.raises(TypeError, match="fold_in: data must be a scalar"):
         random.fold_in(key, np.arange(3))
+
+
+def test_bad_parameters_of_the_later_samplers(x64):
+    key = random.PRNGKey(0)
+    with pytest.raises(ValueError, match="cauchy: dtype must be a float dtype, got int32; pass"):
+        random.cauchy(key, (2,), "int32")
+    with pytest.raises(ValueError, match="geometric: dtype must be an integer dtype"):
+        random.geometric(key, 0.5, (2,), "float32")
+    with pytest.raises(TypeError, match="poisson: dtype must be an integer dtype"):
+        random.poisson(key, 3.0, (2,), "float32")
+    with pytest.raises(ValueError, match="binomial: dtype must be a float"):
+        random.binomial(key, 3, 0.5, dtype="int32")
+    with pytest.raises(ValueError, match=r"pareto: parameter shapes \(3,\) must broadcast to "
+                                         r"the shape argument \(2,\)"):
+        random.pareto(key, fnp.ones(3), (2,))
+    with pytest.raises(ValueError, match="triangular: parameter shapes"):
+        random.triangular(key, fnp.zeros(2), 0.5, fnp.ones(3))
+    with pytest.raises(fnx.dtypes.TypePromotionError,
+                       match=r"t: cannot safely cast .* float64 to dtype=float32; pass"):
+        random.t(key, np.ones(2), dtype="float32")
+    with pytest.raises(ValueError, match="ball: d must be a non-negative int, got -1"):
+        random.ball(key, -1)
+    with pytest.raises(TypeError, match="orthogonal: n must be a static non-negative int"):
+        fnx.jit(lambda n: random.orthogonal(key, n))(3)
+    with pytest.raises(ValueError, match="multinomial: p must have rank >= 1"):
+        random.multinomial(key, 3.0, 0.5)
+    with pytest.raises(ValueError, match=r"multinomial: n \(shape \(3,\)\) must broadcast"):
+        random.multinomial(key, fnp.ones(3), fnp.ones((2, 4)) / 4)
+    with pytest.raises(ValueError, match="double_sided_maxwell: loc and scale must broadcast"):
+        random.double_sided_maxwell(key, fnp.zeros(2), fnp.ones(3))
+    with pytest.raises(TypeError, match=r"poisson: .*number 3.*PRNGKey\(3\)"):
+        random.poisson(3, 1.0)
 
 
 def test_gamma_gradient_raises_clearly():

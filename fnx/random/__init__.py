@@ -7,14 +7,25 @@ it, so the same key gives the same numbers eagerly, under ``jit``, under ``vmap`
 (map over a batch of keys) and inside ``scan`` loops.
 
 The bits are those of JAX's default generator (threefry-2x32 with JAX's
-partitionable key derivation, its default since JAX 0.5): ``PRNGKey``, ``split``,
-``fold_in``, ``bits``, ``uniform``, ``randint``, ``bernoulli``, ``categorical``,
-``permutation`` and ``choice`` give JAX's numbers exactly, and ``normal`` and the
-samplers computed from uniforms (``truncated_normal``, ``gumbel``, ``exponential``,
-``laplace``, ``logistic``, ``multivariate_normal``) to float rounding. ``gamma``,
-``loggamma``, ``beta`` and ``dirichlet`` sample the right distributions with a
-vectorized Marsaglia-Tsang rejection method of fnx's own, so their numbers differ
-from JAX's.
+partitionable key derivation, its default since JAX 0.5), and every sampler follows
+JAX's algorithm, so for the same key:
+
+- exactly JAX's numbers: ``PRNGKey``, ``split``, ``fold_in``, ``bits``, ``uniform``,
+  ``randint``, ``bernoulli``, ``categorical``, ``permutation``, ``choice``,
+  ``rademacher``, and (at the recorded seeds; a draw within a float ulp of a
+  comparison's threshold could differ) the integer-valued ``poisson``, ``binomial``,
+  ``multinomial`` and ``geometric``;
+- JAX's numbers to float rounding (XLA's and NumPy's transcendental functions
+  differ in the last bits): ``normal``, ``truncated_normal``, ``gumbel``,
+  ``exponential``, ``laplace``, ``logistic``, ``multivariate_normal``, ``cauchy``,
+  ``pareto``, ``rayleigh``, ``weibull_min``, ``lognormal``, ``maxwell``,
+  ``double_sided_maxwell``, ``triangular``, ``wald``, ``orthogonal``, and the gamma
+  family (JAX's Marsaglia-Tsang loop, per-sample keys): ``gamma``, ``loggamma``,
+  ``beta``, ``dirichlet``, ``chisquare``, ``f``, ``t``, ``generalized_normal``,
+  ``ball``.
+
+``clone`` is the identity and ``key_impl`` is always ``"threefry2x32"``; there is no
+``key_dtype``, as fnx keys are raw ``uint32`` data, not a typed key dtype.
 
     import fnx.random as random
     key = random.PRNGKey(0)

@@ -23,6 +23,12 @@ on, the default since JAX 0.5), derived as follows:
   ``ceil(3 ln(n) / ln(2^32 - 1))``), each round's key from ``split``.
 - ``gumbel``: ``-log(-log(uniform(tiny, 1)))``; ``categorical``: argmax of
   logits plus gumbel noise.
+- ``gamma``: per-sample keys ``split(key, shape)``, each running JAX's Marsaglia-Tsang
+  loop (``_gamma.py``); ``beta``, ``dirichlet``, ``chisquare``, ``f``, ``t``,
+  ``generalized_normal`` and ``ball`` split keys and combine gamma samples as JAX does.
+- ``poisson`` and ``binomial``: JAX's two rejection loops (Knuth / PTRS, inversion /
+  BTRS) as ``lax.while_loop``s over whole arrays, each step's uniforms from a key split
+  off the carried one, both loops run and the result selected per element.
 
 Keys are plain ``uint32[2]`` arrays, so they pass through ``jit``, ``vmap`` (a
 batch of keys is ``uint32[n, 2]``) and ``scan`` like any other array.
@@ -46,7 +52,10 @@ __all__ = [
     "PRNGKey", "key", "key_data", "wrap_key_data", "split", "fold_in", "bits", "uniform",
     "randint", "normal", "truncated_normal", "bernoulli", "gumbel", "categorical",
     "permutation", "choice", "multivariate_normal", "exponential", "laplace", "logistic",
-    "gamma", "loggamma", "beta", "dirichlet",
+    "gamma", "loggamma", "beta", "dirichlet", "clone", "key_impl", "cauchy", "pareto",
+    "rayleigh", "weibull_min", "lognormal", "maxwell", "double_sided_maxwell", "triangular",
+    "wald", "rademacher", "geometric", "t", "chisquare", "f", "generalized_normal", "ball",
+    "orthogonal", "poisson", "binomial", "multinomial",
 ]
 
 _U32 = np.dtype(np.uint32)
@@ -211,7 +220,8 @@ def bits(key, shape=(), dtype=None):
 def _float_dtype(name, dtype):
     dtype = dtypes.default_float() if dtype is None else dtypes.canonical(dtype, name)
     if dtype.kind != "f" and dtype != dtypes.bfloat16:
-        raise ValueError(f"{name}: dtype must be a float dtype, got {dtype}")
+        raise ValueError(f"{name}: dtype must be a float dtype, got {dtype}; pass a float "
+                         "dtype such as 'float32' (or None for the default float)")
     return dtype
 
 
@@ -231,7 +241,12 @@ def _sample_shape(name, shape, *param_shapes):
     to it exactly."""
     shape = _shape(name, shape)
     if shape is None:
-        shape = np.broadcast_shapes(*param_shapes)
+        try:
+            shape = np.broadcast_shapes(*param_shapes)
+        except ValueError:
+            raise ValueError(f"{name}: parameter shapes {', '.join(map(str, param_shapes))} "
+                             "do not broadcast together; reshape them, or pass shape= and "
+                             "parameters that broadcast to it") from None
     _check_shape(name, shape, *param_shapes)
     return shape
 
@@ -469,10 +484,11 @@ def _cholesky(a):
 
 # --- discrete ----------------------------------------------------------------------------
 
-def _int_dtype(name, dtype):
+def _int_dtype(name, dtype, error=TypeError):
     dtype = dtypes.default_int() if dtype is None else dtypes.canonical(dtype, name)
     if dtype.kind not in "iu":
-        raise TypeError(f"{name}: dtype must be an integer dtype, got {dtype}")
+        raise error(f"{name}: dtype must be an integer dtype, got {dtype}; pass an integer "
+                    "dtype such as 'int32' (or None for the default int)")
     return dtype
 
 
@@ -696,8 +712,9 @@ def _gamma(name, key, a, shape, dtype, log_space):
 
 
 def gamma(key, a, shape=None, dtype=None):
-    """Gamma(a, 1) floats (Marsaglia-Tsang rejection, vectorized; ``a > 0``, NaN
-    otherwise). Divide by a rate or multiply by a scale for other parameterizations."""
+    """Gamma(a, 1) floats by JAX's Marsaglia-Tsang rejection loop (vectorized; ``a = 0``
+    gives 0, ``a < 0`` NaN, as in JAX). Divide by a rate or multiply by a scale for
+    other parameterizations."""
     return _gamma("gamma", key, a, shape, dtype, False)
 
 
@@ -733,3 +750,476 @@ def dirichlet(key, alpha, shape=None, dtype=None):
     lg = lg - lax.stop_gradient(fnp.max(lg, axis=-1, keepdims=True))
     e = fnp.exp(lg)
     return e / fnp.sum(e, axis=-1, keepdims=True)
+
+
+# --- key utilities ---------------------------------------------------------------------
+
+def clone(key):
+    """``key`` itself: JAX's ``clone`` marks a key for reuse under its key-reuse checker,
+    and is the identity otherwise; fnx has no such checker."""
+    return to_array(key)
+
+
+def key_impl(keys):
+    """The generator of ``keys``: always ``"threefry2x32"`` (fnx's only one; its keys are
+    raw ``uint32[..., 2]`` data)."""
+    k = to_array(keys)
+    if k.dtype != _U32 or not k.ndim or k.shape[-1] != 2:
+        raise TypeError(f"key_impl: expects PRNG keys, uint32 data of shape (..., 2), got "
+                        f"{describe(k)}; make keys with fnx.random.PRNGKey(seed)")
+    return "threefry2x32"
+
+
+# --- more continuous distributions (JAX's formulas over the samplers above) -----------
+
+def _check_cast(name, dtype, *params):
+    """Array parameters must cast to ``dtype`` without loss (Python scalars always do),
+    as JAX checks: a float64 ``b`` with ``dtype=float32`` is an error."""
+    for x in params:
+        if isinstance(x, (bool, int, float)):     # weakly typed: always safe
+            continue
+        a = to_array(x)
+        if dtypes.result_type(a, dtype) != dtype:
+            raise dtypes.TypePromotionError(
+                f"{name}: cannot safely cast a parameter of dtype {a.dtype} to dtype={dtype}; "
+                f"pass dtype={a.dtype} or convert the parameter with .astype({dtype})")
+
+
+def _params(name, dtype, shape, *params):
+    """``params`` checked for a lossless cast and converted to ``dtype``, with the sample
+    shape (by default their broadcast shape)."""
+    _check_cast(name, dtype, *params)
+    arrs = [_param(x, dtype) for x in params]
+    return arrs, _sample_shape(name, shape, *(a.shape for a in arrs))
+
+
+def cauchy(key, shape=(), dtype=None):
+    """Standard Cauchy floats: ``tan(pi (u - 1/2))``, ``u`` uniform in ``[eps, 1)``."""
+    key = _check_key("cauchy", key)
+    dtype = _float_dtype("cauchy", dtype)
+    eps = float(np.finfo(dtype).eps) if dtype != dtypes.bfloat16 else 2.0 ** -7
+    u = _uniform(key, _shape("cauchy", shape), dtype, eps, 1.0, "cauchy")
+    return lax.tan(lax.mul(lax.sub(u, 0.5), math.pi))
+
+
+def pareto(key, b, shape=None, dtype=None):
+    """Pareto(b) floats on ``[1, inf)``: ``exp(e / b)``, ``e`` standard exponential."""
+    key = _check_key("pareto", key)
+    dtype = _float_dtype("pareto", dtype)
+    (b,), shape = _params("pareto", dtype, shape, b)
+    return lax.exp(exponential(key, shape, dtype) / b)
+
+
+def rayleigh(key, scale, shape=None, dtype=None):
+    """Rayleigh(scale) floats: ``scale sqrt(-2 log u)``."""
+    key = _check_key("rayleigh", key)
+    dtype = _float_dtype("rayleigh", dtype)
+    (scale,), shape = _params("rayleigh", dtype, shape, scale)
+    u = _uniform(key, shape, dtype, 0.0, 1.0, "rayleigh")
+    return scale * lax.sqrt(lax.mul(lax.log(u), -2.0))
+
+
+def weibull_min(key, scale, concentration, shape=(), dtype=None):
+    """Weibull floats: ``scale (-log1p(-u))^(1 / concentration)``. As in JAX, ``shape``
+    is not checked against the parameters: the result has their broadcast shape, and
+    array parameters take part in type promotion."""
+    key = _check_key("weibull_min", key)
+    dtype = _float_dtype("weibull_min", dtype)
+    u = _uniform(key, _shape("weibull_min", shape), dtype, 0.0, 1.0, "weibull_min")
+    return fnp.power(-fnp.log1p(-u), 1.0 / _weak(concentration)) * _weak(scale)
+
+
+def _weak(x):
+    """A parameter as JAX's ``jnp`` arithmetic takes it: Python scalars stay weak."""
+    return x if isinstance(x, (int, float)) else to_array(x)
+
+
+def lognormal(key, sigma=np.float32(1), shape=None, dtype=None):
+    """Log-normal floats: ``exp(sigma z)``, ``z`` standard normal."""
+    key = _check_key("lognormal", key)
+    dtype = _float_dtype("lognormal", dtype)
+    (sigma,), shape = _params("lognormal", dtype, shape, sigma)
+    return lax.exp(_normal(key, shape, dtype, "lognormal") * sigma)
+
+
+def maxwell(key, shape=(), dtype=None):
+    """Maxwell floats: the norm of three standard normals (drawn as ``shape + (3,)``)."""
+    key = _check_key("maxwell", key)
+    dtype = _float_dtype("maxwell", dtype)
+    z = _normal(key, _shape("maxwell", shape) + (3,), dtype, "maxwell")
+    return fnp.sqrt(fnp.sum(z * z, axis=-1))
+
+
+def double_sided_maxwell(key, loc, scale, shape=(), dtype=None):
+    """``loc + scale s m``: Maxwell samples ``m`` with random signs ``s``.
+
+    The result has shape ``shape + broadcast(loc, scale).shape``; as in JAX, an empty
+    ``shape`` is replaced by that broadcast shape first (so non-scalar parameters
+    with ``shape=()`` give their shape twice)."""
+    key = _check_key("double_sided_maxwell", key)
+    dtype = _float_dtype("double_sided_maxwell", dtype)
+    shape = _shape("double_sided_maxwell", shape)
+    try:
+        pshape = np.broadcast_shapes(np.shape(loc), np.shape(scale))
+    except ValueError:
+        raise ValueError(f"double_sided_maxwell: loc and scale must broadcast together, got "
+                         f"shapes {np.shape(loc)} and {np.shape(scale)}") from None
+    shape = (shape or pshape) + pshape
+    km, ks = split(key)
+    return rademacher(ks, shape, dtype) * maxwell(km, shape, dtype) * _weak(scale) + \
+        _weak(loc)
+
+
+def triangular(key, left, mode, right, shape=None, dtype=None):
+    """Triangular floats on ``[left, right]`` peaking at ``mode``, by inverting the CDF."""
+    key = _check_key("triangular", key)
+    dtype = _float_dtype("triangular", dtype)
+    (left, mode, right), shape = _params("triangular", dtype, shape, left, mode, right)
+    left, mode, right = (fnp.broadcast_to(x, shape) for x in (left, mode, right))
+    u = _uniform(key, shape, dtype, 0.0, 1.0, "triangular")
+    width = right - left
+    low = left + fnp.sqrt(u * width * (mode - left))
+    high = right - fnp.sqrt((1.0 - u) * width * (right - mode))
+    return fnp.where(u < (mode - left) / width, low, high)
+
+
+def wald(key, mean, shape=None, dtype=None):
+    """Wald (inverse Gaussian, scale 1) floats by Michael, Schucany and Haas' method."""
+    key = _check_key("wald", key)
+    dtype = _float_dtype("wald", dtype)
+    (mean,), shape = _params("wald", dtype, shape, mean)
+    k1, k2 = split(key)
+    mean = fnp.broadcast_to(mean, shape)
+    v = _normal(k1, shape, dtype, "wald")
+    z = _uniform(k2, shape, dtype, 0.0, 1.0, "wald")
+    y = v * v
+    mean2 = mean * mean
+    x = mean + mean2 * y / 2.0 - mean / 2.0 * fnp.sqrt(4.0 * mean * y + mean2 * (y * y))
+    return fnp.where(z <= mean / (mean + x), x, mean2 / x)
+
+
+# --- gamma-based distributions -----------------------------------------------------------
+
+def chisquare(key, df, shape=None, dtype=None):
+    """Chi-square(df) floats: ``2 Gamma(df / 2)``, drawn in log space."""
+    key = _check_key("chisquare", key)
+    dtype = _float_dtype("chisquare", dtype)
+    (df,), shape = _params("chisquare", dtype, shape, df)
+    return _chisquare("chisquare", key, df, shape, dtype)
+
+
+def _chisquare(name, key, df, shape, dtype):
+    return lax.exp(_gamma(name, key, df / 2.0, shape, dtype, True)) * 2.0
+
+
+def f(key, dfnum, dfden, shape=None, dtype=None):
+    """F(dfnum, dfden) floats: the ratio of two chi-square samples over their degrees."""
+    key = _check_key("f", key)
+    dtype = _float_dtype("f", dtype)
+    (dfnum, dfden), shape = _params("f", dtype, shape, dfnum, dfden)
+    kden, knum = split(key)
+    num = _chisquare("f", knum, dfnum, shape, dtype) / dfnum
+    return num / (_chisquare("f", kden, dfden, shape, dtype) / dfden)
+
+
+def t(key, df, shape=None, dtype=None):
+    """Student's t(df) floats: ``z sqrt((df / 2) / g)``, ``g`` Gamma(df / 2)."""
+    key = _check_key("t", key)
+    dtype = _float_dtype("t", dtype)
+    (df,), shape = _params("t", dtype, shape, df)
+    kn, kg = split(key)
+    z = _normal(kn, shape, dtype, "t")
+    half = df / 2.0
+    return z * fnp.sqrt(half / _gamma("t", kg, half, shape, dtype, False))
+
+
+def generalized_normal(key, p, shape=(), dtype=None):
+    """Generalized normal floats (density ``exp(-|x|^p)``): ``s g^(1/p)`` with ``g``
+    Gamma(1/p) and ``s`` a random sign."""
+    key = _check_key("generalized_normal", key)
+    dtype = _float_dtype("generalized_normal", dtype)
+    shape = _shape("generalized_normal", shape)
+    kg, ks = split(key)
+    g = _gamma("generalized_normal", kg, 1.0 / _weak(p), shape, dtype, False)
+    return rademacher(ks, shape, dtype) * g ** (1.0 / _weak(p))
+
+
+def ball(key, d, p=2, shape=(), dtype=None):
+    """Points uniform in the unit ``p``-norm ball of dimension ``d`` (shape ``shape +
+    (d,)``): generalized normals over ``(sum |g|^p + e)^(1/p)``, ``e`` exponential."""
+    key = _check_key("ball", key)
+    dtype = _float_dtype("ball", dtype)
+    shape = _shape("ball", shape)
+    d = _static_dim("ball", "d", d)
+    kg, ke = split(key)
+    g = generalized_normal(kg, p, shape + (d,), dtype)
+    e = exponential(ke, shape, dtype)
+    p = _weak(p)
+    return g / ((fnp.sum(fnp.abs(g) ** p, axis=-1) + e) ** (1.0 / p))[..., None]
+
+
+def _static_dim(name, what, n):
+    try:
+        n = operator.index(n)
+    except TypeError:
+        raise TypeError(f"{name}: {what} must be a static non-negative int (it sets the "
+                        f"result's shape), got {type(n).__name__}; pass a Python int, or "
+                        "mark it static under jit (static_argnums)") from None
+    if n < 0:
+        raise ValueError(f"{name}: {what} must be a non-negative int, got {n}")
+    return n
+
+
+def orthogonal(key, n, shape=(), dtype=None, m=None):
+    """Matrices of shape ``shape + (n, m)`` (``m`` defaults to ``n``) uniform on the
+    orthogonal group (semi-orthogonal when ``n != m``): the Q of a QR factorization of
+    normal samples, its columns' signs fixed by R's diagonal (Mezzadri 2007)."""
+    key = _check_key("orthogonal", key)
+    dtype = _float_dtype("orthogonal", dtype)
+    shape = _shape("orthogonal", shape)
+    n = _static_dim("orthogonal", "n", n)
+    m = n if m is None else _static_dim("orthogonal", "m", m)
+    z = _normal(key, shape + (max(n, m), min(n, m)), dtype, "orthogonal")
+    q, r = fnp.linalg.qr(z)
+    x = q * fnp.sign(fnp.diagonal(r, axis1=-2, axis2=-1))[..., None, :]
+    return fnp.swapaxes(x, -1, -2) if n < m else x
+
+
+# --- more discrete distributions ---------------------------------------------------------
+
+def rademacher(key, shape=(), dtype=None):
+    """-1 or 1 with equal probability (``2 bernoulli(0.5) - 1``), as ``dtype`` (default
+    the default int)."""
+    key = _check_key("rademacher", key)
+    dtype = dtypes.default_int() if dtype is None else dtypes.canonical(dtype, "rademacher")
+    b = bernoulli(key, 0.5, _shape("rademacher", shape))
+    return lax.convert_element_type(2 * b.astype(dtype) - 1, dtype)
+
+
+def _inexact_param(name, x):
+    """A probability-like parameter in its own float dtype (ints promote to a float)."""
+    x = to_array(x)
+    if x.dtype.kind in "biu":
+        x = lax.convert_element_type(x, dtypes.canonical(dtypes.to_inexact(
+            dtypes.result_type(x)), name))
+    elif x.dtype.kind == "c":
+        raise TypeError(f"{name}: parameters must be real, got {describe(x)}")
+    return x
+
+
+def geometric(key, p, shape=None, dtype=None):
+    """Geometric(p) integers >= 1 (trials until the first success):
+    ``floor(log u / log1p(-p)) + 1``, computed in ``p``'s float dtype."""
+    key = _check_key("geometric", key)
+    dtype = _int_dtype("geometric", dtype, ValueError)
+    p = _inexact_param("geometric", p)
+    shape = _sample_shape("geometric", shape, p.shape)
+    u = _uniform(key, shape, p.dtype, 0.0, 1.0, "geometric")
+    u = fnp.where(u == 0.0, 1.0, u)      # as JAX: u = 0 taken as 1
+    g = lax.floor(lax.log(u) / fnp.broadcast_to(lax.log1p(-p), shape)) + 1.0
+    return lax.convert_element_type(g, dtype)
+
+
+def poisson(key, lam, shape=None, dtype=None):
+    """Poisson(lam) integers, computed in float32 as JAX does: Knuth's product of
+    uniforms for ``lam < 10``, Hormann's transformed rejection (PTRS) otherwise, each
+    a ``while_loop`` drawing a whole array of candidates per step."""
+    key = _check_key("poisson", key)
+    dtype = _int_dtype("poisson", dtype)
+    lam = to_array(lam)
+    shape = _sample_shape("poisson", shape, lam.shape)
+    lam = lax.convert_element_type(fnp.broadcast_to(lam, shape), np.float32)
+    top = min(int(np.iinfo(dtype).max), 2**31 - 1)
+    small = fnp.isnan(lam) | (lam < 10.0)
+    knuth = _poisson_knuth(key, fnp.where(small, lam, 0.0), shape, dtype, top)
+    ptrs = _poisson_ptrs(key, fnp.where(small, 1e5, lam), shape, dtype, top)
+    out = fnp.where(small, knuth, ptrs)
+    return fnp.where(lam == 0.0, np.array(0, dtype), out)
+
+
+def _poisson_knuth(key, lam, shape, dtype, max_iters):
+    def cond(c):
+        i, _, _, log_prod = c
+        return fnp.any(log_prod > -lam) & (i < max_iters)
+
+    def body(c):
+        i, k, key, log_prod = c
+        ks = split(key)
+        k = fnp.where(log_prod > -lam, k + np.array(1, dtype), k)
+        u = _uniform(ks[1], shape, np.dtype(np.float32), 0.0, 1.0, "poisson")
+        return i + 1, k, ks[0], log_prod + lax.log(u)
+
+    init = (0, fnp.zeros(shape, dtype), key, fnp.zeros(shape, np.float32))
+    return lax.while_loop(cond, body, init)[1] - np.array(1, dtype)
+
+
+def _poisson_ptrs(key, lam, shape, dtype, max_iters):
+    log_lam = lax.log(lam)
+    b = 0.931 + 2.53 * lax.sqrt(lam)
+    a = -0.059 + 0.02483 * b
+    inv_alpha = 1.1239 + 1.1328 / (b - 3.4)
+    v_r = 0.9277 - 3.6224 / (b - 2.0)
+    f32 = np.dtype(np.float32)
+
+    def cond(c):
+        i, _, accepted, _ = c
+        return fnp.any(~accepted) & (i < max_iters)
+
+    def body(c):
+        i, k_out, accepted, key = c
+        ks = split(key, 3)
+        u = _uniform(ks[1], shape, f32, 0.0, 1.0, "poisson") - 0.5
+        v = _uniform(ks[2], shape, f32, 0.0, 1.0, "poisson")
+        us = 0.5 - fnp.abs(u)
+        k = lax.floor((2.0 * a / us + b) * u + lam + 0.43)
+        s = lax.log(v * inv_alpha / (a / (us * us) + b))
+        tt = -lam + k * log_lam - lax.lgamma(k + 1.0)
+        accept = ((us >= 0.07) & (v <= v_r)) | \
+            (~((k < 0.0) | ((us < 0.013) & (v > us))) & (s <= tt))
+        return i + 1, fnp.where(accept, k, k_out), accepted | accept, ks[0]
+
+    init = (0, fnp.full(shape, -1.0, f32), fnp.zeros(shape, bool), key)
+    return lax.convert_element_type(lax.while_loop(cond, body, init)[1], dtype)
+
+
+def binomial(key, n, p, shape=None, dtype=None):
+    """Binomial(n, p) counts as floats of ``dtype``, computed in ``p``'s float dtype as
+    JAX does: inversion (sums of geometric draws) where ``n min(p, 1-p) <= 10``, the
+    BTRS transformed rejection (Hormann 1993) otherwise, each a ``while_loop``. As in
+    JAX, ``n`` is floored, NaN or negative ``n`` and NaN or negative ``p`` give NaN, and
+    ``n = inf`` gives ``inf``."""
+    key = _check_key("binomial", key)
+    dtype = _float_dtype("binomial", dtype)
+    n, p = to_array(n), _inexact_param("binomial", p)
+    shape = _sample_shape("binomial", shape, n.shape, p.shape)
+    return _binomial(key, n, p, shape, dtype)
+
+
+def _binomial(key, count, prob, shape, dtype):
+    pdt = prob.dtype
+    count = fnp.broadcast_to(lax.convert_element_type(count, pdt), shape)
+    prob = fnp.broadcast_to(prob, shape)
+    p_low = prob < 0.5
+    q = fnp.where(p_low, prob, 1.0 - prob)
+    bad_count = fnp.isnan(count) | (count < 0.0)
+    inf_count = fnp.isinf(count)
+    q_nan, q_neg = fnp.isnan(q), q < 0.0
+    q = fnp.where(q_nan | q_neg, np.array(0.01, pdt), q)
+    invert = bad_count | (count * q <= 10.0)
+    count = lax.floor(count)
+    inv = _binomial_inversion(key, fnp.where(invert, count, 0.0), q, shape)
+    btrs = _btrs(key, fnp.where(invert, 1e4, count), fnp.where(invert, 0.5, q), shape)
+    out = lax.convert_element_type(fnp.where(invert, inv, btrs), dtype)
+    invalid = q_neg | q_nan | bad_count
+    out = fnp.where(invalid, np.array(np.nan, dtype), out)
+    out = fnp.where(inf_count & ~invalid, np.array(np.inf, dtype), out)
+    flip = ~(p_low | bad_count | q_nan | inf_count)
+    return fnp.where(flip, lax.convert_element_type(count, dtype) - out, out)
+
+
+def _binomial_inversion(key, count, prob, shape):
+    log_q = lax.log1p(-prob)
+    zero = fnp.zeros(shape, prob.dtype)
+
+    def cond(c):
+        return fnp.any(c[1] <= count)
+
+    def body(c):
+        num, total, key = c
+        ks = split(key)          # JAX draws from the first key and carries the second
+        num = fnp.where(total <= count, num + 1.0, num)
+        u = _uniform(ks[0], shape, prob.dtype, 0.0, 1.0, "binomial")
+        return num, total + lax.ceil(lax.log(u) / log_q), ks[1]
+
+    return lax.while_loop(cond, body, (zero, zero, key))[0] - 1.0
+
+
+_STIRLING_TAIL = (0.0810614667953272, 0.0413406959554092, 0.0276779256849983,
+                  0.02079067210376509, 0.0166446911898211, 0.0138761288230707,
+                  0.0118967099458917, 0.0104112652619720, 0.00925546218271273,
+                  0.00833056343336287)
+
+
+def _stirling_tail(k):
+    """``log k! - (k + 1/2) log(k + 1) + (k + 1) - log(2 pi)/2``: a table for k <= 9,
+    else the series ``1/12 - ...`` in ``1/(k + 1)``."""
+    table = np.asarray(_STIRLING_TAIL, k.dtype)
+    kc = fnp.clip(k, 0.0, 9.0)
+    kp1sq = (kc + 1.0) * (kc + 1.0)
+    approx = (1.0 / 12 - (1.0 / 360 - 1.0 / 1260 / kp1sq) / kp1sq) / (kc + 1.0)
+    exact = fnp.take(fnp.asarray(table), lax.convert_element_type(lax.floor(kc), np.int32))
+    return fnp.where(k <= 9.0, exact, approx)
+
+
+def _btrs(key, count, prob, shape):
+    sd = fnp.sqrt(count * prob * (1.0 - prob))
+    b = 1.15 + 2.53 * sd
+    a = -0.0873 + 0.0248 * b + 0.01 * prob
+    c = count * prob + 0.5
+    v_r = 0.92 - 4.2 / b
+    r = prob / (1.0 - prob)
+    alpha = (2.83 + 5.1 / b) * sd
+    m = lax.floor((count + 1.0) * prob)
+    dt = prob.dtype
+
+    def cond(c_):
+        return fnp.any(~c_[1])
+
+    def body(c_):
+        k_out, accepted, key = c_
+        ks = split(key, 3)
+        u = _uniform(ks[1], shape, dt, 0.0, 1.0, "binomial") - 0.5
+        v = _uniform(ks[2], shape, dt, 0.0, 1.0, "binomial")
+        us = 0.5 - fnp.abs(u)
+        k = lax.floor((2.0 * a / us + b) * u + c)
+        lv = lax.log(v * alpha / (a / (us * us) + b))
+        bound = ((m + 0.5) * lax.log((m + 1.0) / (r * (count - m + 1.0)))
+                 + (count + 1.0) * lax.log((count - m + 1.0) / (count - k + 1.0))
+                 + (k + 0.5) * lax.log(r * (count - k + 1.0) / (k + 1.0))
+                 + _stirling_tail(m) + _stirling_tail(count - m)
+                 - _stirling_tail(k) - _stirling_tail(count - k))
+        accept = ((us >= 0.07) & (v <= v_r)) | (~((k < 0.0) | (k > count)) & (lv <= bound))
+        return fnp.where(accept, k, k_out), accepted | accept, ks[0]
+
+    init = (fnp.full(shape, -1.0, dt), fnp.zeros(shape, bool), key)
+    return lax.while_loop(cond, body, init)[0]
+
+
+def multinomial(key, n, p, *, shape=None, dtype=None, unroll=1):
+    """Multinomial(n, p) counts (outcomes along ``p``'s last axis) as floats of
+    ``dtype``: one binomial per outcome, of the trials left over the probability left
+    (a ``scan`` over the outcomes, one key each). ``shape`` is the full result shape
+    (``p.shape`` by default)."""
+    key = _check_key("multinomial", key)
+    dtype = _float_dtype("multinomial", dtype)
+    n, p = to_array(n), to_array(p)
+    if p.ndim < 1:
+        raise ValueError("multinomial: p must have rank >= 1 (outcomes along its last "
+                         f"axis), got {describe(p)}")
+    cdt = dtypes.canonical(dtypes.to_inexact(dtypes.result_type(n, p)), "multinomial")
+    n, p = lax.convert_element_type(n, cdt), lax.convert_element_type(p, cdt)
+    shape = p.shape if shape is None else _shape("multinomial", shape)
+    if not shape:
+        raise ValueError("multinomial: shape must have rank >= 1 (it includes the "
+                         "outcomes axis), got ()")
+    try:
+        n = fnp.broadcast_to(n, shape[:-1])
+        p = fnp.broadcast_to(p, shape)
+    except ValueError:
+        raise ValueError(f"multinomial: n (shape {n.shape}) must broadcast to shape[:-1] "
+                         f"= {shape[:-1]} and p (shape {p.shape}) to shape = {shape}; "
+                         "shape is the full result shape, outcomes last") from None
+    p = fnp.moveaxis(p, -1, 0)
+    left = lax.cumsum(p, 0, reverse=True)
+    ratios = p / fnp.where(left == 0.0, 1.0, left)
+    keys = split(key, shape[-1])
+
+    def step(remainder, ratio_key):
+        ratio, k = ratio_key
+        q = fnp.clip(ratio, 0.0, 1.0)
+        count = _binomial(k, remainder, q, np.broadcast_shapes(remainder.shape, q.shape),
+                          remainder.dtype)
+        return remainder - count, count
+
+    _, counts = lax.scan(step, n, (ratios, keys), unroll=unroll)
+    return lax.convert_element_type(fnp.moveaxis(counts, 0, -1), dtype)

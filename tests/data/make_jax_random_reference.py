@@ -12,9 +12,13 @@ Each case names a function of ``fnx.random`` (same name and call form as
 mode (``jax_enable_x64``: float64/int64/uint64 results), the result's dtype
 and shape, the flattened result, and ``exact``: whether fnx must reproduce
 the numbers bit for bit (bits, keys, integers, uniform floats and what is
-computed from them by comparisons and sorts) or to a few float ulps (results
-through erf_inv, log, tan, a Cholesky factor: XLA's and NumPy's
-transcendental functions differ in the last bits).
+computed from them by comparisons and sorts, and the integer samplers whose
+loops compare logs: poisson, binomial, multinomial, geometric) or to ``tol``
+float epsilons, relative and absolute (results through erf_inv, log, tan, a
+Cholesky or QR factor: XLA's and NumPy's transcendental functions differ in
+the last bits; 16 unless a case says more: the later samplers' cases allow 64,
+as exp, pow and log1p chains in float64 and the gamma family's rejection loop,
+which raises samples to powers like ``1/a``, lose a few more bits).
 
 Seeds: fnx's ``PRNGKey`` takes a Python int seed as 64 bits (fnx keeps 64-bit
 inputs 64-bit), as JAX does with ``jax_enable_x64``; JAX without x64 truncates
@@ -42,11 +46,14 @@ def make_key(seed):
     return jnp.asarray(np.array([seed >> 32, seed & 0xFFFFFFFF], dtype=np.uint32))
 
 
-def record(fn, seed, kwargs, out, exact=True, x64=False):
+def record(fn, seed, kwargs, out, exact=True, x64=False, tol=None):
     out = np.asarray(out)
     data = out.ravel().tolist()
-    cases.append(dict(fn=fn, seed=seed, kwargs=kwargs, x64=x64, exact=exact,
-                      dtype=str(out.dtype), shape=list(out.shape), data=data))
+    case = dict(fn=fn, seed=seed, kwargs=kwargs, x64=x64, exact=exact,
+                dtype=str(out.dtype), shape=list(out.shape), data=data)
+    if tol is not None:
+        case["tol"] = tol
+    cases.append(case)
 
 
 def arr(x):
@@ -63,10 +70,73 @@ def unarr(v):
     return v
 
 
-def run(fn, seed, x64=False, exact=True, **kwargs):
+def run(fn, seed, x64=False, exact=True, tol=None, **kwargs):
     key = make_key(seed)
     out = getattr(jax.random, fn)(key, **{k: unarr(v) for k, v in kwargs.items()})
-    record(fn, seed, kwargs, out, exact=exact, x64=x64)
+    record(fn, seed, kwargs, out, exact=exact, x64=x64, tol=tol)
+
+
+TOL = 64   # the later samplers' float tolerance: see the module docstring
+
+
+def more_samplers(s, x64):
+    """The samplers added after the first recording: each with several shapes, dtypes
+    and parameters (float32), or one float64/int64 case each (``x64``)."""
+    f = np.float64 if x64 else np.float32
+    fl = "float64" if x64 else "float32"
+    approx = gam = dict(x64=x64, exact=False, tol=TOL)
+    run("cauchy", s, shape=[7], dtype=fl, **approx)
+    run("pareto", s, b=arr(f([0.5, 1.0, 3.0])), shape=[2, 3], dtype=fl, **approx)
+    run("rayleigh", s, scale=arr(f([0.5, 1.0, 2.0])), shape=[4, 3], dtype=fl, **approx)
+    run("weibull_min", s, scale=2.0, concentration=1.5, shape=[7], dtype=fl, **approx)
+    run("lognormal", s, sigma=arr(f([0.5, 2.0])), dtype=fl, **approx)
+    run("maxwell", s, shape=[7], dtype=fl, **approx)
+    run("double_sided_maxwell", s, loc=1.0, scale=2.0, shape=[5], dtype=fl, **approx)
+    run("triangular", s, left=arr(f([0.0, -1.0, 2.0])), mode=arr(f([0.3, 0.0, 2.0])),
+        right=arr(f([2.0, 1.0, 5.0])), shape=[2, 3], dtype=fl, **approx)
+    run("wald", s, mean=arr(f([0.5, 1.5, 4.0])), dtype=fl, **approx)
+    run("rademacher", s, shape=[9], dtype="int64" if x64 else "int32", x64=x64)
+    run("geometric", s, p=arr(f([0.05, 0.3, 0.5, 0.9])), shape=[2, 4],
+        dtype="int64" if x64 else "int32", x64=x64)
+    run("poisson", s, lam=arr(np.float32([0.0, 0.5, 5.0, 9.9, 10.0, 30.0, 1000.0])),
+        dtype="int64" if x64 else "int32", x64=x64)
+    run("binomial", s, n=arr(f([5.0, 20.0, 100.0, 1000.0])),
+        p=arr(f([0.1, 0.5, 0.7, 0.95])), dtype=fl, x64=x64)
+    run("multinomial", s, n=arr(f([5.0, 60.0])), p=arr(f([[0.1, 0.2, 0.3, 0.4]] * 2)),
+        dtype=fl, x64=x64)
+    run("gamma", s, a=arr(f([0.05, 0.5, 1.0, 2.5, 30.0])), dtype=fl, **gam)
+    run("loggamma", s, a=arr(f([0.05, 0.5, 1.0, 2.5, 30.0])), dtype=fl, **gam)
+    run("beta", s, a=arr(f([0.3, 2.0])), b=arr(f([[0.5], [4.0]])), dtype=fl, **gam)
+    run("dirichlet", s, alpha=arr(f([0.2, 1.0, 3.0])), shape=[2], dtype=fl, **gam)
+    run("t", s, df=arr(f([1.0, 3.0, 30.0])), dtype=fl, **gam)
+    run("chisquare", s, df=arr(f([0.5, 2.0, 7.0])), dtype=fl, **gam)
+    run("f", s, dfnum=arr(f([1.0, 5.0])), dfden=arr(f([3.0, 20.0])), dtype=fl, **gam)
+    run("generalized_normal", s, p=1.5, shape=[7], dtype=fl, **gam)
+    run("ball", s, d=3, p=2.0, shape=[4], dtype=fl, **gam)
+    run("orthogonal", s, n=3, shape=[2], dtype=fl, **approx)
+    if x64:
+        return
+    run("cauchy", s, shape=[2, 3], exact=False, tol=TOL)
+    run("pareto", s, b=2.0, shape=[5], exact=False)
+    run("lognormal", s, shape=[4], exact=False)
+    run("weibull_min", s, scale=arr(np.float32([1.0, 3.0])), concentration=0.7,
+        shape=[2], exact=False)
+    run("double_sided_maxwell", s, loc=arr(np.float32([0.0, 5.0])), scale=1.0,
+        shape=[3], exact=False)
+    run("rademacher", s, shape=[2, 3], dtype="float32")
+    run("rademacher", s, shape=[5], dtype="int8")
+    run("geometric", s, p=0.5, shape=[9])
+    run("poisson", s, lam=3.0, shape=[9])
+    run("poisson", s, lam=arr(np.float32([[2.0], [50.0]])), shape=[2, 3], dtype="int16")
+    run("binomial", s, n=10, p=0.3, shape=[9])
+    run("binomial", s, n=200.0, p=0.5, shape=[6])
+    run("multinomial", s, n=20.0, p=arr(np.float32([0.5, 0.25, 0.25])))
+    run("gamma", s, a=2.0, shape=[7], exact=False, tol=TOL)
+    run("t", s, df=4.0, shape=[5], exact=False, tol=TOL)
+    run("generalized_normal", s, p=0.7, shape=[5], exact=False, tol=TOL)
+    run("ball", s, d=2, p=1.0, shape=[3], exact=False, tol=TOL)
+    run("orthogonal", s, n=2, m=4, exact=False, tol=TOL)
+    run("orthogonal", s, n=4, m=2, exact=False, tol=TOL)
 
 
 def recording(x64):
@@ -86,6 +156,7 @@ def recording(x64):
             run("randint", s, x64=True, shape=[6], minval=-7, maxval=100, dtype="int64")
             run("bernoulli", s, x64=True, p=arr(np.linspace(0.05, 0.95, 12)))
             run("gumbel", s, x64=True, exact=False, shape=[7], dtype="float64")
+            more_samplers(s, True)
         return
     for s in [0, 42, 2**32 + 7]:
         for num in (2, 3, 5, [2, 3]):
@@ -148,6 +219,7 @@ def recording(x64):
         run("multivariate_normal", s, exact=False, mean=arr(np.float32([1.0, -1.0, 0.5])),
             cov=arr(np.float32([[2.0, 0.3, 0.1], [0.3, 1.0, -0.2], [0.1, -0.2, 0.5]])),
             shape=[4])
+        more_samplers(s, False)
 
 
 def main():
