@@ -46,7 +46,7 @@ from fnx.core.dtypes import short_name
 from fnx.core.primitive import BUILTIN
 from fnx.lax.indexing import indexed_shape
 from rules_support import (ALLDT, ANY, AWAY0, BITS, BOOL, CPLX, DISTINCT, FLOAT, I8, I32, INTS,
-                           NUM, POS, SHAPES, SHAPES1, UNIT, C64, C128, F32, F64, Case, Dom,
+                           NUM, POS, SHAPES, SHAPES1, UNIT, U8, C64, C128, F32, F64, Case, Dom,
                            arrays, coupled, elementwise, run_rule, structured, values)
 
 # The sweep draws float64 and complex128 operands (and int64 index dtypes): it runs with
@@ -64,6 +64,7 @@ NO_GRAD = {
     **{p: "integer/bool operands only" for p in (
         "and", "or", "xor", "not", "shift_left", "shift_right_arithmetic",
         "shift_right_logical", "reduce_and", "reduce_or")},
+    "bitcast_convert_type": "raw bits: no derivative (JAX defines none either)",
     "argmax": "integer result: no derivative",
     "argmin": "integer result: no derivative",
     "iota": "no operands",
@@ -169,6 +170,18 @@ def convert_cases(draw, dtype):
     weak = draw(st.booleans())
     return Case(_with(lax.convert_element_type, new_dtype=new, weak_type=weak),
                 arrays((shape, dtype, ANY)), f"-> {new} weak={weak}")
+
+
+@st.composite
+def bitcast_cases(draw, dtype):
+    """Bits seen as a dtype of the same width, a narrower one (a new last axis) or a wider
+    one (the last axis, of the width ratio, consumed)."""
+    new = draw(st.sampled_from([d for d in (F32, F64, I32, U8, I8) if d != dtype]))
+    shape = draw(SHAPES)
+    if new.itemsize > dtype.itemsize:
+        shape = shape + (new.itemsize // dtype.itemsize,)
+    return Case(_with(lax.bitcast_convert_type, new_dtype=new), arrays((shape, dtype, ANY)),
+                f"-> {new}")
 
 
 @st.composite
@@ -580,6 +593,7 @@ RULES = [
     structured("select_n", select_n_cases, bdtypes=ALLDT, gdtypes=FLOAT + CPLX),
     structured("clamp", clamp_cases, bdtypes=NUM),
     structured("convert_element_type", convert_cases, bdtypes=NUM, gdtypes=FLOAT + CPLX),
+    structured("bitcast_convert_type", bitcast_cases, bdtypes=NUM + (U8,), gdtypes=()),
     # --- shapes ---
     structured("broadcast_in_dim", broadcast_in_dim_cases, bdtypes=ALLDT),
     structured("reshape", reshape_cases, bdtypes=ALLDT),
