@@ -116,3 +116,42 @@ def test_special_functions_lax_names():
     with pytest.raises(TypeError, match="one dtype.*convert_element_type"):
         lax.igamma(a, x.astype(np.int32))
     assert lax.broadcast_shapes((2, 1), (3,), ()) == (2, 3)
+
+
+# --- reduce_precision -------------------------------------------------------------------------
+
+def _random_floats(n):
+    rng = np.random.default_rng(7)
+    x = rng.integers(0, 2**32, n, dtype=np.uint64).astype(np.uint32).view(np.float32)
+    return np.concatenate([x, np.float32([0, -0.0, np.inf, -np.inf, np.nan, 65504, 65520,
+                                          2.0**-14, 2.0**-15, 3.4e38, 1.0 + 2.0**-8])])
+
+
+def test_reduce_precision_is_bfloat16_and_float16_rounding():
+    import ml_dtypes
+    x = _random_floats(100_000)
+    with np.errstate(over="ignore", invalid="ignore"):
+        # float32's exponent range kept: its subnormals round like the rest (XLA's, too)
+        bf = x.astype(ml_dtypes.bfloat16).astype(np.float32)
+        half = x.astype(np.float16).astype(np.float32)
+        half = np.where(np.abs(half) < 2.0**-14, np.copysign(0, x), half)
+    for (e, m), want in (((8, 7), bf), ((5, 10), half)):
+        got = np.asarray(lax.reduce_precision(x, e, m))
+        assert got.dtype == np.float32
+        np.testing.assert_array_equal(got.view(np.uint32)[~np.isnan(x)],
+                                      want.view(np.uint32)[~np.isnan(x)])
+        assert np.isnan(got[np.isnan(x)]).all()
+    np.testing.assert_array_equal(lax.reduce_precision(x, 8, 23), x)   # float32's own format
+
+
+def test_reduce_precision_transforms():
+    x = np.float32([1.0 + 2.0**-9, 3.3, -1e-3])
+    f = lambda v: lax.reduce_precision(v, 5, 10)   # noqa: E731
+    np.testing.assert_array_equal(fnx.jit(f)(x), f(x))
+    np.testing.assert_array_equal(fnx.vmap(f)(x[:, None])[:, 0], f(x))
+    # linear, as JAX: the tangent is rounded the same way
+    _, t = fnx.jvp(f, (x,), (x,))
+    np.testing.assert_array_equal(t, f(x))
+    np.testing.assert_array_equal(fnx.grad(lambda v: f(v).sum())(x), np.ones(3, np.float32))
+    with pytest.raises(TypeError, match=r"reduce_precision: needs a floating.*i32\[3\]"):
+        lax.reduce_precision(np.arange(3, dtype=np.int32), 5, 10)

@@ -65,6 +65,8 @@ NO_GRAD = {
         "and", "or", "xor", "not", "shift_left", "shift_right_arithmetic",
         "shift_right_logical", "reduce_and", "reduce_or")},
     "bitcast_convert_type": "raw bits: no derivative (JAX defines none either)",
+    "reduce_precision": "rounding: finite differences see its steps, where its derivative "
+                        "is defined linear, as JAX's (tests/test_lax_bit_ops.py checks it)",
     "argmax": "integer result: no derivative",
     "argmin": "integer result: no derivative",
     "iota": "no operands",
@@ -182,6 +184,14 @@ def bitcast_cases(draw, dtype):
         shape = shape + (new.itemsize // dtype.itemsize,)
     return Case(_with(lax.bitcast_convert_type, new_dtype=new), arrays((shape, dtype, ANY)),
                 f"-> {new}")
+
+
+@st.composite
+def reduce_precision_cases(draw, dtype):
+    shape = draw(SHAPES)
+    e, m = draw(st.sampled_from([(8, 7), (5, 10), (4, 3), (11, 20), (3, 0)]))
+    return Case(_with(lax.reduce_precision, exponent_bits=e, mantissa_bits=m),
+                arrays((shape, dtype, ANY)), f"e={e} m={m}")
 
 
 @st.composite
@@ -594,6 +604,7 @@ RULES = [
     structured("clamp", clamp_cases, bdtypes=NUM),
     structured("convert_element_type", convert_cases, bdtypes=NUM, gdtypes=FLOAT + CPLX),
     structured("bitcast_convert_type", bitcast_cases, bdtypes=NUM + (U8,), gdtypes=()),
+    structured("reduce_precision", reduce_precision_cases, bdtypes=FLOAT, gdtypes=()),
     # --- shapes ---
     structured("broadcast_in_dim", broadcast_in_dim_cases, bdtypes=ALLDT),
     structured("reshape", reshape_cases, bdtypes=ALLDT),

@@ -14,9 +14,10 @@ from ..errors import ShapeError
 from ..transforms.jvp import defjvp_zero
 from ..transforms.vmap import batch_elementwise
 from . import ops as L
-from .rule_helpers import describe
+from .rule_helpers import describe, quiet
 
-__all__ = ["bitcast_convert_type", "bitcast_convert_type_p", "population_count", "clz"]
+__all__ = ["bitcast_convert_type", "bitcast_convert_type_p", "population_count", "clz",
+           "reduce_precision", "reduce_precision_p"]
 
 
 # --- bitcast_convert_type ---------------------------------------------------------------------
@@ -114,3 +115,77 @@ def clz(x):
         u = L.select(hit, y, u)
         s //= 2
     return L.convert_element_type(L.sub(n, u), x.dtype)   # u is now 0 or 1
+
+
+# --- reduce_precision -------------------------------------------------------------------------
+
+def _float_layout(dtype):
+    """(unsigned bits dtype, exponent bits, mantissa bits) of a binary float dtype."""
+    dtype = np.dtype(dtype)
+    if dtype.name == "bfloat16":
+        return np.dtype(np.uint16), 8, 7
+    info = np.finfo(dtype)
+    return np.dtype(f"uint{dtype.itemsize * 8}"), int(info.nexp), int(info.nmant)
+
+
+def _reduce_precision_rule(x, *, exponent_bits, mantissa_bits):
+    if np.dtype(x.dtype).kind != "f" and np.dtype(x.dtype).name != "bfloat16":  # ml_dtypes
+        raise TypeError(f"reduce_precision: needs a floating operand, got {describe(x)}")
+    return ShapeDtypeStruct(tuple(x.shape), x.dtype)
+
+
+def _reduce_precision_impl(x, *, exponent_bits, mantissa_bits):
+    """XLA's ReducePrecision: the mantissa rounded to ``mantissa_bits`` (to nearest, ties
+    to even), then, where ``exponent_bits`` is fewer than the dtype's, magnitudes beyond
+    that range made signed infinities and those below its normal range signed zeros; NaNs stay NaN, even with no mantissa bits."""
+    ut, e_bits, m_bits = _float_layout(x.dtype)
+    U = ut.type
+    width = ut.itemsize * 8
+    u = x.view(ut) if x.ndim else x.reshape(1).view(ut)
+    if mantissa_bits < m_bits:
+        drop = m_bits - mantissa_bits
+        last = U(1 << drop)
+        bias = U((1 << (drop - 1)) - 1) + ((u & last) >> U(drop))
+        u = (u + bias) & ~U((1 << drop) - 1)
+    if exponent_bits < e_bits:
+        exp_mask = U(((1 << e_bits) - 1) << m_bits)
+        sign = u & U(1 << (width - 1))
+        ebias = (1 << (e_bits - 1)) - 1
+        reduced = (1 << (exponent_bits - 1)) - 1
+        e = u & exp_mask
+        u = np.where(e > U((ebias + reduced) << m_bits), sign | exp_mask,
+                     np.where(e <= U((ebias - reduced) << m_bits), sign, u))
+    out = u.view(x.dtype)
+    nan = np.isnan(x) if x.ndim else np.isnan(x.reshape(1))
+    out = np.where(nan, x if x.ndim else x.reshape(1), out)   # NaN stays NaN (XLA's, too)
+    return out if x.ndim else out.reshape(())
+
+
+reduce_precision_p = Primitive("reduce_precision", shape_rule=_reduce_precision_rule,
+                               impl=quiet(_reduce_precision_impl))
+batch_elementwise(reduce_precision_p)
+
+
+def _reduce_precision_jvp(primals, tangents, **params):
+    out = reduce_precision_p.bind(*primals, **params)
+    t = tangents[0]
+    return out, None if t is None else reduce_precision_p.bind(t, **params)
+
+
+reduce_precision_p.jvp = _reduce_precision_jvp   # linear, as JAX: the tangent rounded alike
+reduce_precision_p.transpose = lambda ct, x, **p: [reduce_precision_p.bind(ct, **p)]
+
+
+def reduce_precision(operand, exponent_bits, mantissa_bits):
+    """``operand`` rounded to a float format of ``exponent_bits`` and ``mantissa_bits``
+    and kept in its own dtype (JAX's ``lax.reduce_precision``, XLA's semantics: see the
+    impl), e.g. ``(8, 7)`` for bfloat16 and ``(5, 10)`` for float16."""
+    import operator
+    x = to_array(operand)
+    e, m = operator.index(exponent_bits), operator.index(mantissa_bits)
+    if e < 1 or m < 0:
+        raise ValueError(f"reduce_precision: exponent_bits must be at least 1 and "
+                         f"mantissa_bits at least 0, got {e} and {m}")
+    floating = x.dtype.kind == "f" or x.dtype.name == "bfloat16"
+    _, e_bits, m_bits = _float_layout(x.dtype) if floating else (None, e, m)
+    return reduce_precision_p.bind(x, exponent_bits=min(e, e_bits), mantissa_bits=min(m, m_bits))
