@@ -249,3 +249,18 @@ def test_select_transpose_gives_real_zeros_to_the_unselected_case():
     _, t = fnx.jvp(lambda x: fnx.lax.clamp(0.0, x, 1.0), (np.float32([2.0, 0.5]),),
                    (np.float32([np.inf, 1.0]),))
     np.testing.assert_array_equal(np.asarray(t), [0.0, 1.0])
+
+
+def test_bfloat16_inputs_and_outputs_are_differentiable():
+    """bfloat16 is a float (NumPy calls its kind "V"): grad, jacrev and jacfwd take it, as
+    JAX's do, and give bfloat16 derivatives."""
+    import ml_dtypes
+    x = fnp.asarray(np.array([1.5, 2.0], ml_dtypes.bfloat16))
+    g = fnx.grad(lambda v: (v * v).sum())(x)
+    assert g.dtype == ml_dtypes.bfloat16 and np.asarray(g, np.float32).tolist() == [3.0, 4.0]
+    for jac in (fnx.jacrev, fnx.jacfwd):
+        j = jac(lambda v: v * v)(x)
+        assert j.dtype == ml_dtypes.bfloat16
+        np.testing.assert_array_equal(np.asarray(j, np.float32), [[3, 0], [0, 4]])
+    g = fnx.jit(fnx.grad(lambda v: fnp.sin(v).sum()))(x)
+    np.testing.assert_allclose(np.asarray(g, np.float32), np.cos([1.5, 2.0]), atol=4e-3)

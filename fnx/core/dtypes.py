@@ -333,6 +333,11 @@ def is_inexact(dtype) -> bool:
     return np.dtype(dtype).kind in "fc" or dtype == bfloat16
 
 
+def is_floating(dtype) -> bool:
+    """A real floating dtype (bfloat16 included, whose NumPy kind is "V")."""
+    return np.dtype(dtype).kind == "f" or dtype == bfloat16
+
+
 def is_integer(dtype) -> bool:
     return np.dtype(dtype).kind in "iu"
 

@@ -21,7 +21,7 @@ import numpy as np
 
 from .. import tree_util
 from .._config import config
-from ..core import ops
+from ..core import dtypes, ops
 from ..core.array import Array, Tracer, to_array
 from ..core.backend import apply_ir
 from ..core.ir import Literal, eval_ir
@@ -241,7 +241,7 @@ def _check_like(name, what, got, like, i):
         raise CustomRuleError(
             f"{name}: {what} {i} has shape {tuple(got.shape)}, but its primal has shape "
             f"{tuple(like.shape)}; a rule must return one value per primal, shaped like it")
-    if got.dtype != like.dtype and like.dtype.kind in "fc":
+    if got.dtype != like.dtype and dtypes.is_inexact(like.dtype):
         # a Python number (weakly typed) or a real value for a complex primal converts
         # exactly; an integer, boolean or differently sized float array is a bug in the
         # rule (JAX lets bwd's pass as a "temporary exception" and raises for jvp's)
@@ -571,7 +571,7 @@ class custom_vjp(_Custom):
                 raise CustomRuleError(f"{name}: bwd's cotangent for argument {k} is "
                                       f"structured as {ctree}, but the argument as {atree}")
             for i, v in zip(ids, c_leaves):
-                if not _is_zero_marker(v) and primals[i].dtype.kind in "fc":
+                if not _is_zero_marker(v) and dtypes.is_inexact(primals[i].dtype):
                     out[i] = _check_like(name, "cotangent of input", to_array(v),
                                          primals[i], i)
         return out
@@ -783,7 +783,7 @@ def _saved_by_policy(ir, policy, names):
     backward pass reads (a value it does not read is not saved)."""
     candidates = [v for e in ir.eqns if e.prim.name not in ("remat_call", "jit")
                   for v in e.outputs
-                  if np.dtype(v.aval.dtype).kind in "fc" and _policy_saves(policy, e, v, names)]
+                  if dtypes.is_inexact(v.aval.dtype) and _policy_saves(policy, e, v, names)]
     if not candidates:
         return []
     from ..core.trace import trace_context

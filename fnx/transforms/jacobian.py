@@ -70,7 +70,7 @@ def _check_dtypes(name, what, leaves, holomorphic):
             raise GradDtypeError(
                 f"{name} with holomorphic=True requires {what} with complex dtype, but got "
                 f"{dt}. Convert with .astype(complex), or drop holomorphic=True.")
-        if not holomorphic and dt.kind != "f":
+        if not holomorphic and not dtypes.is_floating(dt):
             if dt.kind == "c":
                 raise GradDtypeError(
                     f"{name} requires real-valued {what} (dtype that is a sub-dtype of "
@@ -144,7 +144,7 @@ def jacrev(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
             if holomorphic and dt.kind != "c":
                 raise GradDtypeError(f"jacrev with holomorphic=True requires inputs with "
                                      f"complex dtype, but got {dt}")
-            if not allow_int and dt.kind not in "fc":
+            if not allow_int and not dtypes.is_inexact(dt):
                 raise GradDtypeError(
                     f"jacrev requires real- or complex-valued inputs (input dtype that is a "
                     f"sub-dtype of np.inexact), but got {dt}. Convert it with .astype(float), "
@@ -171,7 +171,7 @@ def jacrev(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=False):
             row = []
             for g, leaf in zip(grads, in_leaves):
                 shape = tuple(o.shape) + tuple(to_array(leaf).shape)
-                if to_array(leaf).dtype.kind not in "fc":  # allow_int: no derivative
+                if not dtypes.is_inexact(to_array(leaf).dtype):  # allow_int: no derivative
                     row.append(np.zeros(shape, float0))
                     continue
                 b = lax.slice_in_dim(g, start, start + math.prod(o.shape), 1, 0)

@@ -920,7 +920,7 @@ def _checked_variant(ir):
     extra = []
     for e in ir.eqns:
         for v in e.outputs:
-            if id(v) not in seen and np.dtype(v.aval.dtype).kind in "fc":
+            if id(v) not in seen and dtypes.is_inexact(v.aval.dtype):
                 seen.add(id(v))
                 extra.append(v)
     return _NUMPY.compile(ir.replace(outvars=list(ir.outvars) + extra),

@@ -361,7 +361,7 @@ def vjp_flat(fun, primals, parts=False):
     tape = TapeTrace()
     token = _set_trace(tape)  # trace_context, without a generator's cost
     try:
-        ins = [tape.new_value(p) if p.dtype.kind in "fc" else p for p in primals]
+        ins = [tape.new_value(p) if dtypes.is_inexact(p.dtype) else p for p in primals]
         outs = fun(*ins)
         out_primals, out_nodes = [], []
         for o in outs:

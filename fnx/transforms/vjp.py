@@ -404,7 +404,7 @@ def _check_grad_input(n, a, holomorphic, allow_int, what="grad"):
                 f"{what} with holomorphic=True requires inputs with complex dtype, but got "
                 f"{a.dtype} (argument {n}). Convert it with .astype(complex), or drop "
                 "holomorphic=True for a real-input function.")
-    elif kind not in "fc" and not allow_int:
+    elif not dtypes.is_inexact(a.dtype) and not allow_int:   # bfloat16 included
         raise GradDtypeError(
             f"{what} requires real- or complex-valued inputs (input dtype that is a sub-dtype "
             f"of np.inexact), but got {a.dtype} (argument {n}). Convert it with "
@@ -439,7 +439,7 @@ def _check_grad_output(out, holomorphic):
         raise GradDtypeError(
             f"grad with holomorphic=True requires outputs with complex dtype, but got "
             f"{out.dtype}. Drop holomorphic=True for a real-valued function.")
-    if not holomorphic and kind != "f":
+    if not holomorphic and not dtypes.is_floating(out.dtype):
         raise GradDtypeError(
             f"grad requires real-valued outputs (output dtype that is a sub-dtype of "
             f"np.floating), but got {out.dtype}. For holomorphic differentiation, pass "
@@ -506,7 +506,7 @@ def value_and_grad(fun, argnums=0, has_aux=False, holomorphic=False, allow_int=F
         cts = backward([Array._wrap(_one(out.dtype))])
         grads, i = [], 0
         for tree, k in zip(trees, sizes):
-            g = [np.zeros(p.shape, float0) if p.dtype.kind not in "fc" else
+            g = [np.zeros(p.shape, float0) if not dtypes.is_inexact(p.dtype) else
                  _like_primal(zeros_like_tangent(p) if c is None else c, p)
                  for p, c in zip(leaves[i:i + k], cts[i:i + k])]
             grads.append(g[0] if tree is None else tree_util.tree_unflatten(tree, g))
@@ -535,7 +535,7 @@ def _value_and_grad_one_array(fun, has_aux, args, kwargs, n, holomorphic=False):
         return [out]
 
     (out,), backward = _vjp_flat(flat, [args[n]])
-    if not (isinstance(out, Array) and out.shape == () and out.dtype.kind == "f") \
+    if not (isinstance(out, Array) and out.shape == () and dtypes.is_floating(out.dtype)) \
             or holomorphic:
         _check_grad_output(out, holomorphic)
     (g,) = backward([Array._wrap(_one(out.dtype))])
