@@ -62,6 +62,10 @@ NOT_IN_TABLE = {
     **{p: "a collective over a named axis: only inside vmap(axis_name=...) or pmap, against "
           "JAX's values, loops and finite differences (tests/test_collectives.py)"
        for p in ("psum", "pmax", "pmin", "all_gather", "psum_scatter", "ppermute", "all_to_all", "axis_index")},
+    "bitcast_convert_type": "changes the shape with the width: against NumPy's views for "
+                            "ten dtype pairs (tests/test_lax_bit_ops.py)",
+    "reduce_precision": "against bfloat16 and float16 rounding over 100000 bit patterns and "
+                        "JAX's values at float16's edges (tests/test_lax_bit_ops.py)",
     "custom_jvp_call": "carries a user function and rule (tests/test_custom_rules.py)",
     "custom_vjp_call": "carries a user function and rule (tests/test_custom_rules.py)",
     "custom_lin": "the linear half of a custom_vjp; only transposed (tests/test_custom_rules.py)",

@@ -186,9 +186,14 @@ def full(shape, fill_value, dtype=None):
 
 
 def full_like(x, fill_value, dtype=None, shape=None):
-    """``full`` with ``x``'s shape and dtype unless given."""
-    return full(x.shape if shape is None else shape, fill_value,
-                x.dtype if dtype is None else dtype)
+    """``full`` with ``x``'s shape and dtype unless given; weakly typed where ``x`` is and
+    no dtype is given (as JAX's)."""
+    x = to_array(x)
+    out = full(x.shape if shape is None else shape, fill_value,
+               x.dtype if dtype is None else dtype)
+    if dtype is None and x.weak_type:
+        out = convert_element_type_exact(out, out.dtype, weak_type=True)
+    return out
 
 
 def broadcast(x, sizes):

@@ -37,7 +37,9 @@ def _float(name, x):
 
 
 def _const(v, like):
-    return lax.broadcast_in_dim(np.array(v, like.dtype), tuple(like.shape), ())
+    """``v`` shaped and typed like ``like``, weakly typed where it is (as JAX's constants
+    are), so ``relu(2.0)`` stays a weak float."""
+    return lax.full_like(like, v)
 
 
 # --- elementwise activations ----------------------------------------------------------------
