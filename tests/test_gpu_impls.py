@@ -204,3 +204,15 @@ def test_a_scatter_the_device_has_no_atomic_for_runs_on_the_host(device):
     _on_device(got, gpu)
     want = _scatter("multiply", fnx.numpy.asarray(x), _dup, fnx.numpy.asarray(u))
     _assert_equal(got, want, exact=True)
+
+
+def test_negating_a_negative_constant_compiles(gpu):
+    """``-(-0.5)`` folds the operand into the kernel as the literal ``-0x1p-1f``: the
+    negation must not print ``--``, C's decrement (found by JAX's VAE example)."""
+    import fnx.numpy as fnp
+    with fnx.default_device(gpu):
+        f = fnx.jit(lambda: -fnp.full((4,), -0.5, np.float32))
+        out = f()
+        kernels = f.lower().kernels
+    assert out.device == gpu and np.asarray(out).tolist() == [0.5] * 4
+    assert kernels and not any("--" in k for k in kernels)

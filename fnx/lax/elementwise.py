@@ -103,7 +103,10 @@ neg_p.simplify = lambda e, ins, lits, producer: (  # neg(neg(x)) is x: the sign 
 
 def _neg_cuda(xs, in_dtypes, out_dtype):
     (x,), (d,) = xs, in_dtypes
-    return C.wrap("-", "0", x, d) if C.is_int(d) else f"(-{x})"
+    if C.is_int(d):
+        return C.wrap("-", "0", x, d)
+    # a negative literal operand would make "--", C's decrement: parenthesize it
+    return f"(-({x}))" if x.startswith("-") else f"(-{x})"
 
 
 def _neg_onnx(ctx, x):
