@@ -103,7 +103,7 @@ def saved_residuals(f, *args, **kwargs):
             order[v] = n
     from_args, computed = [], []
     for c in lin.consts:
-        var = c.var if isinstance(c, IRTracer) and c._trace is trace else None
+        var = c.ir_var if isinstance(c, IRTracer) and c._trace is trace else None
         aval = ShapeDtypeStruct(c.shape, c.dtype)
         if var in position:
             i = position[var]

@@ -626,3 +626,23 @@ def test_blocked_chain_never_writes_a_donated_buffer_it_reads_through_a_view():
     out = plain(w, fnp.asarray(b))
     assert _address(out) == address
     _bits(out, (a - np.float32(0.1) * b) * np.float32(2.0))
+
+
+def test_array_methods_are_not_shadowed_by_tracer_fields():
+    """A tracer's own fields must not hide Array's methods: IRTracer's field was named
+    ``var``, so ``x.var(-1)`` (layernorm's variance) failed under jit."""
+    import fnx.core.array as A
+
+    def subclasses(c):
+        for s in c.__subclasses__():
+            yield s
+            yield from subclasses(s)
+    methods = set(dir(A.Array))
+    for cls in subclasses(A.Tracer):
+        assert not set(getattr(cls, "__slots__", ())) & methods, cls
+    x = np.arange(12.0, dtype=np.float32).reshape(3, 4)
+    f = fnx.jit(lambda a: (a.var(-1, keepdims=True), a.std(0), a.mean(), a.ptp(1)))
+    got = f(x)
+    want = (x.var(-1, keepdims=True), x.std(0), x.mean(), np.ptp(x, 1))
+    for g, w in zip(got, want):
+        np.testing.assert_allclose(np.asarray(g), w, rtol=1e-6)

@@ -299,6 +299,26 @@ class Array:
     def copy(self):
         return self
 
+    def clone(self):
+        return self
+
+    def is_ready(self):
+        return True
+
+    def copy_to_host_async(self):
+        return None
+
+    @property
+    def is_fully_addressable(self):
+        return True
+
+    @property
+    def is_fully_replicated(self):
+        return True
+
+    def on_device_size_in_bytes(self):
+        return self.nbytes
+
     # --- methods forwarding to fnx.numpy -----------------------------------
     def __getitem__(self, idx):
         return fnp._indexing.getitem(self, idx)
@@ -377,6 +397,55 @@ class Array:
 
     def conj(self):
         return fnp.conj(self)
+
+    def conjugate(self):
+        return fnp.conjugate(self)
+
+    def ptp(self, axis=None, out=None, keepdims=False):
+        if out is not None:
+            raise NotImplementedError("ptp: out is not supported (fnx arrays are immutable)")
+        return fnp.ptp(self, axis=axis, keepdims=keepdims)
+
+    def searchsorted(self, v, side="left", sorter=None, *, method="scan"):
+        return fnp.searchsorted(self, v, side=side, sorter=sorter, method=method)
+
+    def argpartition(self, kth, axis=-1):
+        return fnp.argpartition(self, kth, axis=axis)
+
+    def choose(self, choices, out=None, mode="raise"):
+        return fnp.choose(self, choices, out=out, mode=mode)
+
+    def compress(self, condition, axis=None, *, out=None, size=None, fill_value=0):
+        return fnp.compress(condition, self, axis=axis, out=out, size=size,
+                            fill_value=fill_value)
+
+    def view(self, dtype=None, type=None):
+        """The same bits as ``dtype`` (NumPy's ``view``): the last axis scales by the width
+        ratio; ``dtype=None`` is the array itself. ``type`` is not supported (as JAX)."""
+        if type is not None:
+            raise NotImplementedError("view: the type argument is not supported (as JAX); "
+                                      "fnx arrays have one type")
+        if dtype is None:
+            return self
+        from ..lax import bit_ops
+        new = np.dtype(dtypes.canonical(dtype, "view"))   # float64 is float32 without x64
+        if new.itemsize > self.dtype.itemsize:   # (..., k * ratio) -> (..., k, ratio)
+            ratio = new.itemsize // self.dtype.itemsize
+            if not self.ndim or self.shape[-1] % ratio:
+                raise ValueError(f"view: the last axis of {self.dtype}{list(self.shape)} must "
+                                 f"be a multiple of {ratio} to be seen as {new}")
+            x = fnp.reshape(self, self.shape[:-1] + (self.shape[-1] // ratio, ratio))
+            return bit_ops.bitcast_convert_type(x, new)
+        out = bit_ops.bitcast_convert_type(self, new)
+        if new.itemsize < self.dtype.itemsize:   # (..., k, ratio) -> (..., k * ratio)
+            if not self.ndim:
+                raise ValueError(f"view: a 0-d {self.dtype} cannot be seen as the narrower "
+                                 f"{new}; reshape it to (1,) first")
+            out = fnp.reshape(out, self.shape[:-1] + (-1,))
+        return out
+
+    def tobytes(self, order="C"):
+        return np.asarray(self._concrete("tobytes()")).tobytes(order)
 
     def dot(self, other):
         return fnp.dot(self, other)

@@ -22,7 +22,7 @@ from .trace import Trace, trace_context, user_frame_info
 
 
 class IRTracer(Tracer):
-    __slots__ = ("var",)
+    __slots__ = ("ir_var",)   # not "var": that is Array.var, the variance
 
 
 class IRTrace(Trace):
@@ -40,13 +40,13 @@ class IRTrace(Trace):
     def new_arg(self, aval):
         t = IRTracer(self, aval)
         t._origin = f"input {len(self.invars)} of {self.name}, called at {t._origin}"
-        t.var = Var(aval)
-        self.invars.append(t.var)
+        t.ir_var = Var(aval)
+        self.invars.append(t.ir_var)
         return t
 
     def to_atom(self, x, prim_name="output"):
         if isinstance(x, IRTracer) and x._trace is self:
-            return x.var
+            return x.ir_var
         if isinstance(x, Tracer):
             self.check_foreign_tracer(x, prim_name)
         elif not isinstance(x, Array):
@@ -73,9 +73,9 @@ class IRTrace(Trace):
         for aval in avals:
             t = IRTracer(self, aval)
             t._origin = source
-            t.var = Var(aval)
+            t.ir_var = Var(aval)
             outs.append(t)
-        self.eqns.append(Eqn(prim, inputs, [t.var for t in outs], params, source))
+        self.eqns.append(Eqn(prim, inputs, [t.ir_var for t in outs], params, source))
         return outs if prim.multiple_results else outs[0]
 
 

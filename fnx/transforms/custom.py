@@ -692,7 +692,7 @@ def _eval_inline(ir, args):
         first = outs[0] if outs else None
         if isinstance(first, IRTracer):
             eqns = first._trace.eqns
-            if eqns and first.var in eqns[-1].outputs:
+            if eqns and first.ir_var in eqns[-1].outputs:
                 eqns[-1].source = e.source
                 for o in outs:
                     o._origin = e.source
@@ -700,7 +700,7 @@ def _eval_inline(ir, args):
                 sink = NAME_SINKS[-1]
                 for v, o in zip(e.outputs, outs):
                     if v in sink and isinstance(o, IRTracer):
-                        sink[o.var] = sink[v]
+                        sink[o.ir_var] = sink[v]
         return outs
 
     return eval_ir(ir, *args, after=after)
@@ -760,7 +760,7 @@ def _ir_var(x):
     from .jvp import JVPTracer
     while type(x) is JVPTracer:
         x = x.primal
-    return x.var if isinstance(x, IRTracer) else None
+    return x.ir_var if isinstance(x, IRTracer) else None
 
 
 def _eqn_count(x):
@@ -806,7 +806,7 @@ def _saved_by_policy(ir, policy, names):
     # what the backward pass reads, and every forward value those are computed from:
     # a saveable value among them is saved instead of recomputed
     producer = {v: e for e in probe.eqns for v in e.outputs}
-    reached, stack = set(), [c.var for c in lin.consts
+    reached, stack = set(), [c.ir_var for c in lin.consts
                              if isinstance(c, IRTracer) and c._trace is probe]
     while stack:
         v = stack.pop()
@@ -817,7 +817,7 @@ def _saved_by_policy(ir, policy, names):
         if e is not None:
             stack.extend(u for u in e.inputs if type(u) is not Literal)
     return [v for v in candidates if type(env.get(v)) is JVPTracer
-            and isinstance(env[v].primal, IRTracer) and env[v].primal.var in reached]
+            and isinstance(env[v].primal, IRTracer) and env[v].primal.ir_var in reached]
 
 
 def _dot_like(prim):
