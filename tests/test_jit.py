@@ -546,6 +546,18 @@ def test_cotangent_scaled_by_max_weights_without_storing_them(dtype):
         _bits(jg(no_ties, C), g(no_ties, C))
 
 
+def test_product_of_two_tie_weights_clips_derivative():
+    """clip = min(max(x, lo), hi): its derivative is the product of two tie weights, which
+    the tie-weight pass must not both fold into the one product (the second fold dropped
+    the first weight's equation: KeyError in the generated code; found by JAX idioms)."""
+    a = fnp.asarray(np.array([-2, -1, 0, 1, 2, 0.5] * 30, np.float32))
+    for f in (lambda x: fnp.clip(x, -1.0, 1.0).sum(),
+              lambda x: fnp.minimum(fnp.maximum(x, -1.0), 1.0).sum()):
+        g = fnx.grad(f)
+        _bits(fnx.jit(g)(a), g(a))
+        assert np.asarray(g(a))[:6].tolist() == [0, 0.5, 1, 0.5, 0, 1]   # JAX's, ties 1/2
+
+
 def test_pytree_arguments_take_the_fast_path_and_still_check_everything():
     f = fnx.jit(lambda p, x: {k: v * x for k, v in p.items()}, donate_argnums=0)
     p = {"a": fnp.ones(3), "b": fnp.arange(3.0)}

@@ -313,7 +313,9 @@ def match_tie_weights(p):
         w, dtype = e.outputs[0], e.outputs[0].aval.dtype
         j = p.readers0[w][0] if p.uses0.get(w) == 1 and w not in p.keep else None
         c = ir.eqns[j] if j is not None else None
-        if (c is not None and c.prim is mul_p and j not in skip
+        # (not a product another weight already scales: the product of two tie weights,
+        # clip's derivative, keeps one as a plain weight)
+        if (c is not None and c.prim is mul_p and j not in skip and j not in special
                 and c.outputs[0].aval == w.aval
                 and all(type(v) is not Literal and v.aval == w.aval for v in c.inputs)):
             ct = c.inputs[1] if c.inputs[0] is w else c.inputs[0]
