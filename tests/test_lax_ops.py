@@ -2013,3 +2013,32 @@ def test_pad_negative_and_interior():
     x = np.array([1, 2, 3], I32)
     assert _np(lax.pad(x, _i(0), [(-2, 1, 1)])).tolist() == [2, 0, 3, 0]
     assert _np(lax.pad(x, _i(9), [(1, -3, 2)])).tolist() == [9, 1, 9, 9, 2]
+
+
+@pytest.mark.parametrize("dtype", ["int32", "uint8", "int8", "uint32", "int16"])
+def test_float_to_int_conversion_saturates_as_xla(dtype, gpu):
+    """Out-of-range floats saturate and NaN converts to 0, as XLA's conversion and fnx's
+    GPU kernels do (NumPy's astype wraps or gives the least integer): eagerly, under jit
+    (small, and large enough for a native loop), and on the emulated GPU."""
+    info = np.iinfo(dtype)
+    x = np.array([1e20, np.nan, 300.7, -3.7, -1e20, np.inf, -np.inf, 2.5], np.float32)
+    want = np.array([info.max, 0, min(300, info.max), max(-3, info.min), info.min, info.max,
+                     info.min, 2], dtype)
+    f = lambda v: lax.convert_element_type(v, dtype)  # noqa: E731
+    for got in (f(x), fnx.jit(f)(x), fnx.jit(f)(fnx.device_put(x, gpu))):
+        assert got.dtype == np.dtype(dtype)
+        np.testing.assert_array_equal(np.asarray(got), want)
+    big = np.tile(x, 20000)
+    g = fnx.jit(lambda v: lax.convert_element_type(v * 1.0 + 0.0, dtype))
+    np.testing.assert_array_equal(np.asarray(g(big)), np.tile(want, 20000))
+
+
+def test_float16_to_wide_ints_saturates_only_at_infinity(gpu):
+    """float16 cannot reach int32's ends: only +-inf saturate there, while its negative
+    values still saturate at 0 for uint16 (JAX 0.10's values)."""
+    x = np.array([np.inf, -np.inf, np.nan, 65504, -300.5], np.float16)
+    for dtype, want in (("int32", [2**31 - 1, -2**31, 0, 65504, -300]),
+                        ("uint16", [65535, 0, 0, 65504, 0])):
+        f = fnx.jit(lambda v: lax.convert_element_type(v, dtype))
+        for got in (lax.convert_element_type(x, dtype), f(x), f(fnx.device_put(x, gpu))):
+            assert np.asarray(got).tolist() == want

@@ -1406,7 +1406,16 @@ def _convert_impl(x, *, new_dtype, weak_type=False):
     if x.dtype.kind == "c" and new_dtype.kind != "c":
         x = np.real(x)
     with np.errstate(invalid="ignore", over="ignore"):
-        return x.astype(new_dtype)
+        out = x.astype(new_dtype)
+        if np.dtype(new_dtype).kind in "iu" and dtypes.is_floating(x.dtype):
+            # XLA's (and the GPU kernels') conversion saturates and takes NaN to 0, where
+            # NumPy's wraps or gives the least integer
+            src = np.dtype(np.float32) if x.dtype == dtypes.bfloat16 else x.dtype
+            lo, hi = _float_to_int_bounds(src, np.dtype(new_dtype))
+            info = np.iinfo(new_dtype)
+            out = np.where(x <= lo, info.min, np.where(x >= hi, info.max, out))
+            out = np.where(np.isnan(x), 0, out).astype(new_dtype, copy=False)
+        return out
 
 
 convert_element_type_p = Primitive("convert_element_type", shape_rule=_convert_rule,
@@ -1431,14 +1440,19 @@ batch_elementwise(convert_element_type_p)
 
 
 def _float_to_int_bounds(src, dst):
-    """Exclusive bounds (as ``src`` floats) of the values whose truncation fits ``dst``."""
+    """Exclusive bounds (as ``src`` floats) of the values whose truncation fits ``dst``; an
+    end the float cannot reach (float16 to int32's) is an infinity: only inf saturates."""
     info, f = np.iinfo(dst), src.type
+    top = float(np.finfo(src).max)
     below = info.min - 1
-    if int(f(below)) == below:                 # min - 1 is a float: x > min - 1
+    if below < -top:
+        lo = f(-np.inf)
+    elif int(f(below)) == below:               # min - 1 is a float: x > min - 1
         lo = f(below)
     else:                                      # it is not: x >= min, i.e. x > the float below
         lo = np.nextafter(f(info.min), f(-np.inf))
-    return lo, f(info.max + 1)                 # max + 1 is a power of two: exact
+    # max + 1 is a power of two: exact where the float reaches it
+    return lo, f(np.inf) if info.max + 1 > top else f(info.max + 1)
 
 
 def _convert_cuda(xs, in_dtypes, out_dtype, *, new_dtype=None, weak_type=False):
