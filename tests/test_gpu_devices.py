@@ -256,3 +256,18 @@ def test_kernels_round_like_numpy_unless_fast_math_is_asked_for(monkeypatch):
     monkeypatch.setenv("FNX_GPU_FAST_MATH", "1")
     opts = K.program_options("sm_80")
     assert "--use_fast_math" in opts and "-fmad=false" not in opts
+
+
+def test_eager_grad_under_default_device_stays_on_the_gpu(gpu):
+    """Host arrays made under ``default_device(gpu)`` are uncommitted and follow it: eager
+    grad must not take its cached NumPy rules for them (the second call mixed host
+    residuals with device cotangents and failed, then fell back to the CPU)."""
+    import fnx.numpy as fnp
+    with fnx.default_device(gpu):
+        z = fnp.array([1.0, -2.0, 0.0, 3.0])
+        for f in (fnp.sin, fnp.exp, fnp.abs, lambda v: fnp.maximum(v, 0.5)):
+            for _ in range(3):
+                g = fnx.grad(lambda v: f(v).sum())(z)
+                assert g.device == gpu
+                np.testing.assert_allclose(np.asarray(g), np.asarray(fnx.grad(
+                    lambda v: f(v).sum())(np.asarray(z))), rtol=1e-6)

@@ -25,7 +25,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core import ops
-from ..core.backend import DEVICE_BACKENDS, get_backend, is_host_buffer
+from ..core.backend import DEVICE_BACKENDS, default_device, get_backend, is_host_buffer
 from ..core import dtypes
 from ..core.array import Array, Tracer, to_array
 from ..core.ir import IR, eval_ir, optimize
@@ -109,10 +109,11 @@ class TapeTrace(Trace):
         if not mask:
             return EVAL.process_primitive(prim, args, params)
         rule = None
-        # the cached rules are compiled for NumPy buffers: values on a device linearize
-        # afresh, through the eager dispatch of their backend
-        if prim.cache_eager_vjp and not (
-                DEVICE_BACKENDS and not all(map(is_host_buffer, vals))):
+        # the cached rules are compiled for NumPy buffers: values on a device, or host
+        # values that a default device draws there, linearize afresh, through the eager
+        # dispatch of their backend
+        if prim.cache_eager_vjp and not (DEVICE_BACKENDS and (
+                not all(map(is_host_buffer, vals)) or default_device() is not None)):
             try:
                 # params by value and top-level type, so y=2 and y=2.0 differ (values
                 # nested in tuples compare by ==: primitives keep ints there)
