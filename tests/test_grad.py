@@ -264,3 +264,12 @@ def test_bfloat16_inputs_and_outputs_are_differentiable():
         np.testing.assert_array_equal(np.asarray(j, np.float32), [[3, 0], [0, 4]])
     g = fnx.jit(fnx.grad(lambda v: fnp.sin(v).sum()))(x)
     np.testing.assert_allclose(np.asarray(g, np.float32), np.cos([1.5, 2.0]), atol=4e-3)
+
+
+def test_abs_derivative_is_jaxs_at_zero_and_nan():
+    """JAX's rule for real abs: +1 where x >= 0 (0 and -0 included), -1 elsewhere (NaN
+    included); an L1 penalty at exactly 0 then moves as in JAX (JAX 0.10's values)."""
+    x = fnp.array([0.0, -0.0, np.nan, 2.0, -3.0])
+    for g in (fnx.grad(lambda v: fnp.abs(v).sum()), fnx.jit(fnx.grad(lambda v: fnp.abs(v).sum()))):
+        assert np.asarray(g(x)).tolist() == [1, 1, -1, 1, -1]
+    assert float(fnx.grad(fnp.abs)(0.0)) == 1.0

@@ -126,7 +126,8 @@ _weak_real_part(abs_p)
 
 def _abs_jvp(g, ans, x):
     if x.dtype.kind != "c":
-        return L.mul(g, L.sign(x))
+        # JAX's rule: +g where x >= 0 (so 1 at 0 and -0), -g elsewhere (NaN included)
+        return L.select(L.ge(x, L.convert_element_type(0, x.dtype)), g, L.neg(g))
     # d|z| = Re(conj(z) dz) / |z|, and 0 at z = 0 (as JAX). Not through sign(z):
     # for complex z that is z / |z|, whose derivative is not zero.
     zero = L.eq(ans, L.convert_element_type(0, ans.dtype))
