@@ -135,3 +135,20 @@ def test_float0_is_jaxs_and_what_grad_gives_integer_inputs():
     assert dtypes.float0 == np.dtype([("float0", "V")])
     g = fnx.grad(lambda x, n: x * n, argnums=(0, 1), allow_int=True)(2.0, 3)
     assert g[1].dtype == dtypes.float0
+
+
+def test_python_ints_wrap_into_narrow_integer_arrays_as_jax():
+    """A Python int that fits the default int but not a narrower operand's dtype wraps
+    into it, as JAX's conversion does (NumPy 2 raises); beyond the default int it is
+    still an OverflowError (JAX 0.10's values)."""
+    import fnx
+    import fnx.numpy as fnp
+    i8, u8 = fnp.arange(3, dtype=np.int8), fnp.arange(3, dtype=np.uint8)
+    assert (i8 + 300).tolist() == [44, 45, 46] and (300 + i8).tolist() == [44, 45, 46]
+    assert (i8 * 1000).tolist() == [0, -24, -48] and (u8 + (-1)).tolist() == [255, 0, 1]
+    assert fnx.jit(lambda v: v + 300)(i8).tolist() == [44, 45, 46]
+    assert (i8 + 300).dtype == np.int8
+    for bad in (lambda: fnp.arange(3) + 2**40, lambda: i8 + 2**40,
+                lambda: fnp.arange(3, dtype=np.uint32) + 3_000_000_000):
+        with pytest.raises(OverflowError, match="does not fit in int32"):
+            bad()

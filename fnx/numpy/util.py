@@ -52,7 +52,14 @@ def promote(name, *args, to_inexact=False):
 
 def _scalar_value(a, dtype):
     """The Python scalar ``a`` as a NumPy scalar of ``dtype``; one too large for it is
-    inf, without NumPy's cast warning (as the primitives, fnx raises none)."""
+    inf, without NumPy's cast warning (as the primitives, fnx raises none). A Python int
+    that fits the default int (checked where it became weakly typed) but not a narrower
+    ``dtype`` wraps, as JAX's conversion does (int8 + 300 is int8 + 44)."""
+    if type(a) is int and dtype.kind in "iu":
+        dtypes.check_python_int(a, dtypes.default_int(), "fnx")
+        info = np.iinfo(dtype)
+        if not info.min <= a <= info.max:
+            a = (a - info.min) % (1 << (8 * dtype.itemsize)) + info.min
     try:
         return quiet_run(np.array, a, dtype)[()]
     except RuntimeError:  # the quiet context is busy (another thread)
