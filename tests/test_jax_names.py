@@ -236,3 +236,10 @@ def test_array_methods_of_jax_arrays():
     assert a.tobytes() == x.tobytes() and a.on_device_size_in_bytes() == x.nbytes
     assert a.is_ready() and a.is_fully_addressable and a.is_fully_replicated
     assert a.clone() is a and a.copy_to_host_async() is None
+
+
+def test_linalg_eig_returns_jaxs_named_result():
+    r = fnp.linalg.eig(fnp.asarray([[2.0, 0.0], [0.0, 3.0]]))
+    assert type(r).__name__ == "EigResult" and r.eigenvalues.tolist() == [2, 3]
+    vals, vecs = r
+    assert vecs.shape == (2, 2) and vals.dtype == np.complex64

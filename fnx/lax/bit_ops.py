@@ -137,7 +137,8 @@ def _reduce_precision_rule(x, *, exponent_bits, mantissa_bits):
 def _reduce_precision_impl(x, *, exponent_bits, mantissa_bits):
     """XLA's ReducePrecision: the mantissa rounded to ``mantissa_bits`` (to nearest, ties
     to even), then, where ``exponent_bits`` is fewer than the dtype's, magnitudes beyond
-    that range made signed infinities and those below its normal range signed zeros; NaNs stay NaN, even with no mantissa bits."""
+    that range made signed infinities and those below its normal range signed zeros;
+    NaNs stay NaN, even with no mantissa bits."""
     ut, e_bits, m_bits = _float_layout(x.dtype)
     U = ut.type
     width = ut.itemsize * 8

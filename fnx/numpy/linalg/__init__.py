@@ -8,7 +8,7 @@ norms) on the primitives of ``fnx.lax.linalg``, so all of them differentiate (``
 ``inv`` and ``det`` through an LU decomposition; ``pinv`` and ``lstsq`` through an SVD),
 work under ``jit`` and ``vmap``, and take stacks of matrices in the last two axes.
 Functions returning several arrays return the Array API's named tuples
-(``SlogdetResult``, ``EighResult``, ``QRResult``, ``SVDResult``).
+(``SlogdetResult``, ``EighResult``, ``EigResult``, ``QRResult``, ``SVDResult``).
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from ..products import kron, matmul, outer, tensordot, vecdot  # noqa: F401
 __all__ = ["matrix_transpose", "matmul", "tensordot", "vecdot", "outer", "diagonal", "trace",
            "vector_norm", "matrix_norm", "norm", "cross", "inv", "solve", "det", "slogdet",
            "cholesky", "qr", "eigh", "eigvalsh", "svd", "svdvals", "matrix_power", "pinv",
-           "lstsq", "matrix_rank", "kron", "SlogdetResult", "EighResult", "QRResult",
+           "lstsq", "matrix_rank", "kron", "SlogdetResult", "EighResult", "EigResult", "QRResult",
            "SVDResult", "eig", "eigvals", "cond", "multi_dot", "tensorinv", "tensorsolve"]
 
 
@@ -129,7 +129,8 @@ def _complex_of(dtype):
 
 
 def eig(a, /):
-    """``(eigenvalues, right eigenvectors)`` of general square matrices, complex (as
+    """``EigResult(eigenvalues, eigenvectors)``, the right eigenvectors, of general square
+    matrices, complex (as
     JAX, whose eig also runs on the CPU only). LAPACK's geev through a pure callback:
     works under jit and vmap, but has no derivative rule (use eigh for Hermitian
     matrices)."""
@@ -138,8 +139,8 @@ def eig(a, /):
     a = _inexact_matrix("eig", a, square=True)
     ct = _complex_of(a.dtype)
     shapes = (ShapeDtypeStruct(a.shape[:-1], ct), ShapeDtypeStruct(a.shape, ct))
-    return tuple(pure_callback(lambda m: tuple(v.astype(ct) for v in np.linalg.eig(m)),
-                               shapes, a, vmap_method="expand_dims"))
+    return EigResult(*pure_callback(lambda m: tuple(v.astype(ct) for v in np.linalg.eig(m)),
+                                    shapes, a, vmap_method="expand_dims"))
 
 
 def eigvals(a, /):
@@ -280,6 +281,11 @@ class SlogdetResult(NamedTuple):
 
 
 class EighResult(NamedTuple):
+    eigenvalues: object
+    eigenvectors: object
+
+
+class EigResult(NamedTuple):
     eigenvalues: object
     eigenvectors: object
 
