@@ -110,9 +110,13 @@ class _ArrayNamespaceInfo:
         return {"real floating": f, "complex floating": c, "integral": i, "indexing": i}
 
     def dtypes(self, *, device=None, kind=None):
-        """The Array API dtypes fnx supports (all of them), those of ``kind`` if given."""
+        """The Array API dtypes fnx supports, those of ``kind`` if given: without
+        ``jax_enable_x64`` the 64-bit ones narrow to 32 bits, so they are not listed (as
+        JAX's)."""
         self._device("dtypes", device)
-        out = {name: globals()[name] for name in self._API_DTYPES}
+        wide = _dtypes.x64_enabled()
+        out = {name: globals()[name] for name in self._API_DTYPES
+               if wide or _np.dtype(name).itemsize < 8 or name == "complex64"}
         if kind is None:
             return out
         return {name: d for name, d in out.items() if isdtype(d, kind)}
