@@ -243,3 +243,14 @@ def test_linalg_eig_returns_jaxs_named_result():
     assert type(r).__name__ == "EigResult" and r.eigenvalues.tolist() == [2, 3]
     vals, vecs = r
     assert vecs.shape == (2, 2) and vals.dtype == np.complex64
+
+
+def test_typing_names():
+    from fnx.typing import ArrayLike, DTypeLike
+    import typing
+
+    def f(x: ArrayLike, dtype: DTypeLike = None):
+        return fnp.asarray(x, dtype)
+    hints = typing.get_type_hints(f)
+    assert hints["x"] is ArrayLike and fnx.Array in typing.get_args(ArrayLike)
+    assert np.dtype in typing.get_args(DTypeLike) and fnx.typing.ArrayLike is ArrayLike

@@ -71,6 +71,7 @@ LAYER_OF = {
     "fnx.custom_derivatives": "api",
     "fnx.ad_checkpoint": "api",
     "fnx.custom_batching": "api",
+    "fnx.typing": "api",
     "fnx.experimental": "api",
     # libraries over the public API
     "fnx.numpy": "libraries",
@@ -79,6 +80,8 @@ LAYER_OF = {
     "fnx.onnx": "libraries",
     "fnx.optim": "libraries",
     "fnx.random": "libraries",
+    "fnx.ops": "libraries",
+    "fnx.flatten_util": "libraries",
     "fnx.scipy": "libraries",
     "fnx.serialization": "libraries",
     "fnx.datasets": "libraries",

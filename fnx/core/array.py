@@ -422,27 +422,7 @@ class Array:
     def view(self, dtype=None, type=None):
         """The same bits as ``dtype`` (NumPy's ``view``): the last axis scales by the width
         ratio; ``dtype=None`` is the array itself. ``type`` is not supported (as JAX)."""
-        if type is not None:
-            raise NotImplementedError("view: the type argument is not supported (as JAX); "
-                                      "fnx arrays have one type")
-        if dtype is None:
-            return self
-        from ..lax import bit_ops
-        new = np.dtype(dtypes.canonical(dtype, "view"))   # float64 is float32 without x64
-        if new.itemsize > self.dtype.itemsize:   # (..., k * ratio) -> (..., k, ratio)
-            ratio = new.itemsize // self.dtype.itemsize
-            if not self.ndim or self.shape[-1] % ratio:
-                raise ValueError(f"view: the last axis of {self.dtype}{list(self.shape)} must "
-                                 f"be a multiple of {ratio} to be seen as {new}")
-            x = fnp.reshape(self, self.shape[:-1] + (self.shape[-1] // ratio, ratio))
-            return bit_ops.bitcast_convert_type(x, new)
-        out = bit_ops.bitcast_convert_type(self, new)
-        if new.itemsize < self.dtype.itemsize:   # (..., k, ratio) -> (..., k * ratio)
-            if not self.ndim:
-                raise ValueError(f"view: a 0-d {self.dtype} cannot be seen as the narrower "
-                                 f"{new}; reshape it to (1,) first")
-            out = fnp.reshape(out, self.shape[:-1] + (-1,))
-        return out
+        return fnp.manipulation.array_view(self, dtype, type)
 
     def tobytes(self, order="C"):
         return np.asarray(self._concrete("tobytes()")).tobytes(order)

@@ -2,10 +2,9 @@
 any computation), ``reduce_xor``, ``associative_scan``, ``split``, ``collapse``,
 ``index_in_dim``, ``dynamic_update_index_in_dim``, ``broadcast_to_rank``, ``batch_matmul``,
 ``stack``, ``unstack``, ``tile``, ``empty``, ``optimization_barrier``,
-``with_sharding_constraint`` and ``broadcast_shapes``, and the special functions ``lax``
-names (``igamma``, ``igammac``, ``igamma_grad_a``, ``betainc``, ``zeta``, ``bessel_i0e``,
-``bessel_i1e``: ``fnx.scipy.special``'s primitives, without its promotion), with JAX's
-signatures and results. Being compositions, their
+``with_sharding_constraint`` and ``broadcast_shapes``, with JAX's signatures and results.
+(The special functions ``lax`` names, ``igamma`` and the rest, are ``fnx.scipy.special``'s
+primitives; that module attaches them here.) Being compositions, their
 derivatives, batching and lowerings are those of the primitives they bind.
 """
 from __future__ import annotations
@@ -23,8 +22,7 @@ from .convolution import _concrete_scalar, _which_computation, is_identity
 __all__ = ["reduce", "reduce_xor", "associative_scan", "split", "collapse", "index_in_dim",
            "dynamic_update_index_in_dim", "broadcast_to_rank", "batch_matmul", "stack",
            "unstack", "tile", "empty", "optimization_barrier", "with_sharding_constraint",
-           "broadcast_shapes", "igamma", "igammac", "igamma_grad_a", "betainc", "zeta",
-           "bessel_i0e", "bessel_i1e"]
+           "broadcast_shapes"]
 
 
 def _axis(what, axis, ndim):
@@ -335,42 +333,8 @@ def with_sharding_constraint(x, shardings):
 
 def broadcast_shapes(*shapes):
     """JAX's ``lax.broadcast_shapes``: the shape NumPy broadcasting gives ``shapes``."""
-    from ..numpy.manipulation import broadcast_shapes as np_broadcast_shapes
-    return tuple(np_broadcast_shapes(*shapes))
-
-
-def _special(name, scipy_name):
-    """``lax.<name>``: ``fnx.scipy.special.<scipy_name>`` on floating operands of one
-    dtype and shape (lax does not promote or broadcast), as JAX requires."""
-    def f(*args):
-        from ..scipy import special
-        xs = [to_array(a) for a in args]
-        if len({x.dtype for x in xs}) != 1 or xs[0].dtype.kind != "f":
-            raise TypeError(f"{name}: needs floating operands of one dtype, got "
-                            f"{', '.join(str(x.dtype) for x in xs)}; convert them with "
-                            "lax.convert_element_type")
-        if len({tuple(x.shape) for x in xs if x.ndim}) > 1:
-            raise ShapeError(f"{name}: operands must have equal shapes (or be scalars), got "
-                             f"{', '.join(str(tuple(x.shape)) for x in xs)}")
-        return getattr(special, scipy_name)(*xs)
-    f.__name__ = f.__qualname__ = name
-    f.__doc__ = f"JAX's ``lax.{name}``: ``fnx.scipy.special.{scipy_name}`` (see ``_special``)."
-    return f
-
-
-igamma = _special("igamma", "gammainc")
-igammac = _special("igammac", "gammaincc")
-betainc = _special("betainc", "betainc")
-zeta = _special("zeta", "zeta")
-bessel_i0e = _special("bessel_i0e", "i0e")
-bessel_i1e = _special("bessel_i1e", "i1e")
-
-
-def igamma_grad_a(a, x):
-    """JAX's ``lax.igamma_grad_a``: the derivative of ``igamma(a, x)`` in ``a``."""
-    from ..scipy.special import gammainc_grad_a_p
-    a, x = to_array(a), to_array(x)
-    if a.dtype != x.dtype or a.dtype.kind != "f":
-        raise TypeError(f"igamma_grad_a: needs floating operands of one dtype, got "
-                        f"{a.dtype}, {x.dtype}")
-    return gammainc_grad_a_p.bind(a, x)
+    try:
+        return tuple(np.broadcast_shapes(*(tuple(sh) for sh in shapes)))
+    except ValueError:
+        raise ShapeError(f"broadcast_shapes: incompatible shapes for broadcasting: "
+                         f"{', '.join(str(tuple(sh)) for sh in shapes)}") from None

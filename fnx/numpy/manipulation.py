@@ -600,3 +600,29 @@ def copy(a, order=None):
 __all__ = sorted(_n for _n, _v in list(globals().items())
                  if not _n.startswith("_") and callable(_v)
                  and getattr(_v, "__module__", None) == __name__)
+
+
+def array_view(a, dtype=None, type=None):
+    """``Array.view``: ``a``'s bits seen as ``dtype``, NumPy's way (the last axis scales by
+    the width ratio), through ``lax.bitcast_convert_type``."""
+    if type is not None:
+        raise NotImplementedError("view: the type argument is not supported (as JAX); "
+                                  "fnx arrays have one type")
+    a = to_array(a, "view")
+    if dtype is None:
+        return a
+    new = np.dtype(dtypes.canonical(dtype, "view"))   # float64 is float32 without x64
+    if new.itemsize > a.dtype.itemsize:   # (..., k * ratio) -> (..., k, ratio)
+        ratio = new.itemsize // a.dtype.itemsize
+        if not a.ndim or a.shape[-1] % ratio:
+            raise ValueError(f"view: the last axis of {a.dtype}{list(a.shape)} must be a "
+                             f"multiple of {ratio} to be seen as {new}")
+        return lax.bitcast_convert_type(
+            lax.reshape(a, a.shape[:-1] + (a.shape[-1] // ratio, ratio)), new)
+    out = lax.bitcast_convert_type(a, new)
+    if new.itemsize < a.dtype.itemsize:   # (..., k, ratio) -> (..., k * ratio)
+        if not a.ndim:
+            raise ValueError(f"view: a 0-d {a.dtype} cannot be seen as the narrower {new}; "
+                             "reshape it to (1,) first")
+        out = lax.reshape(out, a.shape[:-1] + (out.shape[-2] * out.shape[-1],))
+    return out

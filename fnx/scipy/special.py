@@ -889,3 +889,37 @@ def hyp2f1(a, b, c, x):
     Differentiable in ``x``: ``(a b / c) 2F1(a + 1, b + 1; c + 1; x)``."""
     a, b, c, x = _promote_broadcast("hyp2f1", a, b, c, x)
     return hyp2f1_p.bind(a, b, c, x)
+
+
+# --- the names jax.lax gives these functions ---------------------------------------------------
+# JAX's lax has igamma, igammac, igamma_grad_a, betainc, zeta, bessel_i0e and bessel_i1e: the
+# primitives above, on floating operands of one dtype and shape (lax neither promotes nor
+# broadcasts). fnx.lax sits below this module, so they are attached to it from here.
+
+def _lax_special(name, fn, arity, scipy_name):
+    def f(*args):
+        if len(args) != arity:
+            raise TypeError(f"{name}: takes {arity} operands, got {len(args)}")
+        xs = [fnp.asarray(a) for a in args]
+        if len({x.dtype for x in xs}) != 1 or not dtypes.is_floating(xs[0].dtype):
+            raise TypeError(f"{name}: needs floating operands of one dtype, got "
+                            f"{', '.join(str(x.dtype) for x in xs)}; convert them with "
+                            "lax.convert_element_type")
+        if len({tuple(x.shape) for x in xs if x.ndim}) > 1:
+            raise ShapeError(f"{name}: operands must have equal shapes (or be scalars), got "
+                             f"{', '.join(str(tuple(x.shape)) for x in xs)}")
+        return fn(*xs)
+    f.__name__ = f.__qualname__ = name
+    f.__module__ = "fnx.lax"
+    f.__doc__ = f"JAX's ``lax.{name}``: ``fnx.scipy.special.{scipy_name}`` without promotion."
+    return f
+
+
+for _name, _fn, _arity, _sp in (("igamma", gammainc, 2, "gammainc"),
+                                ("igammac", gammaincc, 2, "gammaincc"),
+                                ("igamma_grad_a", gammainc_grad_a_p.bind, 2,
+                                 "gammainc's derivative in a"),
+                                ("betainc", betainc, 3, "betainc"), ("zeta", zeta, 2, "zeta"),
+                                ("bessel_i0e", i0e, 1, "i0e"), ("bessel_i1e", i1e, 1, "i1e")):
+    setattr(lax, _name, _lax_special(_name, _fn, _arity, _sp))
+del _name, _fn, _arity, _sp
