@@ -62,6 +62,8 @@ NOT_IN_TABLE = {
     **{p: "a collective over a named axis: only inside vmap(axis_name=...) or pmap, against "
           "JAX's values, loops and finite differences (tests/test_collectives.py)"
        for p in ("psum", "pmax", "pmin", "all_gather", "psum_scatter", "ppermute", "all_to_all", "axis_index")},
+    "complex": "real parts only, a complex result: tests/test_lax_ops.py's "
+               "test_complex_keeps_its_parts",
     "bitcast_convert_type": "changes the shape with the width: against NumPy's views for "
                             "ten dtype pairs (tests/test_lax_bit_ops.py)",
     "reduce_precision": "against bfloat16 and float16 rounding over 100000 bit patterns and "
@@ -2042,3 +2044,26 @@ def test_float16_to_wide_ints_saturates_only_at_infinity(gpu):
         f = fnx.jit(lambda v: lax.convert_element_type(v, dtype))
         for got in (lax.convert_element_type(x, dtype), f(x), f(fnx.device_put(x, gpu))):
             assert np.asarray(got).tolist() == want
+
+
+def test_complex_keeps_its_parts(gpu):
+    """``lax.complex(x, y)`` is ``x + i y`` with both parts kept as given (inf and NaN
+    too: ``x + 1j * y`` would make ``complex(1, inf)``'s real part NaN), complex64 from
+    float32 and complex128 from float64, eagerly, under jit and on the emulated GPU;
+    other dtypes are refused as JAX refuses them."""
+    x = np.array([1.0, -0.0, np.nan, 2.5], np.float32)
+    y = np.array([np.inf, 3.0, 1.0, -np.inf], np.float32)
+    for got in (lax.complex(x, y), fnx.jit(lax.complex)(x, y),
+                fnx.jit(lax.complex)(*fnx.device_put((x, y), gpu))):
+        got = np.asarray(got)
+        assert got.dtype == np.complex64
+        np.testing.assert_array_equal(got.real.view(np.uint32), x.view(np.uint32))
+        np.testing.assert_array_equal(got.imag.view(np.uint32), y.view(np.uint32))
+    with fnx.enable_x64(True):
+        assert lax.complex(np.float64(1), np.float64(2)).dtype == np.complex128
+    assert np.asarray(lax.complex(np.float32(1), np.float32([2, 3]))).tolist() == [1 + 2j, 1 + 3j]
+    for bad in (np.float16, np.int32):
+        with pytest.raises(ShapeError, match="complex"):
+            lax.complex(np.ones(2, bad), np.ones(2, bad))
+    with pytest.raises(ShapeError, match="complex"):
+        lax.complex(np.ones(2, np.float32), np.ones(3, np.float32))

@@ -38,8 +38,8 @@ U8, U16, U32, U64 = (np.dtype(t) for t in (np.uint8, np.uint16, np.uint32, np.ui
 
 # Primitives without a lowering, as fnx/onnx/lowerings.py documents.
 LEFT_OUT = {"copysign", "nextafter", "erfc", "erf_inv", "lgamma", "digamma", "polygamma",
-            # raw bits: ONNX has no bitcast
-            "bitcast_convert_type", "reduce_precision",
+            # raw bits: ONNX has no bitcast; complex results: the exporter rejects them
+            "bitcast_convert_type", "reduce_precision", "complex",
             "custom_lin", "remat_lin",
             # not lowered: the pooling derivatives (export the primal function), the
             # factorizations (no ONNX operators) and the random bits

@@ -187,6 +187,12 @@ def bitcast_cases(draw, dtype):
 
 
 @st.composite
+def complex_cases(draw, dtype):
+    shape = draw(SHAPES)
+    return Case(lax.complex, arrays((shape, dtype, ANY), (shape, dtype, ANY)), "")
+
+
+@st.composite
 def reduce_precision_cases(draw, dtype):
     shape = draw(SHAPES)
     e, m = draw(st.sampled_from([(8, 7), (5, 10), (4, 3), (11, 20), (3, 0)]))
@@ -605,6 +611,7 @@ RULES = [
     structured("convert_element_type", convert_cases, bdtypes=NUM, gdtypes=FLOAT + CPLX),
     structured("bitcast_convert_type", bitcast_cases, bdtypes=NUM + (U8,), gdtypes=()),
     structured("reduce_precision", reduce_precision_cases, bdtypes=FLOAT, gdtypes=()),
+    structured("complex", complex_cases, bdtypes=FLOAT, gdtypes=FLOAT),
     # --- shapes ---
     structured("broadcast_in_dim", broadcast_in_dim_cases, bdtypes=ALLDT),
     structured("reshape", reshape_cases, bdtypes=ALLDT),

@@ -533,6 +533,37 @@ imag_p.transpose = lambda ct, x: [L.mul(_convert_ct(ct, x), -1j) if x.dtype.kind
                                    else None]   # imag of a real operand is constant 0
 
 
+def _complex_impl(x, y):
+    """``x + i y`` built from its parts: no arithmetic, so ``complex(1, inf)`` keeps its
+    real part (``x + 1j * y`` would make it NaN through ``0 * inf``)."""
+    shape = np.broadcast_shapes(x.shape, y.shape)
+    like = y if AL.is_device(y) else x
+    out = AL.empty(like, shape, np.result_type(x.dtype, np.complex64))
+    out.real[...] = x
+    out.imag[...] = y
+    return out
+
+
+complex_p = binop("complex", _complex_impl, "float",
+                  hint=" Convert integer parts with lax.convert_element_type first.")
+def _complex_rule(rule):
+    def shape_rule(x, y):
+        out = rule(x, y)
+        if x.dtype not in (np.float32, np.float64):   # as JAX: no complex32
+            raise ShapeError(f"complex: needs float32 or float64 parts, got {describe(x, y)}; "
+                             "convert them with lax.convert_element_type")
+        return ShapeDtypeStruct(out.shape, np.result_type(x.dtype, np.complex64), False)
+    return shape_rule
+
+
+complex_p.shape_rule = _complex_rule(complex_p.shape_rule)
+deflinear(complex_p)
+# <ct, dx + i dy> = Re(ct dx + i ct dy) = Re(ct) dx - Im(ct) dy (as JAX's transpose)
+complex_p.transpose = lambda ct, x, y: [
+    unbroadcast(real_p.bind(ct), x) if is_linear(x) else None,
+    unbroadcast(L.neg(imag_p.bind(ct)), y) if is_linear(y) else None]
+
+
 def _imag_cuda(xs, in_dtypes, out_dtype):      # the imaginary part of a real number
     return C.c_literal(0, out_dtype)
 

@@ -84,6 +84,13 @@ is_finite, isinf, isnan = _unary(ew.is_finite_p), _unary(ew.isinf_p), _unary(ew.
 bitwise_not = _unary(ew.not_p)
 real, imag, conj = _unary(ew.real_p), _unary(ew.imag_p), _unary(ew.conj_p)
 
+
+def complex(x, y):
+    """``x + i y`` of two floating operands of one dtype (JAX's ``lax.complex``): complex64
+    from float32, complex128 from float64; the parts are kept as they are (inf and NaN
+    included)."""
+    return ew.complex_p.bind(*_operands(x, y))
+
 add, sub, mul, div, rem, pow = map(_binary, (ew.add_p, ew.sub_p, ew.mul_p, ew.div_p,
                                              ew.rem_p, ew.pow_p))
 floor_divide = _binary(ew.floor_divide_p)
