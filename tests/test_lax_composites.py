@@ -129,3 +129,71 @@ def test_dynamic_update_index_in_dim():
         x, np.array([[7.0, 8.0, 9.0]], np.float32), i, 0))
     assert f(x, -1).tolist() == [[0, 1, 2], [7, 8, 9]]
     assert f(x, 0).tolist() == [[7, 8, 9], [3, 4, 5]]
+
+
+# --- convolution helpers ----------------------------------------------------------------------
+
+def _patches_ref(x, filter_shape, strides, pads, rhs_dilation):
+    """im2col, NC... layout, element by element: feature c * taps + t is tap t (C order
+    over the window) of channel c."""
+    xp = np.pad(x, [(0, 0), (0, 0)] + list(pads))
+    n, c = x.shape[:2]
+    span = [(k - 1) * r + 1 for k, r in zip(filter_shape, rhs_dilation)]
+    out_sp = [(xp.shape[2 + i] - span[i]) // strides[i] + 1 for i in range(len(span))]
+    taps = list(np.ndindex(*filter_shape))
+    out = np.zeros((n, c * len(taps), *out_sp), x.dtype)
+    for o in np.ndindex(*out_sp):
+        for t, tap in enumerate(taps):
+            at = tuple(o[i] * strides[i] + tap[i] * rhs_dilation[i] for i in range(len(o)))
+            out[(slice(None), slice(t, None, len(taps))) + o] = xp[(slice(None), slice(None)) + at]
+    return out
+
+
+@pytest.mark.parametrize("shape, filt, strides, pads, rdil", [
+    ((2, 3, 7, 6), (3, 2), (1, 1), [(0, 0), (0, 0)], (1, 1)),
+    ((1, 2, 8, 5), (2, 3), (2, 1), [(1, 2), (0, 1)], (2, 1)),
+    ((2, 1, 9), (4,), (3,), [(2, 2)], (1,))])
+def test_conv_patches_and_local_conv_equal_im2col(shape, filt, strides, pads, rdil):
+    rng = np.random.default_rng(len(shape))
+    x = rng.standard_normal(shape).astype(np.float32)
+    want = _patches_ref(x, filt, strides, pads, rdil)
+    got = lax.conv_general_dilated_patches(x, filt, strides, pads, rhs_dilation=rdil)
+    np.testing.assert_allclose(np.asarray(got), want, rtol=1e-6, atol=1e-6)
+    # channels last in and out: the same patches, moved
+    nd = len(shape) - 2
+    sp = "HWD"[:nd]
+    dn = (f"N{sp}C", f"{sp}IO", f"N{sp}C")
+    last = lax.conv_general_dilated_patches(np.moveaxis(x, 1, -1), filt, strides, pads,
+                                            rhs_dilation=rdil, dimension_numbers=dn)
+    np.testing.assert_allclose(np.moveaxis(np.asarray(last), -1, 1), want, rtol=1e-6, atol=1e-6)
+    # locally connected: its own weights at every output position
+    w = rng.standard_normal((5,) + want.shape[1:]).astype(np.float32)
+    local = lax.conv_general_dilated_local(x, w, strides, pads, filt, rhs_dilation=rdil)
+    np.testing.assert_allclose(np.asarray(local), np.einsum("np...,op...->no...", want, w),
+                               rtol=1e-4, atol=1e-4)
+    with fnx.enable_x64(True):
+        check_grads(lambda v, k: lax.conv_general_dilated_local(v, k, strides, pads, filt,
+                                                                rhs_dilation=rdil),
+                    (x.astype(np.float64), w.astype(np.float64)), 1)
+    g = fnx.jit(fnx.grad(lambda v: (lax.conv_general_dilated_patches(
+        v, filt, strides, pads, rhs_dilation=rdil) ** 2).sum()))(x)
+    # each input element's gradient: 2 * x times how many patches read it
+    count = np.zeros_like(x)
+    for idx in np.ndindex(*x.shape):
+        probe = np.zeros_like(x)
+        probe[idx] = 1
+        count[idx] = _patches_ref(probe, filt, strides, pads, rdil).sum()
+    np.testing.assert_allclose(np.asarray(g), 2 * x * count, rtol=1e-5, atol=1e-5)
+
+
+def test_conv_and_window_shape_tuples():
+    assert lax.conv_shape_tuple((1, 3, 8, 8), (4, 3, 3, 3), (2, 2), [(1, 1), (0, 0)]) == (1, 4, 4, 3)
+    assert lax.conv_shape_tuple((1, 3, 8, 8), (4, 3, 3, 3), (2, 2), "SAME") == (1, 4, 4, 4)
+    assert lax.conv_shape_tuple((4, 3, 8, 8), (6, 3, 3, 3), (1, 1), "VALID", 2) == (2, 6, 6, 6)
+    assert lax.reduce_window_shape_tuple((1, 3, 8, 7), (1, 1, 2, 3), (1, 1, 2, 2),
+                                         [(0, 0), (0, 0), (1, 0), (0, 2)], (1, 1, 2, 1),
+                                         (1, 1, 1, 2)) == (1, 3, 8, 3)   # JAX 0.10's values
+    x = np.ones((1, 3, 8, 7), np.float32)
+    got = lax.reduce_window(x, 0.0, lax.add, (1, 1, 2, 3), (1, 1, 2, 2),
+                            [(0, 0), (0, 0), (1, 0), (0, 2)], (1, 1, 2, 1), (1, 1, 1, 2))
+    assert got.shape == (1, 3, 8, 3)

@@ -22,7 +22,8 @@ from .convolution import _concrete_scalar, _which_computation, is_identity
 __all__ = ["reduce", "reduce_xor", "associative_scan", "split", "collapse", "index_in_dim",
            "dynamic_update_index_in_dim", "broadcast_to_rank", "batch_matmul", "stack",
            "unstack", "tile", "empty", "optimization_barrier", "with_sharding_constraint",
-           "broadcast_shapes"]
+           "broadcast_shapes", "conv_general_dilated_patches", "conv_general_dilated_local",
+           "conv_shape_tuple", "reduce_window_shape_tuple"]
 
 
 def _axis(what, axis, ndim):
@@ -338,3 +339,94 @@ def broadcast_shapes(*shapes):
     except ValueError:
         raise ShapeError(f"broadcast_shapes: incompatible shapes for broadcasting: "
                          f"{', '.join(str(tuple(sh)) for sh in shapes)}") from None
+
+
+# --- convolution helpers ----------------------------------------------------------------------
+
+def conv_general_dilated_patches(lhs, filter_shape, window_strides, padding, lhs_dilation=None,
+                                 rhs_dilation=None, dimension_numbers=None, precision=None,
+                                 preferred_element_type=None):
+    """JAX's ``lax.conv_general_dilated_patches``: each output position's receptive field
+    flattened into the output's feature dimension, ordered channel first, then the window
+    dimensions in ``rhs_spec``'s order (``"c" + rhs_spec without O and I``). As JAX, a
+    convolution with a one-hot kernel per (channel, tap) in groups of one channel (so a
+    NaN or inf input spreads to the patches that multiply it by 0, as in JAX)."""
+    from .convolution import conv_dimension_numbers, conv_general_dilated
+    x = to_array(lhs)
+    filter_shape = tuple(operator.index(k) for k in filter_shape)
+    dn = conv_dimension_numbers(x.shape, (1, 1) + filter_shape, dimension_numbers)
+    lhs_spec, rhs_spec, _ = dn
+    taps = int(np.prod(filter_shape, dtype=np.int64))
+    channels = x.shape[lhs_spec[1]]
+    # (channels * taps, 1, *window) in O, I, window order: output c * taps + t is tap t
+    eye = np.eye(taps, dtype=x.dtype).reshape((taps, 1) + filter_shape)
+    rhs = np.concatenate([eye] * channels, axis=0) if channels else eye[:0]
+    # laid out as rhs_spec says: its dimension rhs_spec[k] holds canonical dimension k
+    rhs = np.moveaxis(rhs, tuple(range(rhs.ndim)), tuple(rhs_spec))
+    return conv_general_dilated(x, rhs, window_strides, padding, lhs_dilation, rhs_dilation,
+                                dn, feature_group_count=channels, precision=precision,
+                                preferred_element_type=preferred_element_type)
+
+
+def conv_general_dilated_local(lhs, rhs, window_strides, padding, filter_shape,
+                               lhs_dilation=None, rhs_dilation=None, dimension_numbers=None,
+                               precision=None):
+    """JAX's ``lax.conv_general_dilated_local``: a convolution whose weights differ at
+    every output position (unshared, "locally connected"). ``rhs``'s window dimensions are
+    the output's spatial positions and its I dimension the flattened patch (channel, then
+    window, as ``conv_general_dilated_patches`` orders it)."""
+    from .convolution import conv_dimension_numbers
+    x, w = to_array(lhs), to_array(rhs)
+    filter_shape = tuple(operator.index(k) for k in filter_shape)
+    patches = conv_general_dilated_patches(x, filter_shape, window_strides, padding,
+                                           lhs_dilation, rhs_dilation, dimension_numbers,
+                                           precision)
+    dn = conv_dimension_numbers(x.shape, (1, 1) + filter_shape, dimension_numbers)
+    lhs_spec, rhs_spec, out_spec = dn
+    # to canonical layouts: patches (N, P, *S), weights (O, P, *S)
+    p = L.transpose(patches, tuple(out_spec))
+    k = L.transpose(w, tuple(rhs_spec))
+    if k.shape[1] != p.shape[1] or tuple(k.shape[2:]) != tuple(p.shape[2:]):
+        raise ShapeError(f"conv_general_dilated_local: rhs {tuple(w.shape)} must hold one "
+                         f"{p.shape[1]}-item patch weight per output position "
+                         f"{tuple(p.shape[2:])} and output feature")
+    n_sp = p.ndim - 2
+    sp = tuple(range(2, 2 + n_sp))
+    # out[n, o, s] = sum_p patches[n, p, s] * k[o, p, s]: batch over s, contract p
+    out = L.dot_general(p, k, (((1,), (1,)), (sp, sp)), precision=precision)   # (S.., N, O)
+    out = L.transpose(out, (n_sp, n_sp + 1) + tuple(range(n_sp)))              # (N, O, S..)
+    inverse = tuple(int(i) for i in np.argsort(out_spec))
+    return L.transpose(out, inverse)
+
+
+def conv_shape_tuple(lhs_shape, rhs_shape, strides, pads, batch_group_count=1):
+    """JAX's ``lax.conv_shape_tuple``: the NC... output shape of a convolution of NC...
+    ``lhs_shape`` by OI... ``rhs_shape`` (``pads``: a padding string or (low, high)
+    pairs)."""
+    from .convolution import padtype_to_pads
+    lhs_shape, rhs_shape = tuple(lhs_shape), tuple(rhs_shape)
+    if isinstance(pads, str):
+        pads = padtype_to_pads(lhs_shape[2:], rhs_shape[2:], strides, pads)
+    if len(pads) != len(lhs_shape) - 2:
+        raise ShapeError(f"conv_shape_tuple: {len(lhs_shape) - 2} spatial dimensions, but "
+                         f"{len(pads)} padding pairs")
+    spatial = tuple(max(0, (n + lo + hi - k) // s + 1) if n + lo + hi >= k else 0
+                    for n, k, s, (lo, hi) in zip(lhs_shape[2:], rhs_shape[2:], strides, pads))
+    return (lhs_shape[0] // batch_group_count, rhs_shape[0]) + spatial
+
+
+def reduce_window_shape_tuple(operand_shape, window_dimensions, window_strides, padding,
+                              base_dilation=None, window_dilation=None):
+    """JAX's ``lax.reduce_window_shape_tuple``: the result shape of a ``reduce_window``
+    (``padding``: (low, high) pairs)."""
+    shape = tuple(operand_shape)
+    n = len(shape)
+    base = tuple(base_dilation or (1,) * n)
+    wdil = tuple(window_dilation or (1,) * n)
+    out = []
+    for d, w, s, (lo, hi), b, r in zip(shape, window_dimensions, window_strides, padding,
+                                       base, wdil):
+        size = (d - 1) * b + 1 + lo + hi if d else lo + hi
+        span = (w - 1) * r + 1
+        out.append(max(0, (size - span) // s + 1) if size >= span else 0)
+    return tuple(out)
