@@ -44,6 +44,7 @@ from . import custom_batching  # noqa: E402,F401  (jax.custom_batching)
 from . import ops  # noqa: E402,F401  (jax.ops: segment_sum, ...)
 from . import flatten_util  # noqa: E402,F401  (jax.flatten_util.ravel_pytree)
 from . import typing  # noqa: E402,F401  (jax.typing: ArrayLike, DTypeLike)
+from .sharding import shard_map  # noqa: E402,F401  (jax.shard_map, on one-device meshes)
 from . import sharding  # noqa: E402,F401  (jax.sharding)
 from .sharding import NamedSharding, P, make_mesh, reshard, set_mesh  # noqa: E402,F401
 from ._api import (ClosedJaxpr, Device, default_backend, device_count,  # noqa: E402,F401

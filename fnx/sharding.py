@@ -18,6 +18,7 @@ can be built and inspected, but placing an array over it raises
 from __future__ import annotations
 
 import contextlib
+import functools
 import enum
 import math
 import threading
@@ -30,7 +31,7 @@ from .core.array import Sharding, SingleDeviceSharding
 from .core.devices import Device
 
 __all__ = ["AxisType", "Mesh", "NamedSharding", "PartitionSpec", "P", "Sharding",
-           "SingleDeviceSharding", "get_mesh", "reshard", "set_mesh", "use_mesh"]
+           "SingleDeviceSharding", "get_mesh", "reshard", "set_mesh", "shard_map", "use_mesh"]
 
 
 class AxisType(enum.Enum):
@@ -348,3 +349,113 @@ def make_mesh(axis_shapes, axis_names, axis_types=None, *, devices=None):
     if axis_types is None:
         axis_types = (AxisType.Explicit,) * len(names)
     return Mesh(np.array(devs, dtype=object).reshape(shapes), names, axis_types)
+
+
+# --- shard_map ---------------------------------------------------------------------------------
+# JAX's ``jax.shard_map`` on the meshes fnx can place arrays on: one device, so every mesh
+# axis has size 1. Each input's shard is the whole input, the function runs once on it, and
+# every output is its own concatenation. The mesh's axis names are bound while it runs (as
+# ``vmap(axis_name=...)`` of size 1 binds them), so the collectives of a shard_map body give
+# what they give over one member: psum and pmean the value, axis_index 0, all_gather a new
+# axis of size 1. A JAX program written for many devices runs on one, unchanged, as its
+# NamedShardings do. The specs are checked against the mesh and the arguments; replication
+# (check_vma) is accepted and not enforced: on one device every value is replicated. A mesh
+# of several devices raises, as placing arrays over one does.
+
+def _spec_names(spec):
+    """The mesh axis names a ``PartitionSpec`` entry list mentions."""
+    names = []
+    for entry in tuple(spec):
+        if entry is None:
+            continue
+        names.extend(entry if isinstance(entry, tuple) else (entry,))
+    return names
+
+
+def _check_specs(what, pairs, mesh_names):
+    """Each (spec, value) of ``pairs``: the spec names only mesh axes and has no more
+    entries than the value has dimensions."""
+    for spec, leaf in pairs:
+        if spec is None:
+            continue
+        unknown = [n for n in _spec_names(spec) if n not in mesh_names]
+        if unknown:
+            raise ValueError(f"shard_map: {what} spec {spec} names mesh axes {unknown} that "
+                             f"the mesh does not have (its axes: {mesh_names})")
+        if leaf is not None and len(tuple(spec)) > getattr(leaf, "ndim", 0):
+            raise ValueError(f"shard_map: {what} spec {spec} has {len(tuple(spec))} entries, "
+                             f"more than the {getattr(leaf, 'ndim', 0)} dimensions of its "
+                             f"value {getattr(leaf, 'shape', ())}")
+
+
+def _broadcast_specs(specs, tree):
+    """One spec per leaf of ``tree``: ``specs`` is a spec prefix of it (a PartitionSpec
+    applies to a whole subtree)."""
+    return tree_util.tree_flatten(
+        tree_util.tree_map(lambda s, sub: tree_util.tree_map(lambda _: s, sub), specs, tree,
+                           is_leaf=lambda s: isinstance(s, PartitionSpec) or s is None))[0] \
+        if not isinstance(specs, PartitionSpec) else [specs] * len(tree_util.tree_leaves(tree))
+
+
+def shard_map(f=None, /, *, out_specs, in_specs=None, mesh=None, axis_names=frozenset(),
+              check_vma=True):
+    """Map ``f`` over the shards of its arguments on ``mesh`` (default: the current mesh
+    of ``fnx.sharding.set_mesh``), binding the mesh's axis names for its collectives (see
+    the module docstring). Usable as a decorator: ``shard_map(out_specs=..., mesh=...)``."""
+    if f is None:
+        return functools.partial(shard_map, out_specs=out_specs, in_specs=in_specs, mesh=mesh,
+                                 axis_names=axis_names, check_vma=check_vma)
+    if mesh is None:
+        mesh = get_mesh()
+        if mesh is None or not getattr(mesh, "axis_names", ()):
+            raise ValueError("shard_map: no mesh: pass mesh=..., or set one with "
+                             "fnx.sharding.set_mesh(mesh)")
+    names = tuple(mesh.axis_names)
+    if mesh.devices.size != 1:
+        raise NotImplementedError(
+            f"shard_map: the mesh has {mesh.devices.size} devices {mesh.devices.shape}; fnx "
+            "arrays lie whole on one device, so it maps over one-device meshes (every axis "
+            "of size 1). Across processes, use fnx.pmap (one device per process).")
+    bound = tuple(n for n in names if not axis_names or n in axis_names)
+
+    @functools.wraps(f)
+    def mapped(*args):
+        if in_specs is not None:
+            per_arg = isinstance(in_specs, tuple) and not isinstance(in_specs, PartitionSpec)
+            specs = in_specs if per_arg else (in_specs,) * len(args)
+            if per_arg and len(specs) != len(args):
+                raise ValueError(f"shard_map: in_specs has {len(specs)} entries for "
+                                 f"{len(args)} arguments")
+            flat = []
+            for s, a in zip(specs, args):
+                leaves = tree_util.tree_leaves(a)
+                flat.extend(zip(_broadcast_specs(s, a), leaves))
+            _check_specs("in_specs", flat, names)
+        body = f
+        for name in reversed(bound):   # every mesh axis: a size-1 vmap that names it
+            body = _size_one_axis(body, name)
+        out = body(*args)
+        flat = list(zip(_broadcast_specs(out_specs, out), tree_util.tree_leaves(out)))
+        _check_specs("out_specs", flat, names)
+        return out
+    return mapped
+
+
+def _size_one_axis(f, name):
+    """``f`` run under a named axis of size 1: its arguments gain a leading axis of 1 for
+    ``vmap(axis_name=name)``, which its results lose again."""
+    from .lax import ops as L
+    from .transforms.vmap import vmap
+
+    def g(*args):
+        expand = lambda x: L.expand_dims(x, (0,)) if hasattr(x, "ndim") else x  # noqa: E731
+        squeeze = lambda x: L.squeeze(x, (0,))  # noqa: E731
+        wide = tree_util.tree_map(lambda x: expand(_as_array(x)), args)
+        out = vmap(f, axis_name=name)(*wide)
+        return tree_util.tree_map(squeeze, out)
+    return g
+
+
+def _as_array(x):
+    from .core.array import to_array
+    return to_array(x)

@@ -6,6 +6,7 @@ import pytest
 
 import fnx
 import fnx.numpy as fnp
+from fnx import lax
 from fnx.sharding import AxisType, Mesh, NamedSharding, P, PartitionSpec, reshard
 
 
@@ -156,3 +157,43 @@ def test_device_put_and_reshard_take_a_pytree_prefix():
     mesh = fnx.make_mesh((1,), ("d",))
     got = reshard((x["a"], x["b"]), (NamedSharding(mesh, P()), NamedSharding(mesh, P("d"))))
     assert [v.shape for v in fnx.tree_util.tree_leaves(got)] == [(2,), (3,), (1,)]
+
+
+# --- shard_map -------------------------------------------------------------------------------
+
+def test_shard_map_on_a_one_device_mesh_is_jaxs():
+    """Every mesh axis has size 1: the body runs once on the whole arguments, with the
+    axis names bound for its collectives (JAX 0.10's values on a (1, 1) Auto mesh)."""
+    from fnx.sharding import AxisType
+    mesh = fnx.sharding.make_mesh((1, 1), ("b", "m"), axis_types=(AxisType.Auto,) * 2)
+    f = fnx.shard_map(lambda x: lax.psum(x.sum(), "b")[None] + lax.axis_index("b"),
+                      mesh=mesh, in_specs=P("b"), out_specs=P("b"))
+    x = fnp.arange(4.0)
+    assert f(x).tolist() == [6.0] and fnx.jit(f)(x).tolist() == [6.0]
+    assert fnx.grad(lambda v: f(v).sum())(x).tolist() == [1, 1, 1, 1]
+    g = fnx.shard_map(lambda v: lax.all_gather(v, "b"), mesh=mesh, in_specs=P("b"),
+                      out_specs=P())
+    assert g(x).shape == (1, 4)
+    h = fnx.shard_map(lambda a, b: (a @ b, lax.pmean(a, ("b", "m"))), mesh=mesh,
+                      in_specs=(P("b", None), P(None, "m")), out_specs=(P("b", "m"), P("b")))
+    prod, mean = h(fnp.ones((4, 3)), fnp.ones((3, 5)))
+    assert prod.shape == (4, 5) and float(prod[0, 0]) == 3.0 and mean.shape == (4, 3)
+    # the decorator form, and the mesh set_mesh makes current
+    with fnx.sharding.use_mesh(mesh):
+        @fnx.shard_map(out_specs=P("m"), in_specs=P("m"))
+        def double(v):
+            return 2 * v + lax.axis_index("m")
+        assert double(x).tolist() == [0, 2, 4, 6]
+    from fnx.experimental.shard_map import shard_map
+    assert shard_map is fnx.shard_map
+
+
+def test_shard_map_errors_name_the_problem():
+    mesh = fnx.sharding.make_mesh((1,), ("b",))
+    with pytest.raises(ValueError, match=r"names mesh axes \['x'\]"):
+        fnx.shard_map(lambda v: v, mesh=mesh, in_specs=P("x"), out_specs=P())(fnp.ones(2))
+    with pytest.raises(ValueError, match="more than the 1 dimensions"):
+        fnx.shard_map(lambda v: v, mesh=mesh, in_specs=P("b", None), out_specs=P())(
+            fnp.ones(2))
+    with pytest.raises(ValueError, match="no mesh"):
+        fnx.shard_map(lambda v: v, in_specs=P(), out_specs=P())(fnp.ones(2))
