@@ -555,3 +555,18 @@ def test_jax_nn_names():
              "soft_sign", "softmax", "softplus", "sparse_plus", "sparse_sigmoid",
              "squareplus", "standardize", "swish", "tanh"]
     assert [n for n in names if not hasattr(nn, n)] == []
+
+
+def test_activations_of_python_scalars_are_weak_as_jaxs():
+    """Weak typing decides later promotions (``relu(2.0) * a_bfloat16`` stays bfloat16):
+    every activation of a Python float is weakly typed as in JAX 0.10, except gelu, which
+    JAX makes strong (its constants are NumPy scalars)."""
+    import fnx
+    names = ["relu", "relu6", "elu", "softplus", "hard_tanh", "silu", "sigmoid", "celu",
+             "selu", "leaky_relu", "log_sigmoid", "soft_sign", "hard_sigmoid", "hard_silu",
+             "mish", "squareplus", "sparse_plus", "sparse_sigmoid", "tanh", "identity",
+             "log1mexp"]
+    for n in names:
+        assert getattr(fnx.nn, n)(1.0).weak_type, n
+    assert not fnx.nn.gelu(1.0).weak_type and not fnx.nn.gelu(1.0, approximate=False).weak_type
+    assert fnx.lax.full_like(1.0, 2).weak_type

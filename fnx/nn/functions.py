@@ -89,10 +89,14 @@ def gelu(x, approximate=True):
         # (1 + tanh(u)) / 2 is logistic(2 u), which keeps the left tail accurate (1 + tanh
         # cancels there); Python floats: weakly typed constants
         c = float(2 * np.sqrt(2 / np.pi))
-        return x * lax.logistic(c * (x + 0.044715 * (x * x * x)))
-    # x (1 + erf(x / sqrt 2)) / 2; for x < 0 the erfc form keeps the small tail accurate
-    z = x * float(1 / np.sqrt(2))
-    return 0.5 * x * fnp.where(x < 0, lax.erfc(-z), 1 + lax.erf(z))
+        out = x * lax.logistic(c * (x + 0.044715 * (x * x * x)))
+    else:
+        # x (1 + erf(x / sqrt 2)) / 2; for x < 0 the erfc form keeps the small tail accurate
+        z = x * float(1 / np.sqrt(2))
+        out = 0.5 * x * fnp.where(x < 0, lax.erfc(-z), 1 + lax.erf(z))
+    # strongly typed, as JAX's gelu (its constants are NumPy scalars of x's dtype), so
+    # gelu(2.0) * a_bfloat16 is float32 in both
+    return lax.convert_element_type(out, out.dtype) if out.weak_type else out
 
 
 def sigmoid(x):
