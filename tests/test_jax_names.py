@@ -254,3 +254,18 @@ def test_typing_names():
     hints = typing.get_type_hints(f)
     assert hints["x"] is ArrayLike and fnx.Array in typing.get_args(ArrayLike)
     assert np.dtype in typing.get_args(DTypeLike) and fnx.typing.ArrayLike is ArrayLike
+
+
+def test_reshape_and_ravel_in_fortran_order():
+    """order='F' was ignored by ravel (silently C order); JAX supports 'C' and 'F'."""
+    a = np.arange(24).reshape(2, 3, 4)
+    x = fnp.asarray(a)
+    np.testing.assert_array_equal(fnp.ravel(x, order="F"), a.ravel(order="F"))
+    np.testing.assert_array_equal(x.flatten(order="F"), a.flatten(order="F"))
+    for shape in ((4, 6), (-1, 2), (24,)):
+        np.testing.assert_array_equal(fnp.reshape(x, shape, order="F"),
+                                      a.reshape(shape, order="F"))
+    np.testing.assert_array_equal(fnx.jit(lambda v: v.reshape((6, 4), order="F"))(x),
+                                  a.reshape((6, 4), order="F"))
+    with pytest.raises(NotImplementedError, match="'A'"):
+        fnp.ravel(x, order="A")

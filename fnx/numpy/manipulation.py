@@ -24,9 +24,11 @@ def astype(x, dtype, /, *, copy=True, device=None):
 
 
 def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
-    """``numpy.reshape``; one dimension may be -1. Only C order is supported."""
-    if order != "C":
-        raise NotImplementedError("reshape: only order='C' is supported")
+    """``numpy.reshape``; one dimension may be -1. ``order``: "C" (row-major) or "F"
+    (column-major: the reversed shape of the transposed array, transposed), as JAX."""
+    if order not in ("C", "F"):
+        raise NotImplementedError(f"reshape: order={order!r} is not implemented (as JAX): "
+                                  "use 'C' or 'F'")
     a = to_array(a)
     shape = newshape if shape is None else shape
     if isinstance(shape, (int, np.integer)):
@@ -43,12 +45,16 @@ def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
             raise ShapeError(f"reshape: cannot reshape an array of shape {a.shape} "
                              f"({a.size} elements) into {tuple(shape)}")
         shape[shape.index(-1)] = a.size // known
+    if order == "F":
+        flipped = lax.reshape(transpose(a), tuple(reversed(shape)))
+        return transpose(flipped)
     return lax.reshape(a, tuple(shape))
 
 
 def ravel(a, order="C"):
+    """``numpy.ravel`` in "C" or "F" order (``reshape``'s)."""
     a = to_array(a)
-    return lax.reshape(a, (a.size,))
+    return reshape(a, (a.size,), order=order)
 
 
 def transpose(a, axes=None):
