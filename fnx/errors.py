@@ -33,6 +33,31 @@ class ConcretizationError(FnxError, TypeError):
     """
 
 
+class TracerBoolConversionError(ConcretizationError):
+    """``bool()`` of a traced value (an ``if`` or ``and`` on it): JAX's name."""
+
+
+class TracerIntegerConversionError(ConcretizationError):
+    """``int()`` or ``operator.index()`` of a traced value: JAX's name."""
+
+
+class TracerArrayConversionError(ConcretizationError):
+    """``np.asarray()`` of a traced value: JAX's name."""
+
+
+class NonConcreteBooleanIndexError(ConcretizationError, IndexError):
+    """Indexing with a traced boolean mask, whose result shape depends on data: JAX's name
+    (an ``IndexError`` there, and a ``TypeError`` as fnx's other concretization errors)::
+
+        fnx.jit(lambda x: x[x > 0].sum())        # NonConcreteBooleanIndexError
+        fnx.jit(lambda x: fnp.where(x > 0, x, 0).sum())   # the same sum, traceable
+    """
+
+
+# JAX's names for the same errors (``jax.errors``)
+ConcretizationTypeError = ConcretizationError
+
+
 class LeakedTracerError(FnxError):
     """A tracer outlived the trace that made it.
 
@@ -196,3 +221,6 @@ class OutOfMemoryError(FnxError, MemoryError):
         fnx.numpy.zeros((10**6, 10**6))             # OutOfMemoryError: 4 TB of float32
         fnx.numpy.zeros((10**4, 10**4))             # fixed: 400 MB
     """
+
+
+UnexpectedTracerError = LeakedTracerError   # JAX's name

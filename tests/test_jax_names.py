@@ -6,6 +6,7 @@ import pytest
 
 import fnx
 import fnx.numpy as fnp
+from fnx import lax
 from fnx.test_util import check_grads, check_jvp, check_vjp
 
 
@@ -269,3 +270,38 @@ def test_reshape_and_ravel_in_fortran_order():
                                   a.reshape((6, 4), order="F"))
     with pytest.raises(NotImplementedError, match="'A'"):
         fnp.ravel(x, order="A")
+
+
+def test_jax_error_classes_for_concretization():
+    """JAX's error names, so ported ``except`` clauses catch what fnx raises: a traced
+    boolean mask is an IndexError (JAX's NonConcreteBooleanIndexError), bool()/int()/
+    np.asarray() of a tracer raise JAX's Tracer*ConversionError classes; all are still
+    fnx's ConcretizationError (a TypeError)."""
+    import fnx.errors as E
+    x = fnp.ones(3)
+    cases = [(lambda v: v[~fnp.isnan(v)].sum(), E.NonConcreteBooleanIndexError, IndexError),
+             (lambda v: 1.0 if v.sum() > 0 else 0.0, E.TracerBoolConversionError, TypeError),
+             (lambda v: fnp.zeros(int(v.sum())), E.TracerIntegerConversionError, TypeError),
+             (lambda v: np.asarray(v), E.TracerArrayConversionError, TypeError)]
+    for f, cls, base in cases:
+        with pytest.raises(cls) as info:
+            fnx.jit(f)(x)
+        assert isinstance(info.value, (base, E.ConcretizationTypeError, E.ConcretizationError))
+    assert E.ConcretizationTypeError is E.ConcretizationError
+    assert E.UnexpectedTracerError is E.LeakedTracerError
+
+
+def test_lax_map_batch_size_empty_and_broadcast_like():
+    """JAX 0.10's values."""
+    assert lax.map(lambda v: v * 2, fnp.arange(7.0), batch_size=3).tolist() == [
+        0, 2, 4, 6, 8, 10, 12]
+    out = lax.map(lambda v: {"a": v.sum()}, fnp.arange(14.0).reshape(7, 2), batch_size=4)
+    assert out["a"].tolist() == [1, 5, 9, 13, 17, 21, 25]
+    assert lax.map(lambda v: v * 2, fnp.arange(2.0), batch_size=5).tolist() == [0, 2]
+    f = fnx.jit(lambda v: lax.map(fnp.sin, v, batch_size=3).sum())
+    np.testing.assert_allclose(fnx.grad(f)(fnp.arange(4.0)), np.cos(np.arange(4.0)), rtol=1e-6)
+    assert lax.empty(3, np.float32).shape == (3,)
+    assert lax.broadcast_like(fnp.ones((1, 3)), fnp.ones((4, 2, 3))).shape == (4, 2, 3)
+    assert fnp.array(range(5)).tolist() == [0, 1, 2, 3, 4]
+    import array
+    assert fnp.asarray(array.array("i", [2, 3, 5])).tolist() == [2, 3, 5]

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..errors import ConcretizationError, DeletedArrayError
+from ..errors import (ConcretizationError, DeletedArrayError, TracerArrayConversionError,
+                      TracerBoolConversionError, TracerIntegerConversionError)
 from . import dtypes
 from . import backend as _backend
 from .devices import CPU_DEVICE, Device, commit  # noqa: F401 (CPU_DEVICE: kept here)
@@ -627,6 +628,13 @@ class SingleDeviceSharding(Sharding):
 SINGLE_DEVICE_SHARDING = SingleDeviceSharding()
 
 
+
+# the conversion a tracer refused -> JAX's error class for it
+_CONVERSION_ERRORS = {"bool()": TracerBoolConversionError, "int()": TracerIntegerConversionError,
+                      "operator.index()": TracerIntegerConversionError,
+                      "np.asarray()": TracerArrayConversionError,
+                      "np.asarray() / __array__": TracerArrayConversionError}
+
 class Tracer(Array):
     """An abstract value inside a transformation: shape and dtype, no data."""
     __slots__ = ("_trace", "_aval", "_origin")
@@ -650,7 +658,8 @@ class Tracer(Array):
         return self._aval
 
     def _concrete(self, what):
-        raise ConcretizationError(
+        error = _CONVERSION_ERRORS.get(what, ConcretizationError)
+        raise error(
             f"{what} needs a concrete value, but got a traced {self._aval.str_short()} "
             f"(from {self._origin}) inside {self._trace.name}. Under jit, make_ir and "
             "eval_shape only shapes and dtypes are known, so Python control flow and "

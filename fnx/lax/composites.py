@@ -22,7 +22,7 @@ from .convolution import _concrete_scalar, _which_computation, is_identity
 __all__ = ["reduce", "reduce_xor", "associative_scan", "split", "collapse", "index_in_dim",
            "dynamic_update_index_in_dim", "broadcast_to_rank", "batch_matmul", "stack",
            "unstack", "tile", "empty", "optimization_barrier", "with_sharding_constraint",
-           "broadcast_shapes", "conv_general_dilated_patches", "conv_general_dilated_local",
+           "broadcast_shapes", "broadcast_like", "conv_general_dilated_patches", "conv_general_dilated_local",
            "conv_shape_tuple", "reduce_window_shape_tuple"]
 
 
@@ -314,9 +314,22 @@ def tile(operand, reps):
 
 
 def empty(shape, dtype, *, out_sharding=None):
-    """JAX's ``lax.empty``: an array of ``shape`` and ``dtype`` whose values are not to be
-    read (zeros here, as JAX's are in practice)."""
-    return L.full(tuple(shape), 0, dtype)
+    """JAX's ``lax.empty``: an array of ``shape`` (a tuple, or an int for one dimension)
+    and ``dtype`` whose values are not to be read (zeros here, as JAX's are in practice)."""
+    shape = (operator.index(shape),) if not isinstance(shape, (tuple, list)) else tuple(shape)
+    return L.full(shape, 0, dtype)
+
+
+def broadcast_like(arr, like_arr):
+    """JAX's ``lax.broadcast_like``: ``arr`` broadcast (NumPy's rules, trailing dimensions
+    aligned) to ``like_arr``'s shape."""
+    x, like = to_array(arr), to_array(like_arr)
+    shape = tuple(like.shape)
+    if len(x.shape) > len(shape) or any(
+            d not in (1, t) for d, t in zip(reversed(x.shape), reversed(shape))):
+        raise ShapeError(f"broadcast_like: {tuple(x.shape)} does not broadcast to "
+                         f"{shape}")
+    return L.broadcast_in_dim(x, shape, tuple(range(len(shape) - x.ndim, len(shape))))
 
 
 def optimization_barrier(operand, /):

@@ -20,7 +20,8 @@ from .. import lax
 from ..core import dtypes
 from ..core.array import Array, DeletedBuffer, Tracer, to_array
 from ..core.trace import EVAL, get_trace
-from ..errors import ConcretizationError, IndexOutOfBoundsError, IndexTypeError
+from ..errors import (ConcretizationError, IndexOutOfBoundsError, IndexTypeError,
+                      NonConcreteBooleanIndexError)
 from ..lax.indexing import indexed_shape
 from ..lax.shape import slice_p as _slice_p
 
@@ -118,7 +119,7 @@ def _parse(x, idx):
                 items.append(_Bool0(np.asarray(a)))
             elif a.dtype == dtypes.bool_:
                 if isinstance(a, Tracer):
-                    raise ConcretizationError(
+                    raise NonConcreteBooleanIndexError(
                         "indexing: a boolean mask that is a traced value gives a result "
                         "whose shape depends on data, which jit cannot compile. Use "
                         "fnx.numpy.where(mask, x, other) instead, or x.at[mask].set(v) "

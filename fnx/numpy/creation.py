@@ -60,6 +60,14 @@ def _array(name, object, dtype, ndmin=0):
             f"{name}: None is not a valid value for an array"
             f"{'' if object is None else ' element'}. Use fnx.numpy.nan for a missing float "
             "value, or test an optional argument with `is None` before converting it.")
+    if isinstance(object, range):
+        object = list(object)
+    elif not isinstance(object, (Array, np.ndarray, np.generic, list, tuple, int, float,
+                                 complex, bool)) and not hasattr(object, "__array__"):
+        try:   # a buffer (array.array, bytes-like of numbers): NumPy reads it, as JAX does
+            object = np.asarray(memoryview(object))
+        except TypeError:
+            pass
     dtype = None if dtype is None else dtypes.canonical(dtype, name)
     if dtype is not None and _python_values(object):
         # Python numbers with an explicit dtype convert once, straight to it (through the

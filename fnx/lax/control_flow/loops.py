@@ -716,7 +716,38 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
     return carry, tree_util.tree_unflatten(y_tree[0], outs[len(avals):])
 
 
-def map(f, xs):
-    """``stack([f(x) for x in xs])`` over the leading axis of the pytree ``xs``."""
-    _, ys = scan(lambda c, x: ((), f(x)), (), xs)
-    return ys
+def map(f, xs, *, batch_size=None):
+    """``stack([f(x) for x in xs])`` over the leading axis of the pytree ``xs``. With
+    ``batch_size`` (JAX's), ``f`` is vmapped over batches of that many and the batches
+    run in sequence; a remainder that does not fill a batch is vmapped on its own."""
+    if batch_size is None:
+        _, ys = scan(lambda c, x: ((), f(x)), (), xs)
+        return ys
+    from ...transforms.vmap import vmap
+    from .. import ops as L
+    b = int(batch_size)
+    if b < 1:
+        raise ValueError(f"map: batch_size must be a positive integer, got {batch_size!r}")
+    leaves, tree = tree_util.tree_flatten(xs)
+    if not leaves:
+        raise ValueError("map: xs has no arrays to map over")
+    leaves = [to_array(v) for v in leaves]
+    n = leaves[0].shape[0] if leaves[0].ndim else None
+    if n is None or any(not v.ndim or v.shape[0] != n for v in leaves):
+        raise ShapeError(f"map: every leaf of xs needs the same leading axis, got shapes "
+                         f"{[tuple(v.shape) for v in leaves]}")
+    full, rest = divmod(n, b)
+    batched = vmap(f)
+    parts = []
+    if full:
+        main = [L.reshape(L.slice_in_dim(v, 0, full * b), (full, b) + tuple(v.shape[1:]))
+                for v in leaves]
+        _, ys = scan(lambda c, x: ((), batched(tree_util.tree_unflatten(tree, x))), (), main)
+        parts.append(tree_util.tree_map(
+            lambda y: L.reshape(y, (full * b,) + tuple(y.shape[2:])), ys))
+    if rest:
+        tail = [L.slice_in_dim(v, full * b, n) for v in leaves]
+        parts.append(batched(tree_util.tree_unflatten(tree, tail)))
+    if len(parts) == 1:
+        return parts[0]
+    return tree_util.tree_map(lambda a, c: L.concatenate([a, c], 0), *parts)
