@@ -162,6 +162,8 @@ F32 = np.dtype(np.float32)
 LEFT_OUT = {
     "digamma": "no CUDA math function; fnx's algorithm is not ported to device code",
     "polygamma": "no CUDA math function; fnx's algorithm is not ported to device code",
+    "complex": "its impl writes the two parts into a complex buffer on the device; the "
+               "fused kernels keep to real dtypes",
 }
 
 

@@ -1511,6 +1511,16 @@ def _convert_onnx(ctx, x, *, new_dtype, weak_type=False):
         return x
     if dst == O.BOOL:                     # nonzero is True (NaN included), as astype(bool)
         return O.not_(ctx, O.eq(ctx, x, 0, src))
+    if np.dtype(dst).kind in "iu" and O.is_float(src):
+        # saturating, NaN to 0, as the impl (ONNX's Cast leaves out-of-range undefined)
+        lo, hi = _float_to_int_bounds(np.dtype(src), np.dtype(dst))
+        info = np.iinfo(dst)
+        out = O.cast(ctx, x, src, dst)
+        out = O.where(ctx, O.op(ctx, "GreaterOrEqual", x, O.scalar(ctx, hi, src)),
+                      O.scalar(ctx, info.max, dst), out, dst)
+        out = O.where(ctx, O.op(ctx, "LessOrEqual", x, O.scalar(ctx, lo, src)),
+                      O.scalar(ctx, info.min, dst), out, dst)
+        return O.where(ctx, O.op(ctx, "IsNaN", x), O.scalar(ctx, 0, dst), out, dst)
     return O.cast(ctx, x, src, dst)
 
 
