@@ -305,3 +305,15 @@ def test_lax_map_batch_size_empty_and_broadcast_like():
     assert fnp.array(range(5)).tolist() == [0, 1, 2, 3, 4]
     import array
     assert fnp.asarray(array.array("i", [2, 3, 5])).tolist() == [2, 3, 5]
+
+
+def test_fromfunction_vmaps_over_scalar_indices_as_jax():
+    """JAX calls the function on scalar indices (vmapped), so an array-valued function
+    gives ``shape + its shape``; JAX 0.10's docstring examples."""
+    assert fnp.fromfunction(fnp.multiply, shape=(3, 6), dtype=int).tolist()[2] == [
+        0, 2, 4, 6, 8, 10]
+    out = fnp.fromfunction(lambda x: (x + 1) * fnp.arange(3), shape=(2,))
+    assert out.tolist() == [[0, 1, 2], [0, 2, 4]] and out.dtype == np.float32
+    assert fnp.fromfunction(lambda i, j: fnp.zeros(()) + i.ndim, (2, 3)).shape == (2, 3)
+    assert fnx.jit(lambda: fnp.fromfunction(lambda i, j: i * 10 + j, (2, 3)))().tolist() == [
+        [0, 1, 2], [10, 11, 12]]

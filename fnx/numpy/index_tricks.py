@@ -8,6 +8,7 @@ Index arrays are the default int (int32, int64 under ``jax_enable_x64``), as JAX
 from __future__ import annotations
 
 import builtins
+import functools
 import math
 
 import numpy as np
@@ -392,10 +393,19 @@ def fill_diagonal(a, val, wrap=False, *, inplace=True):
 # --- fromfunction, ndim, shape, size ---------------------------------------------------------
 
 def fromfunction(function, shape, *, dtype=float, **kwargs):
-    """``function(*indices)`` called once on the index grids of ``shape`` (of ``dtype``,
-    default the default float), as JAX (which vmaps; the grids broadcast the same)."""
-    grids = indices(shape, dtype=dtypes.canonical(dtype), sparse=False)
-    return function(*[grids[k] for k in range(len(tuple(shape)))], **kwargs)
+    """``function`` of each index tuple of ``shape`` (scalars of ``dtype``, default the
+    default float), as JAX: vmapped over every axis, so a function that returns an array
+    gives a result of ``shape`` followed by that array's shape (NumPy calls ``function``
+    once on whole index grids instead)."""
+    from ..transforms.vmap import vmap
+    shape = tuple(concrete_int("fromfunction", d, "a dimension") for d in (
+        (shape,) if isinstance(shape, (int, np.integer)) else shape))
+    dt = dtypes.canonical(dtype, "fromfunction")
+    f = functools.partial(function, **kwargs)
+    for axis in reversed(range(len(shape))):   # innermost axis first: the last one varies
+        f = vmap(f, in_axes=tuple(0 if k == axis else None for k in range(len(shape))))
+    ranges = [lax.iota(dt, n) for n in shape]
+    return f(*ranges) if shape else f()
 
 
 def ndim(a):
