@@ -317,3 +317,18 @@ def test_fromfunction_vmaps_over_scalar_indices_as_jax():
     assert fnp.fromfunction(lambda i, j: fnp.zeros(()) + i.ndim, (2, 3)).shape == (2, 3)
     assert fnx.jit(lambda: fnp.fromfunction(lambda i, j: i * 10 + j, (2, 3)))().tolist() == [
         [0, 1, 2], [10, 11, 12]]
+
+
+def test_repeat_with_total_repeat_length_under_jit():
+    """Traced repeats with a static total_repeat_length (what it is for): JAX 0.10's
+    values, eager and jitted, cut or padded with the last element."""
+    from functools import partial
+    f = fnx.jit(partial(fnp.repeat, total_repeat_length=5, axis=1))
+    assert f(fnp.array([[1, 2], [3, 4]]), fnp.array([2, 3])).tolist() == [
+        [1, 1, 2, 2, 2], [3, 3, 4, 4, 4]]
+    for reps, length, want in (([1, 1], 4, [1, 2, 2, 2]), ([0, 2], 4, [2, 2, 2, 2]),
+                               ([2, 0], 3, [1, 1, 2])):
+        g = lambda r: fnp.repeat(fnp.array([1, 2]), r, total_repeat_length=length)  # noqa: E731
+        assert g(fnp.array(reps)).tolist() == want
+        assert fnx.jit(g)(fnp.array(reps)).tolist() == want
+    assert fnp.repeat(fnp.array([1, 2]), 2, total_repeat_length=3).tolist() == [1, 1, 2]

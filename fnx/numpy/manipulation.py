@@ -8,7 +8,7 @@ import numpy as np
 
 from .. import lax
 from ..core import dtypes
-from ..core.array import Array, to_array
+from ..core.array import Array, Tracer, to_array
 from ..errors import ShapeError
 from ..lax.shape import check_shape
 from .util import (AxisError, broadcast_shapes as _bshapes, broadcast_to_shape, check_device, concrete_int,
@@ -273,16 +273,31 @@ def repeat(a, repeats, axis=None, *, total_repeat_length=None):
         a, axis = ravel(a), 0  # a 0-d array repeats as a 1-d one (NumPy's and JAX's)
     axis = normalize_axis("repeat", axis, a.ndim)
     n = a.shape[axis]
-    if isinstance(repeats, (int, np.integer)):
+    if isinstance(repeats, (int, np.integer)) and total_repeat_length in (None, n * int(repeats)):
         r = int(repeats)
         shape = a.shape[:axis + 1] + (r,) + a.shape[axis + 1:]
         out = lax.broadcast_in_dim(a, shape, tuple(d if d <= axis else d + 1
                                                    for d in range(a.ndim)))
         return lax.reshape(out, a.shape[:axis] + (n * r,) + a.shape[axis + 1:])
     reps = to_array(repeats)
+    from ._indexing import take
+    if total_repeat_length is not None and isinstance(reps, Tracer):
+        # traced counts, a static length (JAX's way under jit): output position k takes
+        # the element whose running count first exceeds k; past the counts' total, the
+        # last element (JAX's padding)
+        length = concrete_int("repeat", total_repeat_length, "total_repeat_length")
+        from .sorting import searchsorted
+        ends = lax.cumsum(lax.broadcast_in_dim(lax.convert_element_type(reps, np.int32),
+                                               (n,), () if reps.ndim == 0 else (0,)), 0)
+        idx = searchsorted(ends, lax.iota(np.int32, length), side="right")
+        idx = lax.min(idx, lax.full((), max(n - 1, 0), np.int32))
+        return take(a, idx, axis=axis, mode="clip")
     counts = np.broadcast_to(np.asarray(reps._concrete("repeat: repeats")), (n,))
     idx = np.repeat(np.arange(n, dtype=np.int32), counts)
-    from ._indexing import take
+    if total_repeat_length is not None:   # JAX: cut to the length, or the last one repeated
+        length = concrete_int("repeat", total_repeat_length, "total_repeat_length")
+        idx = idx[:length] if idx.size >= length else np.concatenate(
+            [idx, np.full(length - idx.size, max(n - 1, 0), np.int32)])
     return take(a, Array._wrap(idx), axis=axis, mode="promise_in_bounds")  # in range
 
 
