@@ -120,23 +120,29 @@ def gradient(f, *varargs, axis=None, edge_order=None):
 
 
 def trapezoid(y, x=None, dx=1.0, axis=-1):
-    """The trapezoidal rule along ``axis`` (sample points ``x``, else spacing ``dx``)."""
+    """The trapezoidal rule along ``axis`` (sample points ``x``, else spacing ``dx``), in
+    JAX's formulas: a constant spacing gives ``dx * (sum(y) - (y[0] + y[-1]) / 2)``."""
+    from .reductions import _fused_sum
     fnp = _fnp()
-    y = _inexact("trapezoid", y)
-    axis = normalize_axis("trapezoid", axis, y.ndim)
-    n = y.shape[axis]
-    mid = (lax.slice_in_dim(y, 1, n, 1, axis) + lax.slice_in_dim(y, 0, max(n - 1, 0), 1, axis))
     if x is None:
-        return fnp.sum(mid, axis=axis) * (dx * 0.5 if not isinstance(dx, Array) else dx / 2)
-    x = to_array(x, "trapezoid")
-    if x.ndim == 1:
-        d = fnp.diff(x)
-        shape = [1] * y.ndim
-        shape[axis] = d.shape[0]
-        d = lax.reshape(d, tuple(shape))
+        (y,) = promote("trapezoid", y, to_inexact=True)
+        axis = normalize_axis("trapezoid", axis, y.ndim)
+        d = dx if not isinstance(dx, Array) and np.ndim(dx) == 0 else to_array(dx, "trapezoid")
+        if isinstance(d, Array) and d.ndim > 0:
+            d = lax.expand_dims(d, tuple(range(y.ndim - d.ndim)))
+            d = fnp.moveaxis(d, axis, -1)
     else:
-        d = fnp.diff(x, axis=axis)
-    return fnp.sum(d * mid, axis=axis) * 0.5
+        y, x = promote("trapezoid", y, x, to_inexact=True)
+        axis = normalize_axis("trapezoid", axis, y.ndim)
+        d = fnp.diff(x) if x.ndim == 1 else fnp.moveaxis(fnp.diff(x, axis=axis), axis, -1)
+    y = fnp.moveaxis(y, axis, -1)
+    n = y.shape[-1]
+    if not isinstance(d, Array) or d.ndim == 0 or d.shape[-1] == 1:
+        d0 = d if not isinstance(d, Array) or d.ndim == 0 else d[..., 0]
+        ends = lax.slice_in_dim(y, 0, 1, 1, -1) + lax.slice_in_dim(y, n - 1, n, 1, -1)
+        return d0 * (fnp.sum(y, axis=-1) - 0.5 * lax.squeeze(ends, (y.ndim - 1,)))
+    mid = lax.slice_in_dim(y, 1, n, 1, -1) + lax.slice_in_dim(y, 0, max(n - 1, 0), 1, -1)
+    return 0.5 * _fused_sum(fnp.multiply, d, mid, axis=-1)
 
 
 def unwrap(p, discont=None, axis=-1, period=2 * np.pi):

@@ -2,11 +2,16 @@
 
 Accumulation dtypes follow JAX: sums and products of bool and small integers
 accumulate in the default int (int32, int64 under x64; unsigned: uint32/uint64), 64-bit stays
-64-bit; ``mean``/``var``/``std`` of integers are float.
+64-bit; ``mean``/``var``/``std`` of integers are float. float16 and bfloat16 are computed in
+float32 and rounded back once (JAX's ``upcast_f16_for_computation``) by ``sum``, ``prod``
+and ``mean`` when no ``dtype`` is given, and by ``var``/``std`` always; the cumulative
+reductions, ``max``/``min`` and a ``sum`` with an explicit ``dtype`` are not upcast (as JAX).
 """
 from __future__ import annotations
 
+import builtins
 import math
+from functools import partial
 
 import numpy as np
 
@@ -41,7 +46,34 @@ def _sum_dtype(dtype, promote_integers=True):
     return dtype
 
 
-def _reduction(name, lax_fn, acc_dtype=None, bool_in=False, numpy_fn=None):
+_LOW_FLOATS = tuple(d for d in (np.dtype(np.float16), dtypes.bfloat16) if d is not None)
+
+
+def _upcast_f16(dtype):
+    """float32 for float16 and bfloat16 (JAX's ``_upcast_f16``), else ``dtype``."""
+    return np.dtype(np.float32) if dtype in _LOW_FLOATS else dtype
+
+
+def _upcast_numpy(numpy_fn, v, **kw):
+    """``numpy_fn`` of a float16/bfloat16 ``v`` computed in float32, rounded back once."""
+    return np.asarray(numpy_fn(v.astype(np.float32), **kw)).astype(v.dtype)
+
+
+def _fused_sum(op, *args, **sum_kw):
+    """``sum(op(*args), **sum_kw)`` as JAX gets it inside its own jit-compiled functions
+    (``linalg.norm``, ``average``, ``trapezoid``) on XLA's CPU backend: for bfloat16 the
+    last elementwise op feeding the float32 reduction is computed in float32 without
+    rounding to bfloat16 first (XLA drops the bfloat16 round trip; float16 keeps it)."""
+    xs = [x for x in args if isinstance(x, Array)]
+    if xs and dtypes.bfloat16 is not None and builtins.all(
+            x.dtype == dtypes.bfloat16 for x in xs):
+        args = [lax.convert_element_type(x, np.float32) if isinstance(x, Array) else x
+                for x in args]
+        return lax.convert_element_type(sum(op(*args), **sum_kw), dtypes.bfloat16)
+    return sum(op(*args), **sum_kw)
+
+
+def _reduction(name, lax_fn, acc_dtype=None, bool_in=False, numpy_fn=None, upcast=False):
     def f(a, axis=None, dtype=None, out=None, keepdims=False, initial=None, where=None,
           promote_integers=True):
         if out is not None:
@@ -51,14 +83,17 @@ def _reduction(name, lax_fn, acc_dtype=None, bool_in=False, numpy_fn=None):
             v = a._value
             # float reductions: NumPy's result is ours (not over an axis of a 0-d array,
             # which NumPy accepts and JAX refuses)
-            if v.dtype.kind == "f" and v.size and (v.ndim or axis is None):
+            low = upcast and v.dtype in _LOW_FLOATS
+            if (v.dtype.kind == "f" or low) and v.size and (v.ndim or axis is None):
                 # in NumPy's quiet error state, as the primitive's impl: a sum that
-                # overflows is inf without a warning
+                # overflows is inf without a warning; float16/bfloat16 in float32, rounded
+                # back once (as the general path below)
+                fn = partial(_upcast_numpy, numpy_fn) if low else numpy_fn
                 try:
                     try:
-                        r = _quiet_run(numpy_fn, v, axis=axis, keepdims=keepdims)
+                        r = _quiet_run(fn, v, axis=axis, keepdims=keepdims)
                     except RuntimeError:  # the quiet context is busy (another thread)
-                        r = _quiet_call(numpy_fn, v, axis=axis, keepdims=keepdims)
+                        r = _quiet_call(fn, v, axis=axis, keepdims=keepdims)
                     return Array._wrap(r, a.weak_type)
                 except (TypeError, ValueError, np.exceptions.AxisError):
                     pass  # the general path explains the error
@@ -67,7 +102,12 @@ def _reduction(name, lax_fn, acc_dtype=None, bool_in=False, numpy_fn=None):
               and (a.size or name in ("sum", "prod"))):
             # a float tracer reduced over every axis (a loss): nothing to promote or check
             axes = tuple(range(a.ndim))
-            return _keep(a, lax_fn(a, axes), axes, keepdims)
+            if upcast and a.dtype in _LOW_FLOATS:
+                r = lax.convert_element_type(
+                    lax_fn(lax.convert_element_type(a, np.float32), axes), a.dtype)
+            else:
+                r = lax_fn(a, axes)
+            return _keep(a, r, axes, keepdims)
         (a,) = promote(name, a)
         if bool_in and a.dtype != dtypes.bool_:
             a = lax.ne(a, lax.broadcast_in_dim(Array._wrap(np.zeros((), a.dtype)), a.shape, ()))
@@ -80,8 +120,11 @@ def _reduction(name, lax_fn, acc_dtype=None, bool_in=False, numpy_fn=None):
         target = dtypes.canonical(dtype, name) if dtype is not None else (
             (acc_dtype(a.dtype, promote_integers) if acc_dtype is _sum_dtype
              else acc_dtype(a.dtype)) if acc_dtype else a.dtype)
-        if target != a.dtype:
-            a = lax.convert_element_type(a, target)
+        # JAX's upcast_f16_for_computation: float16/bfloat16 are reduced in float32 (the
+        # where-mask and initial too) and rounded back once, unless dtype= is given
+        compute = _upcast_f16(target) if upcast and dtype is None else target
+        if compute != a.dtype:
+            a = lax.convert_element_type(a, compute)
         if where is not None:
             from .elementwise import where as where_
             a = where_(where, a, _identity_for(name, a.dtype))
@@ -91,10 +134,13 @@ def _reduction(name, lax_fn, acc_dtype=None, bool_in=False, numpy_fn=None):
             combine = {"sum": ew.add, "prod": ew.multiply, "max": ew.maximum,
                        "min": ew.minimum}[name]
             out = combine(out, lax.convert_element_type(initial, out.dtype))
-        return _keep(a, out, axes, keepdims)
+        out = _keep(a, out, axes, keepdims)
+        return lax.convert_element_type(out, target) if compute != target else out
     f.__name__ = name
     f.__qualname__ = name
     f.__doc__ = f"``{name}`` over ``axis`` (None: all axes), as ``numpy.{name}``." + (
+        " float16/bfloat16 are computed in float32 and rounded back once unless ``dtype`` "
+        "is given (JAX's)." if upcast else "") + (
         " Small integers and bools accumulate in the default int unless "
         "``promote_integers=False`` (JAX's)." if acc_dtype is _sum_dtype else
         " (``promote_integers`` is accepted for a uniform signature and unused.)")
@@ -112,8 +158,8 @@ def _identity_for(name, dtype):
     return np.array(info.min if name == "max" else info.max, dtype)[()]
 
 
-sum = _reduction("sum", lax.reduce_sum, _sum_dtype, numpy_fn=np.sum)
-prod = _reduction("prod", lax.reduce_prod, _sum_dtype, numpy_fn=np.prod)
+sum = _reduction("sum", lax.reduce_sum, _sum_dtype, numpy_fn=np.sum, upcast=True)
+prod = _reduction("prod", lax.reduce_prod, _sum_dtype, numpy_fn=np.prod, upcast=True)
 max = amax = _reduction("max", lax.reduce_max, numpy_fn=np.max)
 min = amin = _reduction("min", lax.reduce_min, numpy_fn=np.min)
 _any = _reduction("any", lax.reduce_or, bool_in=True)
@@ -133,17 +179,21 @@ def _count(shape, axes):
 
 
 def mean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
-    """Arithmetic mean; integers average in float (float64 for 64-bit ints)."""
+    """Arithmetic mean; integers average in float (float64 for 64-bit ints). Without
+    ``dtype``, float16/bfloat16 are summed and divided in float32 and rounded once (JAX's)."""
     (a,) = promote("mean", a)
     axes = normalize_axes("mean", axis, a.ndim)
-    if dtype is None:
-        dtype = dtypes.to_inexact(a.dtype)
+    result = dtypes.to_inexact(a.dtype) if dtype is None else dtypes.canonical(dtype, "mean")
+    compute = _upcast_f16(result) if dtype is None else result
     from .elementwise import true_divide
-    total = sum(a, axis=axes, dtype=dtype, keepdims=keepdims, where=where)
+    total = sum(a, axis=axes, dtype=compute, keepdims=keepdims, where=where)
     if where is None:
-        return true_divide(total, _count(a.shape, axes))
-    cnt = sum(broadcast_where(where, a.shape), axis=axes, dtype=total.dtype, keepdims=keepdims)
-    return true_divide(total, cnt)
+        res = true_divide(total, _count(a.shape, axes))
+    else:
+        cnt = sum(broadcast_where(where, a.shape), axis=axes, dtype=total.dtype,
+                  keepdims=keepdims)
+        res = true_divide(total, cnt)
+    return lax.convert_element_type(res, result) if res.dtype != result else res
 
 
 _mean = mean
@@ -155,33 +205,63 @@ def broadcast_where(where, shape):
     return broadcast_to_shape(w if w.dtype == dtypes.bool_ else w != 0, shape)
 
 
+def _var_dtypes(a_dtype, dtype):
+    """``(computation, result)`` dtypes of ``var``/``nanvar`` (JAX's ``_var_promote_types``):
+    the result is ``dtype``, else the real dtype of ``a``'s inexact one; the computation is
+    that in float32 where it is float16/bfloat16 -- even for an explicit ``dtype``."""
+    if dtype is not None:
+        result = compute = dtypes.canonical(dtype, "var")
+    elif not dtypes.is_inexact(a_dtype):
+        result = compute = dtypes.to_inexact(a_dtype)
+    else:
+        compute = a_dtype
+        result = np.empty(0, a_dtype).real.dtype
+    return _upcast_f16(compute), np.dtype(result)
+
+
 def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None,
         correction=None, mean=None):
-    """Variance (``ddof``/``correction`` subtract from the count, as NumPy); ``mean``: a
-    precomputed mean (with the reduced axes kept, as NumPy's ``keepdims=True`` gives)."""
+    """Variance (``ddof``/``correction`` subtract from the count, as NumPy; no degrees of
+    freedom left gives NaN, as JAX); ``mean``: a precomputed mean (with the reduced axes
+    kept, as NumPy's ``keepdims=True`` gives). float16/bfloat16 are computed in float32
+    and rounded once (JAX's)."""
     from . import elementwise as ew
     if correction is not None:
         ddof = correction
     (a,) = promote("var", a)
     axes = normalize_axes("var", axis, a.ndim)
+    compute, result = _var_dtypes(a.dtype, dtype)
+    if a.dtype != compute:
+        a = lax.convert_element_type(a, compute)
     if mean is None:
-        m = _mean(a, axis=axes, dtype=dtype, keepdims=True, where=where)
+        m = _mean(a, axis=axes, dtype=compute, keepdims=True, where=where)
     else:
         m = to_array(mean, "var")
         want = tuple(1 if i in axes else d for i, d in enumerate(a.shape))
         if m.shape != want and m.ndim != 0:
             raise ShapeError(f"var: mean has shape {m.shape}; for a of shape {a.shape} "
                              f"reduced over {axes} it must be {want} (keepdims=True)")
+        if m.dtype != compute:
+            m = lax.convert_element_type(m, compute)
     centered = ew.subtract(a, m)
     sq = ew.real(ew.multiply(centered, ew.conj(centered))) if centered.dtype.kind == "c" \
         else ew.square(centered)
     if where is None:
         n = _count(a.shape, axes) - ddof
         total = sum(sq, axis=axes, keepdims=keepdims)
-        return ew.true_divide(total, n if n > 0 else 0)
-    total = sum(sq, axis=axes, keepdims=keepdims, where=where)
-    cnt = sum(broadcast_where(where, a.shape), axis=axes, keepdims=keepdims)
-    return ew.true_divide(total, ew.subtract(cnt, ddof))
+        if n > 0:
+            res = ew.true_divide(total, n)
+        else:  # JAX: NaN where no degrees of freedom are left (NumPy: inf, a warning)
+            res = lax.broadcast_in_dim(Array._wrap(np.array(np.nan, total.dtype)[()]),
+                                       total.shape, ())
+    else:
+        total = sum(sq, axis=axes, keepdims=keepdims, where=where)
+        cnt = sum(broadcast_where(where, a.shape), axis=axes, dtype=total.dtype,
+                  keepdims=keepdims)
+        dof = ew.subtract(cnt, ddof)
+        res = ew.where(ew.greater(dof, 0), ew.true_divide(total, dof),
+                       lax.convert_element_type(np.nan, total.dtype))
+    return lax.convert_element_type(res, result) if res.dtype != result else res
 
 
 def std(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None,
@@ -302,7 +382,7 @@ def average(a, axis=None, weights=None, returned=False, keepdims=False):
     if not dtypes.is_inexact(a.dtype):
         a, w = promote("average", a, w, to_inexact=True)
     wsum = sum(w, axis=axis, keepdims=keepdims)
-    avg = ew.true_divide(sum(ew.multiply(a, w), axis=axis, keepdims=keepdims), wsum)
+    avg = ew.true_divide(_fused_sum(ew.multiply, a, w, axis=axis, keepdims=keepdims), wsum)
     if returned:
         from .manipulation import broadcast_to
         return avg, broadcast_to(wsum, avg.shape)

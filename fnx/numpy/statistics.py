@@ -370,16 +370,19 @@ def nanmean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
 def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None,
            correction=None, mean=None):
     """``var`` of the non-NaN values (NaN where fewer than ``ddof`` + 1 values remain);
-    ``mean``: a precomputed mean with the reduced axes kept."""
+    ``mean``: a precomputed mean with the reduced axes kept. float16/bfloat16 are
+    computed in float32 and rounded once (JAX's)."""
     from . import elementwise as ew
-    from .reductions import sum as sum_
+    from .reductions import _var_dtypes, sum as sum_
     _no_out("nanvar", out)
     if correction is not None:
         ddof = correction
     (a,) = promote("nanvar", a)
     if axis is not None:
         normalize_axes("nanvar", axis, a.ndim)
-    dt = _mean_dtype(a, dtype)
+    if dtype is not None:
+        dtype = dtypes.canonical(dtype, "nanvar")
+    dt, result = _var_dtypes(a.dtype, dtype)
     a = lax.convert_element_type(a, dt)
     m = nanmean(a, axis=axis, keepdims=True, where=where) if mean is None else \
         lax.convert_element_type(to_array(mean, "nanvar"), dt)
@@ -390,7 +393,8 @@ def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=
     sq = ew.real(ew.multiply(d, ew.conj(d))) if dt.kind == "c" else ew.square(d)
     dof = ew.subtract(cnt, ddof)
     res = ew.true_divide(sum_(sq, axis=axis, keepdims=keepdims), dof)
-    return ew.where(ew.less_equal(dof, 0), lax.convert_element_type(np.nan, res.dtype), res)
+    res = ew.where(ew.less_equal(dof, 0), lax.convert_element_type(np.nan, res.dtype), res)
+    return lax.convert_element_type(res, result) if res.dtype != result else res
 
 
 def nanstd(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None,
@@ -460,9 +464,9 @@ def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=N
         wt = lax.convert_element_type(wt, X.dtype if X.dtype.kind != "c"
                                       else np.empty(0, X.dtype).real.dtype)
         w = wt if w is None else ew.multiply(w, wt)
-    if w is None:
-        avg = sum_(X, axis=1, keepdims=True)
-        avg = ew.true_divide(avg, n_obs)
+    if w is None:  # JAX's average: a mean (float16/bfloat16 in float32, rounded once)
+        from .reductions import mean as mean_
+        avg = mean_(X, axis=1, keepdims=True)
         fact = n_obs - ddof
         fact = lax.convert_element_type(max(fact, 0), np.empty(0, X.dtype).real.dtype)
     else:
@@ -577,17 +581,20 @@ def _edges(name, a, bins, range):
         same = ew.equal(lo, hi)
         lo = ew.where(same, ew.subtract(lo, 0.5), lo)
         hi = ew.where(same, ew.add(hi, 0.5), hi)
-        step = ew.true_divide(ew.subtract(hi, lo), nb)
-        edges = ew.add(ew.multiply(lax.iota(a.dtype, nb + 1), step), lo)
-        last = lax.eq(lax.iota(dtypes.int32, nb + 1), nb)
-        return ew.where(last, hi, edges)
+        # JAX's linspace in a's dtype: lo * (1 - t) + hi * t, t = i / nb; the last is hi
+        real = np.empty(0, a.dtype).real.dtype
+        t = ew.true_divide(lax.iota(real, nb), Array._wrap(np.array(nb, real)[()]))
+        t = lax.convert_element_type(t, a.dtype)
+        edges = ew.add(ew.multiply(lo, ew.subtract(1, t)), ew.multiply(hi, t))
+        from .manipulation import concatenate
+        return concatenate([edges, lax.reshape(hi, (1,))])
     (edges,) = promote(name, bins)
     if edges.ndim != 1 or edges.shape[0] < 1:
         raise ShapeError(f"{name}: bins must be an int or a 1-D array of edges, got shape "
                          f"{edges.shape}")
     if not isinstance(edges, Tracer) and np.any(np.diff(np.asarray(edges)) < 0):
         raise ValueError(f"{name}: bins must increase monotonically")
-    return lax.convert_element_type(edges, dtypes.promote_types(edges.dtype, a.dtype))
+    return lax.convert_element_type(edges, a.dtype)  # JAX: the edges take a's dtype
 
 
 def histogram_bin_edges(a, bins=10, range=None, weights=None):
@@ -600,34 +607,35 @@ def histogram(a, bins=10, range=None, density=None, weights=None):
     """``(counts, edges)`` of the flattened ``a``; the last bin includes its right edge.
 
     ``bins`` is an int (equal bins over ``range``, default ``[a.min(), a.max()]``)
-    or the edges. Counts are int32 (or the weights' dtype; float with
-    ``density``). Works under ``jit`` (the number of bins is static).
+    or the edges. Counts are of a's float dtype (float32 for integers), or the weights'
+    (promoted with a's to an inexact dtype), as JAX's. Works under ``jit`` (the number of
+    bins is static).
     """
     from . import elementwise as ew
     from .manipulation import diff
     from .reductions import sum as sum_
     from .sorting import searchsorted
-    a = _inexact("histogram", a)
+    if weights is None:
+        a = _inexact("histogram", a)
+    else:  # JAX: a and the weights promote together (to an inexact dtype)
+        a, weights = promote("histogram", a, weights, to_inexact=True)
     a = lax.reshape(a, (a.size,))
+    if weights is None:  # JAX: the counts are of a's float dtype (sums of ones)
+        weights = _full((a.size,), 1, a.dtype)
     edges = _edges("histogram", a, bins, range)
     if edges.dtype != a.dtype:
         a = lax.convert_element_type(a, edges.dtype)
     ne = edges.shape[0]
-    if weights is not None:
-        weights = to_array(weights, "histogram")
-        if weights.size != a.size:
-            raise ShapeError(f"histogram: weights (shape {weights.shape}) must have a's "
-                             f"shape")
-        weights = lax.reshape(weights, (a.size,))
+    if weights.size != a.size:
+        raise ShapeError(f"histogram: weights (shape {weights.shape}) must have a's shape")
+    weights = lax.reshape(weights, (a.size,))
     idx = searchsorted(edges, a, side="right")
     last = lax.slice(edges, (ne - 1,), (ne,))
     idx = ew.where(ew.equal(a, lax.reshape(last, ())), ne - 1, idx)
     counts = bincount(idx, weights, length=ne + 1)
     counts = lax.slice(counts, (1,), (ne,))
-    if density:
-        counts = lax.convert_element_type(counts, dtypes.promote_types(counts.dtype, a.dtype)
-                                          if counts.dtype.kind in "fc" else a.dtype)
-        counts = ew.true_divide(ew.true_divide(counts, sum_(counts)), diff(edges))
+    if density:  # in JAX's order: divided by the bin widths, then by the total
+        counts = ew.true_divide(ew.true_divide(counts, diff(edges)), sum_(counts))
     return counts, edges
 
 

@@ -187,13 +187,13 @@ def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):
     or any other p: ``sum(|x|**p) ** (1/p)``.
     """
     from .. import elementwise as ew
-    from ..reductions import max as max_, min as min_, sum as sum_
+    from ..reductions import _fused_sum, max as max_, min as min_, sum as sum_
     if isinstance(ord, str):
         raise ValueError(f"vector_norm: ord must be a number, got {ord!r}")
     a = _abs_inexact("vector_norm", x)
     axes = normalize_axes("vector_norm", axis, a.ndim)
     if ord == 2:
-        return ew.sqrt(sum_(ew.multiply(a, a), axis=axes, keepdims=keepdims))
+        return ew.sqrt(_fused_sum(ew.multiply, a, a, axis=axes, keepdims=keepdims))
     if ord == 1:
         return sum_(a, axis=axes, keepdims=keepdims)
     if ord == np.inf:
@@ -216,7 +216,7 @@ def matrix_norm(x, /, *, keepdims=False, ord="fro"):
 
 def _matrix_norm(name, x, axes, keepdims, ord):
     from .. import elementwise as ew
-    from ..reductions import max as max_, min as min_, sum as sum_
+    from ..reductions import _fused_sum, max as max_, min as min_, sum as sum_
     row, col = axes
     if row == col:
         raise ValueError(f"{name}: the two matrix axes must differ, got {axes}")
@@ -224,7 +224,7 @@ def _matrix_norm(name, x, axes, keepdims, ord):
         return _sv_norm(x, axes, keepdims, ord)
     a = _abs_inexact(name, x)
     if ord in ("fro", "f", None):
-        return ew.sqrt(sum_(ew.multiply(a, a), axis=axes, keepdims=keepdims))
+        return ew.sqrt(_fused_sum(ew.multiply, a, a, axis=axes, keepdims=keepdims))
     if ord in (1, -1):  # max/min over columns of the column sums
         red, over = row, col
     elif ord in (np.inf, -np.inf):  # max/min over rows of the row sums
