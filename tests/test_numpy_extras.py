@@ -564,7 +564,7 @@ def test_convolve_is_one_dot_general_and_ints():
     a, v = rng.normal(size=30), rng.normal(size=7)
     check(fnp.convolve(a, v), np.convolve(a, v), dtype=np.float32)  # x64 off: narrowed (JAX)
     a, v = np.array([1, 2, 3], np.int32), np.array([0, 1], np.int32)
-    check(fnp.convolve(a, v), np.convolve(a, v), dtype=np.int32)
+    check(fnp.convolve(a, v), np.convolve(a, v), dtype=np.float32)   # inexact, as JAX
     with pytest.raises(ValueError, match="convolve"):
         fnp.convolve(a, np.zeros(0, np.int32))
 

@@ -756,7 +756,8 @@ def _full_correlation(a, v):
 
 def _correlate(name, a, v, mode, flip):
     from .manipulation import atleast_1d
-    a, v = (atleast_1d(x) for x in promote(name, a, v))
+    # inexact first, as JAX (an integer or bool convolution is float32 there)
+    a, v = (atleast_1d(x) for x in promote(name, a, v, to_inexact=True))
     if a.ndim != 1 or v.ndim != 1:
         raise ShapeError(f"{name}: a and v must be 1-D, got shapes {a.shape} and {v.shape}")
     n, m = a.shape[0], v.shape[0]
