@@ -45,6 +45,7 @@ from . import ops  # noqa: E402,F401  (jax.ops: segment_sum, ...)
 from . import flatten_util  # noqa: E402,F401  (jax.flatten_util.ravel_pytree)
 from . import typing  # noqa: E402,F401  (jax.typing: ArrayLike, DTypeLike)
 from .sharding import shard_map  # noqa: E402,F401  (jax.shard_map, on one-device meshes)
+from . import implicit  # noqa: E402,F401  (lax.custom_linear_solve / custom_root, attached)
 from . import sharding  # noqa: E402,F401  (jax.sharding)
 from .sharding import NamedSharding, P, make_mesh, reshard, set_mesh  # noqa: E402,F401
 from ._api import (ClosedJaxpr, Device, default_backend, device_count,  # noqa: E402,F401

@@ -62,6 +62,7 @@ NOT_IN_TABLE = {
     **{p: "a collective over a named axis: only inside vmap(axis_name=...) or pmap, against "
           "JAX's values, loops and finite differences (tests/test_collectives.py)"
        for p in ("psum", "pmax", "pmin", "all_gather", "psum_scatter", "ppermute", "all_to_all", "axis_index")},
+    "linear_call": "carries a user function and its transpose (tests/test_implicit.py)",
     "complex": "real parts only, a complex result: tests/test_lax_ops.py's "
                "test_complex_keeps_its_parts",
     "bitcast_convert_type": "changes the shape with the width: against NumPy's views for "

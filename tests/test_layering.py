@@ -72,6 +72,7 @@ LAYER_OF = {
     "fnx.ad_checkpoint": "api",
     "fnx.custom_batching": "api",
     "fnx.typing": "api",
+    "fnx.implicit": "api",
     "fnx.experimental": "api",
     # libraries over the public API
     "fnx.numpy": "libraries",

@@ -62,7 +62,8 @@ LEFT_OUT = {"copysign", "nextafter", "erfc", "erf_inv", "lgamma", "digamma", "po
             "psum", "pmax", "pmin", "all_gather", "psum_scatter", "ppermute", "all_to_all",
             "axis_index"}
 # Call primitives: inlined by the exporter, tested through export below.
-CALLS = {"jit", "custom_jvp_call", "custom_vjp_call", "remat_call", "custom_vmap_call"}
+CALLS = {"jit", "custom_jvp_call", "custom_vjp_call", "remat_call", "custom_vmap_call",
+         "linear_call"}
 
 
 # --- input makers ---------------------------------------------------------------------------

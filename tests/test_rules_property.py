@@ -537,6 +537,19 @@ def _body(x, y):
     return lax.add(lax.mul(lax.sin(x), y), lax.exp(lax.mul(x, y)))
 
 
+def _linear_call(r, x):
+    """r * x with its transpose given (r * ct): linear in x, a residual r."""
+    from fnx.custom_derivatives import linear_call
+    return linear_call(lambda res, v: lax.mul(res, v), lambda res, ct: lax.mul(res, ct), r, x)
+
+
+@st.composite
+def linear_call_cases(draw, dtype):
+    shape = draw(SHAPES)
+    r = (np.arange(int(np.prod(shape)), dtype=dtype).reshape(shape) * 0.5 + 1.0).astype(dtype)
+    return Case(lambda x: _linear_call(r, x), arrays((shape, dtype, ANY)), "r = 1, 1.5, ...")
+
+
 @st.composite
 def remat_lin_cases(draw, dtype):
     """The linear map of a checkpoint: ``linearize`` records a remat_lin, which evaluating
@@ -665,6 +678,7 @@ RULES = [
         _body)), modes=("fwd",), variant="sequential_vmap",
         why="a custom_vmap defines no reverse mode"),
     structured("remat_lin", remat_lin_cases),
+    structured("linear_call", linear_call_cases),
 ]
 
 

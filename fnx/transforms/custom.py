@@ -1080,3 +1080,115 @@ remat_call_p.batch = _remat_call_batch
 # not trace them abstractly to cache a derivation (see fnx/transforms/tape.py).
 for _p in (custom_jvp_call_p, custom_vjp_call_p, custom_lin_p, remat_call_p, remat_lin_p):
     _p.cache_eager_vjp = False
+
+
+# --- linear_call: a linear function with a user-given transpose -------------------------------
+
+def _linear_call_rule(*args, fun, fun_transpose, num_res, out_avals, lin_avals, name):
+    return list(out_avals)
+
+
+def _linear_call_impl(*vals, fun, fun_transpose, num_res, out_avals, lin_avals, name):
+    return [to_array(o)._value for o in fun(*[Array._wrap(v) for v in vals])]
+
+
+linear_call_p = Primitive("linear_call", shape_rule=_linear_call_rule, impl=_linear_call_impl,
+                          multiple_results=True)
+linear_call_p.call_body = function_call_body
+linear_call_p.cache_eager_vjp = False
+linear_call_p.linear = True
+
+
+def _linear_call_jvp(primals, tangents, **params):
+    n = params["num_res"]
+    if any(t is not None for t in tangents[:n]):
+        raise CustomRuleError(f"{params['name']}: linear_call is linear in its linear "
+                              "arguments only; its residual arguments cannot carry tangents "
+                              "(differentiate through them outside the call)")
+    outs = linear_call_p.bind(*primals, **params)
+    if all(t is None for t in tangents[n:]):
+        return outs, [None] * len(outs)
+    lin_t = [instantiate(t, p) for p, t in zip(primals[n:], tangents[n:])]
+    return outs, linear_call_p.bind(*primals[:n], *lin_t, **params)
+
+
+def _linear_call_transpose(cts, *args, fun, fun_transpose, num_res, out_avals, lin_avals,
+                           name):
+    res = args[:num_res]
+    cts = [_zeros(a) if c is None else c for c, a in zip(cts, out_avals)]
+    flip = linear_call_p.bind(*res, *cts, fun=fun_transpose, fun_transpose=fun,
+                              num_res=num_res, out_avals=tuple(lin_avals),
+                              lin_avals=tuple(out_avals), name=name + "_T")
+    return [None] * num_res + list(flip)
+
+
+def _zeros(aval):
+    return to_array(np.zeros(aval.shape, aval.dtype))
+
+
+linear_call_p.transpose = _linear_call_transpose
+
+
+def _linear_call_batch(vals, dims, size, *, fun, fun_transpose, num_res, out_avals, lin_avals,
+                       name):
+    from .vmap import materialize_batch_axis, vmap
+    moved = [v if d is None else materialize_batch_axis(v, d, size, tuple(v.shape[:d])
+                                                        + tuple(v.shape[d + 1:]))
+             for v, d in zip(vals, dims)]
+    axes = tuple(None if d is None else 0 for d in dims)
+    res_axes, lin_axes = axes[:num_res], axes[num_res:]
+    bfun = vmap(lambda *a: fun(*a), in_axes=res_axes + (0,) * len(lin_axes))
+    bfun_t = vmap(lambda *a: fun_transpose(*a), in_axes=res_axes + (0,) * len(out_avals))
+    lin = [v if d is not None else materialize_batch_axis(v, None, size, tuple(v.shape))
+           for v, d in zip(moved[num_res:], lin_axes)]
+    grow = lambda a: ShapeDtypeStruct((size,) + tuple(a.shape), a.dtype)  # noqa: E731
+    outs = linear_call_p.bind(*moved[:num_res], *lin, fun=bfun, fun_transpose=bfun_t,
+                              num_res=num_res, out_avals=tuple(map(grow, out_avals)),
+                              lin_avals=tuple(map(grow, lin_avals)), name=name)
+    return outs, [0] * len(outs)
+
+
+linear_call_p.jvp = _linear_call_jvp
+linear_call_p.batch = _linear_call_batch
+
+
+def linear_call(fun, fun_transpose, residual_args, linear_args):
+    """JAX's ``custom_derivatives.linear_call``: ``fun(residual_args, linear_args)``, a
+    function linear in ``linear_args``, whose transpose is ``fun_transpose(residual_args,
+    cotangents)`` (giving ``linear_args``' cotangents). Reverse mode (and transposition)
+    use ``fun_transpose`` instead of transposing ``fun``'s operations, which may not be
+    transposable (an iterative solve's ``while_loop``). The residuals carry no derivative
+    through the call."""
+    res_flat, res_tree = tree_util.tree_flatten(residual_args)
+    lin_flat, lin_tree = tree_util.tree_flatten(linear_args)
+    res_flat = [to_array(v) for v in res_flat]
+    lin_flat = [to_array(v) for v in lin_flat]
+    n = len(res_flat)
+    out_tree_box = []
+
+    def flat_fun(*a):
+        out = fun(tree_util.tree_unflatten(res_tree, list(a[:n])),
+                  tree_util.tree_unflatten(lin_tree, list(a[n:])))
+        leaves, tree = tree_util.tree_flatten(out)
+        if not out_tree_box:
+            out_tree_box.append(tree)
+        return [to_array(v) for v in leaves]
+
+    out_avals = _out_avals(flat_fun, res_flat + lin_flat)
+    out_tree = out_tree_box[0]
+
+    def flat_transpose(*a):
+        cts = tree_util.tree_unflatten(out_tree, list(a[n:]))
+        got = fun_transpose(tree_util.tree_unflatten(res_tree, list(a[:n])), cts)
+        leaves, tree = tree_util.tree_flatten(got)
+        if tree != lin_tree:
+            raise CustomRuleError(f"linear_call: fun_transpose must return the structure of "
+                                  f"the linear arguments, {lin_tree}; got {tree}")
+        return [to_array(v) for v in leaves]
+
+    lin_avals = tuple(ShapeDtypeStruct(v.shape, v.dtype) for v in lin_flat)
+    outs = linear_call_p.bind(*res_flat, *lin_flat, fun=flat_fun, fun_transpose=flat_transpose,
+                              num_res=n, out_avals=tuple(ShapeDtypeStruct(a.shape, a.dtype)
+                                                         for a in out_avals),
+                              lin_avals=lin_avals, name=getattr(fun, "__name__", "linear_call"))
+    return tree_util.tree_unflatten(out_tree, list(outs))

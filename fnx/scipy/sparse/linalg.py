@@ -7,10 +7,10 @@ arrays (then ``A`` is a function of such pytrees, and ``x`` comes back with ``b`
 structure); ``M`` an optional preconditioner, a matrix or function approximating
 ``A^-1``. Each solver stops when ``|r| <= max(tol |b|, atol)`` or after ``maxiter``
 iterations (``gmres``: restart cycles) and returns ``(x, None)`` as JAX does (no
-convergence info). The loops are ``fnx.lax.while_loop``s, so the solvers jit, vmap
-and differentiate in forward mode (``jvp``; reverse mode through a while loop is not
-available in fnx: differentiate ``fnx.numpy.linalg.solve`` instead, or write the
-adjoint solve with ``custom_vjp``).
+convergence info). The loops are ``fnx.lax.while_loop``s, so the solvers jit and
+vmap; as JAX's, they run under ``lax.custom_linear_solve``, so reverse mode (``grad``,
+``vjp``) solves the transposed system instead of differentiating the loop (forward
+mode is not available through it in fnx: see ``fnx.implicit``).
 """
 from __future__ import annotations
 
@@ -83,9 +83,7 @@ def _threshold(b, tol, atol):
     return fnp.maximum(tol * tol * _norm2(b), fnp.asarray(atol * atol, dtype=_norm2(b).dtype))
 
 
-def cg(A, b, x0=None, *, tol=1e-5, atol=0.0, maxiter=None, M=None):
-    """Conjugate gradients for Hermitian positive definite ``A`` (preconditioner ``M``,
-    also Hermitian positive definite): ``(x, None)``."""
+def _cg_iterations(A, b, x0=None, *, tol=1e-5, atol=0.0, maxiter=None, M=None):
     bv, xv, matvec, precond, unflat = _flat("cg", b, x0, A, M)
     maxiter = 10 * bv.shape[0] if maxiter is None else int(maxiter)
     stop = _threshold(bv, tol, atol)
@@ -107,9 +105,7 @@ def cg(A, b, x0=None, *, tol=1e-5, atol=0.0, maxiter=None, M=None):
     return unflat(out["x"]), None
 
 
-def bicgstab(A, b, x0=None, *, tol=1e-5, atol=0.0, maxiter=None, M=None):
-    """BiCGSTAB (van der Vorst) for nonsingular ``A``: ``(x, None)``. A breakdown
-    (``rho`` or ``omega`` zero) stops the iteration where it is."""
+def _bicgstab_iterations(A, b, x0=None, *, tol=1e-5, atol=0.0, maxiter=None, M=None):
     bv, xv, matvec, precond, unflat = _flat("bicgstab", b, x0, A, M)
     maxiter = 10 * bv.shape[0] if maxiter is None else int(maxiter)
     stop = _threshold(bv, tol, atol)
@@ -147,12 +143,8 @@ def bicgstab(A, b, x0=None, *, tol=1e-5, atol=0.0, maxiter=None, M=None):
     return unflat(out["x"]), None
 
 
-def gmres(A, b, x0=None, *, tol=1e-5, atol=0.0, restart=20, maxiter=None, M=None,
-          solve_method="batched"):
-    """Restarted GMRES: each cycle builds a Krylov basis of ``restart`` vectors of the
-    (left-)preconditioned system by Arnoldi with modified Gram-Schmidt and takes the
-    least-squares minimizer over it; at most ``maxiter`` cycles. ``solve_method``
-    ('batched' or 'incremental') is accepted; both run this method. ``(x, None)``."""
+def _gmres_iterations(A, b, x0=None, *, tol=1e-5, atol=0.0, restart=20, maxiter=None, M=None,
+                      solve_method="batched"):
     if solve_method not in ("batched", "incremental"):
         raise ValueError(f"gmres: solve_method must be 'batched' or 'incremental', got "
                          f"{solve_method!r}")
@@ -199,3 +191,50 @@ def gmres(A, b, x0=None, *, tol=1e-5, atol=0.0, restart=20, maxiter=None, M=None
     out = lax.while_loop(lambda s: (resid(s["x"]) > stop) & (s["k"] < maxiter),
                          lambda s: dict(x=cycle(s["x"]), k=s["k"] + 1), state)
     return unflat(out["x"]), None
+
+
+# --- the public solvers: the iterations, differentiated implicitly ----------------------------
+
+def _implicit(name, iterations, A, b, x0, symmetric, **kw):
+    """``iterations`` under ``lax.custom_linear_solve``, as JAX's solvers are: reverse mode
+    solves the transposed system (by the same method) instead of differentiating the
+    loop, so ``grad`` goes through ``b`` and through what ``A`` is or closes over."""
+    from ...implicit import custom_linear_solve
+    _flat(name, b, x0, A, kw.get("M"))   # the arguments' checks, with this solver's name
+    if callable(A):
+        matvec = A
+    else:
+        a = fnp.asarray(A)
+        matvec = lambda v: fnp.matmul(a, v)  # noqa: E731
+    solve = lambda mv, rhs: iterations(mv, rhs, x0, **kw)[0]  # noqa: E731
+    x = custom_linear_solve(matvec, b, solve, transpose_solve=solve, symmetric=symmetric)
+    return x, None
+
+
+def _real(b):
+    return all(fnp.asarray(v).dtype.kind != "c" for v in tree_util.tree_leaves(b))
+
+
+def cg(A, b, x0=None, *, tol=1e-5, atol=0.0, maxiter=None, M=None):
+    """Conjugate gradients for Hermitian positive definite ``A`` (preconditioner ``M``,
+    also Hermitian positive definite): ``(x, None)``. Real ``A`` is symmetric, so the
+    transposed solve of reverse mode is ``cg`` itself (JAX's ``check_symmetric``)."""
+    return _implicit("cg", _cg_iterations, A, b, x0, _real(b), tol=tol, atol=atol,
+                     maxiter=maxiter, M=M)
+
+
+def bicgstab(A, b, x0=None, *, tol=1e-5, atol=0.0, maxiter=None, M=None):
+    """BiCGSTAB (van der Vorst) for nonsingular ``A``: ``(x, None)``. A breakdown
+    (``rho`` or ``omega`` zero) stops the iteration where it is."""
+    return _implicit("bicgstab", _bicgstab_iterations, A, b, x0, False, tol=tol, atol=atol,
+                     maxiter=maxiter, M=M)
+
+
+def gmres(A, b, x0=None, *, tol=1e-5, atol=0.0, restart=20, maxiter=None, M=None,
+          solve_method="batched"):
+    """Restarted GMRES: each cycle builds a Krylov basis of ``restart`` vectors of the
+    (left-)preconditioned system by Arnoldi with modified Gram-Schmidt and takes the
+    least-squares minimizer over it; at most ``maxiter`` cycles. ``solve_method``
+    ('batched' or 'incremental') is accepted; both run this method. ``(x, None)``."""
+    return _implicit("gmres", _gmres_iterations, A, b, x0, False, tol=tol, atol=atol,
+                     restart=restart, maxiter=maxiter, M=M, solve_method=solve_method)
