@@ -332,3 +332,14 @@ def test_repeat_with_total_repeat_length_under_jit():
         assert g(fnp.array(reps)).tolist() == want
         assert fnx.jit(g)(fnp.array(reps)).tolist() == want
     assert fnp.repeat(fnp.array([1, 2]), 2, total_repeat_length=3).tolist() == [1, 1, 2]
+
+
+def test_extract_and_compress_take_compress_rules():
+    """JAX's docstring examples: a shorter condition reads that many elements, a longer
+    one may hold only False past the end."""
+    a = fnp.arange(1, 7)
+    assert fnp.extract(fnp.array([True, False]), a).tolist() == [1]
+    assert fnp.extract(fnp.array([[True], [False]]), a.reshape(2, 3)).tolist() == [1]
+    assert fnp.extract(fnp.array([1, 0, 1, 1, 0, 0, 0, 0]), a).tolist() == [1, 3, 4]
+    with pytest.raises(ValueError, match="past the end are True"):
+        fnp.compress(fnp.array([True] * 8), a)

@@ -489,9 +489,13 @@ def compress(condition, a, axis=None, *, size=None, fill_value=0, out=None):
         a, axis = fnp.ravel(a), 0
     axis = normalize_axis("compress", axis, a.ndim)
     n = a.shape[axis]
-    if cond.shape[0] > n:
-        raise ValueError(f"compress: condition has {cond.shape[0]} entries, more than the "
-                         f"{n} of axis {axis}")
+    if cond.shape[0] > n:   # as JAX: entries past the end must be False (concrete)
+        extra = np.asarray(cond[n:]._concrete(
+            "compress: a condition longer than the axis"))
+        if extra.any():
+            raise ValueError(f"compress: condition has {cond.shape[0]} entries, more than the "
+                             f"{n} of axis {axis}, and some past the end are True")
+        cond = cond[:n]
     if cond.shape[0] < n:
         cond = fnp.concatenate([cond, fnp.zeros((n - cond.shape[0],), bool)])
     (idx,) = fnp.nonzero(cond, size=size, fill_value=n if size is not None else None)
@@ -500,13 +504,12 @@ def compress(condition, a, axis=None, *, size=None, fill_value=0, out=None):
 
 
 def extract(condition, arr, *, size=None, fill_value=0):
-    """The elements of the flattened ``arr`` where the flattened ``condition`` holds."""
+    """The elements of the flattened ``arr`` where the flattened ``condition`` holds
+    (``compress``'s rules, as JAX: a shorter condition reads that many elements; a longer
+    one may hold only False past the end)."""
     fnp = _fnp()
     arr = fnp.ravel(to_array(arr, "extract"))
     cond = fnp.ravel(to_array(condition, "extract"))
-    if cond.shape[0] != arr.shape[0]:
-        raise ShapeError(f"extract: condition ({cond.shape[0]} elements) and arr "
-                         f"({arr.shape[0]}) must have the same size")
     return compress(cond != 0, arr, size=size, fill_value=fill_value)
 
 
