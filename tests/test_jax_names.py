@@ -343,3 +343,14 @@ def test_extract_and_compress_take_compress_rules():
     assert fnp.extract(fnp.array([1, 0, 1, 1, 0, 0, 0, 0]), a).tolist() == [1, 3, 4]
     with pytest.raises(ValueError, match="past the end are True"):
         fnp.compress(fnp.array([True] * 8), a)
+
+
+def test_save_and_load_keep_bfloat16():
+    """NumPy writes bfloat16 as two-byte void; jnp.load reads it back as bfloat16 (JAX)."""
+    import io
+    x = fnp.array([1.5, 2.25, -3.0], dtype=fnp.bfloat16)
+    buf = io.BytesIO()
+    fnp.save(buf, x)
+    buf.seek(0)
+    y = fnp.load(buf)
+    assert y.dtype == x.dtype and np.asarray(y, np.float32).tolist() == [1.5, 2.25, -3.0]

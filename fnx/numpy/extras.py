@@ -1073,10 +1073,15 @@ def fromfile(file, dtype=float, count=-1, sep="", offset=0):
 
 def load(file, *args, **kwargs):
     """``numpy.load``, with arrays returned as fnx Arrays (``.npz`` archives stay lazy
-    NpzFile objects, as NumPy's)."""
+    NpzFile objects, as NumPy's). NumPy writes bfloat16 as two-byte void (``|V2``); as
+    JAX, such an array is read back as bfloat16."""
     from .creation import asarray
     out = np.load(file, *args, **kwargs)
-    return asarray(out) if isinstance(out, np.ndarray) else out
+    if not isinstance(out, np.ndarray):
+        return out
+    if out.dtype == np.dtype("V2") and dtypes.bfloat16 is not None:
+        out = out.view(dtypes.bfloat16)
+    return asarray(out)
 
 
 def array_repr(arr, max_line_width=None, precision=None, suppress_small=None):
