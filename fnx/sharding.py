@@ -442,20 +442,12 @@ def shard_map(f=None, /, *, out_specs, in_specs=None, mesh=None, axis_names=froz
 
 
 def _size_one_axis(f, name):
-    """``f`` run under a named axis of size 1: its arguments gain a leading axis of 1 for
-    ``vmap(axis_name=name)``, which its results lose again."""
+    """``f`` run under a named axis of size 1 (``vmap`` of unmapped arguments with
+    ``axis_size=1``), its results without that axis."""
     from .lax import ops as L
     from .transforms.vmap import vmap
 
     def g(*args):
-        expand = lambda x: L.expand_dims(x, (0,)) if hasattr(x, "ndim") else x  # noqa: E731
-        squeeze = lambda x: L.squeeze(x, (0,))  # noqa: E731
-        wide = tree_util.tree_map(lambda x: expand(_as_array(x)), args)
-        out = vmap(f, axis_name=name)(*wide)
-        return tree_util.tree_map(squeeze, out)
+        out = vmap(f, in_axes=None, axis_size=1, axis_name=name)(*args)
+        return tree_util.tree_map(lambda x: L.squeeze(x, (0,)), out)
     return g
-
-
-def _as_array(x):
-    from .core.array import to_array
-    return to_array(x)

@@ -5,6 +5,8 @@ from those primitives).
 """
 from __future__ import annotations
 
+import operator
+
 import numpy as np
 
 from ..core import dtypes
@@ -181,7 +183,6 @@ def reduce_precision(operand, exponent_bits, mantissa_bits):
     """``operand`` rounded to a float format of ``exponent_bits`` and ``mantissa_bits``
     and kept in its own dtype (JAX's ``lax.reduce_precision``, XLA's semantics: see the
     impl), e.g. ``(8, 7)`` for bfloat16 and ``(5, 10)`` for float16."""
-    import operator
     x = to_array(operand)
     e, m = operator.index(exponent_bits), operator.index(mantissa_bits)
     if e < 1 or m < 0:

@@ -153,7 +153,7 @@ def _add(a, b):
     return L.add(a, b)
 
 
-def _grid(what, operand, indices, rank, batch_positions, start_map, window, batching,
+def _grid(operand, indices, rank, batch_positions, start_map, window, batching,
           extents, clip):
     """One index array per operand dimension over a result (gather) or updates (scatter)
     of ``rank``: the start of dimension ``d`` (entry ``start_map.index(d)`` of the index
@@ -261,7 +261,7 @@ def gather(operand, start_indices, dimension_numbers, slice_sizes, *, unique_ind
         out_shape[p] = n
     for p, d in zip(offset, kept):
         out_shape[p] = sizes[d]
-    grid, fits = _grid(what, operand, indices, rank, batch_positions, start_map,
+    grid, fits = _grid(operand, indices, rank, batch_positions, start_map,
                        dict(zip(kept, offset)),
                        {a: batch_positions[b] for a, b in zip(op_batch, ix_batch)},
                        sizes, mode is GatherScatterMode.CLIP
@@ -351,7 +351,7 @@ def _scatter(what, operand, scatter_indices, updates, dimension_numbers, mode, c
                              f"and scatter_indices dimension {b} (size {batch_shape[b]}) "
                              "differ")
     rank = len(U)
-    grid, fits = _grid(what, operand, indices, rank, scatter_positions, start_map,
+    grid, fits = _grid(operand, indices, rank, scatter_positions, start_map,
                        dict(zip(kept, window_dims)),
                        {a: scatter_positions[b] for a, b in zip(op_batch, ix_batch)},
                        extents, mode is GatherScatterMode.CLIP)

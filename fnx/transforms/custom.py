@@ -1132,18 +1132,18 @@ linear_call_p.transpose = _linear_call_transpose
 def _linear_call_batch(vals, dims, size, *, fun, fun_transpose, num_res, out_avals, lin_avals,
                        name):
     from .vmap import materialize_batch_axis, vmap
-    moved = [v if d is None else materialize_batch_axis(v, d, size, tuple(v.shape[:d])
-                                                        + tuple(v.shape[d + 1:]))
-             for v, d in zip(vals, dims)]
-    axes = tuple(None if d is None else 0 for d in dims)
-    res_axes, lin_axes = axes[:num_res], axes[num_res:]
-    bfun = vmap(lambda *a: fun(*a), in_axes=res_axes + (0,) * len(lin_axes))
-    bfun_t = vmap(lambda *a: fun_transpose(*a), in_axes=res_axes + (0,) * len(out_avals))
-    lin = [v if d is not None else materialize_batch_axis(v, None, size, tuple(v.shape))
-           for v, d in zip(moved[num_res:], lin_axes)]
+
+    def lead(v, d):   # the batch axis first; broadcast to it where v has none
+        shape = tuple(v.shape) if d is None else tuple(v.shape[:d]) + tuple(v.shape[d + 1:])
+        return materialize_batch_axis(v, d, size, shape)
+    res = [v if d is None else lead(v, d) for v, d in zip(vals[:num_res], dims[:num_res])]
+    lin = [lead(v, d) for v, d in zip(vals[num_res:], dims[num_res:])]
+    res_axes = tuple(None if d is None else 0 for d in dims[:num_res])
+    bfun = vmap(fun, in_axes=res_axes + (0,) * len(lin))
+    bfun_t = vmap(fun_transpose, in_axes=res_axes + (0,) * len(out_avals))
     grow = lambda a: ShapeDtypeStruct((size,) + tuple(a.shape), a.dtype)  # noqa: E731
-    outs = linear_call_p.bind(*moved[:num_res], *lin, fun=bfun, fun_transpose=bfun_t,
-                              num_res=num_res, out_avals=tuple(map(grow, out_avals)),
+    outs = linear_call_p.bind(*res, *lin, fun=bfun, fun_transpose=bfun_t, num_res=num_res,
+                              out_avals=tuple(map(grow, out_avals)),
                               lin_avals=tuple(map(grow, lin_avals)), name=name)
     return outs, [0] * len(outs)
 
