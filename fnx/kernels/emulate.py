@@ -555,9 +555,48 @@ def _launchers(kernels):
     return "".join(out)
 
 
-def _translation_unit(analysis, ucontext):
+def _runtime_header(ucontext):
+    """The file name of the runtime header in the cache directory, written there once
+    (named by a hash of its text, the compiler and the flags; ``FNX_EMU_UCONTEXT`` defined
+    first where asked), with its precompiled form beside it (g++'s ``.gch``, built with the
+    kernels' flags). Every translation unit includes it first, so g++ loads the parsed
+    runtime instead of parsing its 1300 lines again for each kernel (0.40 -> 0.27 s a
+    kernel, most of a cold test suite's compiling). Where the ``.gch`` cannot be built, or
+    g++ finds it unusable, g++ reads the header itself: the same program either way."""
+    memo = ("header", ucontext)
+    if memo in _INFO:
+        name = _INFO[memo]
+        if os.path.exists(os.path.join(cache_dir(), name)):
+            return name
     head = "#define FNX_EMU_UCONTEXT 1\n" if ucontext else ""
-    return (f"{head}#line 1 \"emulate_runtime.h\"\n{_runtime_text()}\n"
+    text = f"{head}#line 1 \"emulate_runtime.h\"\n{_runtime_text()}\n"
+    key = hashlib.sha256("\0".join([text, _compiler_id(), " ".join(_CXX_FLAGS),
+                                    sys.platform]).encode()).hexdigest()[:24]
+    name = f"runtime{key}.h"
+    d = cache_dir()
+    path = os.path.join(d, name)
+    if not os.path.exists(path):
+        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", dir=d)
+        with os.fdopen(fd, "w") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    if not os.path.exists(path + ".gch") and emulator_available():
+        fd, tmp = tempfile.mkstemp(prefix=f".{name}.", suffix=".gch", dir=d)
+        os.close(fd)
+        try:
+            proc = subprocess.run([_CXX, *_CXX_FLAGS, "-x", "c++-header", path, "-o", tmp],
+                                  capture_output=True, text=True)
+            if proc.returncode == 0:
+                os.replace(tmp, path + ".gch")
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
+    _INFO[memo] = name
+    return name
+
+
+def _translation_unit(analysis, ucontext):
+    return (f"#include \"{_runtime_header(ucontext)}\"\n"
             f"#line 1 \"fnx_kernels.cu\"\n{analysis.rewritten}\n{_launchers(analysis.kernels)}")
 
 
