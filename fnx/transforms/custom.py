@@ -80,8 +80,9 @@ def _lin_rule(*args, num_res, bwd, out_avals):
 
 def _lin_impl(*args, num_res, bwd, out_avals):
     raise CustomRuleError(
-        "a custom_vjp function cannot be differentiated in forward mode (jvp, jacfwd, "
-        "hessian): it only defines a backward pass. Use grad/vjp/jacrev, or define the "
+        "can't apply forward-mode autodiff (jvp) to a custom_vjp function: a custom_vjp "
+        "function cannot be differentiated in forward mode (jvp, jacfwd, hessian), as it "
+        "only defines a backward pass. Use grad/vjp/jacrev, or define the "
         "function with fnx.custom_jvp instead (its rule serves both modes).")
 
 
