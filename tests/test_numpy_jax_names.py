@@ -10,6 +10,7 @@ import pytest
 import fnx
 import fnx.numpy as fnp
 from fnx import lax
+from fnx.errors import ShapeError
 
 
 def _eq(out, expected, dtype=None, rtol=1e-6):
@@ -153,6 +154,12 @@ def test_polynomials():
     _eq(fnp.polyint(fnp.array([1, 2, 3])), [1 / 3, 1, 3, 0])
     _eq(_jit_same(fnp.polyval, fnp.array([1, 2, 3]), fnp.array([1, 2])), [6, 11], np.int32)
     _eq(fnx.grad(lambda x: fnp.polyval(fnp.array([1.0, 2, 3]), x))(2.0), 6.0)
+    # coefficients along the first axis, one polynomial per column (NumPy and JAX)
+    p2 = np.arange(6.0).reshape(3, 2)
+    _eq(fnp.polyval(fnp.array(p2), 2.0), np.polyval(p2, 2.0), np.float32)
+    _eq(fnp.polyval(fnp.array(p2), fnp.array([1.0, 2.0])), np.polyval(p2, [1.0, 2.0]))
+    with pytest.raises(ShapeError, match="polyval: the coefficients need an axis"):
+        fnp.polyval(fnp.array(2.0), 1.0)
     _eq(fnp.vander(fnp.array([1, 2, 3]), 4), np.vander([1, 2, 3], 4), np.int32)
     _eq(fnp.vander(fnp.array([1.0, 2]), increasing=True), [[1, 1], [1, 2]])
     _eq(fnp.trim_zeros(fnp.array([0, 0, 1, 2, 0])), [1, 2])

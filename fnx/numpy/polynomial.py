@@ -141,11 +141,14 @@ def polyint(p, m=1, k=None):
 
 def polyval(p, x, *, unroll=16):
     """The polynomial ``p`` at ``x`` by Horner's rule (``unroll`` is accepted for JAX's
-    signature; the loop is unrolled at trace time)."""
+    signature; the loop is unrolled at trace time). The coefficients run along ``p``'s
+    first axis, highest power first; further axes hold one polynomial each (as NumPy and
+    JAX), broadcast against ``x``."""
     fnp = _fnp()
     p, x = promote("polyval", p, x)
-    if p.ndim != 1:
-        raise ShapeError(f"polyval: coefficients must be 1-D, got shape {p.shape}")
+    if p.ndim == 0:
+        raise ShapeError("polyval: the coefficients need an axis (highest power first), got "
+                         f"a scalar of {p.dtype}; pass [c] for a constant polynomial")
     y = fnp.zeros_like(x)
     for k in range(p.shape[0]):
         y = y * x + p[k]
