@@ -366,6 +366,10 @@ def _leaf_key(x):
 MAX_SIGNATURES = 4096
 
 
+# JAX's stages.Compiled: what lowered.compile() returns
+Compiled = _Entry
+
+
 class _Cache:
     """The traces of one (function, jit options): signature key -> _Entry."""
     __slots__ = ("entries", "fast", "fast_trees", "trace_count", "__weakref__")
