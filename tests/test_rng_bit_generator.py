@@ -143,6 +143,15 @@ def test_jit_equals_eager_over_shapes():
                     np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
 
 
+def test_on_the_gpu_the_bits_are_the_cpus(gpu):
+    f = fnx.jit(lambda k: [lax.rng_bit_generator(k, (3, 5), np.uint8, alg) for alg in ALG])
+    want = [np.asarray(o) for pair in f(KEY) for o in pair]
+    got = [o for pair in f(fnx.device_put(KEY, gpu)) for o in pair]
+    for g, w in zip(got, want):
+        assert g.device == gpu
+        np.testing.assert_array_equal(np.asarray(g), w)
+
+
 def test_algorithm_enum_and_forms():
     assert [int(a) for a in ALG] == [0, 1, 2]
     assert [str(a) for a in ALG] == ["RNG_DEFAULT", "RNG_THREE_FRY", "RNG_PHILOX"]
@@ -185,3 +194,66 @@ def test_bad_dtype_shape_algorithm_name_the_op():
         lax.rng_bit_generator(KEY, (-1,))
     with pytest.raises(ValueError, match=r"rng_bit_generator: algorithm must be"):
         lax.rng_bit_generator(KEY, (3,), algorithm=7)
+
+
+# --- fnx.random's rbg and unsafe_rbg generators (keys uint32[4], bits from the above) -------
+# jax 0.10.2 on CPU, jax.config.update('jax_default_prng_impl', impl), k = PRNGKey(42):
+# split(k), fold_in(k, 7), bits(k, (5,)), uniform(k, (4,)) (as uint32 bit patterns),
+# randint(k, (6,), 0, 100), permutation(k, 8), and
+# vmap(lambda k: uniform(k, (2,)))(split(k, 3)) (as uint32 bit patterns).
+RBG = {
+    "rbg": dict(
+        split=[0x6d3e048f, 0x1022172d, 0x6d3e048f, 0x1022172d,
+               0x3d7b32d, 0xadd083f4, 0x3d7b32d, 0xadd083f4],
+        fold_in=[0x97d0552f, 0x51bf719f, 0x97d0552f, 0x51bf719f],
+        randint=[1, 20, 35, 41, 79, 92], permutation=[2, 1, 3, 6, 4, 5, 0, 7],
+        vmap_uniform=[[1054457620, 1064526922], [1056282296, 1045840368],
+                      [1063325276, 1062884216]]),
+    "unsafe_rbg": dict(
+        split=[0x9c3738d2, 0xb254e659, 0x10d103e3, 0x9a5aa0ba,
+               0xf4b92cbf, 0x11c78816, 0x3384dcc2, 0x10606578],
+        fold_in=[0x7d6d2018, 0xee979a1, 0x41f26cbe, 0x763beb9c],
+        randint=[39, 91, 59, 37, 29, 36], permutation=[4, 3, 0, 2, 7, 1, 5, 6],
+        vmap_uniform=[[1058814578, 1048866156], [1051367588, 1061825080],
+                      [1036816496, 1062617204]]),
+}
+RBG_BITS = [0x9c3738d2, 0xb254e659, 0x10d103e3, 0x9a5aa0ba, 0x6a13e9ea]   # both impls
+RBG_UNIFORM = [1058813752, 1060263142, 1032226832, 1058691744]
+
+
+@pytest.mark.parametrize("impl", ["rbg", "unsafe_rbg"])
+def test_rbg_generators_draw_jaxs_numbers(impl):
+    from fnx import random
+
+    def eq(got, want, dtype=np.uint32):
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(want, dtype))
+
+    want = RBG[impl]
+    with fnx.default_prng_impl(impl):
+        k = random.PRNGKey(42)
+        eq(k, [0, 42, 0, 42])
+        assert random.key_impl(k) == impl
+        eq(random.split(k).reshape(-1), want["split"])
+        eq(random.fold_in(k, 7), want["fold_in"])
+        eq(random.bits(k, (5,)), RBG_BITS)
+        eq(random.bits(k, (5,), np.uint8), np.asarray(RBG_BITS, np.uint32) & 0xFF, np.uint8)
+        eq(np.asarray(random.uniform(k, (4,))).view(np.uint32), RBG_UNIFORM)
+        eq(random.randint(k, (6,), 0, 100), want["randint"], np.int32)
+        eq(random.permutation(k, 8), want["permutation"], np.int32)
+        vm = fnx.vmap(lambda kk: random.uniform(kk, (2,)))(random.split(k, 3))
+        eq(np.asarray(vm).view(np.uint32), want["vmap_uniform"])
+        jitted = fnx.jit(lambda s: random.uniform(random.PRNGKey(s), (4,)))
+        eq(np.asarray(jitted(42)).view(np.uint32), RBG_UNIFORM)
+        with pytest.raises(NotImplementedError, match="poisson: only implemented for the "
+                                                      "threefry2x32"):
+            random.poisson(k, 3.0, (2,))
+        with pytest.raises(NotImplementedError, match="gamma: .*threefry2x32 keys only"):
+            random.gamma(k, 2.0, (2,))
+    # an explicit impl, whatever the default; the default generator is threefry2x32 again
+    eq(random.key(42, impl=impl), [0, 42, 0, 42])
+    assert random.PRNGKey(42).shape == (2,)
+    # jit's cache follows the flag: the same function traced again under another default
+    f = fnx.jit(lambda s: random.PRNGKey(s))
+    assert f(1).shape == (2,)
+    with fnx.default_prng_impl(impl):
+        assert f(1).shape == (4,)

@@ -24,8 +24,15 @@ JAX's algorithm, so for the same key:
   ``beta``, ``dirichlet``, ``chisquare``, ``f``, ``t``, ``generalized_normal``,
   ``ball``.
 
-``clone`` is the identity and ``key_impl`` is always ``"threefry2x32"``; there is no
-``key_dtype``, as fnx keys are raw ``uint32`` data, not a typed key dtype.
+JAX's ``rbg`` and ``unsafe_rbg`` generators are there too: ``PRNGKey(seed, impl='rbg')``
+(or ``jax_default_prng_impl`` set to one of them) makes a ``uint32[4]`` key, whose bits come
+from ``lax.rng_bit_generator`` and whose ``split`` and ``fold_in`` are JAX's for that
+generator, so the exact samplers above draw JAX's numbers under them too (``gamma`` and its
+family are threefry-only in fnx; ``poisson`` is in JAX as well). A 4-word key is taken as
+``unsafe_rbg`` when that is the default generator, else ``rbg``.
+
+``clone`` is the identity and ``key_impl`` names the generator of a key by its length;
+there is no ``key_dtype``, as fnx keys are raw ``uint32`` data, not a typed key dtype.
 
     import fnx.random as random
     key = random.PRNGKey(0)

@@ -32,6 +32,14 @@ on, the default since JAX 0.5), derived as follows:
 
 Keys are plain ``uint32[2]`` arrays, so they pass through ``jit``, ``vmap`` (a
 batch of keys is ``uint32[n, 2]``) and ``scan`` like any other array.
+
+The ``rbg`` and ``unsafe_rbg`` generators (JAX's, over XLA's ``RngBitGenerator``) use
+``uint32[4]`` keys, the seed's two words twice. Their bits are
+``lax.rng_bit_generator(key, shape, uintN)``'s (Philox on CPU); ``rbg`` splits and folds
+in each half as a threefry key, ``unsafe_rbg`` splits to every tenth row of its generator's
+words and folds ``data`` in as the key xor the last of ten rows drawn under the seed
+``[0, data, 0, data]``. Under ``vmap`` their bits follow ``rng_bit_generator``'s batching
+rule (the whole batch from the first key), as in JAX.
 """
 from __future__ import annotations
 
@@ -42,6 +50,7 @@ import numpy as np
 
 from .. import lax
 from .. import numpy as fnp
+from .._config import config
 from ..core import dtypes
 from ..core.array import Array, to_array
 from ..lax.rule_helpers import describe
@@ -60,6 +69,29 @@ __all__ = [
 
 _U32 = np.dtype(np.uint32)
 _UINT = {8: np.dtype(np.uint8), 16: np.dtype(np.uint16), 32: _U32, 64: np.dtype(np.uint64)}
+# The generators, by the length of their raw keys: threefry2x32 keys are uint32[2]; rbg and
+# unsafe_rbg keys (XLA's RngBitGenerator for bits) are uint32[4].
+IMPLS = ("threefry2x32", "rbg", "unsafe_rbg")
+_KEY_WORDS = {"threefry2x32": 2, "rbg": 4, "unsafe_rbg": 4}
+
+
+def _impl_name(impl, where):
+    """A generator's name (None: ``jax_default_prng_impl``), checked."""
+    impl = config.values["jax_default_prng_impl"] if impl is None else impl
+    impl = getattr(impl, "name", impl)
+    if impl not in IMPLS:
+        raise ValueError(f"{where}: unknown PRNG implementation {impl!r}; fnx has "
+                         f"{', '.join(IMPLS)}")
+    return impl
+
+
+def _impl_of(k):
+    """The generator of a checked key: by its length, and for 4-word keys ``unsafe_rbg``
+    when it is ``jax_default_prng_impl``, else ``rbg`` (fnx keys are raw data and carry
+    no generator; JAX's typed keys do)."""
+    if k.shape[-1] == 2:
+        return "threefry2x32"
+    return "unsafe_rbg" if config.values["jax_default_prng_impl"] == "unsafe_rbg" else "rbg"
 
 
 # --- keys -----------------------------------------------------------------------------
@@ -72,16 +104,16 @@ def _check_key(name, key):
     try:
         k = to_array(key, name)
     except TypeError:
-        raise TypeError(f"{name}: expects a PRNG key (a uint32 array of shape (2,)), got "
-                        f"{type(key).__name__}; make one with fnx.random.PRNGKey(seed)") \
-            from None
-    if k.dtype != _U32 or k.shape != (2,):
+        raise TypeError(f"{name}: expects a PRNG key (a uint32 array of shape (2,), or (4,) "
+                        f"for rbg), got {type(key).__name__}; make one with "
+                        "fnx.random.PRNGKey(seed)") from None
+    if k.dtype != _U32 or k.shape not in ((2,), (4,)):
         desc = f"{k.dtype.name}[{','.join(map(str, k.shape))}]"
         hint = ("a batch of keys: map over it with fnx.vmap" if k.dtype == _U32 and
-                k.ndim >= 2 and k.shape[-1] == 2 else
+                k.ndim >= 2 and k.shape[-1] in (2, 4) else
                 "make keys with fnx.random.PRNGKey(seed) and fnx.random.split(key)")
-        raise TypeError(f"{name}: expects a single PRNG key, a uint32 array of shape (2,), "
-                        f"got {desc}; {hint}")
+        raise TypeError(f"{name}: expects a single PRNG key, a uint32 array of shape (2,) "
+                        f"(threefry2x32) or (4,) (rbg, unsafe_rbg), got {desc}; {hint}")
     return k
 
 
@@ -105,12 +137,26 @@ def _shape(name, shape):
     return shape
 
 
-def PRNGKey(seed):
-    """A PRNG key from an integer seed: ``uint32[seed >> 32, seed & 0xFFFFFFFF]``.
+def PRNGKey(seed, *, impl=None):
+    """A PRNG key from an integer seed: ``uint32[seed >> 32, seed & 0xFFFFFFFF]``; for
+    the ``rbg`` and ``unsafe_rbg`` generators (``impl``, by default
+    ``jax_default_prng_impl``) those two words twice, ``uint32[4]``, as in JAX.
 
     A Python int is taken as a 64-bit integer (negative seeds in two's complement;
     ``-2**63 <= seed < 2**64``), as JAX does; an integer array of rank 0 (traced
     ones included) by its own width."""
+    k = _threefry_seed(seed)
+    if _KEY_WORDS[_impl_name(impl, "PRNGKey")] == 4:
+        return lax.concatenate([k, k], 0)
+    return k
+
+
+def key(seed, *, impl=None):
+    """A PRNG key from an integer seed (fnx keys are raw key data: ``PRNGKey(seed)``)."""
+    return PRNGKey(seed, impl=impl)
+
+
+def _threefry_seed(seed):
     if isinstance(seed, (bool, np.bool_)):
         raise TypeError("PRNGKey: seed must be an integer, got a bool")
     if isinstance(seed, (int, np.integer)):
@@ -134,22 +180,20 @@ def PRNGKey(seed):
     return lax.concatenate([lax.reshape(hi, (1,)), lax.reshape(lo, (1,))], 0)
 
 
-key = PRNGKey   # fnx keys are raw key data: key(seed) is PRNGKey(seed)
-
-
 def key_data(keys):
     """The raw ``uint32`` data of keys (fnx keys are raw data already: ``keys`` itself)."""
     return to_array(keys)
 
 
 def wrap_key_data(key_bits_array, *, impl=None):
-    """Keys from raw ``uint32[..., 2]`` data (fnx keys are raw data: checked, returned)."""
+    """Keys from raw ``uint32[..., 2]`` data (``uint32[..., 4]`` for rbg and unsafe_rbg;
+    fnx keys are raw data: checked, returned)."""
     k = to_array(key_bits_array)
-    if k.dtype != _U32 or not k.ndim or k.shape[-1] != 2:
-        raise TypeError(f"wrap_key_data: expects uint32 data of shape (..., 2), got "
-                        f"{describe(k)}")
-    if impl not in (None, "threefry2x32"):
-        raise ValueError(f"wrap_key_data: fnx has the threefry2x32 generator only, got {impl!r}")
+    impl = _impl_name(impl, "wrap_key_data")
+    n = _KEY_WORDS[impl]
+    if k.dtype != _U32 or not k.ndim or k.shape[-1] != n:
+        raise TypeError(f"wrap_key_data: expects uint32 data of shape (..., {n}) for "
+                        f"{impl}, got {describe(k)}")
     return k
 
 
@@ -169,12 +213,33 @@ def _hash(key, shape, name):
     return threefry2x32_p.bind(k1, k2, Array._wrap(np.uint32(0)), _counters(name, shape))
 
 
+def _halves(key):
+    return lax.slice(key, (0,), (2,)), lax.slice(key, (2,), (4,))
+
+
+def _rbg_stream(key, rows):
+    """``rows`` rows of four uint32 words of XLA's generator under ``key``."""
+    return lax.rng_bit_generator(key, (rows, 4), np.uint32)[1]
+
+
+def _split(key, shape):
+    impl = _impl_of(key)
+    if impl == "threefry2x32":
+        y1, y2 = _hash(key, shape, "split")
+        return fnp.stack([y1, y2], axis=-1)
+    if impl == "rbg":   # each half as a threefry key, side by side
+        return lax.concatenate([_split(h, shape) for h in _halves(key)], len(shape))
+    # unsafe_rbg: every tenth row of the generator's words
+    n = math.prod(shape)
+    return lax.reshape(lax.slice(_rbg_stream(key, 10 * n), (0, 0), (10 * n, 4), (10, 1)),
+                       tuple(shape) + (4,))
+
+
 def split(key, num=2):
-    """``num`` new keys (``uint32[num, 2]``; a tuple ``num`` gives ``uint32[*num, 2]``)."""
+    """``num`` new keys (``uint32[num, 2]``; a tuple ``num`` gives ``uint32[*num, 2]``;
+    4 words for rbg keys)."""
     key = _check_key("split", key)
-    shape = _shape("split", num)
-    y1, y2 = _hash(key, shape, "split")
-    return fnp.stack([y1, y2], axis=-1)
+    return _split(key, _shape("split", num))
 
 
 def fold_in(key, data):
@@ -189,12 +254,26 @@ def fold_in(key, data):
                             f"{describe(d)};"
                             " use fnx.vmap to fold in many values")
         d = lax.convert_element_type(d, _U32)
+    return _fold_in(key, d)
+
+
+def _fold_in(key, d):
+    impl = _impl_of(key)
+    if impl == "rbg":
+        return lax.concatenate([_fold_in(h, d) for h in _halves(key)], 0)
+    if impl == "unsafe_rbg":   # the key xor the last row drawn under the seed [0, d, 0, d]
+        z = lax.reshape(lax.convert_element_type(lax.mul(d, 0), _U32), (1,))
+        seed = lax.concatenate([z, lax.reshape(d, (1,))] * 2, 0)
+        last = lax.reshape(lax.slice(_rbg_stream(seed, 10), (9, 0), (10, 4)), (4,))
+        return lax.bitwise_xor(key, last)
     k1, k2 = _words(key)
     y1, y2 = threefry2x32_p.bind(k1, k2, Array._wrap(np.uint32(0)), d)
     return lax.concatenate([lax.reshape(y1, (1,)), lax.reshape(y2, (1,))], 0)
 
 
 def _random_bits(key, nbits, shape, name="bits"):
+    if key.shape[-1] == 4:   # rbg, unsafe_rbg: XLA's generator, its default algorithm
+        return lax.rng_bit_generator(key, shape, _UINT[nbits])[1]
     y1, y2 = _hash(key, shape, name)
     if nbits == 64:
         u64 = _UINT[64]
@@ -703,6 +782,11 @@ def choice(key, a, shape=(), replace=True, p=None, axis=0):
 
 def _gamma(name, key, a, shape, dtype, log_space):
     key = _check_key(name, key)
+    if key.shape[-1] != 2:
+        raise NotImplementedError(
+            f"{name}: fnx's gamma sampler runs on threefry2x32 keys only, got a "
+            f"{_impl_of(key)} key (uint32[4]); draw it from a threefry key, e.g. "
+            "fnx.random.PRNGKey(seed, impl='threefry2x32')")
     dtype = _float_dtype(name, dtype)
     a = _param(a, dtype)
     shape = _sample_shape(name, shape, a.shape)
@@ -761,13 +845,15 @@ def clone(key):
 
 
 def key_impl(keys):
-    """The generator of ``keys``: always ``"threefry2x32"`` (fnx's only one; its keys are
-    raw ``uint32[..., 2]`` data)."""
+    """The generator of ``keys``: ``"threefry2x32"`` for raw ``uint32[..., 2]`` data; for
+    ``uint32[..., 4]``, ``"unsafe_rbg"`` when that is ``jax_default_prng_impl``, else
+    ``"rbg"`` (fnx keys are raw data and do not record their generator)."""
     k = to_array(keys)
-    if k.dtype != _U32 or not k.ndim or k.shape[-1] != 2:
-        raise TypeError(f"key_impl: expects PRNG keys, uint32 data of shape (..., 2), got "
-                        f"{describe(k)}; make keys with fnx.random.PRNGKey(seed)")
-    return "threefry2x32"
+    if k.dtype != _U32 or not k.ndim or k.shape[-1] not in (2, 4):
+        raise TypeError(f"key_impl: expects PRNG keys, uint32 data of shape (..., 2) or "
+                        f"(..., 4), got {describe(k)}; make keys with "
+                        "fnx.random.PRNGKey(seed)")
+    return _impl_of(k)
 
 
 # --- more continuous distributions (JAX's formulas over the samplers above) -----------
@@ -1025,6 +1111,10 @@ def poisson(key, lam, shape=None, dtype=None):
     uniforms for ``lam < 10``, Hormann's transformed rejection (PTRS) otherwise, each
     a ``while_loop`` drawing a whole array of candidates per step."""
     key = _check_key("poisson", key)
+    if key.shape[-1] != 2:   # JAX's poisson too is threefry2x32's only
+        raise NotImplementedError(f"poisson: only implemented for the threefry2x32 RNG, "
+                                  f"not {_impl_of(key)}, as in JAX; draw it from a threefry "
+                                  "key, e.g. fnx.random.PRNGKey(seed, impl='threefry2x32')")
     dtype = _int_dtype("poisson", dtype)
     lam = to_array(lam)
     shape = _sample_shape("poisson", shape, lam.shape)
