@@ -4,7 +4,8 @@ The bits are JAX's default generator's (threefry-2x32, ``jax_threefry_partitiona
 on, the default since JAX 0.5), derived as follows:
 
 - ``PRNGKey(seed)``: ``uint32[seed >> 32, seed & 0xFFFFFFFF]`` (a Python int seed
-  taken as 64-bit two's complement).
+  taken as 64-bit two's complement under ``jax_enable_x64``, else as 32-bit: ``[0,
+  seed mod 2**32]``).
 - Counters of an output of shape ``S``: element ``i`` of ``S`` flattened (C order)
   gets the 64-bit counter ``(hi, lo) = (i >> 32, i & 0xFFFFFFFF)``; one
   Threefry-2x32 call under the key gives two words ``(y1, y2)`` per element.
@@ -45,6 +46,7 @@ from __future__ import annotations
 
 import math
 import operator
+import warnings
 
 import numpy as np
 
@@ -143,8 +145,9 @@ def PRNGKey(seed, *, impl=None):
     ``jax_default_prng_impl``) those two words twice, ``uint32[4]``, as in JAX.
 
     A Python int is taken as a 64-bit integer (negative seeds in two's complement;
-    ``-2**63 <= seed < 2**64``), as JAX does; an integer array of rank 0 (traced
-    ones included) by its own width."""
+    ``-2**63 <= seed < 2**64``) under ``jax_enable_x64`` and as a 32-bit one without it
+    (the high word 0), as JAX does; an integer array of rank 0 (traced ones included) by
+    its own width."""
     k = _threefry_seed(seed)
     if _KEY_WORDS[_impl_name(impl, "PRNGKey")] == 4:
         return lax.concatenate([k, k], 0)
@@ -156,6 +159,9 @@ def key(seed, *, impl=None):
     return PRNGKey(seed, impl=impl)
 
 
+_warned_seed = []
+
+
 def _threefry_seed(seed):
     if isinstance(seed, (bool, np.bool_)):
         raise TypeError("PRNGKey: seed must be an integer, got a bool")
@@ -163,6 +169,19 @@ def _threefry_seed(seed):
         seed = int(seed)
         if not -2**63 <= seed < 2**64:
             raise OverflowError(f"PRNGKey: seed {seed} does not fit in 64 bits")
+        if not dtypes.x64_enabled():
+            # JAX without x64 takes the seed as a 32-bit integer: its high word is 0
+            # (PRNGKey(-1) is [0, 2**32 - 1], PRNGKey(2**32 + 7) is [0, 7]); JAX says
+            # nothing when that drops bits, fnx says so once
+            if not -2**31 <= seed < 2**32 and not _warned_seed:
+                _warned_seed.append(True)
+                warnings.warn(
+                    f"PRNGKey: seed {seed} does not fit in 32 bits; without jax_enable_x64 "
+                    f"it is taken modulo 2**32 ({seed % 2**32}), as JAX does, so seeds that "
+                    "differ only above bit 31 give the same key. Enable x64 "
+                    "(fnx.config.update('jax_enable_x64', True)) to key on all 64 bits. "
+                    "This warning is shown once per process.", stacklevel=3)
+            return Array(np.array([0, seed % 2**32], dtype=_U32))
         seed %= 2**64
         return Array(np.array([seed >> 32, seed & 0xFFFFFFFF], dtype=_U32))
     s = to_array(seed, "PRNGKey")

@@ -20,12 +20,11 @@ the last bits; 16 unless a case says more: the later samplers' cases allow 64,
 as exp, pow and log1p chains in float64 and the gamma family's rejection loop,
 which raises samples to powers like ``1/a``, lose a few more bits).
 
-Seeds: fnx's ``PRNGKey`` takes a Python int seed as 64 bits (fnx keeps 64-bit
-inputs 64-bit), as JAX does with ``jax_enable_x64``; JAX without x64 truncates
-seeds to 32 bits first. So ``PRNGKey`` cases come from the x64 run (and the
-32-bit run for seeds that fit in 32 bits), and every other case is drawn from
-the key ``uint32[seed >> 32, seed & 0xFFFFFFFF]``, which is what ``PRNGKey(seed)``
-gives under x64.
+Seeds: ``PRNGKey`` takes a Python int seed as 64 bits with ``jax_enable_x64`` and
+as 32 bits without it (fnx as JAX). ``PRNGKey`` cases come from the x64 run (and the
+32-bit run for seeds that fit in 32 bits), and every other case is drawn from the key
+``uint32[seed >> 32, seed & 0xFFFFFFFF]`` (``PRNGKey(seed)`` under x64), which the
+test builds the same way.
 """
 import json
 import os
