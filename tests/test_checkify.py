@@ -13,7 +13,8 @@ import fnx.numpy as jnp
 from fnx.experimental import checkify
 
 E = checkify.all_checks
-OOB = "out-of-bounds indexing for array of shape {}: index {} is out of bounds for axis {} with size {}. "
+OOB = ("out-of-bounds indexing for array of shape {}: index {} is out of bounds for axis {} "
+       "with size {}. ")
 
 
 def oob(shape, index, axis, size):
@@ -123,7 +124,8 @@ def test_messages_are_formatted_with_run_time_values():
 def test_throw_raises_jax_runtime_error():
     err, _ = fnx.jit(checkify.checkify(g))(-1.)
     assert issubclass(checkify.JaxRuntimeError, ValueError)
-    with pytest.raises(checkify.JaxRuntimeError, match=r"^-1.0 must be positive! \(`check` failed\)$"):
+    with pytest.raises(checkify.JaxRuntimeError,
+                       match=r"^-1.0 must be positive! \(`check` failed\)$"):
         err.throw()
     with pytest.raises(checkify.JaxRuntimeError, match="must be positive"):
         checkify.check_error(err)
@@ -147,7 +149,8 @@ def test_check_outside_checkify():
 
 
 def test_bad_arguments_are_named():
-    with pytest.raises(TypeError, match=r"check takes a scalar pred as argument, got \[ True False\]"):
+    with pytest.raises(TypeError,
+                       match=r"check takes a scalar pred as argument, got \[ True False\]"):
         checkify.check(jnp.array([True, False]), "hi")
     with pytest.raises(TypeError, match="check takes a scalar pred"):
         checkify.check(jnp.float32(1), "x")
@@ -187,7 +190,7 @@ def test_first_failing_check_wins():
     assert err.get() == "first (`check` failed)"
 
 
-# --- compositions ----------------------------------------------------------------------------------
+# --- compositions ------------------------------------------------------------------------------
 
 def sc(xs):
     def body(c, x):

@@ -43,6 +43,8 @@ from ..lax import indexing as ix
 from ..lax import shape as sh
 from .custom import custom_jvp_call_p, custom_vjp_call_p, remat_call_p
 from .jit import jit_p
+from .vmap import materialize_batch_axis
+from ..custom_batching import custom_vmap_call_p
 
 __all__ = ["Error", "JaxRuntimeError", "check", "check_error", "checkify", "debug_check",
            "init_error", "user_checks", "nan_checks", "index_checks", "div_checks",
@@ -309,13 +311,14 @@ def _last_set(pred):
 
 
 def _check_batch(vals, dims, size, *, err_tree, debug):
-    from .vmap import materialize_batch_axis
-    vals = [materialize_batch_axis(v, d, size, v.shape if d is None else
-                                   tuple(s for k, s in enumerate(v.shape) if k != d))
-            if d != 0 else v for v, d in zip(vals, dims)]
-    if any(d is not None and d != 0 for d in dims):
-        vals = [v if d in (None, 0) else L.transpose(v, (d,) + tuple(
-            k for k in range(v.ndim) if k != d)) for v, d in zip(vals, dims)]
+    front = []
+    for v, d in zip(vals, dims):
+        if d is None:
+            v = materialize_batch_axis(v, None, size, tuple(v.shape))
+        elif d != 0:
+            v = L.transpose(v, (d,) + tuple(k for k in range(v.ndim) if k != d))
+        front.append(v)
+    vals = front
     error = tree_util.tree_unflatten(err_tree, vals)
     out = init_error._with_metadata(error._metadata)
     for eff in error._effects():
@@ -534,16 +537,11 @@ def _call(ir, enabled):
     return lambda err, pre, rest: checkify_ir(ir, enabled, err, pre + rest)
 
 
-def _split_error(error, vals):
-    leaves, _ = tree_util.tree_flatten(error)
-    return vals[:len(leaves)], vals[len(leaves):]
-
-
 def _trace_branch(ir, enabled, err, avals, name):
     return _trace_checked(_call(ir, enabled), enabled, err, avals, name=name)
 
 
-def _cond_rule_impl(error, enabled, e, ins):
+def _cond_rule(error, enabled, e, ins):
     index, ops = ins[0], ins[1:]
     branches = e.params["branches"]
     op_avals = [_strong(a) for a in branches[0].in_avals]
@@ -673,12 +671,12 @@ def _discharge_rule(error, enabled, e, ins):
     return error._with_metadata(new._metadata), []
 
 
-RULES[cf.cond_p] = _cond_rule_impl
+RULES[cf.cond_p] = _cond_rule
 RULES[cf.scan_p] = _scan_rule
 RULES[cf.while_p] = _while_rule
 RULES[jit_p] = _jit_rule
 RULES[check_p] = _discharge_rule
-for _p in (custom_jvp_call_p, custom_vjp_call_p, remat_call_p):
+for _p in (custom_jvp_call_p, custom_vjp_call_p, remat_call_p, custom_vmap_call_p):
     RULES[_p] = _inline_call_rule
 
 
