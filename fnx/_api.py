@@ -565,7 +565,8 @@ def default_device(device):
 
 
 def default_prng_impl(name):
-    """``with fnx.default_prng_impl('threefry2x32'):`` (the only implementation fnx has)."""
+    """``with fnx.default_prng_impl('rbg'):``: the generator of the keys
+    ``fnx.random.PRNGKey`` makes (``'threefry2x32'``, ``'rbg'`` or ``'unsafe_rbg'``)."""
     return config._override("jax_default_prng_impl", name)
 
 

@@ -117,8 +117,8 @@ FLAGS = {
     "jax_platform_name": (None, _platform, "recorded; the default device is the CPU unless "
                                            "jax_default_device names another"),
     "jax_platforms": (None, _platform, "recorded; see jax_platform_name"),
-    "jax_default_prng_impl": ("threefry2x32", _choice("threefry2x32"),
-                              "fnx.random is threefry-2x32"),
+    "jax_default_prng_impl": ("threefry2x32", _choice("threefry2x32", "rbg", "unsafe_rbg"),
+                              "the generator of fnx.random.PRNGKey's keys"),
     "jax_threefry_partitionable": (True, _true_only("fnx derives keys the partitionable way, "
                                                     "JAX's default since 0.5"),
                                    "always on"),
@@ -159,7 +159,8 @@ FLAGS = {
 
 # Flags whose value changes what a traced function computes: part of jit's cache key.
 TRACE_FLAGS = ("jax_enable_x64", "jax_numpy_rank_promotion", "jax_numpy_dtype_promotion",
-               "jax_default_matmul_precision", "jax_debug_nans", "jax_debug_infs")
+               "jax_default_matmul_precision", "jax_debug_nans", "jax_debug_infs",
+               "jax_default_prng_impl")
 
 
 class Config:

@@ -36,7 +36,7 @@ def test_unknown_flags_raise_and_attributes_cannot_be_set():
 @pytest.mark.parametrize("name,bad", [
     ("jax_enable_x64", "maybe"), ("jax_numpy_rank_promotion", "sometimes"),
     ("jax_platform_name", "tpu"), ("jax_platforms", "tpu,cpu"),
-    ("jax_threefry_partitionable", False), ("jax_default_prng_impl", "rbg"),
+    ("jax_threefry_partitionable", False), ("jax_default_prng_impl", "philox"),
     ("jax_num_cpu_devices", 8), ("jax_default_matmul_precision", "ultra"),
     ("jax_dynamic_shapes", True), ("jax_enable_custom_prng", True)])
 def test_values_fnx_cannot_honour_raise_value_error(name, bad):

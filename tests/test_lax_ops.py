@@ -63,6 +63,8 @@ NOT_IN_TABLE = {
           "JAX's values, loops and finite differences (tests/test_collectives.py)"
        for p in ("psum", "pmax", "pmin", "all_gather", "psum_scatter", "ppermute", "all_to_all", "axis_index")},
     "linear_call": "carries a user function and its transpose (tests/test_implicit.py)",
+    "check": "checkify's check: no outputs, raises or is functionalized "
+             "(tests/test_checkify.py)",
     "complex": "real parts only, a complex result: tests/test_lax_ops.py's "
                "test_complex_keeps_its_parts",
     "bitcast_convert_type": "changes the shape with the width: against NumPy's views for "
@@ -85,6 +87,8 @@ NOT_IN_TABLE = {
        for p in ("cholesky", "triangular_solve", "linear_solve", "lu", "qr", "eigh", "svd")},
     **{p: "bits against JAX's recorded streams and samples by statistical tests "
           "(tests/test_random.py)" for p in ("threefry2x32", "random_gamma")},
+    "rng_bit_generator": "bits against JAX's recorded outputs for each algorithm, dtype, "
+                         "key form and many shapes (tests/test_rng_bit_generator.py)",
     "custom_vmap_call": "carries a user function and batching rule "
                         "(tests/test_custom_batching.py)",
     "fft": "values against numpy.fft, every rule by check_op (tests/test_fft.py, "

@@ -63,6 +63,7 @@ LAYER_OF = {
     "fnx.transforms.jit": "api",
     "fnx.transforms.pmap": "api",
     "fnx.transforms.jacobian": "api",
+    "fnx.transforms.checkify": "api",
     "fnx._api": "api",
     "fnx.dtypes": "api",
     "fnx.tree": "api",

@@ -45,11 +45,13 @@ LEFT_OUT = {"copysign", "nextafter", "erfc", "erf_inv", "lgamma", "digamma", "po
             # factorizations (no ONNX operators) and the random bits
             "select_and_gather_add", "select_and_scatter_add", "cholesky", "triangular_solve",
             "linear_solve",
-            "lu", "qr", "eigh", "svd", "threefry2x32", "random_gamma",
+            "lu", "qr", "eigh", "svd", "threefry2x32", "random_gamma", "rng_bit_generator",
             # complex operands or results, which the exporter rejects
             "fft",
             # Python callbacks: an ONNX graph cannot call back into Python
             "debug_callback", "pure_callback", "io_callback",
+            # checkify's check: a graph cannot raise; export the checkified function
+            "check",
             # fnx.scipy's special functions and sqrtm: NumPy impls in float64 (series,
             # continued fractions, quadrature, an eigendecomposition) with no ONNX operators
             "erfcx", "i0e", "i1e", "zeta", "zeta_grad_s", "gammainc", "gammaincc",

@@ -65,6 +65,7 @@ NO_GRAD = {
         "and", "or", "xor", "not", "shift_left", "shift_right_arithmetic",
         "shift_right_logical", "reduce_and", "reduce_or")},
     "bitcast_convert_type": "raw bits: no derivative (JAX defines none either)",
+    "rng_bit_generator": "uint32 key in, unsigned bits out: no derivative",
     "reduce_precision": "rounding: finite differences see its steps, where its derivative "
                         "is defined linear, as JAX's (tests/test_lax_bit_ops.py checks it)",
     "argmax": "integer result: no derivative",
@@ -75,6 +76,7 @@ NO_GRAD = {
     "nextafter": "fnx defines its derivative as zero (JAX defines none); numerically it is "
                  "the identity in x, so finite differences disagree by design",
     "custom_lin": "the linear half of a custom_vjp: checked through the custom_vjp_call line",
+    "check": "checkify's check: no outputs, its jvp checks the primals (tests/test_checkify.py)",
 }
 
 # Primitives that get no batching line, and why.
@@ -87,6 +89,11 @@ NO_BATCH = {
     "native_loop": "made by the NumPy backend's lowering, after every transformation "
                    "(tests/test_native_loops.py)",
     **{p: _COLLECTIVE for p in ("psum", "pmax", "pmin", "all_gather", "psum_scatter", "ppermute", "all_to_all", "axis_index")},
+    "rng_bit_generator": "JAX's batching rule is not a map: the whole batch's bits come from "
+                         "the first key (tests/test_rng_bit_generator.py checks it against "
+                         "JAX's values)",
+    "check": "checkify's check: no outputs; its batching rule reduces the error to JAX's "
+             "choice of element, not a map (tests/test_checkify.py)",
 }
 
 
@@ -184,6 +191,19 @@ def bitcast_cases(draw, dtype):
         shape = shape + (new.itemsize // dtype.itemsize,)
     return Case(_with(lax.bitcast_convert_type, new_dtype=new), arrays((shape, dtype, ANY)),
                 f"-> {new}")
+
+
+@st.composite
+def rng_bit_generator_cases(draw, dtype):
+    """A uint32[4] key; an output shape, unsigned dtype and algorithm."""
+    shape = draw(SHAPES)
+    out = draw(st.sampled_from([np.dtype(t) for t in ("uint8", "uint16", "uint32")]))
+    alg = draw(st.sampled_from(list(lax.RandomAlgorithm)))
+
+    def make(rng):
+        return (rng.integers(0, 2**32, (4,), dtype=np.uint32),)
+    return Case(_with(lax.rng_bit_generator, shape=shape, dtype=out, algorithm=alg), make,
+                f"shape {shape} {out} {alg}")
 
 
 @st.composite
@@ -624,6 +644,8 @@ RULES = [
     structured("convert_element_type", convert_cases, bdtypes=NUM, gdtypes=FLOAT + CPLX),
     structured("bitcast_convert_type", bitcast_cases, bdtypes=NUM + (U8,), gdtypes=()),
     structured("reduce_precision", reduce_precision_cases, bdtypes=FLOAT, gdtypes=()),
+    structured("rng_bit_generator", rng_bit_generator_cases, bdtypes=(np.dtype("uint32"),),
+               gdtypes=()),
     structured("complex", complex_cases, bdtypes=FLOAT, gdtypes=FLOAT),
     # --- shapes ---
     structured("broadcast_in_dim", broadcast_in_dim_cases, bdtypes=ALLDT),

@@ -10,5 +10,6 @@ above ``fnx.distributed``): ``broadcast_one_to_all``, ``sync_global_devices``,
 ``process_allgather`` and ``assert_equal`` over the processes of the world.
 """
 from ..lax.callback import io_callback  # noqa: F401
+from . import checkify  # noqa: F401  (JAX's checkify; registers the check primitive)
 
 __all__ = ["io_callback"]

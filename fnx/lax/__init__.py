@@ -6,6 +6,8 @@ from .convolution import *  # noqa: F401,F403
 from .composites import *  # noqa: F401,F403
 from .xla_indexing import *  # noqa: F401,F403
 from .bit_ops import *  # noqa: F401,F403
+from .rng_bits import *  # noqa: F401,F403
+from .ragged import *  # noqa: F401,F403
 from . import linalg  # noqa: F401
 from .fft import FftType, fft  # noqa: F401
 from .parallel import (all_gather, all_to_all, axis_index, axis_size, pmax,  # noqa: F401
