@@ -275,3 +275,49 @@ def test_onnx_export_casts_around_the_reduction():
         ops = [n.op_type for n in model.graph.node]
         assert ops[0] == "Cast" and ops[-1] == "Cast"
         same_bits(fonnx.run(model, x)[0], f(fnp.asarray(x)))
+
+
+# --- bfloat16 with NaNs and empty axes (its NumPy kind is "V", not "f") -------------------------
+
+_BNAN = np.array([[1, np.nan, 3, 0], [np.nan, 2, -1, 5]], BF16)
+
+
+@pytest.mark.parametrize("jit", [False, True])
+def test_bfloat16_sorts_put_nans_last(jit):
+    # ml_dtypes' bfloat16 compares NaNs so that NumPy's sort leaves the array unordered
+    f = (lambda g: fnx.jit(g)) if jit else (lambda g: g)
+    x = np.array([1, np.nan, 3, 0, 2], BF16)
+    same_bits(f(fnp.sort)(x), np.array([0, 1, 2, 3, np.nan], BF16))
+    np.testing.assert_array_equal(f(fnp.argsort)(x), [3, 0, 4, 2, 1])
+    vals, idx = f(lambda v: fnx.lax.top_k(v, 2))(x)   # NaN ranks above every number (JAX)
+    same_bits(vals, np.array([np.nan, 3], BF16))
+    np.testing.assert_array_equal(idx, [1, 2])
+    same_bits(fnp.unique(x), np.array([0, 1, 2, 3, np.nan], BF16))
+
+
+def test_bfloat16_nan_reductions_ignore_nans():
+    # JAX 0.10.2: nanmax [3, 5], nanmin -1, nansum 10, nanmedian [1, 2]
+    same_bits(fnp.nanmax(_BNAN, axis=1), np.array([3, 5], BF16))
+    same_bits(fnp.nanmin(_BNAN), np.array(-1, BF16))
+    same_bits(fnp.nansum(_BNAN), np.array(10, BF16))
+    same_bits(fnp.nanmedian(_BNAN, axis=1), np.array([1, 2], BF16))
+    same_bits(fnp.median(_BNAN[:, 2:], axis=1), np.array([1.5, 2], BF16))
+    np.testing.assert_array_equal(fnp.nanargmax(_BNAN, axis=1), [2, 3])
+
+
+def test_bfloat16_max_identity_on_empty_and_masked():
+    same_bits(fnp.max(np.zeros((0, 3), BF16), axis=0, initial=-np.inf),
+              np.full(3, -np.inf, BF16))
+    same_bits(fnx.lax.reduce_max(np.zeros((0, 3), BF16), (0,)), np.full(3, -np.inf, BF16))
+    same_bits(fnp.min(_BNAN[:, 2:], axis=1, where=np.array([False, True]), initial=9),
+              np.array([0, 5], BF16))
+    same_bits(fnp.max(_BNAN[:, 2:], axis=0, where=np.array([[True], [False]]), initial=-9),
+              np.array([3, 0], BF16))
+
+
+def test_bfloat16_cumprod_and_cummax_have_tangents():
+    x = np.array([1, 2, 3], BF16)
+    _, t = fnx.jvp(fnx.lax.cumprod, (x,), (np.ones(3, BF16),))
+    same_bits(t, np.array([1, 3, 11], BF16))
+    _, t = fnx.jvp(fnx.lax.cummax, (x,), (np.ones(3, BF16),))
+    same_bits(t, np.ones(3, BF16))

@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core import array_library as AL
+from ..core import dtypes
 from ..core import onnx_rules as O
 from ..core.backend import register_lowering
 from ..core.numpy_rules import REDUCE_PLAN_MIN_SIZE, NumpyRule, reduce_plan
@@ -30,7 +31,7 @@ def _reduced(x, axes, dtype=None):
 
 
 def _identity(dtype, which):
-    if dtype.kind in "fc":   # complex: -inf + 0j / inf + 0j, as JAX
+    if dtypes.is_inexact(dtype):   # complex: -inf + 0j / inf + 0j, as JAX; bfloat16 too
         return -np.inf if which == "max" else np.inf
     if dtype.kind == "b":
         return which != "max"
@@ -409,7 +410,7 @@ def _cumprod_jvp(primals, tangents, *, axis, reverse=False):
     """
     (x,), (t,) = primals, tangents
     ans = cumprod_p.bind(x, axis=axis, reverse=reverse)
-    if t is None or x.dtype.kind not in "fc":
+    if t is None or not dtypes.is_inexact(x.dtype):
         return ans, None
     n = x.shape[axis]
     y, dy, d = x, t, 1
@@ -447,7 +448,7 @@ def _cum_extreme_jvp(prim):
     def rule(primals, tangents, *, axis, reverse=False):
         (x,), (t,) = primals, tangents
         ans = prim.bind(x, axis=axis, reverse=reverse)
-        if t is None or x.dtype.kind not in "fc":
+        if t is None or not dtypes.is_inexact(x.dtype):
             return ans, None
         shape = tuple(x.shape)
         if 0 in shape:

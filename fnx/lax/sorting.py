@@ -12,6 +12,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..core import array_library as AL
+from ..core import dtypes
 from ..core import onnx_rules as O
 from ..core.backend import register_lowering
 from ..core.primitive import Primitive, ShapeDtypeStruct
@@ -35,8 +36,15 @@ def _sort_rule(*operands, dimension, is_stable=True, num_keys=1):
     return [ShapeDtypeStruct(o.shape, o.dtype, o.weak_type) for o in operands]
 
 
+def _sortable(key):
+    """``key`` as NumPy sorts it right: bfloat16 (an ml_dtypes type, NumPy kind "V")
+    compares NaNs unlike NumPy's floats, so its sorts come out unordered; float32
+    holds every bfloat16 value exactly, with NaNs last."""
+    return key.astype(np.float32) if key.dtype.kind == "V" else key
+
+
 def _sort_impl(*operands, dimension, is_stable=True, num_keys=1):
-    keys = operands[:num_keys]
+    keys = [_sortable(k) for k in operands[:num_keys]]
     if num_keys == 1:
         perm = np.argsort(keys[0], axis=dimension, kind="stable")
     elif AL.is_device(keys[0]):
@@ -124,7 +132,7 @@ def _top_k_rule(operand, *, k):
     if operand.ndim == 0:
         raise ShapeError(f"top_k: the operand must have at least one dimension, got "
                          f"{describe(operand)}")
-    if operand.dtype.kind not in "biuf":
+    if operand.dtype.kind not in "biuf" and not dtypes.is_floating(operand.dtype):
         raise ShapeError(f"top_k: needs a real (not complex) operand, got {describe(operand)}")
     n = operand.shape[-1]
     if not 0 <= k <= n:
@@ -140,7 +148,7 @@ def _top_k_impl(operand, *, k):
     above every number. Sorting the reversed axis ascending, stably, orders equal
     values by decreasing index; reading that order backwards gives the result."""
     n = operand.shape[-1]
-    perm = np.argsort(np.flip(operand, -1), axis=-1, kind="stable")
+    perm = np.argsort(np.flip(_sortable(operand), -1), axis=-1, kind="stable")
     idx = (n - 1 - np.flip(perm, -1)[..., :k]).astype(np.int32)
     return [np.take_along_axis(operand, idx, axis=-1), idx]
 

@@ -152,7 +152,7 @@ def _identity_for(name, dtype):
         return np.zeros((), dtype)[()]
     if name == "prod" or name == "all":
         return np.ones((), dtype)[()]
-    if dtype.kind == "f":
+    if dtypes.is_floating(dtype):   # bfloat16's NumPy kind is "V"
         return np.array(-np.inf if name == "max" else np.inf, dtype)[()]
     info = np.iinfo(dtype) if dtype.kind in "iu" else None
     return np.array(info.min if name == "max" else info.max, dtype)[()]

@@ -263,7 +263,7 @@ def _nan_replaced(name, a, value, axis=None):
     (a,) = promote(name, a)
     if axis is not None:
         normalize_axes(name, axis, a.ndim)
-    if a.dtype.kind not in "fc":
+    if not dtypes.is_inexact(a.dtype):   # bfloat16's NumPy kind is "V"
         return a, None
     nan = ew.isnan(a)
     if a.dtype.kind == "c":
