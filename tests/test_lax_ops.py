@@ -969,6 +969,9 @@ def _dynamic_slice_case(draw, dtype):
 
 
 def _clamp_starts(shape, starts, sizes):
+    """The primitives' starts: clamped so the window fits (the table binds them with
+    allow_negative_indices=False; counting negative starts from the end, which the lax
+    functions do first, has its own test below)."""
     return [min(max(int(s), 0), n - z) for s, n, z in zip(starts, shape, sizes)]
 
 
@@ -1596,12 +1599,14 @@ OPS = [
         bad(lambda: lax.slice(z((2, 3)), (1, 0), (0, 3)), "f32[2,3]"),
         bad(lambda: lax.slice(z((2, 3)), (0,), (2,)), "f32[2,3]"),
         bad(lambda: lax.slice(z((2, 3)), (0, 0), (2, 3), (0, 1)), "f32[2,3]"))),
-    Op("dynamic_slice", lambda x, *s, slice_sizes: lax.dynamic_slice(x, s, slice_sizes),
+    Op("dynamic_slice", lambda x, *s, slice_sizes: lax.dynamic_slice(
+        x, s, slice_sizes, allow_negative_indices=False),
        dynamic_slice_ref, _dynamic_slice_case, ALL, bad=(
            bad(lambda: lax.dynamic_slice(z((2, 3)), (_i(0), _i(0)), (3, 1)), "f32[2,3]"),
            bad(lambda: lax.dynamic_slice(z((2, 3)), (_i(0),), (1, 1)), "f32[2,3]"),
            bad(lambda: lax.dynamic_slice(z((2, 3)), (z(()), _i(0)), (1, 1)), "float32"))),
-    Op("dynamic_update_slice", lambda x, u, *s: lax.dynamic_update_slice(x, u, s), dus_ref,
+    Op("dynamic_update_slice", lambda x, u, *s: lax.dynamic_update_slice(
+        x, u, s, allow_negative_indices=False), dus_ref,
        _dus_case, ALL, bad=(
            bad(lambda: lax.dynamic_update_slice(z((2, 3)), z((3, 1)), (_i(0), _i(0))),
                "f32[3,1]", "f32[2,3]"),
@@ -1989,12 +1994,33 @@ def test_sort_is_stable_and_puts_nans_last():
     assert _np(v).tolist() == [5, 2, 3, 7, 6, 0, 4, 1]
 
 
-def test_dynamic_slice_clamps_out_of_range_starts():
+def test_dynamic_slice_counts_negative_starts_from_the_end_then_clamps():
+    # JAX's lax.dynamic_slice: a negative start is start + dim, then XLA clamps the window
     x = np.arange(10, dtype=I32)
-    for s, want in ((-5, 0), (8, 7), (100, 7), (3, 3)):
+    for s, want in ((-5, 5), (-1, 7), (-12, 0), (8, 7), (100, 7), (3, 3)):
         assert _np(lax.dynamic_slice(x, (_i(s),), (3,))).tolist() == list(range(want, want + 3))
+        assert _np(lax.dynamic_slice(x, (s,), (3,))).tolist() == list(range(want, want + 3))
+        traced = fnx.jit(lambda x, s: lax.dynamic_slice(x, (s,), (3,)))(x, _i(s))
+        assert _np(traced).tolist() == list(range(want, want + 3))
     out = lax.dynamic_update_slice(x, np.full(4, -1, I32), (_i(9),))
     assert _np(out).tolist() == [0, 1, 2, 3, 4, 5, -1, -1, -1, -1]
+    out = lax.dynamic_update_slice(x, np.full(2, -1, I32), (_i(-3),))
+    assert _np(out).tolist() == [0, 1, 2, 3, 4, 5, 6, -1, -1, 9]
+    assert int(_np(lax.dynamic_index_in_dim(x, -1, keepdims=False))) == 9
+    got = fnx.vmap(lambda i: lax.dynamic_index_in_dim(x, i, keepdims=False))(
+        np.array([-1, 0, -10, -11], I32))
+    assert _np(got).tolist() == [9, 0, 0, 0]
+    # allow_negative_indices=False: a static negative start raises, a traced one clamps
+    with pytest.raises(ValueError, match="allow_negative_indices=False"):
+        lax.dynamic_slice_in_dim(x, -1, 2, allow_negative_indices=False)
+    clamped = fnx.jit(lambda x, s: lax.dynamic_slice_in_dim(x, s, 2, allow_negative_indices=False))
+    assert _np(clamped(x, _i(-1))).tolist() == [0, 1]
+    # the cotangent lands where the (counted, clamped) window was
+    g = fnx.grad(lambda x: lax.dynamic_slice(x, (-3,), (2,)).sum())(x.astype(F32))
+    assert _np(g).tolist() == [0] * 7 + [1, 1, 0]
+    g = fnx.grad(lambda u: lax.dynamic_update_slice(x.astype(F32), u, (-12,)).sum())(
+        np.ones(2, F32))
+    assert _np(g).tolist() == [1, 1]
 
 
 def test_gather_clamps_and_scatter_drops_out_of_range_indices():

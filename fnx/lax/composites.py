@@ -253,11 +253,8 @@ def dynamic_update_index_in_dim(operand, update, index, axis, *, allow_negative_
     a = _axis("dynamic_update_index_in_dim", axis, x.ndim)
     if u.ndim == x.ndim - 1:
         u = L.expand_dims(u, (a,))
-    i = to_array(index)
-    if allow_negative_indices:
-        i = L.select(L.lt(i, L.convert_element_type(0, i.dtype)),
-                     L.add(i, L.convert_element_type(x.shape[a], i.dtype)), i)
-    return L.dynamic_update_slice_in_dim(x, u, i, a)
+    return L.dynamic_update_slice_in_dim(x, u, index, a,
+                                         allow_negative_indices=allow_negative_indices)
 
 
 def broadcast_to_rank(x, rank):

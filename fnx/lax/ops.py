@@ -21,6 +21,7 @@ from . import linalg_prims as la
 from . import reduction as rd
 from . import shape as sh
 from . import sorting as so
+from .rule_helpers import describe
 
 
 def _scalar_like(x, like):
@@ -300,39 +301,85 @@ def _start_operands(name, starts):
     return out
 
 
-def dynamic_slice(x, start_indices, slice_sizes):
-    """``x[start:start+size]`` per dimension; starts are clamped so the window fits."""
+def _counted_from_end(name, x, starts, allow_negative_indices):
+    """JAX's start indices: a negative one counts from the end of its dimension (``i +
+    dim``) where ``allow_negative_indices`` (a bool, or one per dimension) allows it, as
+    JAX's ``lax.dynamic_slice`` does before XLA clamps the window into place; unsigned
+    indices cannot be negative."""
+    starts = list(starts)
+    if len(starts) != x.ndim:
+        raise ShapeError(f"{name}: {len(starts)} start indices for an operand "
+                         f"{describe(x)}; give one per dimension")
+    allow = ([bool(allow_negative_indices)] * x.ndim
+             if isinstance(allow_negative_indices, (bool, np.bool_))
+             else [bool(a) for a in allow_negative_indices])
+    out = []
+    for s, d, ok in zip(starts, x.shape, allow):
+        if isinstance(s, (int, np.integer)) and not isinstance(s, (bool, np.bool_)):
+            if s < 0 and not ok:
+                raise ValueError(f"{name}: start index {s} is out of bounds for a dimension "
+                                 f"of {d} with allow_negative_indices=False")
+            out.append(int(s) + d if s < 0 else s)
+            continue
+        s = to_array(s)
+        if ok and s.dtype.kind == "i":
+            s = select(lt(s, convert_element_type(0, s.dtype)),
+                       add(s, convert_element_type(d, s.dtype)), s)
+        out.append(s)
+    return out
+
+
+def dynamic_slice(x, start_indices, slice_sizes, *, allow_negative_indices=True):
+    """``x[start:start+size]`` per dimension: a negative start counts from the end (unless
+    ``allow_negative_indices=False``), then starts are clamped so the window fits."""
     x = to_array(x)
-    return sh.dynamic_slice_p.bind(x, *_start_operands("dynamic_slice", start_indices),
+    starts = _counted_from_end("dynamic_slice", x, start_indices, allow_negative_indices)
+    return sh.dynamic_slice_p.bind(x, *_start_operands("dynamic_slice", starts),
                                    slice_sizes=tuple(int(s) for s in slice_sizes))
 
 
-def dynamic_update_slice(x, update, start_indices):
-    """``x`` with ``update`` written at ``start_indices`` (clamped so it fits)."""
+def dynamic_update_slice(x, update, start_indices, *, allow_negative_indices=True):
+    """``x`` with ``update`` written at ``start_indices`` (negative ones counted from the
+    end unless ``allow_negative_indices=False``, then clamped so it fits)."""
     x = to_array(x)
+    starts = _counted_from_end("dynamic_update_slice", x, start_indices,
+                               allow_negative_indices)
     return sh.dynamic_update_slice_p.bind(x, to_array(update),
-                                          *_start_operands("dynamic_update_slice", start_indices))
+                                          *_start_operands("dynamic_update_slice", starts))
 
 
-def dynamic_slice_in_dim(x, start_index, slice_size, axis=0):
+def _only_axis(x, axis, allow_negative_indices):
+    allow = [False] * x.ndim
+    allow[axis] = allow_negative_indices
+    return allow
+
+
+def dynamic_slice_in_dim(x, start_index, slice_size, axis=0, *, allow_negative_indices=True):
     x = to_array(x)
+    axis = axis % x.ndim
     starts = [0] * x.ndim
     starts[axis] = start_index
     sizes = list(x.shape)
     sizes[axis] = slice_size
-    return dynamic_slice(x, starts, sizes)
+    return dynamic_slice(x, starts, sizes,
+                         allow_negative_indices=_only_axis(x, axis, allow_negative_indices))
 
 
-def dynamic_index_in_dim(x, index, axis=0, keepdims=True):
-    out = dynamic_slice_in_dim(x, index, 1, axis)
+def dynamic_index_in_dim(x, index, axis=0, keepdims=True, *, allow_negative_indices=True):
+    x = to_array(x)
+    axis = axis % x.ndim
+    out = dynamic_slice_in_dim(x, index, 1, axis, allow_negative_indices=allow_negative_indices)
     return out if keepdims else squeeze(out, (axis,))
 
 
-def dynamic_update_slice_in_dim(x, update, start_index, axis):
+def dynamic_update_slice_in_dim(x, update, start_index, axis, *, allow_negative_indices=True):
     x = to_array(x)
+    axis = axis % x.ndim
     starts = [0] * x.ndim
     starts[axis] = start_index
-    return dynamic_update_slice(x, update, starts)
+    return dynamic_update_slice(x, update, starts,
+                                allow_negative_indices=_only_axis(x, axis,
+                                                                  allow_negative_indices))
 
 
 def index_gather(x, indices, spec):

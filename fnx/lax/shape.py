@@ -644,7 +644,9 @@ deflinear_in(dynamic_slice_p, 0)
 
 def _dynamic_slice_transpose(ct, x, *starts, slice_sizes):
     zeros = L.broadcast_in_dim(L.convert_element_type(0, ct.dtype), x.shape, ())
-    return [L.dynamic_update_slice(zeros, ct, starts)] + [None] * len(starts)
+    # the bound starts, already counted from the end: no second count
+    return [L.dynamic_update_slice(zeros, ct, starts, allow_negative_indices=False)] + \
+        [None] * len(starts)
 
 
 dynamic_slice_p.transpose = _dynamic_slice_transpose
@@ -713,9 +715,9 @@ def _dynamic_update_slice_transpose(ct, x, update, *starts):
     ct_x = ct_u = None
     if is_linear(x):
         zeros = L.broadcast_in_dim(L.convert_element_type(0, ct.dtype), update.shape, ())
-        ct_x = L.dynamic_update_slice(ct, zeros, starts)
+        ct_x = L.dynamic_update_slice(ct, zeros, starts, allow_negative_indices=False)
     if is_linear(update):
-        ct_u = L.dynamic_slice(ct, starts, update.shape)
+        ct_u = L.dynamic_slice(ct, starts, update.shape, allow_negative_indices=False)
     return [ct_x, ct_u] + [None] * len(starts)
 
 
