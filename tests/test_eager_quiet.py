@@ -114,6 +114,14 @@ def test_binary_functions(name, dtype):
     _same(f(0, x), fnx.jit(lambda a: f(0, a))(x), f"{name}(0, {dtype})")
 
 
+def test_nextafter_and_spacing_past_the_largest_float(dtype):
+    # NumPy flags overflow when the next float after the largest is inf
+    big = fnp.asarray(np.array([np.finfo(dtype).max, -np.finfo(dtype).max, np.inf], dtype))
+    inf = np.array(np.inf, dtype)
+    _same(fnp.nextafter(big, inf), fnx.jit(fnp.nextafter)(big, inf), f"nextafter({dtype})")
+    _same(fnp.spacing(big), fnx.jit(fnp.spacing)(big), f"spacing({dtype})")
+
+
 REDUCTIONS = ["sum", "prod", "max", "min", "mean", "var", "std", "nansum", "nanprod",
               "nanmean", "nanvar", "nanstd", "nanmax", "nanmin", "cumsum", "cumprod", "ptp",
               "average"]

@@ -230,6 +230,20 @@ def test_float_decomposition():
     sp = np.array([1.0, -1, 0, 1e10], np.float32)
     _eq(fnp.spacing(sp), np.spacing(sp), np.float32)
     _eq(fnp.i0(fnp.array([0.0, 1, 2.5])), np.i0([0.0, 1, 2.5]), np.float32, rtol=1e-5)
+    # float16: NumPy's (and JAX's) step towards +inf, positive for negative x, inf at -inf
+    h = np.array([-2, 2, -0.0, 1.5, -1.5, -6e-8, -np.inf, np.inf], np.float16)
+    want = np.array([2**-10, 2**-9, 2**-24, 2**-10, 2**-10, 2**-24, np.inf, np.nan], np.float16)
+    for f in (fnp.spacing, fnx.jit(fnp.spacing)):
+        got = f(h)
+        assert got.dtype == np.float16
+        np.testing.assert_array_equal(np.asarray(got), want)
+    # jnp.i0's derivative is 0 at 0 (|x|'s kink is masked) and I1 elsewhere, to 2nd order
+    assert float(fnx.grad(fnp.i0)(0.0)) == 0.0
+    np.testing.assert_allclose(float(fnx.grad(fnp.i0)(-3.0)), -3.9533702, rtol=1e-6)
+    np.testing.assert_allclose([float(fnx.grad(fnx.grad(fnp.i0))(v)) for v in (0.0, 1.0)],
+                               [0.0, 0.7009068], rtol=1e-6)
+    _eq(fnx.vmap(fnx.grad(fnp.i0))(np.array([0.0, 1.0, -2.0], np.float32)),
+        [0.0, 0.5651591, -1.5906368], np.float32)
     _eq(fnp.fabs(fnp.array([-1, 2])), [1, 2], np.float32)
     assert fnp.isneginf(fnp.array([-np.inf, np.inf, 1])).tolist() == [True, False, False]
     assert fnp.isposinf(fnp.array([-np.inf, np.inf, 1])).tolist() == [False, True, False]

@@ -1045,7 +1045,7 @@ register_lowering(copysign_p, "cuda", C.math2("copysign"))
 # no ONNX rule: ONNX cannot read the sign bit of a NaN (it has no bitcast)
 
 
-nextafter_p = binop("nextafter", np.nextafter, "float")
+nextafter_p = binop("nextafter", _quiet(np.nextafter), "float")  # max -> inf: overflow
 defjvp_zero(nextafter_p)
 register_lowering(nextafter_p, "cuda", C.math2("nextafter"))
 # no ONNX rule: it needs the bit pattern of the float, which ONNX cannot access

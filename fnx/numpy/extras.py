@@ -252,16 +252,45 @@ def spacing(x, /):
     ``x``), as NumPy."""
     fnp = _fnp()
     x = _inexact("spacing", x)
+    if x.dtype == np.float16:
+        # NumPy's float16 spacing (which JAX follows): the step towards +inf, positive for
+        # negative x too, and inf at -inf
+        return fnp.nextafter(x, np.array(np.inf, x.dtype)) - x
     target = fnp.where(fnp.signbit(x), -np.inf, np.inf).astype(x.dtype)
     out = fnp.nextafter(x, target) - x
     return fnp.where(fnp.isinf(x), np.nan, out).astype(x.dtype)
 
 
+_I0 = []
+
+
+def _i0_fn():
+    """``I0`` with JAX's derivative: ``exp(|x|) * i0e(x)`` differentiates through the kink
+    of ``|x|`` at 0 (abs' is 1 there), so, as ``jnp.i0``, the tangent is ``I1(x)`` with 0
+    at ``x == 0`` (also for higher orders)."""
+    if not _I0:
+        from ..scipy import special
+        from ..transforms.custom import custom_jvp
+        fnp = _fnp()
+
+        @custom_jvp
+        def i0(x):
+            return special.i0(x)
+
+        @i0.defjvp
+        def _i0_jvp(primals, tangents):
+            (x,), (t,) = primals, tangents
+            zero = lax.convert_element_type(0, x.dtype)
+            return i0(x), fnp.where(x == zero, zero, t * special.i1(x))
+        _I0.append(i0)
+    return _I0[0]
+
+
 def i0(x):
-    """The modified Bessel function of the first kind, order 0."""
-    from ..scipy import special
+    """The modified Bessel function of the first kind, order 0; its derivative is 0 at 0,
+    as JAX's (``fnx.scipy.special.i0``'s is 1 there, as ``jax.scipy.special.i0``'s)."""
     x = _inexact("i0", x)
-    return special.i0(x)
+    return _i0_fn()(x)
 
 
 def fabs(x, /):
