@@ -769,6 +769,21 @@ def test_fmax_fmin_maximum_with_nan():
                                   [3, 5])
 
 
+def test_order_comparisons_of_complex_are_lexicographic():
+    # JAX and NumPy: by the real parts, then by the imaginary parts (NaN compares false)
+    a = _arr([1 + 2j, 1 + 1j, 2 + 0j, complex(np.nan, 0), complex(1, np.nan)], C4)
+    b = _arr([1 + 1j, 1 + 1j, 1 + 5j, 1 + 0j, 1 + 0j], C4)
+    an, bn = np.asarray(a), np.asarray(b)
+    for name in ("less", "less_equal", "greater", "greater_equal"):
+        f, g = getattr(fnp, name), getattr(np, name)
+        np.testing.assert_array_equal(check_jit(f, a, b), g(an, bn), err_msg=name)
+        np.testing.assert_array_equal(check_jit(f, a, 1 + 1j), g(an, 1 + 1j), err_msg=name)
+        np.testing.assert_array_equal(check_jit(f, a[0], b), g(an[0], bn), err_msg=name)
+        np.testing.assert_array_equal(f(a, True), g(an, True), err_msg=name)
+    np.testing.assert_array_equal(a > b, an > bn)
+    np.testing.assert_array_equal(fnx.vmap(fnp.less_equal)(a, b), an <= bn)
+
+
 def test_logaddexp2_and_logaddexp():
     x = _arr([-3.0, 0.0, 2.0, 50.0, -np.inf], F4)
     assert_close(check_jit(fnp.logaddexp2, x, 3.0), np.logaddexp2(np.asarray(x), np.float32(3)))

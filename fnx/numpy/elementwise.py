@@ -22,11 +22,13 @@ def _fast_binary(*args, **kw):
     return fast_binary(*args, rank_check=_RANK_CHECK, **kw)  # the NumPy backend's shortcut
 
 
-def _binary(name, lax_fn, to_inexact=False, bool_fn=None):
+def _binary(name, lax_fn, to_inexact=False, bool_fn=None, complex_fn=None):
     def slow(x, y, /):
         x, y = promote_broadcast(name, x, y, to_inexact=to_inexact, keep_scalars=True)
         if bool_fn is not None and x.dtype == dtypes.bool_:
             return bool_fn(x, y)  # NumPy and JAX: bool + is "or", bool * is "and"
+        if complex_fn is not None and x.dtype.kind == "c":
+            return complex_fn(x, y)
         return lax_fn(x, y)
     slow.__name__ = name
     slow.__qualname__ = name
@@ -85,13 +87,30 @@ equal = _fast_binary("equal", _binary("equal", lax.eq), np.equal, "biuf", _ew.eq
                      out_bool=True, quiet=False)
 not_equal = _fast_binary("not_equal", _binary("not_equal", lax.ne), np.not_equal, "biuf",
                          _ew.ne_p, out_bool=True, quiet=False)
-less = _fast_binary("less", _binary("less", lax.lt), np.less, "biuf", _ew.lt_p, out_bool=True,
-                   quiet=False)
-less_equal = _fast_binary("less_equal", _binary("less_equal", lax.le), np.less_equal, "biuf",
-                          _ew.le_p, out_bool=True, quiet=False)
-greater = _fast_binary("greater", _binary("greater", lax.gt), np.greater, "biuf",
-                       _ew.gt_p, out_bool=True, quiet=False)
-greater_equal = _fast_binary("greater_equal", _binary("greater_equal", lax.ge),
+
+
+def _lexicographic(lax_fn):
+    """An order comparison of complex numbers, as JAX's (and NumPy's): by the real parts,
+    and by the imaginary parts where the real parts are equal (lax's comparisons take
+    real operands only)."""
+    def fn(x, y):
+        rx, ry = lax.real(x), lax.real(y)
+        eq = lax.eq(rx, ry)
+        return lax.select(eq, lax_fn(lax.imag(x), lax.imag(y)), lax_fn(rx, ry)) \
+            if x.shape == y.shape else \
+            _lexicographic(lax_fn)(*(broadcast_to_shape(v, eq.shape) for v in (x, y)))
+    return fn
+
+
+less = _fast_binary("less", _binary("less", lax.lt, complex_fn=_lexicographic(lax.lt)),
+                    np.less, "biuf", _ew.lt_p, out_bool=True, quiet=False)
+less_equal = _fast_binary("less_equal", _binary("less_equal", lax.le,
+                                                complex_fn=_lexicographic(lax.le)),
+                          np.less_equal, "biuf", _ew.le_p, out_bool=True, quiet=False)
+greater = _fast_binary("greater", _binary("greater", lax.gt, complex_fn=_lexicographic(lax.gt)),
+                       np.greater, "biuf", _ew.gt_p, out_bool=True, quiet=False)
+greater_equal = _fast_binary("greater_equal", _binary("greater_equal", lax.ge,
+                                                      complex_fn=_lexicographic(lax.ge)),
                              np.greater_equal, "biuf", _ew.ge_p, out_bool=True, quiet=False)
 
 bitwise_and = _fast_binary("bitwise_and", _binary("bitwise_and", lax.bitwise_and),
