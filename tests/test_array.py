@@ -4,6 +4,7 @@ from __future__ import annotations
 import copy
 import operator
 import pickle
+import typing
 
 import numpy as np
 import pytest
@@ -154,6 +155,63 @@ def test_binary_operators_and_reflected_forms(op):
                                  operator.eq, operator.ne) else a.dtype
     assert op(A, scalar).dtype == expected_dtype
     assert op(scalar, A).dtype == expected_dtype
+
+
+class _Wrapped(typing.NamedTuple):
+    """A NamedTuple of arrays with its own operators (JAX's testDeferToNamedTuple)."""
+    arr: object
+
+    def __mul__(self, other):
+        return _Wrapped(self.arr * other)
+
+    def __rmul__(self, other):
+        return _Wrapped(other * self.arr)
+
+
+class _Everything:
+    pass
+
+
+class _Nothing:
+    pass
+
+
+for _op in BINARY_OPS + INT_OPS + [operator.matmul, divmod]:
+    _n = _op.__name__.strip("_")
+    _n = {"and": "and_", "or": "or_", "truediv": "truediv"}.get(_n, _n)
+    for _name in (f"__{_n.rstrip('_')}__", f"__r{_n.rstrip('_')}__"):
+        setattr(_Everything, _name, lambda self, other: self)
+        setattr(_Nothing, _name, lambda self, other: NotImplemented)
+
+
+@pytest.mark.parametrize("op", BINARY_OPS + INT_OPS + [operator.matmul, divmod],
+                         ids=lambda f: f.__name__)
+def test_binary_operators_defer_to_unknown_types(op):
+    # JAX's _defer_to_unrecognized_arg: an operand type it does not know gets its own
+    # (reflected) operator; with none, Python's TypeError names both types
+    x = fnp.ones((2,), np.int32)
+    other = _Everything()
+    assert op(x, other) is other and op(other, x) is other
+    other = _Nothing()
+    if op is operator.eq or op is operator.ne:
+        assert op(x, other) is (op is operator.ne) and op(other, x) is (op is operator.ne)
+        return
+    with pytest.raises(TypeError, match="'Array' and '_Nothing'|'Array'"):
+        op(x, other)
+    with pytest.raises(TypeError, match="'_Nothing' and 'Array'|'_Nothing'"):
+        op(other, x)
+
+
+def test_a_tuple_subclass_with_operators_gets_its_turn():
+    a, b = _Wrapped(fnp.ones(4)), fnp.ones(4)
+    assert isinstance(a * b, _Wrapped) and isinstance(b * a, _Wrapped)
+    assert isinstance(fnx.jit(operator.mul)(b, a), _Wrapped)
+    assert isinstance(fnx.jit(operator.mul)(a, b), _Wrapped)
+    # plain lists and tuples are still taken as arrays (JAX raises TypeError)
+    same(b * [2, 2, 2, 2], np.full(4, 2, np.float32))
+    same((1, 2, 3, 4) + b, np.array([2, 3, 4, 5], np.float32))
+    with pytest.raises(TypeError, match="unsupported operand"):
+        b + {1: 2}
 
 
 def test_divmod_matmul_pow():

@@ -457,40 +457,47 @@ class Array:
     def __pos__(self): return fnp.positive(self)
     def __abs__(self): return fnp.abs(self)
     def __invert__(self): return fnp.invert(self)
-    def __add__(self, o): return fnp.add(self, o)
-    def __radd__(self, o): return fnp.add(o, self)
-    def __sub__(self, o): return fnp.subtract(self, o)
-    def __rsub__(self, o): return fnp.subtract(o, self)
-    def __mul__(self, o): return fnp.multiply(self, o)
-    def __rmul__(self, o): return fnp.multiply(o, self)
-    def __truediv__(self, o): return fnp.true_divide(self, o)
-    def __rtruediv__(self, o): return fnp.true_divide(o, self)
-    def __floordiv__(self, o): return fnp.floor_divide(self, o)
-    def __rfloordiv__(self, o): return fnp.floor_divide(o, self)
-    def __mod__(self, o): return fnp.remainder(self, o)
-    def __rmod__(self, o): return fnp.remainder(o, self)
-    def __divmod__(self, o): return fnp.divmod(self, o)
-    def __rdivmod__(self, o): return fnp.divmod(o, self)
-    def __pow__(self, o): return fnp.power(self, o)
-    def __rpow__(self, o): return fnp.power(o, self)
-    def __matmul__(self, o): return fnp.matmul(self, o)
-    def __rmatmul__(self, o): return fnp.matmul(o, self)
-    def __and__(self, o): return fnp.bitwise_and(self, o)
-    def __rand__(self, o): return fnp.bitwise_and(o, self)
-    def __or__(self, o): return fnp.bitwise_or(self, o)
-    def __ror__(self, o): return fnp.bitwise_or(o, self)
-    def __xor__(self, o): return fnp.bitwise_xor(self, o)
-    def __rxor__(self, o): return fnp.bitwise_xor(o, self)
-    def __lshift__(self, o): return fnp.left_shift(self, o)
-    def __rlshift__(self, o): return fnp.left_shift(o, self)
-    def __rshift__(self, o): return fnp.right_shift(self, o)
-    def __rrshift__(self, o): return fnp.right_shift(o, self)
+    def __add__(self, o): return fnp.add(self, o) if _operand_like(o) else NotImplemented
+    def __radd__(self, o): return fnp.add(o, self) if _operand_like(o) else NotImplemented
+    def __sub__(self, o): return fnp.subtract(self, o) if _operand_like(o) else NotImplemented
+    def __rsub__(self, o): return fnp.subtract(o, self) if _operand_like(o) else NotImplemented
+    def __mul__(self, o): return fnp.multiply(self, o) if _operand_like(o) else NotImplemented
+    def __rmul__(self, o): return fnp.multiply(o, self) if _operand_like(o) else NotImplemented
+    def __truediv__(self, o):
+        return fnp.true_divide(self, o) if _operand_like(o) else NotImplemented
+    def __rtruediv__(self, o):
+        return fnp.true_divide(o, self) if _operand_like(o) else NotImplemented
+    def __floordiv__(self, o):
+        return fnp.floor_divide(self, o) if _operand_like(o) else NotImplemented
+    def __rfloordiv__(self, o):
+        return fnp.floor_divide(o, self) if _operand_like(o) else NotImplemented
+    def __mod__(self, o): return fnp.remainder(self, o) if _operand_like(o) else NotImplemented
+    def __rmod__(self, o): return fnp.remainder(o, self) if _operand_like(o) else NotImplemented
+    def __divmod__(self, o): return fnp.divmod(self, o) if _operand_like(o) else NotImplemented
+    def __rdivmod__(self, o): return fnp.divmod(o, self) if _operand_like(o) else NotImplemented
+    def __pow__(self, o): return fnp.power(self, o) if _operand_like(o) else NotImplemented
+    def __rpow__(self, o): return fnp.power(o, self) if _operand_like(o) else NotImplemented
+    def __matmul__(self, o): return fnp.matmul(self, o) if _operand_like(o) else NotImplemented
+    def __rmatmul__(self, o): return fnp.matmul(o, self) if _operand_like(o) else NotImplemented
+    def __and__(self, o): return fnp.bitwise_and(self, o) if _operand_like(o) else NotImplemented
+    def __rand__(self, o): return fnp.bitwise_and(o, self) if _operand_like(o) else NotImplemented
+    def __or__(self, o): return fnp.bitwise_or(self, o) if _operand_like(o) else NotImplemented
+    def __ror__(self, o): return fnp.bitwise_or(o, self) if _operand_like(o) else NotImplemented
+    def __xor__(self, o): return fnp.bitwise_xor(self, o) if _operand_like(o) else NotImplemented
+    def __rxor__(self, o): return fnp.bitwise_xor(o, self) if _operand_like(o) else NotImplemented
+    def __lshift__(self, o): return fnp.left_shift(self, o) if _operand_like(o) else NotImplemented
+    def __rlshift__(self, o):
+        return fnp.left_shift(o, self) if _operand_like(o) else NotImplemented
+    def __rshift__(self, o):
+        return fnp.right_shift(self, o) if _operand_like(o) else NotImplemented
+    def __rrshift__(self, o):
+        return fnp.right_shift(o, self) if _operand_like(o) else NotImplemented
     def __eq__(self, o): return fnp.equal(self, o) if _operand_like(o) else NotImplemented
     def __ne__(self, o): return fnp.not_equal(self, o) if _operand_like(o) else NotImplemented
-    def __lt__(self, o): return fnp.less(self, o)
-    def __le__(self, o): return fnp.less_equal(self, o)
-    def __gt__(self, o): return fnp.greater(self, o)
-    def __ge__(self, o): return fnp.greater_equal(self, o)
+    def __lt__(self, o): return fnp.less(self, o) if _operand_like(o) else NotImplemented
+    def __le__(self, o): return fnp.less_equal(self, o) if _operand_like(o) else NotImplemented
+    def __gt__(self, o): return fnp.greater(self, o) if _operand_like(o) else NotImplemented
+    def __ge__(self, o): return fnp.greater_equal(self, o) if _operand_like(o) else NotImplemented
 
 
 # ``new_array(Array)``: an Array with no slot set yet (what ``Array._wrap`` does, for hot paths
@@ -498,8 +505,15 @@ class Array:
 new_array = object.__new__
 
 
+_OPERANDS = (Array, np.ndarray, np.generic, bool, int, float, complex)
+
+
 def _operand_like(o):
-    return isinstance(o, (Array, np.ndarray, np.generic, bool, int, float, complex, list, tuple))
+    """Whether a binary operator takes ``o``; else it returns NotImplemented, as JAX's
+    (``_defer_to_unrecognized_arg``), so that a class with its own (reflected) operator,
+    a NamedTuple of arrays say, gets its turn, and Python raises "unsupported operand
+    type(s)" for one with none. Plain lists and tuples are taken as arrays (JAX raises)."""
+    return isinstance(o, _OPERANDS) or type(o) in (list, tuple)
 
 
 def _index_text(x, default="idx"):

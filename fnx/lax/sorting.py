@@ -132,7 +132,8 @@ def _top_k_rule(operand, *, k):
     if operand.ndim == 0:
         raise ShapeError(f"top_k: the operand must have at least one dimension, got "
                          f"{describe(operand)}")
-    if operand.dtype.kind not in "biuf" and not dtypes.is_floating(operand.dtype):
+    real = operand.dtype.kind in "biuf" or operand.dtype == dtypes.bfloat16
+    if not real:
         raise ShapeError(f"top_k: needs a real (not complex) operand, got {describe(operand)}")
     n = operand.shape[-1]
     if not 0 <= k <= n:
