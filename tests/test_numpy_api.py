@@ -1668,6 +1668,75 @@ def test_average_1d_weights_and_dtypes():
         fnp.average(fnp.asarray(x), weights=fnp.asarray(w))
 
 
+def test_average_with_weights_along_several_axes():
+    # JAX: weights shaped as a's axes along ``axis``, in the order ``axis`` names them
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    w = np.arange(8, dtype=np.float32).reshape(4, 2)
+    got = check_jit(lambda a, b: fnp.average(a, axis=(2, 0), weights=b), fnp.asarray(x),
+                    fnp.asarray(w))
+    full = np.broadcast_to(w.T[:, None, :], x.shape)   # w[k, i] weighs x[i, :, k]
+    assert_close(got, np.average(x, axis=(2, 0), weights=full))
+    np.testing.assert_allclose(np.asarray(got), [9.071429, 13.071429, 17.07143], rtol=1e-6)
+    _, wsum = fnp.average(x, axis=(2, 0), weights=w, returned=True, keepdims=True)
+    assert wsum.shape == (1, 3, 1) and float(wsum[0, 0, 0]) == 28.0
+    with pytest.raises(ValueError):
+        fnp.average(x, axis=(0, 2), weights=w)       # (2, 4) along (0, 2), not (4, 2)
+
+
+def test_cov_rowvar_weights_and_dtype_as_jax():
+    # NumPy 2.2 / JAX: rowvar=False transposes a (1, n) m too (3 variables, 1 observation)
+    c = fnp.cov(np.arange(3.0, dtype=np.float32).reshape(1, 3), rowvar=False, ddof=0)
+    assert c.shape == (3, 3)
+    # ... but not a (1, n) y
+    c = fnp.cov(np.arange(3.0).reshape(3, 1), np.arange(3.0).reshape(1, 3) + 1, rowvar=False,
+                ddof=0)
+    np.testing.assert_allclose(np.asarray(c), np.full((2, 2), 2 / 3), rtol=1e-6)
+    x = _R.standard_normal((3, 5)).astype(np.float32)
+    fw, aw = np.array([1, 2, 1, 3, 1]), np.array([0.5, 1, 2, 1, 0.3], np.float32)
+    with fnx.numpy_rank_promotion("raise"):      # the weights broadcast explicitly
+        got = fnp.cov(x, fweights=fw, aweights=aw)
+        assert_close(fnp.cov(x[0], fweights=fw, aweights=aw), np.cov(x[0], fweights=fw,
+                                                                     aweights=aw))
+    assert_close(got, np.cov(x, fweights=fw, aweights=aw))
+    assert fnp.cov(np.arange(5), dtype="bfloat16").dtype == fnp.bfloat16
+    with pytest.raises(ValueError, match="float or complex"):
+        fnp.cov(np.arange(5), dtype=int)
+
+
+def test_reductions_under_strict_promotion_and_rank_raise():
+    c = np.array([1 + 1j, np.nan, 3], np.complex64)
+    with fnx.numpy_dtype_promotion("strict"), fnx.numpy_rank_promotion("raise"):
+        m = fnp.nanmean(c)
+        assert m.dtype == np.complex64 and complex(m) == 2 + 0.5j
+        assert fnp.nanvar(c).dtype == np.float32
+        got = fnp.nanmax(np.array([[1.0, np.nan], [3, 4]], np.float32), axis=0,
+                         where=np.array([True, False]), initial=-1)
+        np.testing.assert_array_equal(got, [3, -1])
+
+
+def test_reduction_argument_checks_as_jax():
+    with pytest.raises(ValueError, match="initial value must be a scalar"):
+        fnp.sum(np.zeros((2, 3)), initial=np.zeros((1, 2, 3)))
+    assert float(fnp.sum(np.zeros((2, 3)), initial=np.float32(2))) == 2.0
+    for f in (fnp.var, fnp.std):
+        with pytest.raises(ValueError, match="ddof and correction"):
+            f(np.ones(3), ddof=1, correction=0)
+        assert_close(f(np.arange(3.0), correction=1), f(np.arange(3.0), ddof=1))
+
+
+@pytest.mark.parametrize("name", ["cumsum", "cumprod", "nancumsum", "nancumprod"])
+def test_cumulative_with_bool_dtype(name):
+    # JAX: accumulate a != 0 as integers, then cast ([-1, 1] must not cancel)
+    i = np.array([-1, 1, 0, 2])
+    want = {"cumsum": [1, 1, 1, 1], "cumprod": [1, 1, 0, 0]}[name.replace("nan", "")]
+    got = check_jit(lambda a: getattr(fnp, name)(a, dtype=bool), fnp.asarray(i))
+    assert got.dtype == np.bool_
+    np.testing.assert_array_equal(got, np.array(want, bool))
+    api = {"cumsum": fnp.cumulative_sum, "cumprod": fnp.cumulative_prod}[name.replace("nan", "")]
+    got = api(i, dtype=bool, include_initial=True)
+    np.testing.assert_array_equal(got, np.array([name.endswith("prod")] + want, bool))
+
+
 # ---------------------------------------------------------------------------------------
 # products
 # ---------------------------------------------------------------------------------------

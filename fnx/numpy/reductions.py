@@ -131,6 +131,9 @@ def _reduction(name, lax_fn, acc_dtype=None, bool_in=False, numpy_fn=None, upcas
         out = lax_fn(a, axes)
         if initial is not None:
             from . import elementwise as ew
+            if np.ndim(initial):
+                raise ValueError(f"{name}: initial value must be a scalar. Got array of shape "
+                                 f"{np.shape(initial)}")
             combine = {"sum": ew.add, "prod": ew.multiply, "max": ew.maximum,
                        "min": ew.minimum}[name]
             out = combine(out, lax.convert_element_type(initial, out.dtype))
@@ -227,6 +230,8 @@ def var(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=Non
     and rounded once (JAX's)."""
     from . import elementwise as ew
     if correction is not None:
+        if not isinstance(ddof, int) or ddof != 0:   # JAX: one or the other
+            raise ValueError("var: ddof and correction can't be provided simultaneously.")
         ddof = correction
     (a,) = promote("var", a)
     axes = normalize_axes("var", axis, a.ndim)
@@ -308,6 +313,20 @@ def count_nonzero(a, axis=None, keepdims=False):
     return sum(not_equal(a, 0), axis=axis, keepdims=keepdims)
 
 
+def _scan(lax_fn, a, ax, target):
+    """``lax_fn`` (cumsum, cumprod) of ``a`` along ``ax`` in dtype ``target``; a bool
+    ``target`` accumulates ``a != 0`` as integers and casts back, as JAX (lax's scans are
+    numeric)."""
+    if target == dtypes.bool_:
+        if a.dtype != dtypes.bool_:
+            a = lax.ne(a, lax.convert_element_type(0, a.dtype))
+        a = lax.convert_element_type(a, _sum_dtype(a.dtype, False))
+        return lax.convert_element_type(lax_fn(a, ax), dtypes.bool_)
+    if target != a.dtype:
+        a = lax.convert_element_type(a, target)
+    return lax_fn(a, ax)
+
+
 def _cumulative(name, lax_fn, acc=True):
     def f(a, axis=None, dtype=None, out=None):
         (a,) = promote(name, a)
@@ -317,9 +336,7 @@ def _cumulative(name, lax_fn, acc=True):
         ax = normalize_axis(name, axis, a.ndim)
         target = dtypes.canonical(dtype, name) if dtype is not None else (
             _sum_dtype(a.dtype, False) if acc else a.dtype)
-        if target != a.dtype:
-            a = lax.convert_element_type(a, target)
-        return lax_fn(a, ax)
+        return _scan(lax_fn, a, ax, target)
     f.__name__ = name
     f.__qualname__ = name
     f.__doc__ = f"``numpy.{name}`` (``axis=None`` flattens first)."
@@ -342,9 +359,7 @@ def _cumulative_api(name, lax_fn, initial):
             axis = 0
         ax = normalize_axis(name, axis, x.ndim)
         target = dtypes.canonical(dtype, name) if dtype is not None else _sum_dtype(x.dtype)
-        if target != x.dtype:
-            x = lax.convert_element_type(x, target)
-        res = lax_fn(x, ax)
+        res = _scan(lax_fn, x, ax, target)
         if include_initial:
             config = [(0, 0, 0)] * x.ndim
             config[ax] = (1, 0, 0)
@@ -374,11 +389,13 @@ def average(a, axis=None, weights=None, returned=False, keepdims=False):
         return avg
     a, w = promote("average", a, weights)
     if w.shape != a.shape:
-        if axis is None or w.ndim != 1:
+        # as JAX: weights shaped as a's axes along ``axis``, in the order ``axis`` names them
+        axes = normalize_axes("average", axis, a.ndim) if axis is not None else None
+        if axes is None or w.shape != tuple(a.shape[d] for d in axes):
             raise ShapeError(f"average: weights of shape {w.shape} differ from a's {a.shape}; "
-                             "1-D weights need an axis")
-        ax = normalize_axis("average", axis, a.ndim)
-        w = lax.broadcast_in_dim(w, a.shape, (ax,))
+                             "weights of another shape need an axis, and a's shape along it")
+        w = lax.broadcast_in_dim(lax.transpose(w, tuple(int(i) for i in np.argsort(axes))),
+                                 a.shape, tuple(sorted(axes)))
     if not dtypes.is_inexact(a.dtype):
         a, w = promote("average", a, w, to_inexact=True)
     wsum = sum(w, axis=axis, keepdims=keepdims)

@@ -295,7 +295,8 @@ def _nan_extreme(name, reducer, fill, a, axis, keepdims, initial, where):
     if nan is None:
         return res
     if where is not None:
-        nan = ew.logical_or(nan, ew.logical_not(to_array(where)))
+        from .reductions import broadcast_where
+        nan = ew.logical_or(nan, ew.logical_not(broadcast_where(where, nan.shape)))
     all_nan = all_(nan, axis=axis, keepdims=keepdims)
     if initial is not None:
         return res
@@ -364,7 +365,9 @@ def nanmean(a, axis=None, dtype=None, out=None, keepdims=False, *, where=None):
     cnt, _ = _valid_count(a, nan, axis, keepdims, where, dt if dt.kind != "c" else
                           np.empty(0, dt).real.dtype)
     total = sum_(a2, axis=axis, dtype=dt, keepdims=keepdims, where=where)
-    return ew.true_divide(total, cnt)
+    # the count in the total's dtype (complex: a real divisor): no implicit promotion, which
+    # jax_numpy_dtype_promotion='strict' refuses
+    return ew.true_divide(total, lax.convert_element_type(cnt, total.dtype))
 
 
 def nanvar(a, axis=None, dtype=None, out=None, ddof=0, keepdims=False, *, where=None,
@@ -437,9 +440,15 @@ def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=N
     args = [m] if y is None else [m, y]
     arrs = promote("cov", *args, to_inexact=True)
     if dtype is not None:
+        dtype = dtypes.canonical(dtype, "cov")
+        if not dtypes.is_inexact(dtype):
+            raise ValueError(f"cov: dtype must be a subclass of float or complex; got "
+                             f"dtype={dtype}")
         arrs = [lax.convert_element_type(x, dtype) for x in arrs]
+    # rowvar=False transposes every 2-D m, a (1, n) one too (NumPy 2.2 and JAX), but a
+    # (1, n) y stays (both keep the old rule for y)
     X = atleast_2d(arrs[0])
-    if not rowvar and X.shape[0] != 1:
+    if not rowvar and arrs[0].ndim == 2:
         X = lax.transpose(X, (1, 0))
     if y is not None:
         Y = atleast_2d(arrs[1])
@@ -471,7 +480,8 @@ def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=N
         fact = lax.convert_element_type(max(fact, 0), np.empty(0, X.dtype).real.dtype)
     else:
         w_sum = sum_(w)
-        avg = ew.true_divide(sum_(ew.multiply(X, w), axis=1, keepdims=True), w_sum)
+        wx = lax.broadcast_in_dim(w, X.shape, (1,))  # no implicit rank promotion
+        avg = ew.true_divide(sum_(ew.multiply(X, wx), axis=1, keepdims=True), w_sum)
         if ddof == 0:
             fact = w_sum
         elif aweights is None:
@@ -482,7 +492,7 @@ def cov(m, y=None, rowvar=True, bias=False, ddof=None, fweights=None, aweights=N
                                                      w_sum))
         fact = ew.maximum(fact, 0)
     Xc = ew.subtract(X, avg)
-    Xw = Xc if w is None else ew.multiply(Xc, w)
+    Xw = Xc if w is None else ew.multiply(Xc, wx)
     rhs = ew.conj(Xw) if Xw.dtype.kind == "c" else Xw
     c = lax.dot_general(Xc, rhs, (((1,), (1,)), ((), ())))
     c = ew.true_divide(c, fact)
