@@ -1737,6 +1737,53 @@ def test_cumulative_with_bool_dtype(name):
     np.testing.assert_array_equal(got, np.array([name.endswith("prod")] + want, bool))
 
 
+@pytest.mark.parametrize("name", ["sum", "prod", "nansum", "nanprod"])
+def test_sum_and_prod_with_bool_dtype(name):
+    # JAX: in bool, add is "or" and multiply is "and" (values != 0)
+    f = getattr(fnp, name)
+    i8 = np.array([[0, 1], [2, -1]], np.int8)
+    prod = name.endswith("prod")
+    got = check_jit(lambda a: f(a, axis=0, dtype=bool), fnp.asarray(i8))
+    assert got.dtype == np.bool_
+    np.testing.assert_array_equal(got, [False, True] if prod else [True, True])
+    np.testing.assert_array_equal(f(np.zeros((0, 2)), axis=0, dtype=bool), [prod, prod])
+    x = np.array([[0.0, np.nan], [2, 0]], np.float32)
+    got = f(x, axis=1, dtype=bool, where=np.array([True, False]), initial=False)
+    np.testing.assert_array_equal(got, [False, False] if prod else [False, True])
+
+
+def test_complex_max_min_with_where_and_fmax_fmin():
+    # the identity of a where-masked complex max/min is -inf+0j / inf+0j (JAX's)
+    c = np.array([[1 + 2j, 3 - 1j], [2 + 5j, 2 + 1j]], np.complex64)
+    m = np.array([[True, False], [False, True]])
+    assert complex(fnp.max(c, where=m, initial=0)) == 2 + 1j
+    assert complex(fnp.min(c, where=m, initial=0)) == 0
+    np.testing.assert_array_equal(fnp.nanmax(c, axis=1, where=np.array([True, False]),
+                                             initial=0), [1 + 2j, 2 + 5j])
+    # fmax/fmin of complex and bfloat16 ignore NaNs (JAX: x where x > y or y is NaN)
+    a = np.array([1 + 1j, np.nan, 2, complex(1, np.nan), np.nan], np.complex64)
+    b = np.array([np.nan, 1j, 3, 0, complex(0, np.nan)], np.complex64)
+    np.testing.assert_array_equal(check_jit(fnp.fmax, fnp.asarray(a), fnp.asarray(b)),
+                                  np.array([1 + 1j, 1j, 3, complex(1, np.nan), np.nan],
+                                           np.complex64))
+    np.testing.assert_array_equal(fnp.fmin(a, b),
+                                  np.array([1 + 1j, 1j, 2, 0, np.nan], np.complex64))
+    h = np.array([1, np.nan, 2, np.nan], fnp.bfloat16)
+    g = np.array([np.nan, 1, 3, np.nan], fnp.bfloat16)
+    np.testing.assert_array_equal(np.asarray(fnp.fmax(h, g)).astype(np.float32),
+                                  [1, 1, 3, np.nan])
+    np.testing.assert_array_equal(np.asarray(fnp.fmin(h, g)).astype(np.float32),
+                                  [1, 1, 2, np.nan])
+
+
+def test_diff_of_empty_and_short_axes_is_empty():
+    assert fnp.diff(np.zeros(0, np.int32)).shape == (0,)
+    assert fnp.diff(np.zeros((0, 2), np.int32), axis=0).shape == (0, 2)
+    assert fnp.diff(np.zeros(2, np.int32), n=3).shape == (0,)
+    assert fnp.diff(np.zeros(2, bool), n=3).dtype == np.bool_
+    assert fnp.ediff1d(np.zeros(0, np.int32)).shape == (0,)
+
+
 # ---------------------------------------------------------------------------------------
 # products
 # ---------------------------------------------------------------------------------------

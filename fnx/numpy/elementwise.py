@@ -205,14 +205,19 @@ def float_power(x, y, /):
 def fmax(x, y, /):
     """Maximum that ignores NaN (NaN only if both are NaN)."""
     x, y = promote_broadcast("fmax", x, y)
-    if x.dtype.kind != "f":
+    if x.dtype.kind == "c":   # JAX's: x where x > y (lexicographic) or y has a NaN
+        return lax.select(lax.bitwise_or(greater(x, y), isnan(y)), x, y)
+    if not dtypes.is_floating(x.dtype):
         return lax.max(x, y)
     return lax.select(lax.isnan(x), y, lax.select(lax.isnan(y), x, lax.max(x, y)))
 
 
 def fmin(x, y, /):
+    """Minimum that ignores NaN (NaN only if both are NaN)."""
     x, y = promote_broadcast("fmin", x, y)
-    if x.dtype.kind != "f":
+    if x.dtype.kind == "c":   # JAX's: x where x < y (lexicographic) or y has a NaN
+        return lax.select(lax.bitwise_or(less(x, y), isnan(y)), x, y)
+    if not dtypes.is_floating(x.dtype):
         return lax.min(x, y)
     return lax.select(lax.isnan(x), y, lax.select(lax.isnan(y), x, lax.min(x, y)))
 

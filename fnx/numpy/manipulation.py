@@ -365,7 +365,7 @@ def diff(a, n=1, axis=-1, prepend=None, append=None):
         a = concatenate(parts, axis)
     for _ in range(n):
         m = a.shape[axis]
-        hi = lax.slice_in_dim(a, 1, m, 1, axis)
+        hi = lax.slice_in_dim(a, builtins.min(1, m), m, 1, axis)   # empty stays empty
         lo = lax.slice_in_dim(a, 0, builtins.max(m - 1, 0), 1, axis)
         a = not_equal(hi, lo) if a.dtype == dtypes.bool_ else subtract(hi, lo)
     return a

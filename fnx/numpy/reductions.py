@@ -128,7 +128,11 @@ def _reduction(name, lax_fn, acc_dtype=None, bool_in=False, numpy_fn=None, upcas
         if where is not None:
             from .elementwise import where as where_
             a = where_(where, a, _identity_for(name, a.dtype))
-        out = lax_fn(a, axes)
+        if a.dtype == dtypes.bool_ and name in ("sum", "prod"):
+            # dtype=bool (JAX): lax's add and mul on bools are "or" and "and"
+            out = (lax.reduce_or if name == "sum" else lax.reduce_and)(a, axes)
+        else:
+            out = lax_fn(a, axes)
         if initial is not None:
             from . import elementwise as ew
             if np.ndim(initial):
@@ -155,7 +159,7 @@ def _identity_for(name, dtype):
         return np.zeros((), dtype)[()]
     if name == "prod" or name == "all":
         return np.ones((), dtype)[()]
-    if dtypes.is_floating(dtype):   # bfloat16's NumPy kind is "V"
+    if dtypes.is_inexact(dtype):   # bfloat16's NumPy kind is "V"; complex: -inf+0j, inf+0j
         return np.array(-np.inf if name == "max" else np.inf, dtype)[()]
     info = np.iinfo(dtype) if dtype.kind in "iu" else None
     return np.array(info.min if name == "max" else info.max, dtype)[()]
