@@ -541,9 +541,12 @@ def test_prng_keys_are_uint32_pairs(key):
 
 @pytest.mark.parametrize("seed", [0, 1, 42, 2**32 - 1, 2**32, 2**32 + 7, 2**63 - 1])
 def test_prng_keys_follow_jax_seeding(seed):
-    key = np.asarray(fst._key_from_seed(seed))
-    assert key.tolist() == [seed >> 32, seed & 0xFFFFFFFF]
-    assert np.array_equal(np.asarray(fst._key_from_seed(seed)), key)  # deterministic
+    with fnx.enable_x64():      # all 64 bits of the seed (without x64: its low 32)
+        key = np.asarray(fst._key_from_seed(seed))
+        assert key.tolist() == [seed >> 32, seed & 0xFFFFFFFF]
+        assert np.array_equal(np.asarray(fst._key_from_seed(seed)), key)  # deterministic
+    if seed < 2**32:
+        assert np.asarray(fst._key_from_seed(seed)).tolist() == [0, seed]
 
 
 def test_prng_keys_use_fnx_random_where_it_exists(monkeypatch):
@@ -556,7 +559,10 @@ def test_prng_keys_use_fnx_random_where_it_exists(monkeypatch):
 
 def test_prng_keys_shrink_to_seed_zero_and_use_the_high_word():
     assert np.asarray(simplest(fst.prng_keys())).tolist() == [0, 0]
-    assert np.asarray(simplest(fst.prng_keys(), lambda k: int(k[0]) != 0)).tolist() == [1, 0]
+    assert np.asarray(simplest(fst.prng_keys(), lambda k: int(k[1]) > 5)).tolist() == [0, 6]
+    with fnx.enable_x64():      # the high word takes the seed's bits from 32 on
+        keys = fst.prng_keys()
+        assert np.asarray(simplest(keys, lambda k: int(k[0]) != 0)).tolist() == [1, 0]
 
 
 # --- profiles -----------------------------------------------------------------------------

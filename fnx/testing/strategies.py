@@ -753,15 +753,18 @@ def _key_maker():
 
 
 def _key_from_seed(seed):
-    """The key ``prng_keys`` makes from a seed in ``[0, 2**63)``."""
+    """The key ``prng_keys`` makes from a seed."""
     return _key_maker()(seed)
 
 
 def prng_keys():
     """A strategy of PRNG keys: fnx Arrays of raw threefry key data (uint32, shape (2,)),
-    made from seeds in ``[0, 2**63)`` as ``PRNGKey(seed)`` makes them (by
-    ``fnx.random.PRNGKey`` where it exists); shrinks toward seed 0."""
-    return st.integers(0, 2**63 - 1).map(_key_maker())
+    made as ``PRNGKey(seed)`` makes them (by ``fnx.random.PRNGKey`` where it exists) from
+    the seeds it takes whole: ``[0, 2**32)`` without ``jax_enable_x64`` (the high word is
+    then 0, as in JAX), ``[0, 2**63)`` with it (as the strategy is made); shrinks toward
+    seed 0."""
+    top = 2**63 - 1 if _dt.x64_enabled() else 2**32 - 1
+    return st.integers(0, top).map(_key_maker())
 
 
 # --- settings profiles -------------------------------------------------------------------
