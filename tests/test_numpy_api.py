@@ -1776,6 +1776,14 @@ def test_complex_max_min_with_where_and_fmax_fmin():
                                   [1, 1, 2, np.nan])
 
 
+def test_bool_max_min_with_where():
+    b = np.array([[True, False], [False, False]])
+    m = np.array([[False, True], [True, True]])
+    np.testing.assert_array_equal(fnp.max(b, axis=0, where=m, initial=False), [False, False])
+    np.testing.assert_array_equal(fnp.min(b, axis=1, where=m, initial=True), [False, False])
+    assert fnp.max(np.zeros((0, 4), bool), axis=0, where=True, initial=0).shape == (4,)
+
+
 def test_diff_of_empty_and_short_axes_is_empty():
     assert fnp.diff(np.zeros(0, np.int32)).shape == (0,)
     assert fnp.diff(np.zeros((0, 2), np.int32), axis=0).shape == (0, 2)

@@ -161,7 +161,9 @@ def _identity_for(name, dtype):
         return np.ones((), dtype)[()]
     if dtypes.is_inexact(dtype):   # bfloat16's NumPy kind is "V"; complex: -inf+0j, inf+0j
         return np.array(-np.inf if name == "max" else np.inf, dtype)[()]
-    info = np.iinfo(dtype) if dtype.kind in "iu" else None
+    if dtype == dtypes.bool_:
+        return np.array(name != "max", dtype)[()]
+    info = np.iinfo(dtype)
     return np.array(info.min if name == "max" else info.max, dtype)[()]
 
 
