@@ -202,6 +202,28 @@ def test_binary_operators_defer_to_unknown_types(op):
         op(other, x)
 
 
+class _HasJaxArray:
+    """A wrapper that names its array through JAX's ``__jax_array__`` protocol."""
+
+    def __init__(self, v):
+        self.v = v
+
+    def __jax_array__(self):
+        return fnp.asarray(self.v)
+
+
+def test_the_jax_array_protocol_converts_wrappers():
+    w = _HasJaxArray(np.arange(3, dtype=np.float32))
+    want = np.arange(3, dtype=np.float32)
+    same(fnp.asarray(w), want)
+    same(fnp.array(w), want)
+    same(fnp.stack([w, w]), np.stack([want, want]))
+    same(w + fnp.ones(3), want + 1)      # the Array's reflected operator takes it
+    same(fnp.ones(3) * w, want)
+    same(fnp.sin(w), np.sin(want))       # JAX 0.10 refuses this one; fnx converts
+    same(fnx.grad(lambda x: fnp.sum(x * x))(w), 2 * want)
+
+
 def test_a_tuple_subclass_with_operators_gets_its_turn():
     a, b = _Wrapped(fnp.ones(4)), fnp.ones(4)
     assert isinstance(a * b, _Wrapped) and isinstance(b * a, _Wrapped)

@@ -512,8 +512,10 @@ def _operand_like(o):
     """Whether a binary operator takes ``o``; else it returns NotImplemented, as JAX's
     (``_defer_to_unrecognized_arg``), so that a class with its own (reflected) operator,
     a NamedTuple of arrays say, gets its turn, and Python raises "unsupported operand
-    type(s)" for one with none. Plain lists and tuples are taken as arrays (JAX raises)."""
-    return isinstance(o, _OPERANDS) or type(o) in (list, tuple)
+    type(s)" for one with none. Plain lists and tuples are taken as arrays (JAX raises), and
+    so is a class with ``__jax_array__`` (JAX's protocol for wrappers)."""
+    return (isinstance(o, _OPERANDS) or type(o) in (list, tuple)
+            or hasattr(type(o), "__jax_array__"))
 
 
 def _index_text(x, default="idx"):
@@ -765,6 +767,9 @@ def to_array(x, what="argument"):
         return Array(x)
     if isinstance(x, (list, tuple)):
         return fnp.asarray(x)
+    jax_array = getattr(type(x), "__jax_array__", None)
+    if jax_array is not None:   # JAX's protocol: a wrapper class that says which array it is
+        return to_array(jax_array(x), what)
     if hasattr(x, "__array__") or hasattr(x, "__dlpack__"):
         return Array(np.asarray(x))
     raise TypeError(f"{what}: expected an array or a Python scalar, got {type(x).__name__}")
