@@ -431,6 +431,34 @@ def test_jit_retraces_when_the_flag_changes():
     assert [a.dtype for a in f(x)] == [np.float32, np.int32]
 
 
+
+def test_default_scalar_types_are_64_bit_and_follow_the_flag():
+    # jnp.float_/int_/complex_ are NumPy's 64-bit types, narrowed when used, as in JAX
+    assert fnp.int_ == fnp.int64 and fnp.float_ == fnp.float64 and fnp.complex_ == fnp.complex128
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        assert fnp.zeros(2, fnp.int_).dtype == np.int32
+        assert fnp.arange(3.0).astype(fnp.float_).dtype == np.float32
+    with fnx.enable_x64():
+        assert fnp.zeros(2, fnp.int_).dtype == np.int64
+        assert fnp.zeros(2, fnp.float_).dtype == np.float64
+        assert fnp.zeros(2, fnp.complex_).dtype == np.complex128
+
+
+def test_lax_dtype_canonicalizes_all_but_fnx_arrays():
+    from fnx import lax
+    assert lax.dtype(1) == np.int32 and lax.dtype(1.0) == np.float32
+    assert lax.dtype(True) == np.bool_ and lax.dtype(1j) == np.complex64
+    assert lax.dtype(np.float64) == np.float32 and lax.dtype("float64") == np.float32
+    assert lax.dtype(np.ones(2)) == np.float32 and lax.dtype(fnp.float16) == np.float16
+    assert lax.dtype(int) == np.int32 and lax.dtype(fnp.ones(2, "bfloat16")) == fnp.bfloat16
+    with pytest.raises(TypeError):
+        lax.dtype([1, 2])
+    with fnx.enable_x64():
+        assert lax.dtype(1) == np.int64 and lax.dtype(float) == np.float64
+        kept = fnp.ones(2)
+    assert lax.dtype(kept) == np.float64  # an array keeps the dtype it was made with
+
 # --- narrowing and its warning ----------------------------------------------------------------
 
 def test_narrowing_warns_exactly_once_naming_the_flag():

@@ -14,6 +14,35 @@ from .parallel import (all_gather, all_to_all, axis_index, axis_size, pmax,  # n
                        pmean, pmin, ppermute, psum, psum_scatter)
 
 
+def dtype(x):
+    """The dtype of a value or type, as JAX's ``lax.dtype``: Python scalars and their types
+    give the default dtypes (which follow ``jax_enable_x64``); NumPy dtypes, scalar types,
+    arrays and lists narrow to 32 bits while x64 is off; an fnx array's dtype is its own."""
+    import numpy as np
+    from ..core import dtypes as _d
+    from ..core.array import Array
+    if x is None:
+        raise ValueError(f"Invalid argument to dtype: {x}.")
+    if isinstance(x, Array):
+        return x.dtype
+    r = None if isinstance(x, type) else _d.python_scalar_dtype(x)
+    if r is not None:
+        d = r[0]
+    elif isinstance(x, type) and x in (bool, int, float, complex):
+        d = _d.canonicalize(x)
+    else:
+        inner = None if isinstance(x, (str, np.dtype, type)) else getattr(x, "dtype", None)
+        if isinstance(inner, np.dtype):
+            x = inner
+        elif not isinstance(x, (str, np.dtype, type)):
+            try:
+                x = np.result_type(x)
+            except TypeError as err:
+                raise TypeError(f"Cannot determine dtype of {x}") from err
+        d = _d.canonicalize(x)
+    return _d.NARROW.get(d, d)
+
+
 # JAX's lax exports every primitive as ``<name>_p`` (``lax.exp_p``, ``lax.tanh_p``), which
 # interpreters over make_jaxpr's equations compare ``eqn.primitive`` with. fnx's registry holds
 # them by name; the few JAX spells differently get JAX's name too.

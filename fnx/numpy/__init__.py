@@ -166,7 +166,7 @@ float16, float32, float64 = (_ScalarType(t) for t in (_np.float16, _np.float32, 
 complex64, complex128 = _ScalarType(_np.complex64), _ScalarType(_np.complex128)
 if _dtypes.bfloat16 is not None:
     bfloat16 = _ScalarType(_dtypes.bfloat16.type)
-float_, int_, complex_ = float32, int32, complex64
+float_, int_, complex_ = float64, int64, complex128  # as jnp: narrowed when used, unless x64
 single, double, csingle, cdouble = float32, float64, complex64, complex128
 uint = uint64  # as jnp.uint (uint32 unless jax_enable_x64)
 character, flexible, object_ = _np.character, _np.flexible, _np.object_  # for issubdtype
