@@ -173,3 +173,29 @@ def test_default_fill_of_unsigned_and_narrow_ints_is_the_dtype_extreme():
     assert jnp.unique(x).tolist() == [1, 2, 3]
     y = jnp.asarray(np.array([1, 2, 3], np.int8))
     assert jnp.take(y, jnp.asarray([0, 5])).tolist() == [1, -128]
+
+
+def test_wrap_negative_indices_false_makes_negative_indices_out_of_range():
+    # JAX 0.10.2's .at[...] methods and take_along_axis take wrap_negative_indices
+    i = jnp.array([-1, 2, 7, -7])
+    eq(X.at[i].get(mode="fill", wrap_negative_indices=False), [np.nan, 2, np.nan, np.nan])
+    eq(X.at[i].get(mode="clip", wrap_negative_indices=False), [0, 2, 4, 0])
+    eq(X.at[i].set(9.0, wrap_negative_indices=False), [0, 1, 9, 3, 4])
+    eq(X.at[i].set(9.0, mode="clip", wrap_negative_indices=False), [9, 1, 9, 3, 9])
+    eq(X.at[jnp.array([-1, 1])].apply(lambda v: v * 10, wrap_negative_indices=False),
+       [0, 10, 2, 3, 4])
+    eq(X.at[-1].get(mode="fill", wrap_negative_indices=False), np.nan)
+    eq(X.at[-1].add(9.0, mode="drop", wrap_negative_indices=False), [0, 1, 2, 3, 4])
+    eq(X.at[-3:].get(wrap_negative_indices=False), [2, 3, 4])  # slices are not indices
+    with pytest.raises(IndexOutOfBoundsError):  # static and no mode: raises, as 7 does
+        X.at[-1].get(wrap_negative_indices=False)
+    big = jnp.arange(300.0)  # an int8 index cannot hold -301: widened
+    eq(big.at[jnp.array([-1, 5], np.int8)].get(mode="fill", wrap_negative_indices=False),
+       [np.nan, 5])
+    f = fnx.jit(lambda x, i: x.at[i].multiply(2.0, mode="drop", wrap_negative_indices=False))
+    eq(f(X, i), [0, 1, 4, 3, 4])
+    eq(jnp.take_along_axis(X, i, 0, mode="fill", wrap_negative_indices=False),
+       [np.nan, 2, np.nan, np.nan])
+    # its default: wrap, except under promise_in_bounds (JAX's legacy rule)
+    eq(jnp.take_along_axis(X, i, 0, mode="promise_in_bounds"), [0, 2, 4, 0])
+    eq(jnp.take_along_axis(X, i, 0, mode="clip"), [4, 2, 4, 0])

@@ -64,20 +64,53 @@ def _oob(i, dim, n):
         "x.at[idx].set(v, mode='drop') drops the update.")
 
 
-def _static_oob_to_arrays(x, items):
-    """Static ints out of range turned into index arrays, so that an explicit ``mode``
-    (clip, fill, drop) treats them as JAX treats every index."""
+def _static_oob_to_arrays(x, items, wrap=True):
+    """Static ints out of range (negative ones too, unless ``wrap``) turned into index
+    arrays, so that an explicit ``mode`` (clip, fill, drop) treats them as JAX treats
+    every index."""
     dim, out = 0, []
     for it in items:
         if it is not None and type(it) is int:
             n = x.shape[dim]
-            if not -n <= it < n:
+            if not (-n if wrap else 0) <= it < n:
                 it = _Array(Array._wrap(np.asarray(it, np.int64 if abs(it) >= 2 ** 31
                                                    else np.int32)))
         out.append(it)
         if it is not None:
             dim += 1
     return out
+
+
+def _check_static_unwrapped(x, items):
+    """With ``wrap_negative_indices=False`` a static negative int is out of range: it
+    raises, as any static int out of range does when no mode asks for JAX's handling."""
+    dim = 0
+    for it in items:
+        if it is None:
+            continue
+        if type(it) is int and it < 0:
+            raise _oob(it, dim, x.shape[dim])
+        dim += 1
+
+
+def _no_wrap(x, spec, arrays):
+    """Index arrays whose negative entries are moved to ``-n - 1``, out of range even
+    after the negative ones wrap once, so that each mode clamps, fills or drops them as
+    JAX does under ``wrap_negative_indices=False``."""
+    from .elementwise import where
+    arrays, dim = list(arrays), 0
+    for it in spec:
+        if it is None:
+            continue
+        if type(it) is tuple and it[0] == "a" and arrays[it[1]].dtype.kind == "i":
+            n = x.shape[dim]
+            i = arrays[it[1]]
+            if np.iinfo(i.dtype).min > -(n + 1):  # int8/int16: -n - 1 needs a wider type
+                i = lax.convert_element_type(i, np.int32 if n < 2**31 - 1 else np.int64)
+            arrays[it[1]] = where(lax.lt(i, lax.convert_element_type(0, i.dtype)),
+                                  lax.convert_element_type(-(n + 1), i.dtype), i)
+        dim += 1
+    return arrays
 
 
 def _static_int(v, what):
@@ -215,12 +248,14 @@ def _is_basic(idx):
     return isinstance(idx, _BASIC) and type(idx) is not bool
 
 
-def getitem(x, idx, mode=None, fill_value=None):
+def getitem(x, idx, mode=None, fill_value=None, wrap=True):
     """``x[idx]``. Out-of-range indices: ``mode=None`` clamps dynamic ones and raises for
     static ones; ``'clip'`` (and ``'promise_in_bounds'``) clamp; ``'fill'`` (and
     ``'drop'``) give ``fill_value`` (default NaN, the dtype's minimum for signed
-    integers, its maximum for unsigned ones, True for bool), as JAX."""
-    if type(x) is Array and mode is None and get_trace() is EVAL and _is_basic(idx):
+    integers, its maximum for unsigned ones, True for bool), as JAX. ``wrap=False``:
+    negative integer indices are out of range rather than counted from the end."""
+    if type(x) is Array and mode is None and wrap and get_trace() is EVAL \
+            and _is_basic(idx):
         # Eager basic indexing is the buffer's own (NumPy's or the device array
         # library's: a view; IndexError out of range).
         v = x._value
@@ -246,9 +281,13 @@ def getitem(x, idx, mode=None, fill_value=None):
                                      limit_indices=(stop,) + shape[1:], strides=None)
     x, items = _parse(x, idx)
     if mode in ("fill", "drop", "clip"):
-        items = _static_oob_to_arrays(x, items)
+        items = _static_oob_to_arrays(x, items, wrap)
+    elif not wrap:
+        _check_static_unwrapped(x, items)
     if any(type(it) is _Array for it in items):
         spec, arrays = _spec(x, items)
+        if not wrap:
+            arrays = _no_wrap(x, spec, arrays)
         if mode in ("fill", "drop"):
             x, arrays = _fill_out_of_range(x, spec, arrays, fill_value)
         return lax.index_gather(x, arrays, spec)
@@ -395,58 +434,61 @@ class IndexUpdateRef:
         self.index = index
 
     def get(self, *, indices_are_sorted=False, unique_indices=False, mode=None,
-            fill_value=None, out_sharding=None):
+            fill_value=None, out_sharding=None, wrap_negative_indices=True):
         """``x[idx]``, with ``mode`` for out-of-range indices (see the class)."""
         _check_mode(mode)
-        return getitem(self.array, self.index, mode, fill_value)
+        return getitem(self.array, self.index, mode, fill_value, wrap_negative_indices)
 
     def set(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None,
-            out_sharding=None):
-        return _scatter(self.array, self.index, values, "set", mode)
+            out_sharding=None, wrap_negative_indices=True):
+        return _scatter(self.array, self.index, values, "set", mode, wrap_negative_indices)
 
     def add(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None,
-            out_sharding=None):
-        return _scatter(self.array, self.index, values, "add", mode)
+            out_sharding=None, wrap_negative_indices=True):
+        return _scatter(self.array, self.index, values, "add", mode, wrap_negative_indices)
 
     def subtract(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None,
-                 out_sharding=None):
+                 out_sharding=None, wrap_negative_indices=True):
         from .elementwise import negative
-        return _scatter(self.array, self.index, negative(values), "add", mode)
+        return _scatter(self.array, self.index, negative(values), "add", mode,
+                        wrap_negative_indices)
 
     def multiply(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None,
-                 out_sharding=None):
-        return _scatter(self.array, self.index, values, "mul", mode)
+                 out_sharding=None, wrap_negative_indices=True):
+        return _scatter(self.array, self.index, values, "mul", mode, wrap_negative_indices)
 
     mul = multiply
 
     def divide(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None,
-               out_sharding=None):
+               out_sharding=None, wrap_negative_indices=True):
         """``x / d`` where ``d`` is 1 except at the indexed elements, which are divided
         by each of their values (repeated indices divide repeatedly, as JAX)."""
         from .creation import ones_like
         from .elementwise import true_divide
-        denom = _scatter(ones_like(self.array), self.index, values, "mul", mode)
+        denom = _scatter(ones_like(self.array), self.index, values, "mul", mode,
+                         wrap_negative_indices)
         return true_divide(self.array, denom)
 
     def power(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None,
-              out_sharding=None):
+              out_sharding=None, wrap_negative_indices=True):
         """``x ** e`` where ``e`` is 1 except at the indexed elements (repeated indices
         multiply their exponents, as JAX)."""
         from .creation import ones_like
         from .elementwise import power
-        exponent = _scatter(ones_like(self.array), self.index, values, "mul", mode)
+        exponent = _scatter(ones_like(self.array), self.index, values, "mul", mode,
+                            wrap_negative_indices)
         return power(self.array, exponent)
 
     def min(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None,
-            out_sharding=None):
-        return _scatter(self.array, self.index, values, "min", mode)
+            out_sharding=None, wrap_negative_indices=True):
+        return _scatter(self.array, self.index, values, "min", mode, wrap_negative_indices)
 
     def max(self, values, *, indices_are_sorted=False, unique_indices=False, mode=None,
-            out_sharding=None):
-        return _scatter(self.array, self.index, values, "max", mode)
+            out_sharding=None, wrap_negative_indices=True):
+        return _scatter(self.array, self.index, values, "max", mode, wrap_negative_indices)
 
     def apply(self, func, *, indices_are_sorted=False, unique_indices=False, mode=None,
-              out_sharding=None):
+              out_sharding=None, wrap_negative_indices=True):
         """``x`` with the elementwise ``func`` applied to the indexed elements, once per
         time the index names an element (``x.at[[1, 1]].apply(f)`` gives ``f(f(x[1]))``,
         as JAX)."""
@@ -457,7 +499,8 @@ class IndexUpdateRef:
             # a full-shape mask, possibly traced: each element at most once
             return where(idx, lax.convert_element_type(func(x), x.dtype), x)
         zeros = lax.broadcast_in_dim(lax.convert_element_type(0, np.int32), x.shape, ())
-        hits = _scatter(zeros, idx, np.int32(1), "add", mode)  # times each element is named
+        hits = _scatter(zeros, idx, np.int32(1), "add", mode,
+                        wrap_negative_indices)  # times each element is named
 
         def step(y, k):
             return where(lax.gt(hits, lax.convert_element_type(k, np.int32)),
@@ -499,10 +542,11 @@ def _check_mode(mode):
         raise ValueError(f"indexing: mode must be one of {_INDEX_MODES[1:]}, got {mode!r}")
 
 
-def _scatter(x, idx, values, mode, index_mode=None):
+def _scatter(x, idx, values, mode, index_mode=None, wrap=True):
     """Out-of-range dynamic indices: dropped (default, 'drop', 'fill',
     'promise_in_bounds') or clamped ('clip'); static ones likewise when a mode other
-    than 'promise_in_bounds' is given, else IndexOutOfBoundsError."""
+    than 'promise_in_bounds' is given, else IndexOutOfBoundsError. ``wrap=False``:
+    negative integer indices are out of range rather than counted from the end."""
     _check_mode(index_mode)
     x = to_array(x)
     values = to_array(values)
@@ -514,8 +558,12 @@ def _scatter(x, idx, values, mode, index_mode=None):
     shape = x.shape
     x, items = _parse(x, idx)
     if index_mode in ("fill", "drop", "clip"):
-        items = _static_oob_to_arrays(x, items)
+        items = _static_oob_to_arrays(x, items, wrap)
+    elif not wrap:
+        _check_static_unwrapped(x, items)
     spec, arrays = _spec(x, items)
+    if not wrap:
+        arrays = _no_wrap(x, spec, arrays)
     if index_mode == "clip":
         arrays = _clip_indices(x, spec, arrays)
     target = indexed_shape(x.shape, spec, [a.shape for a in arrays])
@@ -606,14 +654,16 @@ def _along_axis_spec(arr, indices, axis, name):
     return arr, index_arrays, tuple(("a", d) for d in range(arr.ndim)), shape
 
 
-def take_along_axis(arr, indices, axis=-1, mode=None, fill_value=None):
+def take_along_axis(arr, indices, axis=-1, mode=None, fill_value=None, *,
+                    wrap_negative_indices=None):
     """``arr`` gathered along ``axis`` at ``indices`` (same rank; other dims broadcast).
     ``axis`` defaults to the last one, as in the Array API (2024.12); NumPy and JAX make
     the caller name it.
 
-    ``mode`` as JAX's: None or 'fill' (default): negative indices count from the end,
-    out-of-range ones give ``fill_value`` (as ``take``); 'clip' and
-    'promise_in_bounds': clamped (after counting negative ones from the end)."""
+    ``mode`` as JAX's: None or 'fill' (default): out-of-range indices give
+    ``fill_value`` (as ``take``); 'clip' and 'promise_in_bounds': clamped. Negative
+    indices count from the end first if ``wrap_negative_indices``, which defaults as in
+    JAX 0.10.2 to True except under 'promise_in_bounds'."""
     if axis is None:
         arr = to_array(arr)
         arr, axis = lax.reshape(arr, (arr.size,)), 0
@@ -624,6 +674,10 @@ def take_along_axis(arr, indices, axis=-1, mode=None, fill_value=None):
         raise IndexTypeError(f"take_along_axis: indices must be integers, got "
                              f"{to_array(indices).dtype}")
     arr, index_arrays, spec, _ = _along_axis_spec(arr, indices, axis, "take_along_axis")
+    if wrap_negative_indices is None:
+        wrap_negative_indices = mode != "promise_in_bounds"
+    if not wrap_negative_indices:
+        index_arrays = _no_wrap(arr, spec, index_arrays)
     if mode in (None, "fill"):
         arr, index_arrays = _fill_out_of_range(arr, spec, index_arrays, fill_value)
     return lax.index_gather(arr, index_arrays, spec)
