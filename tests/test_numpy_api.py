@@ -2098,6 +2098,44 @@ def test_at_repeated_indices_accumulate():
     assert ri.dtype == F4 and float(ri[1]) == 1.0            # as JAX: divide gives a float
 
 
+def test_at_updates_with_values_of_another_dtype_follow_jax():
+    # JAX 0.10.2: values x's dtype cannot hold safely warn (FutureWarning) and are combined
+    # in the promoted dtype, then cast back (x weak stays weak); strict promotion raises
+    import warnings
+    x = fnp.asarray(np.array([1, -1, 3], np.int32))
+    with pytest.warns(FutureWarning, match="scatter inputs have incompatible types"):
+        got = x.at[:].add(fnp.float32(0.6))
+    assert got.dtype == np.int32 and got.tolist() == [1, 0, 3]  # 1.6, -0.4, 3.6 truncated
+    with pytest.warns(FutureWarning):
+        assert x.at[:].multiply(fnp.float32(0.5)).tolist() == [0, 0, 1]
+    with pytest.warns(FutureWarning):
+        assert x.at[0].set(fnp.float32(2.7)).tolist() == [2, -1, 3]
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert x.at[0].set(fnp.int16(5)).dtype == np.int32  # safe: no warning
+        weak = fnx.lax.convert_element_type(fnp.arange(3.0), np.float32, weak_type=True)
+        assert weak.at[0].add(fnp.float32(2)).weak_type
+        u = fnp.zeros(1, np.uint32)  # a Python int is made in x's dtype when it fits
+        assert int(u.at[0].set(2**32 - 1)[0]) == 2**32 - 1
+        assert int(u.at[0].add(2**32 - 1)[0]) == 2**32 - 1
+        assert int(fnp.zeros(1, np.int8).at[0].set(300)[0]) == 44
+    with fnx.enable_x64(False), pytest.raises(OverflowError):  # as JAX without x64
+        fnp.zeros(1, np.float32).at[0].set(2**40)
+    with fnx.numpy_dtype_promotion("strict"):
+        with pytest.raises(fnx.dtypes.TypePromotionError):
+            x.at[0].set(fnp.int16(5))
+        assert x.at[0].set(5).tolist() == [5, -1, 3]
+
+
+def test_reading_an_empty_dimension_with_an_index_array_raises_index_error():
+    x = fnp.ones((2, 0))
+    with pytest.raises(IndexError, match="out of bounds for axis 1 with size 0"):
+        fnx.jit(lambda i: x[0, i])(0)
+    with pytest.raises(IndexError, match="empty axis"):
+        fnp.take(fnp.zeros(0), fnp.asarray([0]))
+    assert fnp.zeros(0)[np.array([], np.int32)].shape == (0,)
+
+
 def test_at_modes_and_out_of_range_indices():
     X = fnp.asarray(np.arange(5.0, dtype=np.float32))
     j = fnp.asarray([1, 7, -1, -9])

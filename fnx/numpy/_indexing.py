@@ -286,12 +286,25 @@ def getitem(x, idx, mode=None, fill_value=None, wrap=True):
         _check_static_unwrapped(x, items)
     if any(type(it) is _Array for it in items):
         spec, arrays = _spec(x, items)
+        _check_empty_dims(x, spec, arrays)
         if not wrap:
             arrays = _no_wrap(x, spec, arrays)
         if mode in ("fill", "drop"):
             x, arrays = _fill_out_of_range(x, spec, arrays, fill_value)
         return lax.index_gather(x, arrays, spec)
     return _basic_getitem(x, items)
+
+
+def _check_empty_dims(x, spec, arrays):
+    """An index array reading a dimension of size 0 has nothing to read (nor clamp into):
+    IndexError, as NumPy and JAX (traced or not)."""
+    dim = 0
+    for it in spec:
+        if it is None:
+            continue
+        if type(it) is tuple and it[0] == "a" and x.shape[dim] == 0 and arrays[it[1]].size:
+            raise IndexError(f"index is out of bounds for axis {dim} with size 0")
+        dim += 1
 
 
 def _first_oob(shape, idx):
@@ -549,9 +562,10 @@ def _scatter(x, idx, values, mode, index_mode=None, wrap=True):
     negative integer indices are out of range rather than counted from the end."""
     _check_mode(index_mode)
     x = to_array(x)
-    values = to_array(values)
-    if values.dtype != x.dtype:
-        values = lax.convert_element_type(values, x.dtype)
+    values, work = _scatter_values(x, values, mode)
+    if work is not None:  # as JAX: updated in the promoted dtype, then cast back
+        out = _scatter(lax.convert_element_type(x, work), idx, values, mode, index_mode, wrap)
+        return lax.convert_element_type(out, x.dtype, weak_type=x.weak_type)
     mask = idx if isinstance(idx, Array) and idx.dtype == dtypes.bool_ else None
     if mask is not None and mask.shape == x.shape and values.ndim == 0:
         return _masked_update(x, mask, values, mode)
@@ -579,6 +593,36 @@ def _scatter(x, idx, values, mode, index_mode=None, wrap=True):
                                   tuple(range(len(target) - values.ndim, len(target))))
     out = lax.index_scatter(x, values, arrays, spec, mode)
     return out if out.shape == shape else lax.reshape(out, shape)
+
+
+def _scatter_values(x, values, mode):
+    """``(values, work)`` for an update of ``x``, as JAX's scatter: values of a dtype that
+    ``x``'s cannot hold safely warn (FutureWarning; strict promotion raises
+    TypePromotionError) and, but for ``set``, are combined with ``x`` in the promoted
+    ``work`` dtype (None: in ``x``'s dtype, ``values`` cast to it). A Python int is made
+    directly in ``x``'s dtype when it fits (2**32 - 1 into uint32)."""
+    if dtypes.python_scalar_dtype(values) is not None:
+        out = dtypes.result_type(values, x.dtype)
+        if out == x.dtype and (type(values) is not int or x.dtype.kind in "iu"
+                               and np.iinfo(x.dtype).min <= values <= np.iinfo(x.dtype).max):
+            return Array._wrap(np.asarray(values).astype(x.dtype)), None
+    else:
+        values = to_array(values)
+        out = x.dtype if values.dtype == x.dtype else dtypes.result_type(values, x.dtype)
+    values = to_array(values)
+    if out != x.dtype:
+        import warnings
+        from .. import config
+        warnings.warn(
+            "scatter inputs have incompatible types: cannot safely cast value from "
+            f"dtype={values.dtype} to dtype={x.dtype} with jax_numpy_dtype_promotion="
+            f"{config.values['jax_numpy_dtype_promotion']}. In future JAX releases this "
+            "will result in an error.", FutureWarning, stacklevel=4)
+        if mode != "set":
+            return lax.convert_element_type(values, out), out
+    if values.dtype != x.dtype:
+        values = lax.convert_element_type(values, x.dtype)
+    return values, None
 
 
 def _masked_update(x, mask, v, mode):
@@ -616,6 +660,8 @@ def take(a, indices, axis=None, out=None, mode=None, unique_indices=False,
     if idx.dtype.kind not in "iu":
         raise IndexTypeError(f"take: indices must be integers, got {idx.dtype}")
     n = a.shape[axis]
+    if n == 0 and idx.size:
+        raise IndexError("Cannot do a non-empty jnp.take() from an empty axis.")
     if mode == "wrap":
         from .elementwise import remainder
         idx = remainder(idx, n) if n else idx
