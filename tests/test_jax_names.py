@@ -289,6 +289,10 @@ def test_jax_error_classes_for_concretization():
         assert isinstance(info.value, (base, E.ConcretizationTypeError, E.ConcretizationError))
     assert E.ConcretizationTypeError is E.ConcretizationError
     assert E.UnexpectedTracerError is E.LeakedTracerError
+    for f in (lambda v, i: v[i:i + 2], lambda v, i: v[::i]):  # JAX: IndexError
+        with pytest.raises(IndexError) as info:
+            fnx.jit(f)(x, 1)
+        assert isinstance(info.value, E.ConcretizationError)
 
 
 def test_lax_map_batch_size_empty_and_broadcast_like():

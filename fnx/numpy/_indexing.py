@@ -113,9 +113,14 @@ def _no_wrap(x, spec, arrays):
     return arrays
 
 
+class _TracedSliceError(ConcretizationError, IndexError):
+    """A traced slice start, stop or step: an IndexError, as in JAX, and a
+    ConcretizationError (a TypeError), as fnx's other uses of traced values."""
+
+
 def _static_int(v, what):
     if isinstance(v, Tracer):
-        raise ConcretizationError(
+        raise _TracedSliceError(
             f"indexing: a traced value used as a slice {what} makes the result shape depend "
             "on data. Use fnx.lax.dynamic_slice(x, starts, sizes) for windows of static "
             "size at traced offsets.")
