@@ -495,3 +495,19 @@ def test_jvp_in_default_mode_narrows_as_jax():
         assert [o.dtype for o in fnx.eval_shape(both, x, t)] == [np.float32] * 2
         with pytest.raises(TypeError, match="tangent 0 has dtype int32.*float32"):
             fnx.jvp(fnp.sin, (np.float32(1.0),), (np.int32(1),))
+
+
+def test_float0_tangents_of_integer_primals():
+    # JAX asks for float0 tangents of integer and bool primals (np.zeros(shape, float0))
+    x, i = fnp.ones((3, 4)), fnp.ones((3,), np.int32)
+    f = lambda x, i: fnp.sum(x[i])  # noqa: E731
+    t0 = np.zeros(i.shape, fnx.dtypes.float0)
+    g, gt = fnx.jvp(fnx.grad(f), (x, i), (x, t0))
+    np.testing.assert_array_equal(g, np.broadcast_to(np.array([0, 3, 0.0])[:, None], (3, 4)))
+    np.testing.assert_array_equal(gt, np.zeros((3, 4)))
+    out = fnx.jit(lambda x, i: fnx.jvp(fnx.grad(f), (x, i), (x, t0))[0])(x, i)
+    np.testing.assert_array_equal(out, g)
+    with pytest.raises(TypeError, match="float0"):
+        fnx.jvp(fnp.sin, (x,), (np.zeros(x.shape, fnx.dtypes.float0),))
+    with pytest.raises(ValueError, match="shape"):
+        fnx.jvp(f, (x, i), (x, np.zeros((2,), fnx.dtypes.float0)))

@@ -81,6 +81,23 @@ def _check_tangent(p, t, i):
                         f"{p.dtype}; tangents must match their primals' dtypes")
 
 
+_FLOAT0 = np.dtype([("float0", np.void, 0)])  # JAX's tangent dtype of integer primals
+
+
+def _float0_tangent(p, t, i):
+    """A tangent as an array: a float0 one (what JAX asks for an integer or bool primal)
+    is that primal's zero tangent."""
+    if getattr(t, "dtype", None) != _FLOAT0:
+        return to_array(t)
+    if dtypes.is_inexact(p.dtype):
+        raise TypeError(f"jvp: tangent {i} has dtype float0 but its primal has dtype "
+                        f"{p.dtype}; only integer and bool primals take float0 tangents")
+    if tuple(np.shape(t)) != tuple(p.shape):
+        raise ValueError(f"jvp: tangent {i} has shape {tuple(np.shape(t))} but its primal "
+                         f"has shape {tuple(p.shape)}")
+    return zeros_like_tangent(p)
+
+
 def jvp(fun, primals, tangents, has_aux=False):
     """``(fun(*primals), d fun(primals)[tangents])``: the forward-mode derivative.
 
@@ -95,7 +112,7 @@ def jvp(fun, primals, tangents, has_aux=False):
         raise TreeMismatchError(f"jvp: primals and tangents must have the same structure, got "
                          f"{p_tree} and {t_tree}")
     p_leaves = [to_array(p) for p in p_leaves]
-    t_leaves = [to_array(t) for t in t_leaves]
+    t_leaves = [_float0_tangent(p, t, i) for i, (p, t) in enumerate(zip(p_leaves, t_leaves))]
     for i, (p, t) in enumerate(zip(p_leaves, t_leaves)):
         _check_tangent(p, t, i)
     trace = JVPTrace(get_trace())
