@@ -37,7 +37,7 @@ from .. import tree_util
 from .._config import TRACE_FLAGS, config
 from ..backends import apply_ir, available_backends, get_backend
 from ..core.backend import DEVICE_BACKENDS, place
-from ..core import dtypes
+from ..core import dtypes, profiling
 from ..core.array import Array, DeletedBuffer, Tracer, to_array
 from ..core.ir import IR, check_ir
 from ..core.primitive import Primitive
@@ -652,7 +652,9 @@ class JitFunction:
         avals = [x.aval if isinstance(x, Array) else abstractify(x, "jit") for x in leaves]
         log = config.values["jax_log_compiles"]
         t0 = time.perf_counter()
+        t0_ns = time.perf_counter_ns()
         ir = trace_flat(flat_fun, avals, self.name)
+        profiling.span(f"trace {self.name}", t0_ns, category="jit")
         self._c.trace_count += 1
         if log:
             _LOG.warning("Finished tracing %s for jit in %.4f sec: %s -> %s", self.name,
@@ -674,8 +676,10 @@ class JitFunction:
                              _avals_str(ir.in_avals),
                              f" and static arguments {_static_str(static)}"
                              if static != ((), ()) else "")
+            t0_ns = time.perf_counter_ns()
             entry = _Entry(ir, out_tree, in_tree, self.name,
                            self._donated_positions(args, kwargs or {}), get_backend(key[4]))
+            profiling.span(f"compile {self.name}", t0_ns, category="jit")
             entry.ctx = key[0]
             self._c.add(key, entry)
         else:
