@@ -105,7 +105,7 @@ CASES = [
      TypeError, r"indices must be integers.*a float \(1.5\)", True),
     ("float index array", lambda: x3[jnp.array([1.0])],
      TypeError, "indices must be integers.*float\\d+", True),
-    ("too many indices", lambda: x3[0, 0], IndexError, "too many indices", False),
+    ("too many indices", lambda: x3[0, 0], IndexError, "Too many indices", False),  # JAX's
     ("item assignment", lambda: x3.__setitem__(0, 1.0),
      TypeError, r"immutable.*x.at\[0\].set", False),
     ("unknown indexing mode", lambda: x3.at[0].set(1.0, mode="wrap"),
@@ -165,3 +165,20 @@ def test_error_classes_are_the_builtin_types_jax_uses():
         cls = getattr(errors, name)
         if isinstance(cls, type) and issubclass(cls, FnxError) and cls is not FnxError:
             assert cls.__doc__ and len(cls.__doc__) > 40, name  # each explains itself
+
+
+def test_indexing_errors_carry_jaxs_messages():
+    # the messages JAX's own tests match (lax_numpy_indexing_test)
+    cases = [(lambda: jnp.zeros(2)[0.0], TypeError,
+              "Indexer must have integer or boolean type, got indexer with type float64"),
+             (lambda: jnp.zeros((2, 3))[:, "abc"], TypeError,
+              "JAX does not support string indexing"),
+             (lambda: jnp.arange(4)[jnp.array([True, False])], IndexError,
+              "boolean index did not match shape"),
+             (lambda: jnp.array(1)[0], IndexError,
+              "Too many indices: array is 0-dimensional, but 1 were indexed"),
+             (lambda: fnx.jit(lambda v: v[:, 5])(jnp.zeros(3)), IndexError,
+              "Too many indices: array is 1-dimensional, but 2 were indexed")]
+    for f, cls, msg in cases:
+        with pytest.raises(cls, match=msg):
+            f()

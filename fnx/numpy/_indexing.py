@@ -56,6 +56,13 @@ def _what(it, a):
     return f"an array of {a.dtype}"
 
 
+def _bad_index(it, a):
+    raise IndexTypeError(
+        f"Indexer must have integer or boolean type, got indexer with type {a.dtype}: "
+        "indices must be integers, slices, None, Ellipsis or integer/boolean arrays; got "
+        f"{_what(it, a)}. Convert it with int(i) or .astype(int)")
+
+
 def _oob(i, dim, n):
     return IndexOutOfBoundsError(
         f"index {i} is out of bounds for axis {dim} with size {n}. fnx raises for a "
@@ -144,6 +151,8 @@ def _parse(x, idx):
             items.append(_Bool0(it))
         elif isinstance(it, (int, np.integer)):
             items.append(int(it))
+        elif isinstance(it, (str, bytes)):
+            raise IndexTypeError(f"JAX does not support string indexing; got idx={it!r}")
         else:
             if isinstance(it, (list, tuple)) and _holds_arrays(it):
                 from .creation import array
@@ -152,6 +161,10 @@ def _parse(x, idx):
                 it = np.asarray(it)
                 if it.size == 0 and it.dtype.kind == "f":
                     it = it.astype(np.int32)  # x[[]]: an empty integer index, as NumPy
+            if not isinstance(it, Array) and isinstance(it, (float, complex, np.ndarray,
+                                                             np.generic)) \
+                    and np.asarray(it).dtype.kind not in "biu":
+                _bad_index(it, np.asarray(it))  # before converting: no narrowing warning
             a = it if isinstance(it, Array) else to_array(it, "index")
             if a.dtype == dtypes.bool_ and a.ndim == 0 and not isinstance(a, Tracer):
                 items.append(_Bool0(np.asarray(a)))
@@ -169,15 +182,11 @@ def _parse(x, idx):
             elif a.dtype.kind in "iu":
                 items.append(_Array(a))
             else:
-                raise IndexTypeError(
-                    f"indexing: indices must be integers, slices, None, Ellipsis or "
-                    f"integer/boolean arrays; got {_what(it, a)}. Convert it with int(i) or "
-                    ".astype(int)")
+                _bad_index(it, a)
     n_consume = sum(1 for it in items if it is not None and it is not Ellipsis
                     and type(it) is not _Bool0)
     if n_consume > x.ndim:
-        raise IndexError(f"indexing: too many indices ({n_consume}) for an array of rank "
-                         f"{x.ndim} (shape {x.shape})")
+        raise IndexError(_too_many(x.ndim, n_consume))
     n_ellipsis = sum(1 for it in items if it is Ellipsis)
     if n_ellipsis > 1:
         raise IndexError("indexing: an index can only have a single Ellipsis ('...')")
@@ -201,6 +210,10 @@ def _parse(x, idx):
     return x, items
 
 
+def _too_many(ndim, n):
+    return f"Too many indices: array is {ndim}-dimensional, but {n} were indexed"
+
+
 def _check_masks(x, items):
     """A boolean mask's dimensions must be those of ``x`` it covers, as in NumPy and JAX
     (a dimension of size 0 selects nothing from any size, as the Array API's tests take
@@ -212,7 +225,8 @@ def _check_masks(x, items):
         if type(it) is _Array and it.mask is not None:
             shape, k = it.mask
             if shape[k] not in (x.shape[dim], 0):
-                raise IndexError(f"indexing: a boolean index of shape {shape} does not match "
+                raise IndexError(f"boolean index did not match shape of indexed array in index "
+                                 f"{dim}: a boolean index of shape {shape} does not match "
                                  f"the array of shape {x.shape} it indexes: its dimension {k} "
                                  f"has size {shape[k]} where the array's dimension {dim} has "
                                  f"{x.shape[dim]}")
@@ -269,6 +283,10 @@ def getitem(x, idx, mode=None, fill_value=None, wrap=True):
         try:
             return Array._wrap(v[idx], x.weak_type)
         except IndexError as e:
+            if "too many indices" in str(e) or "invalid index to scalar" in str(e):
+                raise IndexError(_too_many(x.ndim, sum(
+                    1 for i in (idx if isinstance(idx, tuple) else (idx,))
+                    if i is not None and i is not Ellipsis))) from None
             if "out of bounds" not in str(e):
                 raise
             bad = _first_oob(x.shape, idx)
