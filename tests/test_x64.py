@@ -585,6 +585,9 @@ def test_strict_dtype_promotion():
                 lambda: fnp.concatenate([x, h]), lambda: fnp.promote_types("float32", "int8")):
         with pytest.raises(dtypes.TypePromotionError, match="cast the inputs explicitly"):
             bad()
+    with pytest.raises(dtypes.TypePromotionError,  # JAX's words, which its tests match
+                       match="Input dtypes .* have no available implicit dtype promotion path"):
+        x + i
     with pytest.raises(TypeError, match="float16.*float32|float32.*float16"):
         x + h  # also a TypeError (and a ValueError, as JAX's)
     assert issubclass(dtypes.TypePromotionError, ValueError)

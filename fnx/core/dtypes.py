@@ -236,7 +236,7 @@ def _strict_promote(pairs):
         names = tuple(d.name if not w or d == bool_ else _WEAK_NAME[_node(d, w)]
                       for d, w in pairs)
         raise TypePromotionError(
-            f"input dtypes {names} have no implicit promotion path when "
+            f"Input dtypes {names} have no available implicit dtype promotion path when "
             "jax_numpy_dtype_promotion='strict'; cast the inputs explicitly to the dtype "
             "you want (x.astype(...)), or set "
             "fnx.config.update('jax_numpy_dtype_promotion', 'standard')")
