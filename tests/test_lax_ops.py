@@ -638,7 +638,8 @@ def log1p_ref(x):
 
 def _logistic(x):
     with np.errstate(all="ignore"):
-        return np.where(x >= 0, 1 / (1 + np.exp(-x)), np.exp(x) / (1 + np.exp(x)))
+        pos = (x.real if x.dtype.kind == "c" else x) >= 0     # complex: 1 / (1 + exp(-x))
+        return np.where(pos, 1 / (1 + np.exp(-x)), np.exp(x) / (1 + np.exp(x)))
 
 
 def _round_half_away(v):
@@ -1504,7 +1505,7 @@ OPS = [
     unary("asinh", np.arcsinh, FC, tol=4),
     unary("acosh", np.arccosh, FC, ACOSH, tol=4),
     unary("atanh", np.arctanh, FC, UNIT, tol=4),
-    unary("logistic", _logistic, F, MODERATE, tol=4),
+    unary("logistic", _logistic, FC, MODERATE, tol=4),
     unary("erf", _vec(math.erf), F, Dom(-6.0, 6.0), tol=4),
     unary("erfc", _vec(math.erfc), F, Dom(-6.0, 30.0), tol=8),
     unary("erf_inv", _vec(_erf_inv), F, Dom(-1.0, 1.0), tol=8),
@@ -1517,7 +1518,8 @@ OPS = [
     unary("real", np.real, ANYK, out=_real_out),
     unary("imag", lambda x: np.imag(x) if x.dtype.kind == "c" else np.zeros_like(x), ANYK,
           out=_real_out),
-    unary("conj", np.conj, ANYK),
+    # complex-valued as JAX's: a real floating operand gives complex64 (complex128 from float64)
+    unary("conj", np.conj, FC, out=lambda d: d if d.kind == "c" else (C128 if d == F64 else C64)),
     Op("integer_pow", lax.integer_pow, integer_pow_ref, integer_pow_cases, K(NUM), tol=8,
        bad=(bad(lambda: lax.integer_pow(z((2, 3), BOOL), 2), "bool[2,3]"),)),
     # --- binary elementwise ---
@@ -1870,7 +1872,7 @@ def test_every_primitive_has_a_table_line():
 def test_every_line_has_bad_cases_or_a_reason():
     # These take every dtype and shape: nothing to reject.
     assert sorted(r.prim for r in OPS if not r.bad) == [
-        "conj", "convert_element_type", "imag", "real", "stop_gradient"]
+        "convert_element_type", "imag", "real", "stop_gradient"]
 
 
 # --- indexing: the shape rule against NumPy, on every generated spec ------------------------------
@@ -2098,3 +2100,45 @@ def test_complex_keeps_its_parts(gpu):
             lax.complex(np.ones(2, bad), np.ones(2, bad))
     with pytest.raises(ShapeError, match="complex"):
         lax.complex(np.ones(2, np.float32), np.ones(3, np.float32))
+
+
+# --- JAX's lax semantics found by JAX's own lax_test --------------------------------------------
+
+def test_binary_ops_broadcast_size_one_dims_as_jax():
+    # JAX's lax n-ary ops take operands of one rank whose dimensions agree or are 1
+    a, b = np.arange(12, dtype=F32).reshape(3, 4), np.arange(3, dtype=F32).reshape(3, 1)
+    np.testing.assert_array_equal(np.asarray(lax.add(a, b)), a + b)
+    np.testing.assert_array_equal(np.asarray(lax.atan2(b.reshape(1, 3), b)),
+                                  np.arctan2(b.reshape(1, 3), b))
+    assert lax.lt(b, a).shape == (3, 4)
+    assert lax.complex(b, a).dtype == C64
+    assert fnx.jit(lax.mul)(a, b).shape == (3, 4)
+    ga, gb = fnx.grad(lambda a, b: lax.mul(a, b).sum(), (0, 1))(a, b)
+    np.testing.assert_array_equal(np.asarray(gb), a.sum(1, keepdims=True))
+    assert lax.igamma(a + 1, b + 1).shape == lax.betainc(a + 1, b + 1, b * 0 + 0.5).shape == (3, 4)
+    with pytest.raises(TypeError, match="incompatible shapes"):
+        lax.add(a, np.ones((2, 4), F32))
+    with pytest.raises(TypeError, match="number of dimensions"):
+        lax.add(a, np.ones(4, F32))
+
+
+def test_special_functions_take_bfloat16():
+    bf16 = fnx.dtypes.bfloat16
+    x = np.array([0.5, 1.5, 3.0], bf16)
+    for f, ref in ((lax.lgamma, lgamma_ref), (lax.digamma, digamma_ref)):
+        y = f(x)
+        assert y.dtype == bf16
+        want = ref(x.astype(F64))
+        np.testing.assert_allclose(np.asarray(y, F32), getattr(want, "value", want), rtol=1e-2)
+
+
+def test_conj_and_logistic_of_complex_as_jax():
+    x = np.array([1.0, -2.0], F32)
+    assert lax.conj(x).dtype == C64 and lax.conj(2.0).weak_type
+    np.testing.assert_array_equal(np.asarray(fnx.grad(lambda x: lax.real(lax.conj(x)).sum())(x)),
+                                  np.ones(2, F32))
+    with pytest.raises(TypeError):
+        lax.conj(np.ones(2, I32))
+    z = np.array([1 + 2j, -3 + 0.5j, 100 + 1j, -100 + 1j], C64)
+    np.testing.assert_allclose(np.asarray(lax.logistic(z)),
+                               1 / (1 + np.exp(-z.astype(C128))), rtol=1e-6, atol=1e-30)

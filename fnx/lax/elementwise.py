@@ -414,11 +414,13 @@ def _logistic_impl(x):
     # exp(-|x|) never overflows; e / (1 + e) keeps full relative accuracy for x < 0
     # (exp(-logaddexp(0, -x)) loses digits there: the error of the logaddexp term
     # is magnified by its size).
-    e = np.exp(-np.abs(x))
-    return np.where(x >= 0, 1 / (1 + e), e / (1 + e)).astype(x.dtype, copy=False)
+    # Complex x (JAX's 1 / (1 + exp(-x))) alike: exp(-x) for Re x >= 0, exp(x) below.
+    neg = (x.real if x.dtype.kind == "c" else x) < 0
+    e = quiet_call(np.exp, np.where(neg, x, -x))
+    return quiet_call(np.where, neg, e / (1 + e), 1 / (1 + e)).astype(x.dtype, copy=False)
 
 
-logistic_p = unop("logistic", _logistic_impl, "float", hint=_INEXACT)
+logistic_p = unop("logistic", _logistic_impl, "inexact", hint=_INEXACT)
 # s(x) (1 - s(x)) as s(x) s(-x): 1 - s(x) cancels for large x (at x = 15 in float32
 # it is off by 20%), s(-x) keeps full relative accuracy in both tails.
 defjvp(logistic_p, lambda g, ans, x: L.mul(g, L.mul(ans, logistic_p.bind(L.neg(x)))))
@@ -581,7 +583,7 @@ register_lowering(imag_p, "onnx", _imag_onnx)
 conj_p = unop("conj", lambda x: np.conjugate(x) if x.dtype.kind == "c" else x,
               "any")  # np.conjugate turns bool into int8
 deflinear(conj_p)
-conj_p.transpose = lambda ct, x: [L.conj(ct)]
+conj_p.transpose = lambda ct, x: [conj_p.bind(ct)]
 register_lowering(conj_p, "cuda", C.identity)
 register_lowering(conj_p, "onnx", O.identity)
 

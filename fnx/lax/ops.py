@@ -52,6 +52,30 @@ def _operands(*xs):
     return [_scalar_like(x, like) if _is_scalar(x) else to_array(x) for x in xs]
 
 
+def _broadcast_ranked(name, xs):
+    """JAX's rule for lax's n-ary elementwise ops: operands of one rank broadcast where a
+    dimension is 1 (``f32[3,4]`` with ``f32[3,1]`` or ``f32[1,4]``); rank-0 operands stand
+    for full ones as they are. Other shapes raise ShapeError (a TypeError, as JAX's)."""
+    shaped = [x for x in xs if x.ndim]
+    if len({x.shape for x in shaped}) <= 1:
+        return xs
+    hint = (f"fnx.lax broadcasts only dimensions of size 1 (as JAX's lax): use fnx.numpy's "
+            f"function for NumPy broadcasting, or lax.broadcast_in_dim first")
+    if len({x.ndim for x in shaped}) > 1:
+        raise ShapeError(f"{name}: arrays must have the same number of dimensions, got "
+                         f"{describe(*shaped)}. {hint}")
+    shape = []
+    for dims in zip(*(x.shape for x in shaped)):
+        sizes = {d for d in dims if d != 1}
+        if len(sizes) > 1:
+            raise ShapeError(f"{name} got incompatible shapes for broadcasting: "
+                             f"{describe(*shaped)}. {hint}")
+        shape.append(sizes.pop() if sizes else 1)
+    shape = tuple(shape)
+    return [broadcast_in_dim(x, shape, tuple(range(len(shape))))
+            if x.ndim and x.shape != shape else x for x in xs]
+
+
 def _unary(prim):
     def f(x):
         return prim.bind(to_array(x))
@@ -63,9 +87,10 @@ def _unary(prim):
 
 def _binary(prim):
     def f(x, y):
-        return prim.bind(*_operands(x, y))
+        return prim.bind(*_broadcast_ranked(prim.name, _operands(x, y)))
     f.__name__ = prim.name
-    f.__doc__ = f"Elementwise ``{prim.name}``: equal shapes and dtypes, or a Python scalar."
+    f.__doc__ = (f"Elementwise ``{prim.name}``: operands of one dtype and rank, dimensions "
+                 "equal or 1 (as JAX's lax), or a Python scalar.")
     return f
 
 
@@ -83,14 +108,31 @@ logistic, erf, erfc, erf_inv = map(_unary, (ew.logistic_p, ew.erf_p, ew.erfc_p, 
 lgamma, digamma = _unary(ew.lgamma_p), _unary(ew.digamma_p)
 is_finite, isinf, isnan = _unary(ew.is_finite_p), _unary(ew.isinf_p), _unary(ew.isnan_p)
 bitwise_not = _unary(ew.not_p)
-real, imag, conj = _unary(ew.real_p), _unary(ew.imag_p), _unary(ew.conj_p)
+real, imag = _unary(ew.real_p), _unary(ew.imag_p)
+
+
+def conj(x):
+    """The complex conjugate, complex-valued as JAX's ``lax.conj``: a real floating operand
+    gives complex64 (complex128 from float64) and its cotangent is the real part. Integer
+    and bool operands raise (JAX's take float32, float64 and complex ones)."""
+    x = to_array(x)
+    if x.dtype.kind != "c":
+        if not dtypes.is_floating(x.dtype):
+            raise ShapeError(f"conj: needs a floating or complex operand, got {describe(x)} "
+                             "(fnx.numpy.conj takes any and keeps real ones real)")
+        return convert_element_type_exact(
+            x, np.complex128 if x.dtype == np.float64 else np.complex64, x.weak_type)
+    return ew.conj_p.bind(x)
+
+
+conj.prim = ew.conj_p
 
 
 def complex(x, y):
     """``x + i y`` of two floating operands of one dtype (JAX's ``lax.complex``): complex64
     from float32, complex128 from float64; the parts are kept as they are (inf and NaN
     included)."""
-    return ew.complex_p.bind(*_operands(x, y))
+    return ew.complex_p.bind(*_broadcast_ranked("complex", _operands(x, y)))
 
 add, sub, mul, div, rem, pow = map(_binary, (ew.add_p, ew.sub_p, ew.mul_p, ew.div_p,
                                              ew.rem_p, ew.pow_p))

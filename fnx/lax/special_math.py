@@ -124,13 +124,13 @@ def _prepare(x):
     """Return (flat float64 array, output dtype, shape)."""
     a = np.asarray(x)
     dt = a.dtype
-    if dt in _FLOAT_DTYPES:
+    if dt in _FLOAT_DTYPES or dt.name == "bfloat16":    # (ml_dtypes'; computed in float64)
         out_dt = dt
     elif dt.kind in "biu":
         out_dt = _F64
     else:
         raise TypeError(
-            f"unsupported dtype {dt}; expected float16, float32 or float64")
+            f"unsupported dtype {dt}; expected bfloat16, float16, float32 or float64")
     flat = np.asarray(a, dtype=np.float64).reshape(-1)
     return flat, out_dt, a.shape
 

@@ -31,6 +31,7 @@ from ..nn.functions import log_softmax as _log_softmax
 from ..nn.functions import logsumexp
 from ..nn.functions import softmax as _softmax
 from ..numpy.util import promote, promote_broadcast
+from ..lax.ops import _broadcast_ranked
 from ..extend import Primitive, ShapeDtypeStruct, ShapeError, batch_elementwise, defjvp
 from ..transforms.custom import custom_jvp
 from . import _special_impl as _impl
@@ -893,8 +894,9 @@ def hyp2f1(a, b, c, x):
 
 # --- the names jax.lax gives these functions ---------------------------------------------------
 # JAX's lax has igamma, igammac, igamma_grad_a, betainc, zeta, bessel_i0e and bessel_i1e: the
-# primitives above, on floating operands of one dtype and shape (lax neither promotes nor
-# broadcasts). fnx.lax sits below this module, so they are attached to it from here.
+# primitives above, on floating operands of one dtype and rank (lax does not promote; it
+# broadcasts dimensions of size 1 only). fnx.lax sits below this module, so they are
+# attached to it from here.
 
 def _lax_special(name, fn, arity, scipy_name):
     def f(*args):
@@ -905,10 +907,7 @@ def _lax_special(name, fn, arity, scipy_name):
             raise TypeError(f"{name}: needs floating operands of one dtype, got "
                             f"{', '.join(str(x.dtype) for x in xs)}; convert them with "
                             "lax.convert_element_type")
-        if len({tuple(x.shape) for x in xs if x.ndim}) > 1:
-            raise ShapeError(f"{name}: operands must have equal shapes (or be scalars), got "
-                             f"{', '.join(str(tuple(x.shape)) for x in xs)}")
-        return fn(*xs)
+        return fn(*_broadcast_ranked(name, xs))
     f.__name__ = f.__qualname__ = name
     f.__module__ = "fnx.lax"
     f.__doc__ = f"JAX's ``lax.{name}``: ``fnx.scipy.special.{scipy_name}`` without promotion."
