@@ -13,7 +13,10 @@ from .core import host_memory as _host_memory
 from . import errors, tree_util
 from ._config import (config, debug_infs, debug_nans, default_matmul_precision,  # noqa: F401
                       disable_jit, enable_checks, enable_x64, log_compiles,
-                      numpy_dtype_promotion, numpy_rank_promotion)
+                      numpy_dtype_promotion, numpy_rank_promotion, legacy_prng_key,
+                      softmax_custom_jvp, enable_custom_prng, debug_key_reuse,
+                      transfer_guard, transfer_guard_host_to_device,
+                      transfer_guard_device_to_device, transfer_guard_device_to_host)
 from .core.array import Array
 from .core.ir import IR, check_ir, eval_ir
 from .core.primitive import Primitive, ShapeDtypeStruct

@@ -154,6 +154,10 @@ FLAGS = {
     "jax_legacy_prng_key": ("allow", _choice("allow", "warn", "error"),
                             "recorded; fnx keys are uint32[2] arrays"),
     "jax_enable_custom_prng": (False, _choice(False), "fnx.random is threefry-2x32"),
+    "jax_debug_key_reuse": (False, _choice(False), "fnx does not track key reuse"),
+    **{f"jax_transfer_guard_{way}": (None, _anything, "recorded; transfers are explicit "
+                                     "(device_put, default_device)")
+       for way in ("host_to_device", "device_to_device", "device_to_host")},
     "jax_random_seed_offset": (0, _choice(0), "seeds are used as given"),
 }
 
@@ -283,3 +287,40 @@ def enable_checks(value: bool = True):
 
 def log_compiles(value: bool = True):
     return config._override("jax_log_compiles", value)
+
+
+# JAX's context managers of flags that fnx records (see FLAGS for what each does here)
+def legacy_prng_key(value):
+    return config._override("jax_legacy_prng_key", value)
+
+
+def softmax_custom_jvp(value: bool = True):
+    return config._override("jax_softmax_custom_jvp", value)
+
+
+def enable_custom_prng(value: bool = True):
+    return config._override("jax_enable_custom_prng", value)
+
+
+def debug_key_reuse(value: bool = True):
+    return config._override("jax_debug_key_reuse", value)
+
+
+@contextlib.contextmanager
+def transfer_guard(value):
+    """``with fnx.transfer_guard(level):`` sets the three directions' guards at once."""
+    with transfer_guard_host_to_device(value), transfer_guard_device_to_device(value), \
+            transfer_guard_device_to_host(value):
+        yield
+
+
+def transfer_guard_host_to_device(value):
+    return config._override("jax_transfer_guard_host_to_device", value)
+
+
+def transfer_guard_device_to_device(value):
+    return config._override("jax_transfer_guard_device_to_device", value)
+
+
+def transfer_guard_device_to_host(value):
+    return config._override("jax_transfer_guard_device_to_host", value)

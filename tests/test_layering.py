@@ -90,6 +90,7 @@ LAYER_OF = {
     "fnx.distributed": "libraries",
     "fnx.experimental.multihost_utils": "libraries",  # JAX's name, over fnx.distributed
     "fnx.experimental.ode": "libraries",              # odeint, over fnx.numpy
+    "fnx.experimental.jet": "libraries",              # jet, over fnx.numpy
     "fnx.testing": "libraries",
     "fnx.test_util": "libraries",
     "fnx.debug": "libraries",
