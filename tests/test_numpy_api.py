@@ -2291,6 +2291,29 @@ def test_indexing_regressions():
         assert X.at[fidx].set(1.0).shape == x.shape
 
 
+def test_an_empty_ellipsis_separates_advanced_indices():
+    # NumPy (and JAX) put the index dimensions first when an Ellipsis, even of no
+    # dimensions, stands between advanced indices: x[:, i, ..., j] of a rank-3 x
+    x = np.arange(60.0, dtype=np.float32).reshape(3, 4, 5)
+    X = fnp.asarray(x)
+    i, j = np.array([0, 1]), np.array([[1], [2]])
+    for idx in ((slice(None), i, Ellipsis, i), (slice(None), i, Ellipsis, j),
+                (None, slice(None), i, Ellipsis, 1), (i, Ellipsis, slice(None), i),
+                (slice(None), Ellipsis, i, i)):
+        got = X[idx]
+        assert got.shape == x[idx].shape, idx
+        np.testing.assert_array_equal(got, x[idx])
+        np.testing.assert_array_equal(fnx.jit(lambda a: a[idx])(X), x[idx])
+        v = np.arange(x[idx].size, dtype=np.float32).reshape(x[idx].shape)
+        want = x.copy()
+        want[idx] = v
+        np.testing.assert_array_equal(X.at[idx].set(fnp.asarray(v)), want)
+    want = x.copy()
+    np.multiply.at(want, (slice(None), i, Ellipsis, i), np.full((2, 1), 2.0, np.float32))
+    np.testing.assert_array_equal(
+        X.at[:, i, ..., i].multiply(fnp.full((2, 1), 2.0)), want)
+
+
 def test_python_numbers_with_an_explicit_dtype_convert_once():
     """0.1 as float64 is the float64 nearest 0.1, not float32's 0.1 widened."""
     for made in (fnp.asarray(0.1, dtype="float64"), fnp.array([0.1, 0.2], dtype="float64")[0],

@@ -314,7 +314,13 @@ def getitem(x, idx, mode=None, fill_value=None, wrap=True):
             arrays = _no_wrap(x, spec, arrays)
         if mode in ("fill", "drop"):
             x, arrays = _fill_out_of_range(x, spec, arrays, fill_value)
-        return lax.index_gather(x, arrays, spec)
+        out = lax.index_gather(x, arrays, spec)
+        block = _numpy_front(idx, spec, arrays)
+        if block is not None:  # NumPy's order: the index dimensions first
+            p, k = block
+            out = lax.transpose(out, tuple(range(p, p + k)) + tuple(range(p))
+                                + tuple(range(p + k, out.ndim)))
+        return out
     return _basic_getitem(x, items)
 
 
@@ -328,6 +334,35 @@ def _check_empty_dims(x, spec, arrays):
         if type(it) is tuple and it[0] == "a" and x.shape[dim] == 0 and arrays[it[1]].size:
             raise IndexError(f"index is out of bounds for axis {dim} with size 0")
         dim += 1
+
+
+def _numpy_front(idx, spec, arrays):
+    """``(p, k)`` when NumPy puts the ``k`` broadcast index dimensions first where the
+    spec has them in place, at ``p``: an Ellipsis standing for no dimensions still
+    separates the advanced indices on either side of it (``x[:, i, ..., j]`` of a rank-3
+    ``x``), as in NumPy and JAX. None otherwise."""
+    if not isinstance(idx, tuple) or not any(it is Ellipsis for it in idx):
+        return None
+    has_arrays = any(type(it) is tuple and it[0] == "a" for it in spec)
+    if not has_arrays:
+        return None
+
+    def advanced(it):
+        if it is None or it is Ellipsis or isinstance(it, slice):
+            return False
+        return not isinstance(it, (bool, np.bool_))
+
+    raw = [k for k, it in enumerate(idx) if advanced(it)]
+    e = next(k for k, it in enumerate(idx) if it is Ellipsis)
+    if not raw or not raw[0] < e < raw[-1]:
+        return None
+    pos = [k for k, it in enumerate(spec) if type(it) is int
+           or type(it) is tuple and it[0] == "a"]
+    if pos != list(range(pos[0], pos[-1] + 1)):
+        return None  # the spec separates them too
+    k = len(np.broadcast_shapes(*[arrays[it[1]].shape for it in spec
+                                  if type(it) is tuple and it[0] == "a"]))
+    return pos[0] - sum(1 for it in spec[:pos[0]] if type(it) is int), k
 
 
 def _first_oob(shape, idx):
@@ -604,6 +639,10 @@ def _scatter(x, idx, values, mode, index_mode=None, wrap=True):
     if index_mode == "clip":
         arrays = _clip_indices(x, spec, arrays)
     target = indexed_shape(x.shape, spec, [a.shape for a in arrays])
+    block = _numpy_front(idx, spec, arrays)
+    if block is not None:  # values come in NumPy's order: the index dimensions first
+        p, k = block
+        target = target[p:p + k] + target[:p] + target[p + k:]
     try:
         np.broadcast_shapes(values.shape, target)
         ok = np.broadcast_shapes(values.shape, target) == tuple(target)
@@ -614,6 +653,9 @@ def _scatter(x, idx, values, mode, index_mode=None, wrap=True):
                          f"broadcast to the indexed shape {tuple(target)}")
     values = lax.broadcast_in_dim(values, tuple(target),
                                   tuple(range(len(target) - values.ndim, len(target))))
+    if block is not None:
+        values = lax.transpose(values, tuple(range(k, k + p)) + tuple(range(k))
+                               + tuple(range(p + k, values.ndim)))
     out = lax.index_scatter(x, values, arrays, spec, mode)
     return out if out.shape == shape else lax.reshape(out, shape)
 
