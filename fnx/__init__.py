@@ -52,6 +52,9 @@ from .sharding import shard_map  # noqa: E402,F401  (jax.shard_map, on one-devic
 from . import implicit  # noqa: E402,F401  (lax.custom_linear_solve / custom_root, attached)
 from . import sharding  # noqa: E402,F401  (jax.sharding)
 from .sharding import NamedSharding, P, make_mesh, reshard, set_mesh  # noqa: E402,F401
+from .sharding import (make_array_from_callback,  # noqa: E402,F401
+                       make_array_from_process_local_data,
+                       make_array_from_single_device_arrays)
 from ._api import (ClosedJaxpr, Device, default_backend, device_count,  # noqa: E402,F401
                    device_get, devices, effects_barrier, ensure_compile_time_eval,
                    host_count, host_id, host_ids, linear_transpose, local_device_count,

@@ -31,7 +31,9 @@ from .core.array import Sharding, SingleDeviceSharding
 from .core.devices import Device
 
 __all__ = ["AxisType", "Mesh", "NamedSharding", "PartitionSpec", "P", "Sharding",
-           "SingleDeviceSharding", "get_mesh", "reshard", "set_mesh", "shard_map", "use_mesh"]
+           "SingleDeviceSharding", "get_mesh", "make_array_from_callback",
+           "make_array_from_process_local_data", "make_array_from_single_device_arrays",
+           "reshard", "set_mesh", "shard_map", "use_mesh"]
 
 
 class AxisType(enum.Enum):
@@ -296,6 +298,51 @@ def place(xs, where, what, *, none_stays=False):
         return tree_util.tree_map(lambda leaf: one(leaf, where), xs)
     return tree_util.tree_map(lambda w, sub: tree_util.tree_map(lambda leaf: one(leaf, w), sub),
                               where, xs, is_leaf=is_entry)
+
+
+def _whole(what, x, shape, dtype):
+    from .core.array import to_array
+    x = to_array(x, what)
+    if dtype is not None:
+        x = x.astype(dtype)
+    if tuple(x.shape) != tuple(shape):
+        raise ValueError(f"{what}: the data has shape {tuple(x.shape)}, but the array's shape "
+                         f"is {tuple(shape)}; on one device the one shard is the whole array")
+    return x
+
+
+def make_array_from_callback(shape, sharding, data_callback, dtype=None):
+    """JAX's ``make_array_from_callback``: the array of ``shape`` whose shards
+    ``data_callback(index)`` gives. On one device there is one shard, the whole array:
+    the callback is asked once, for the index of every element (a slice(None) per
+    axis)."""
+    shape = tuple(int(d) for d in shape)
+    device = device_of(sharding, "make_array_from_callback")
+    data = data_callback(tuple(slice(None) for _ in shape))
+    return place(_whole("make_array_from_callback", data, shape, dtype), device,
+                 "make_array_from_callback")
+
+
+def make_array_from_single_device_arrays(shape, sharding, arrays, *, dtype=None):
+    """JAX's ``make_array_from_single_device_arrays``: the array of ``shape`` made of one
+    array per device of ``sharding``; on one device, ``arrays`` holds the whole array."""
+    device = device_of(sharding, "make_array_from_single_device_arrays")
+    arrays = list(arrays)
+    if len(arrays) != 1:
+        raise ValueError(f"make_array_from_single_device_arrays: {len(arrays)} arrays for "
+                         f"{sharding!r}, which has one device; give one array")
+    return place(_whole("make_array_from_single_device_arrays", arrays[0], shape, dtype),
+                 device, "make_array_from_single_device_arrays")
+
+
+def make_array_from_process_local_data(sharding, local_data, global_shape=None):
+    """JAX's ``make_array_from_process_local_data``: the global array of which this
+    process holds ``local_data``. An fnx array lies on one device of one process, so the
+    local data is the whole array (``global_shape``, when given, must be its shape)."""
+    device = device_of(sharding, "make_array_from_process_local_data")
+    shape = np.shape(local_data) if global_shape is None else tuple(global_shape)
+    return place(_whole("make_array_from_process_local_data", local_data, shape, None),
+                 device, "make_array_from_process_local_data")
 
 
 def reshard(xs, out_shardings):

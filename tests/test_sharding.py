@@ -197,3 +197,22 @@ def test_shard_map_errors_name_the_problem():
             fnp.ones(2))
     with pytest.raises(ValueError, match="no mesh"):
         fnx.shard_map(lambda v: v, in_specs=P(), out_specs=P())(fnp.ones(2))
+
+
+def test_make_array_from_data_on_one_device():
+    mesh = fnx.make_mesh((1,), ("batch",))
+    s = NamedSharding(mesh, P("batch"))
+    data = np.arange(8, dtype=np.float32).reshape(4, 2)
+    asked = []
+    a = fnx.make_array_from_callback((4, 2), s, lambda idx: (asked.append(idx), data[idx])[1])
+    assert asked == [(slice(None), slice(None))]        # one shard: the whole array
+    np.testing.assert_array_equal(a, data)
+    assert a.dtype == np.float32 and a.device == fnx.devices()[0]
+    b = fnx.make_array_from_single_device_arrays((4, 2), s, [a], dtype=np.int32)
+    assert b.dtype == np.int32 and b.shape == (4, 2)
+    c = fnx.make_array_from_process_local_data(s, data, (4, 2))
+    np.testing.assert_array_equal(c, data)
+    with pytest.raises(ValueError, match=r"the data has shape \(4, 2\), but the array's shape"):
+        fnx.make_array_from_callback((5, 2), s, lambda idx: data)
+    with pytest.raises(ValueError, match="2 arrays"):
+        fnx.make_array_from_single_device_arrays((4, 2), s, [a, a])
