@@ -199,3 +199,18 @@ def test_wrap_negative_indices_false_makes_negative_indices_out_of_range():
     # its default: wrap, except under promise_in_bounds (JAX's legacy rule)
     eq(jnp.take_along_axis(X, i, 0, mode="promise_in_bounds"), [0, 2, 4, 0])
     eq(jnp.take_along_axis(X, i, 0, mode="clip"), [4, 2, 4, 0])
+
+
+def test_take_along_axis_broadcasts_size_one_dimensions_of_the_array():
+    # arr's size-1 dimensions broadcast against the indices' (NumPy, JAX): they read
+    # element 0, not an out-of-range iota (which filled NaN)
+    y = np.arange(3.0, dtype=np.float32).reshape(1, 3)
+    idx = np.repeat(np.arange(3), 10).reshape(30, 1)
+    eq(jnp.take_along_axis(jnp.asarray(y), jnp.asarray(idx), -1), np.take_along_axis(y, idx, -1))
+    rng = np.random.default_rng(0)
+    h = rng.random((2, 1, 5, 7, 13)).astype(np.float32)
+    g = rng.integers(0, 7, (2, 3, 5, 11, 1)).astype(np.uint8)
+    eq(jnp.take_along_axis(jnp.asarray(h), jnp.asarray(g), axis=-2),
+       np.take_along_axis(h, g, axis=-2))
+    f = lambda x: jnp.take_along_axis(x * jnp.arange(3.0).reshape(1, 3), idx, -1).sum()  # noqa: E731
+    check_grads(f, (jnp.asarray(1.0),), order=1)

@@ -760,6 +760,9 @@ def _along_axis_spec(arr, indices, axis, name):
     for d in range(arr.ndim):
         if d == axis:
             index_arrays.append(lax.broadcast_in_dim(indices, shape, tuple(range(arr.ndim))))
+        elif arr.shape[d] == 1 and shape[d] != 1:  # arr broadcasts along d: always its 0
+            index_arrays.append(lax.broadcast_in_dim(lax.convert_element_type(0, np.int32),
+                                                     shape, ()))
         else:
             index_arrays.append(lax.broadcasted_iota(dtypes.int32, shape, d))
     return arr, index_arrays, tuple(("a", d) for d in range(arr.ndim)), shape
