@@ -174,6 +174,11 @@ def test_argsort_stable_and_descending():
 
 def test_argsort_descending_nan_first_and_ties_in_order():
     x = np.array([1.0, np.nan, 3.0, 1.0, 3.0])
+    X = fnp.asarray(x)  # the methods take sort's keywords, as JAX's
+    np.testing.assert_array_equal(np.asarray(X.argsort(descending=True, stable=True)),
+                                  [1, 2, 4, 0, 3])
+    np.testing.assert_array_equal(np.asarray(X.sort(stable=False, descending=True))[1:],
+                                  [3, 3, 1, 1])
     np.testing.assert_array_equal(np.asarray(fnp.argsort(x, descending=True)), [1, 2, 4, 0, 3])
     np.testing.assert_array_equal(np.asarray(fnp.argsort(x)), [0, 3, 2, 4, 1])
     np.testing.assert_array_equal(np.asarray(fnp.argsort(x, axis=None)), [0, 3, 2, 4, 1])
@@ -204,7 +209,7 @@ def test_searchsorted_methods_agree_under_jit():
     v = np.array([-1.0, 1.0, 2.0, 3.0, np.nan, np.inf])
     for side in ("left", "right"):
         want = np.searchsorted(a, v, side=side)
-        for method in ("scan", "compare_all"):
+        for method in ("scan", "compare_all", "scan_unrolled", "sort"):  # JAX's four
             got = fnx.jit(lambda a, v: fnp.searchsorted(a, v, side=side, method=method))(a, v)
             np.testing.assert_array_equal(np.asarray(got), want, err_msg=f"{side} {method}")
 

@@ -431,11 +431,13 @@ class Array:
     def dot(self, other):
         return fnp.dot(self, other)
 
-    def sort(self, axis=-1):
-        return fnp.sort(self, axis=axis)
+    def sort(self, axis=-1, *, kind=None, order=None, stable=True, descending=False):
+        return fnp.sort(self, axis=axis, kind=kind, order=order, stable=stable,
+                        descending=descending)
 
-    def argsort(self, axis=-1):
-        return fnp.argsort(self, axis=axis)
+    def argsort(self, axis=-1, *, kind=None, order=None, stable=True, descending=False):
+        return fnp.argsort(self, axis=axis, kind=kind, order=order, stable=stable,
+                           descending=descending)
 
     def take(self, indices, axis=None):
         return fnp.take(self, indices, axis=axis)

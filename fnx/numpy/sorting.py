@@ -66,7 +66,8 @@ def searchsorted(a, v, side="left", sorter=None, *, method="scan"):
     """Insertion indices of ``v`` into the sorted 1-D ``a`` (int32; NaNs sort last).
 
     ``method='scan'``: a binary search of ceil(log2(len(a)+1)) gather steps;
-    ``'compare_all'``: counts comparisons against every element (O(len(a)*v.size)).
+    ``'compare_all'``: counts comparisons against every element (O(len(a)*v.size));
+    JAX's ``'scan_unrolled'`` and ``'sort'`` give the same result as ``'scan'`` (and run it).
     """
     from . import elementwise as ew
     from .reductions import sum as sum_
@@ -89,8 +90,9 @@ def searchsorted(a, v, side="left", sorter=None, *, method="scan"):
         av = lax.broadcast_in_dim(a, v.shape + (n,), (v.ndim,))
         vv = lax.broadcast_in_dim(v, v.shape + (n,), tuple(range(v.ndim)))
         return sum_(before(av, vv), axis=-1, dtype=dtypes.int32)
-    if method != "scan":
-        raise ValueError(f"searchsorted: method must be 'scan' or 'compare_all', got {method!r}")
+    if method not in ("scan", "scan_unrolled", "sort"):  # JAX's ways to the same result
+        raise ValueError("searchsorted: method must be 'scan', 'scan_unrolled', 'sort' or "
+                         f"'compare_all', got {method!r}")
     from ._indexing import take
     idx = lax.broadcast_in_dim(Array._wrap(np.int32(0)), v.shape, ())
     step = 1 << (n.bit_length() - 1)  # the largest power of two <= n
