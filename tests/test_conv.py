@@ -308,3 +308,22 @@ def test_lenet_loss_and_grad_against_numpy():
         new_i, _ = ref.numpy_step(p, x[i:i + 1], y[i:i + 1])
         for k in p:
             _close(per[k][i], (p[k] - new_i[k]) / ref.LR, 1e-9)
+
+
+def test_bfloat16_conv_stays_bfloat16():
+    # ml_dtypes' bfloat16 matmul gives float32; the result had float32 buffers under a
+    # bfloat16 type (found by JAX's lax_test testConvTranspose0D/1D with bfloat16)
+    bf16 = fnx.dtypes.bfloat16
+    x, w = RNG.standard_normal((2, 3, 7, 6)), RNG.standard_normal((4, 3, 3, 2))
+    for dn, xs, ws in ((("NCHW", "OIHW", "NCHW"), x, w),
+                       (("NHWC", "HWIO", "NHWC"), x.transpose(0, 2, 3, 1), w.transpose(2, 3, 1, 0)),
+                       (("NC", "IO", "NC"), x[:, :, 0, 0], w[:, :, 0, 0].T)):
+        xb, wb = xs.astype(bf16), ws.astype(bf16)
+        nsp = xb.ndim - 2
+        f = lambda a, b: lax.conv_general_dilated(a, b, (1,) * nsp, "SAME",
+                                                  dimension_numbers=dn)
+        for out in (f(xb, wb), fnx.jit(f)(xb, wb)):
+            assert out.dtype == bf16 and np.asarray(out).dtype == bf16
+            want = f(xb.astype(np.float32), wb.astype(np.float32))
+            np.testing.assert_allclose(np.asarray(out, np.float32), np.asarray(want),
+                                       rtol=0.05, atol=0.1)

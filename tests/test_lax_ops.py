@@ -1659,8 +1659,6 @@ OPS = [
        (BOOL, I8, I32, I64, U8, F16, F32, F64, C64), tol=2, bad=(
            bad(lambda: lax.dot_general(z((2, 3)), z((4, 2)), (((1,), (0,)), ((), ()))),
                "f32[2,3]", "f32[4,2]"),
-           bad(lambda: lax.dot_general(z((2, 3)), z((3, 2), F64), (((1,), (0,)), ((), ()))),
-               "f32[2,3]", "f64[3,2]"),
            bad(lambda: lax.dot_general(z((2, 3)), z((3, 2)), (((2,), (0,)), ((), ()))),
                "f32[2,3]"),
            bad(lambda: lax.dot_general(z((2, 3)), z((3, 2)), (((1,), (0,)), ((0,), ()))),
@@ -2142,3 +2140,16 @@ def test_conj_and_logistic_of_complex_as_jax():
     z = np.array([1 + 2j, -3 + 0.5j, 100 + 1j, -100 + 1j], C64)
     np.testing.assert_allclose(np.asarray(lax.logistic(z)),
                                1 / (1 + np.exp(-z.astype(C128))), rtol=1e-6, atol=1e-30)
+
+
+def test_dot_general_of_two_dtypes_as_jax():
+    # JAX computes in the operand dtype of higher precision (XLA's HigherPrecisionType)
+    for a, b, want in ((F32, F16, F32), (I8, U8, I8), (C64, I32, C64), (U32, np.uint16, U32),
+                       (BOOL, F32, F32), (fnx.dtypes.bfloat16, np.int16, fnx.dtypes.bfloat16)):
+        out = lax.dot(np.ones((2, 3), a), np.ones(3, b))
+        assert out.dtype == want and not out.weak_type, (a, b, out.dtype)
+        np.testing.assert_array_equal(np.asarray(out, F64), [3, 3])
+    ga, gb = fnx.grad(lambda a, b: lax.real(lax.dot(a, b)), (0, 1))(
+        np.arange(3, dtype=F32), np.full(3, 1 + 2j, C64))
+    assert ga.dtype == F32 and gb.dtype == C64
+    np.testing.assert_array_equal(np.asarray(ga), np.ones(3))

@@ -138,6 +138,12 @@ def _im2col(x, out_sp, ks, strides, rdil, cols_shape):
     return _windows(x, out_sp, ks, strides, rdil).reshape(cols_shape)
 
 
+def _matmul(a, b):
+    """``AL.matmul`` in the operands' dtype (ml_dtypes' bfloat16 matmul gives float32)."""
+    out = AL.matmul(a, b)
+    return out if out.dtype == a.dtype else out.astype(a.dtype)
+
+
 def _operands(pet, x_perm, w_perm, padding, ldil, channels_first):
     """``prep(lhs, rhs) -> (x, w)``: both cast to ``pet`` (unless None) and transposed by
     ``x_perm`` / ``w_perm``; ``x`` padded and dilated over its spatial axes, which follow
@@ -219,7 +225,7 @@ def conv_plan(lshape, rshape, strides, padding, ldil, rdil, dn, G, B, pet, perm)
         x, w = prep(lhs, rhs)                              # w: k..., Ci, Co
         if G == 1 and B == 1:
             cols = _im2col(x, out_sp, ks, strides, rdil, (N * P, K * C))
-            y = AL.matmul(cols, w.reshape(K * C, Co))       # (N P, Co)
+            y = _matmul(cols, w.reshape(K * C, Co))       # (N P, Co)
             return finish(y.reshape((N,) + out_sp + (Co,)))
         g = max(G, B)
         if G > 1:   # feature groups: (N, sp, G, Cg) -> (G, N P, K Cg)
@@ -233,7 +239,7 @@ def conv_plan(lshape, rshape, strides, padding, ldil, rdil, dn, G, B, pet, perm)
             xb = x.reshape((B, Nb) + x.shape[1:])
             cols = _windows(xb, out_sp, ks, strides, rdil, 2).reshape(B, Nb * P, Kc)
         wg = w.reshape(Kc, g, Og).transpose(1, 0, 2)        # (g, K Cg, Og)
-        y = AL.matmul(cols, wg)                            # (g, Nb P, Og)
+        y = _matmul(cols, wg)                            # (g, Nb P, Og)
         y = y.reshape((g, Nb) + out_sp + (Og,))
         y = np.moveaxis(y, 0, -2).reshape((Nb,) + out_sp + (Co,))
         return finish(y)
@@ -321,13 +327,13 @@ def _conv_plan_cf(prep, N, C, Co, ks, out_sp, strides, rdil, G, B, src):
         cols = _im2col_cf(x, out_sp, ks, strides, rdil)      # N, C, k..., out...
         if B > 1:
             Nb, Ob = N // B, Co // B
-            y = AL.matmul(w.reshape(B, 1, Ob, C * K), cols.reshape(B, Nb, C * K, P))
+            y = _matmul(w.reshape(B, 1, Ob, C * K), cols.reshape(B, Nb, C * K, P))
             y = y.transpose(1, 0, 2, 3).reshape((Nb, Co) + tuple(out_sp))
         elif G > 1:
-            y = AL.matmul(w.reshape(G, Co // G, Cg * K), cols.reshape(N, G, Cg * K, P))
+            y = _matmul(w.reshape(G, Co // G, Cg * K), cols.reshape(N, G, Cg * K, P))
             y = y.reshape((N, Co) + tuple(out_sp))
         else:
-            y = AL.matmul(w.reshape(Co, C * K), cols.reshape(N, C * K, P))
+            y = _matmul(w.reshape(Co, C * K), cols.reshape(N, C * K, P))
             y = y.reshape((N, Co) + tuple(out_sp))
         if cf_identity:
             return y

@@ -562,6 +562,23 @@ def canonicalize_precision(precision, name="dot_general"):
             "whatever the level.)") from None
 
 
+def _dot_operand_dtype(a, b):
+    """The dtype JAX's ``dot_general`` computes operands of two dtypes in (XLA's
+    ``HigherPrecisionType``): complex over real, then the wider exponent, the longer
+    mantissa, the more bits, signed over unsigned; ties between different dtypes raise."""
+    floats = {"float16": (16, 10), "bfloat16": (128, 7), "float32": (128, 23),
+              "float64": (1024, 52), "complex64": (128, 23), "complex128": (1024, 52)}
+
+    def props(d):
+        maxexp, nmant = floats.get(d.name, (-1, -1))
+        bits = (d.itemsize // 2 if d.kind == "c" else d.itemsize) * 8
+        return (d.kind == "c", maxexp, nmant, 1 if d.kind == "b" else bits, d.kind != "u")
+    pa, pb = props(a), props(b)
+    if pa == pb:
+        raise TypeError(f"dot_general argument type error: {a}, {b}")
+    return a if pa > pb else b
+
+
 def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_type=None):
     """Contract ``lhs`` and ``rhs`` by
     ``(((lhs_contract), (rhs_contract)), ((lhs_batch), (rhs_batch)))``.
@@ -577,6 +594,10 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
     pet = None if preferred_element_type is None else \
         dtypes.canonical(preferred_element_type, "dot_general")   # narrows without x64
     lhs, rhs = to_array(lhs), to_array(rhs)
+    if lhs.dtype != rhs.dtype:
+        dt = _dot_operand_dtype(lhs.dtype, rhs.dtype)
+        lhs, rhs = (x if x.dtype == dt else convert_element_type_exact(x, dt)
+                    for x in (lhs, rhs))
     if reduced is not None and lhs.dtype in (np.float32, np.complex64) and pet in (
             None, np.float32, np.complex64):
         # recorded only where it can matter, so full-precision programs stay as they were
