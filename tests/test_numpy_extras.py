@@ -135,6 +135,11 @@ def test_sort_complex():
     check(fnp.sort_complex(z), np.sort_complex(z), dtype=np.complex64)  # x64 off: narrowed
     with fnx.enable_x64(True):
         check(fnp.sort_complex(z), np.sort_complex(z), dtype=np.complex128)
+        i = np.array([3, 1, 2], np.int32)  # JAX: int32 -> complex64, int64 -> complex128
+        assert fnp.sort_complex(i).dtype == np.complex64
+        assert fnp.sort_complex(i.astype(np.int64)).dtype == np.complex128
+    with fnx.numpy_dtype_promotion("strict"):  # not a promotion: raised TypePromotionError
+        check(fnp.sort_complex(np.array([3, 1, 2], np.int8)), [1, 2, 3], dtype=np.complex64)
 
 
 # --- nonzero and friends ------------------------------------------------------------------------

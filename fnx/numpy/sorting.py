@@ -155,5 +155,7 @@ def argpartition(a, kth, axis=-1, kind="introselect", order=None):
 def sort_complex(a):
     """``a`` sorted along its last axis, as complex (real part first, then imaginary)."""
     (a,) = promote("sort_complex", a)
-    target = dtypes.promote_types(a.dtype, dtypes.complex64)
-    return sort(lax.convert_element_type(a, target), -1)
+    inexact = dtypes.to_inexact(a.dtype)  # as JAX's to_complex_dtype (whatever the promotion mode)
+    target = np.dtype(np.complex128) if inexact in (dtypes.float64, dtypes.complex128) \
+        else np.dtype(np.complex64)
+    return sort(lax.convert_element_type(a, dtypes.NARROW.get(target, target)), -1)
