@@ -677,7 +677,7 @@ def _scatter_values(x, values, mode):
     values = to_array(values)
     if out != x.dtype:
         import warnings
-        from .. import config
+        from .._config import config
         warnings.warn(
             "scatter inputs have incompatible types: cannot safely cast value from "
             f"dtype={values.dtype} to dtype={x.dtype} with jax_numpy_dtype_promotion="
