@@ -1435,7 +1435,7 @@ def test_pad_callable():
 
 
 def test_pad_errors():
-    with pytest.raises(ValueError):
+    with pytest.raises(NotImplementedError):       # JAX's exception for an unknown mode
         fnp.pad(fnp.ones(3), 1, mode="nonsense")
     with pytest.raises(ValueError):
         fnp.pad(fnp.ones(3), -1)
@@ -2320,3 +2320,33 @@ def test_python_numbers_with_an_explicit_dtype_convert_once():
                  fnp.full((2,), 0.1, dtype="float64")[0], fnp.full((), 0.1, "float64")):
         assert made.dtype == np.float64 and float(made) == 0.1 and not made.weak_type
     assert fnp.array(2 ** 40, dtype="int64") == 2 ** 40
+
+
+def test_roll_takes_array_and_traced_shifts_as_jax():
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    for shift, axis in ((np.array(3), None), (np.array(-1), 1), (np.array([1, 2]), (0, 1)),
+                        (fnp.array(5), 1), ((1, -2), (1, 0))):
+        want = np.roll(x, np.asarray(shift), axis=axis)
+        np.testing.assert_array_equal(fnp.roll(x, shift, axis=axis), want)
+        jitted = fnx.jit(lambda x, s: fnp.roll(x, s, axis=axis))(x, np.asarray(shift))
+        np.testing.assert_array_equal(jitted, want)      # a traced shift, as JAX allows
+    g = fnx.grad(lambda x, s: fnp.sum(fnp.roll(x, s, axis=1)[:, 0]))(x, np.int32(1))
+    np.testing.assert_array_equal(g, np.roll(np.eye(4, dtype=np.float32)[0][None].repeat(3, 0),
+                                             -1, axis=1))
+    with pytest.raises(ValueError, match="2 shifts for 3 axes"):
+        fnp.roll(x, (1, 2), axis=(0, 1, 0))
+
+
+def test_linspace_degenerate_step_is_one_nan_and_pad_modes_raise_as_jax():
+    start, stop = np.float16(1.5), np.ones((2, 2), np.float16)
+    for num, endpoint in ((0, True), (1, True), (0, False)):
+        out, step = fnp.linspace(start, stop, num, endpoint=endpoint, retstep=True)
+        assert out.shape == np.linspace(start, stop, num, endpoint=endpoint).shape
+        assert step.shape == () and step.dtype == np.float16 and np.isnan(step)
+    _, step = fnp.linspace(start, stop, 1, endpoint=False, retstep=True)
+    np.testing.assert_array_equal(step, np.full((2, 2), -0.5, np.float16))
+    for mode in (1, None, "foo"):
+        with pytest.raises(NotImplementedError, match=f"Unimplemented padding mode '{mode}'"):
+            fnp.pad(fnp.arange(3), 1, mode)
+    with pytest.raises(ValueError, match="unsupported keyword arguments for mode 'edge'"):
+        fnp.pad(fnp.arange(3), 1, "edge", constant_values=0)

@@ -291,7 +291,7 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
         tiny = multiply(true_divide(idx, div), bcast(delta))
         out = add(where(bcast(step) == 0, tiny, multiply(idx, bcast(step))), bcast(start))
     else:
-        step = lax.broadcast_in_dim(Array._wrap(np.array(np.nan, calc)), bshape, ())
+        step = Array._wrap(np.array(np.nan, calc))   # one NaN, as NumPy and JAX
         out = add(multiply(idx, bcast(delta)), bcast(start))
     if endpoint and num > 1:
         last = lax.broadcasted_iota(dtypes.int32, out.shape, 0)

@@ -301,18 +301,49 @@ def repeat(a, repeats, axis=None, *, total_repeat_length=None):
     return take(a, Array._wrap(idx), axis=axis, mode="promise_in_bounds")  # in range
 
 
+def _shift_items(shift):
+    """``roll``'s shifts as a tuple: one per entry of a list, tuple or 1-D array (NumPy's,
+    fnx's or traced), or the one of a scalar."""
+    if isinstance(shift, (list, tuple)):
+        return tuple(shift)
+    if isinstance(shift, (int, np.integer)):
+        return (shift,)
+    s = shift if isinstance(shift, Tracer) else to_array(shift, "roll")
+    if s.dtype.kind not in "iu":
+        raise TypeError(f"roll: shift must be integers, got {s.dtype}")
+    if s.ndim > 1:
+        raise ShapeError(f"roll: shift must be a scalar or 1-D, got shape {tuple(s.shape)}")
+    return (s,) if s.ndim == 0 else tuple(s[i] for i in range(s.shape[0]))
+
+
 def roll(a, shift, axis=None):
+    """Elements shifted along ``axis`` (the flattened array when None), wrapping around.
+    A shift known when tracing rolls by two slices; a traced one (as JAX allows) by a
+    dynamic slice of the axis doubled."""
     a = to_array(a)
     if axis is None:
         return reshape(roll(ravel(a), shift, 0), a.shape)
-    shifts = (shift,) if isinstance(shift, (int, np.integer)) else tuple(shift)
+    shifts = _shift_items(shift)
     axes = (axis,) if isinstance(axis, (int, np.integer)) else tuple(axis)
     if len(shifts) == 1:
         shifts = shifts * len(axes)
+    elif len(axes) == 1:
+        axes = axes * len(shifts)
+    if len(shifts) != len(axes):
+        raise ValueError(f"roll: {len(shifts)} shifts for {len(axes)} axes; give one shift, "
+                         "one axis, or as many of each")
     for s, ax in zip(shifts, axes):
         ax = normalize_axis("roll", ax, a.ndim)
         n = a.shape[ax]
         if n == 0:
+            continue
+        if isinstance(s, Tracer):
+            s = lax.rem(lax.add(lax.rem(s, lax.convert_element_type(n, s.dtype)),
+                                lax.convert_element_type(n, s.dtype)),
+                        lax.convert_element_type(n, s.dtype))   # in [0, n)
+            doubled = lax.concatenate([a, a], ax)
+            a = lax.dynamic_slice_in_dim(doubled, lax.sub(lax.convert_element_type(n, s.dtype), s),
+                                         n, ax, allow_negative_indices=False)
             continue
         s = concrete_int("roll", s, "shift") % n
         if s:
@@ -425,8 +456,8 @@ def pad(array, pad_width, mode="constant", **kwargs):
     if callable(mode):
         return _pad_function(array, pw, mode, kwargs)
     if mode not in _PAD_KWARGS:
-        raise ValueError(f"pad: mode {mode!r} is not supported; use one of "
-                         f"{', '.join(sorted(_PAD_KWARGS))} or a function")
+        raise NotImplementedError(f"Unimplemented padding mode '{mode}' for np.pad. Use one "
+                                  f"of {', '.join(sorted(_PAD_KWARGS))} or a function (pad)")
     unknown = set(kwargs) - _PAD_KWARGS[mode]
     if unknown:
         raise ValueError(f"pad: unsupported keyword arguments for mode {mode!r}: "
