@@ -2350,3 +2350,10 @@ def test_linspace_degenerate_step_is_one_nan_and_pad_modes_raise_as_jax():
             fnp.pad(fnp.arange(3), 1, mode)
     with pytest.raises(ValueError, match="unsupported keyword arguments for mode 'edge'"):
         fnp.pad(fnp.arange(3), 1, "edge", constant_values=0)
+
+
+def test_split_counts_held_in_arrays_and_traced_counts():
+    assert [p.shape for p in fnp.split(fnp.zeros(6), np.array(3))] == [(2,)] * 3
+    assert len(fnp.array_split(fnp.zeros(7), fnp.array(2))) == 2
+    with pytest.raises(fnx.errors.ConcretizationError, match="number of sections"):
+        fnx.jit(lambda k: fnp.split(fnp.zeros((12, 2)), k))(2.0)   # was "iteration over a 0-d array"

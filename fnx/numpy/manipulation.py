@@ -222,8 +222,9 @@ def column_stack(tup):
 
 
 def _split_points(name, n, indices_or_sections, even):
-    if isinstance(indices_or_sections, (int, np.integer)):
-        k = int(indices_or_sections)
+    if isinstance(indices_or_sections, (int, np.integer)) or \
+            getattr(indices_or_sections, "ndim", None) == 0:   # a count, maybe in an array
+        k = concrete_int(name, indices_or_sections, "the number of sections")
         if k <= 0:
             raise ValueError(f"{name}: number of sections must be > 0")
         if even and n % k:
