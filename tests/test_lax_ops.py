@@ -2153,3 +2153,28 @@ def test_dot_general_of_two_dtypes_as_jax():
         np.arange(3, dtype=F32), np.full(3, 1 + 2j, C64))
     assert ga.dtype == F32 and gb.dtype == C64
     np.testing.assert_array_equal(np.asarray(ga), np.ones(3))
+
+
+def test_weak_types_of_reduce_bit_ops_and_is_finite_as_jax():
+    weak = lambda v, d=I32: lax.convert_element_type_exact(fnx.numpy.asarray(v, d), d, True)
+    strong = lambda v, d=I32: fnx.numpy.asarray(v, d)
+    arr = np.arange(10, dtype=I32)
+    for op in (lax.add, lax.mul, lax.max, lambda a, b: a + b):
+        for a_weak in (False, True):
+            for i_weak in (False, True):
+                a = weak(arr) if a_weak else strong(arr)
+                i = weak(1) if i_weak else strong(1)
+                for f in (lax.reduce, fnx.jit(lax.reduce, static_argnums=(2, 3))):
+                    assert f(a, i, op, (0,)).weak_type == (a_weak and i_weak)
+    x = weak(np.ones((2, 3)), F32)
+    assert not lax.bitcast_convert_type(x, F32).weak_type
+    assert not lax.bitcast_convert_type(x, I32).weak_type
+    assert lax.clz(1).weak_type and lax.population_count(1).weak_type
+    assert lax.is_finite(1.0).weak_type and not lax.is_finite(np.float32(1)).weak_type
+
+
+def test_convert_element_type_of_a_python_int_wraps_as_jax():
+    assert int(lax.convert_element_type(2 ** 32, "int32")) == 0
+    assert int(lax.convert_element_type(2 ** 31 + 5, np.int32)) == -(2 ** 31) + 5
+    out = lax.convert_element_type(2 ** 100, "float32")
+    assert out.dtype == F32 and float(out) == 2.0 ** 100 and not out.weak_type

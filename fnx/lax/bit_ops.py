@@ -68,8 +68,8 @@ def bitcast_convert_type(operand, new_dtype):
     wider one, that last dimension is consumed."""
     x = to_array(operand)
     new = dtypes.canonical(new_dtype, "bitcast_convert_type")
-    if np.dtype(new) == x.dtype:
-        return x
+    if np.dtype(new) == x.dtype:          # the result is never weakly typed (as JAX)
+        return L.convert_element_type_exact(x, x.dtype, False)
     return bitcast_convert_type_p.bind(x, new_dtype=np.dtype(new))
 
 
@@ -101,7 +101,7 @@ def population_count(x):
     if bits > 8:
         ones = int.from_bytes(b"\x01" * (bits // 8), "little")
         u = L.shift_right_logical(L.mul(u, _c(u, ones)), _c(u, bits - 8))
-    return L.convert_element_type(u, x.dtype)
+    return L.convert_element_type(u, x.dtype, x.weak_type)
 
 
 def clz(x):
@@ -116,7 +116,7 @@ def clz(x):
         n = L.select(hit, L.sub(n, _c(u, s)), n)
         u = L.select(hit, y, u)
         s //= 2
-    return L.convert_element_type(L.sub(n, u), x.dtype)   # u is now 0 or 1
+    return L.convert_element_type(L.sub(n, u), x.dtype, x.weak_type)   # u is now 0 or 1
 
 
 # --- reduce_precision -------------------------------------------------------------------------

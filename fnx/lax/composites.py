@@ -104,11 +104,20 @@ def reduce(operands, init_values, computation, dimensions, out_sharding=None):
             raise ShapeError(f"reduce: every operand must have one shape, got "
                              f"{[tuple(o.shape) for o in flat_ops]}")
     dims = tuple(sorted({_axis("reduce", d, len(shape)) for d in dimensions}))
+    # JAX's weak type: an output is weak where its operand and init value both are
+    out_weak = [x.weak_type and (type(i) in (bool, int, float, complex)
+                             or bool(getattr(i, "weak_type", False)))
+            for x, i in zip(flat_ops, flat_inits)]
+
+    def typed(outs):
+        return tree_util.tree_unflatten(tree, [
+            o if o.weak_type == w else L.convert_element_type_exact(o, o.dtype, w)
+            for o, w in zip(outs, out_weak)])
     if len(flat_ops) == 1:
         x, init = flat_ops[0], flat_inits[0]
         reducer = _monoid(computation, _concrete_scalar(init), _dtype_of(init))
         if reducer is not None:
-            return tree_util.tree_unflatten(tree, [reducer(x, dims)])
+            return typed([reducer(x, dims)])
     for x, init in zip(flat_ops, flat_inits):
         # a Python number takes the operand's dtype (JAX's weak type), unless it is a
         # float for an integer operand; an array must have the operand's dtype
@@ -118,7 +127,8 @@ def reduce(operands, init_values, computation, dimensions, out_sharding=None):
             raise TypeError(f"reduce: operand dtypes must match their init values' dtypes, "
                             f"as in JAX; got operand {x.dtype} and init value {init!r} "
                             f"({_dtype_of(init)})")
-    return _pairwise(flat_ops, flat_inits, computation, dims, tree)
+    return typed(tree_util.tree_leaves(_pairwise(flat_ops, flat_inits, computation, dims,
+                                                 tree)))
 
 
 def _pairwise(flat_ops, flat_inits, computation, dims, tree):

@@ -72,7 +72,8 @@ _TWO_OVER_SQRT_PI = float(2 / np.sqrt(np.pi))
 
 def _weak_real_part(p):
     """As JAX: the real result of a weakly typed complex value (``abs(1 + 2j)``,
-    ``real(1j)``) is weakly typed too, so it takes the other operand's float type."""
+    ``real(1j)``) is weakly typed too, so it takes the other operand's float type (and
+    ``is_finite`` of a weak float is a weak bool)."""
     rule = p.shape_rule
 
     def shape_rule(x):
@@ -475,6 +476,7 @@ defjvp(digamma_p, lambda g, ans, x: L.mul(g, L.polygamma(1.0, x)))
 
 
 is_finite_p = unop("is_finite", np.isfinite, "float", out_dtype=lambda d: dtypes.bool_)
+_weak_real_part(is_finite_p)
 defjvp_zero(is_finite_p)
 
 

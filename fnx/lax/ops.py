@@ -14,6 +14,7 @@ import numpy as np
 from ..core import dtypes
 from ..core import ops as _core_ops
 from ..core.array import Array, to_array
+from ..core.numpy_errstate import quiet_call
 from ..errors import ShapeError
 from . import elementwise as ew
 from . import indexing as ix
@@ -198,9 +199,12 @@ def clamp(min, x, max):
 
 def convert_element_type(x, new_dtype, weak_type=False):
     """``x`` as ``new_dtype``; a 64-bit ``new_dtype`` narrows to 32 bits unless
-    ``jax_enable_x64`` is on (as in JAX)."""
-    return convert_element_type_exact(x, dtypes.canonical(new_dtype, "convert_element_type"),
-                                      weak_type)
+    ``jax_enable_x64`` is on (as in JAX). A Python int is converted by NumPy, wrapping
+    as JAX does (``convert_element_type(2**32, 'int32')`` is 0)."""
+    new_dtype = dtypes.canonical(new_dtype, "convert_element_type")
+    if type(x) is int:
+        x = Array._wrap(quiet_call(lambda: np.asarray(x).astype(new_dtype))[()], False)
+    return convert_element_type_exact(x, new_dtype, weak_type)
 
 
 def convert_element_type_exact(x, new_dtype, weak_type=False):
