@@ -327,3 +327,22 @@ def test_bfloat16_conv_stays_bfloat16():
             want = f(xb.astype(np.float32), wb.astype(np.float32))
             np.testing.assert_allclose(np.asarray(out, np.float32), np.asarray(want),
                                        rtol=0.05, atol=0.1)
+
+
+def test_conv_transpose_consistent_padding_and_padtype_ints():
+    # use_consistent_padding: explicit pairs are the forward convolution's padding, so
+    # conv_transpose (transpose_kernel=True) is the gradient of conv with the same arguments
+    w = RNG.standard_normal((3, 3, 3, 4))
+    pads = ((1, 1), (2, 0))
+    fwd = lambda y: lax.conv_general_dilated(y, w, (1, 1), pads,
+                                             dimension_numbers=("NHWC", "HWIO", "NHWC"))
+    y0 = np.zeros((2, 7, 8, 3))
+    ct = RNG.standard_normal(fwd(y0).shape)
+    want = fnx.vjp(fwd, y0)[1](ct)[0]
+    got = lax.conv_transpose(ct, w, (1, 1), pads, use_consistent_padding=True,
+                             transpose_kernel=True)
+    np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=1e-4, atol=1e-4)
+    old = lax.conv_transpose(ct, w, (1, 1), ((1, 1), (0, 2)), transpose_kernel=True)
+    np.testing.assert_allclose(np.asarray(old), np.asarray(want), rtol=1e-4, atol=1e-4)
+    pads = lax.padtype_to_pads(np.array([10, 10]), np.array([5, 5]), np.array([1, 1]), "SAME")
+    assert all(type(v) is int for p in pads for v in p)

@@ -2178,3 +2178,26 @@ def test_convert_element_type_of_a_python_int_wraps_as_jax():
     assert int(lax.convert_element_type(2 ** 31 + 5, np.int32)) == -(2 ** 31) + 5
     out = lax.convert_element_type(2 ** 100, "float32")
     assert out.dtype == F32 and float(out) == 2.0 ** 100 and not out.weak_type
+
+
+def test_lax_call_forms_as_jax_0_10():
+    # mul's out_dtype converts the operands first
+    a = np.full(2, 100, np.int8)
+    out = lax.mul(a, a, out_dtype=np.int32)
+    assert out.dtype == I32 and list(np.asarray(out)) == [10000, 10000]
+    # broadcast_in_dim takes broadcast_dimensions in any order
+    x = np.arange(6, dtype=F32).reshape(2, 3)
+    got = lax.broadcast_in_dim(x, (3, 5, 2), (2, 0))
+    np.testing.assert_array_equal(np.asarray(got), np.broadcast_to(x.T[:, None, :], (3, 5, 2)))
+    # dot's precision is keyword-only
+    with pytest.raises(TypeError):
+        lax.dot(np.ones(3, F32), np.ones(3, F32), lax.Precision.DEFAULT)
+    # reduce: repeated axes and non-scalar init values are ValueErrors
+    with pytest.raises(ValueError, match="duplicate value in 'axes'"):
+        lax.reduce(np.arange(3), 0, lax.add, (0, 0))
+    with pytest.raises(ValueError, match="non-scalar initial value"):
+        lax.reduce({"x": np.ones(5, F32)}, {"x": np.ones(5, F32)},
+                   lambda p, q: {"x": p["x"] + q["x"]}, [0])
+    # top_k's int32 indices cannot index past 2**31 - 1
+    with pytest.raises(ValueError, match="int32 indices"):
+        fnx.eval_shape(lambda v: lax.top_k(v, 3), fnx.ShapeDtypeStruct((2 ** 31 + 1,), F32))

@@ -103,7 +103,13 @@ def reduce(operands, init_values, computation, dimensions, out_sharding=None):
         if x.shape != shape:
             raise ShapeError(f"reduce: every operand must have one shape, got "
                              f"{[tuple(o.shape) for o in flat_ops]}")
-    dims = tuple(sorted({_axis("reduce", d, len(shape)) for d in dimensions}))
+    dims = tuple(_axis("reduce", d, len(shape)) for d in dimensions)
+    if len(set(dims)) != len(dims):
+        raise ValueError(f"reduce: duplicate value in 'axes' of reduction: {tuple(dimensions)}")
+    dims = tuple(sorted(dims))
+    for i in flat_inits:
+        if np.ndim(i):
+            raise ValueError(f"reduce found non-scalar initial value: shape {np.shape(i)}")
     # JAX's weak type: an output is weak where its operand and init value both are
     out_weak = [x.weak_type and (type(i) in (bool, int, float, complex)
                              or bool(getattr(i, "weak_type", False)))

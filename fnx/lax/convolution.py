@@ -102,6 +102,7 @@ def padtype_to_pads(in_shape, window_shape, window_strides, padding):
                          f"{padding!r}")
     out = []
     for n, w, s in zip(in_shape, window_shape, window_strides):
+        n, w, s = int(n), int(w), int(s)      # Python ints out, as JAX's (not NumPy's)
         size = max((-(-n // s) - 1) * s + w - n, 0)
         lo, hi = size // 2, size - size // 2
         out.append((lo, hi) if p == "SAME" else (hi, lo))
@@ -526,6 +527,8 @@ def _conv_transpose_padding(k, s, padding):
     if padding == "SAME":
         pad_len = k + s - 2
         pad_a = k - 1 if s > k - 1 else -(-pad_len // 2)
+    elif not isinstance(padding, str):   # the forward convolution's (low, high) pair
+        pad_a, pad_len = k - padding[0] - 1, 2 * (k - 1) - padding[0] - padding[1]
     else:
         pad_len = k + s - 2 + max(k - s, 0)
         pad_a = k - 1
@@ -533,14 +536,17 @@ def _conv_transpose_padding(k, s, padding):
 
 
 def conv_transpose(lhs, rhs, strides, padding, rhs_dilation=None, dimension_numbers=None,
-                   transpose_kernel=False, precision=None, preferred_element_type=None):
+                   transpose_kernel=False, precision=None, preferred_element_type=None,
+                   use_consistent_padding=False):
     """Transposed ("deconvolution") convolution, JAX's ``lax.conv_transpose``: a
     convolution with ``lhs_dilation=strides``. With 'SAME' padding a spatial size
     ``n`` becomes ``n * stride``; with 'VALID', ``n * stride + max(k - stride, 0)``
     (``k`` the dilated kernel size). Default layouts are channels-last ('NHC',
     'NHWC', 'NHWDC' with 'HIO', 'HWIO', 'HWDIO'). ``transpose_kernel=True`` flips the
     kernel's spatial dims and swaps its input/output feature dims (the gradient of
-    a convolution with that kernel)."""
+    a convolution with that kernel). Explicit (low, high) pairs pad the transposed
+    convolution, unless ``use_consistent_padding`` (JAX's, PyTorch's convention): then
+    they are the forward convolution's, as the strings always are."""
     lhs, rhs = to_array(lhs), to_array(rhs)
     nd = lhs.ndim
     if dimension_numbers is None:
@@ -562,6 +568,10 @@ def conv_transpose(lhs, rhs, strides, padding, rhs_dilation=None, dimension_numb
                              f"pairs, got {padding!r}")
         pads = [_conv_transpose_padding(_dilate_dim(k, r), s, padding.upper())
                 for k, r, s in zip(ks, rhs_dilation, strides)]
+    elif use_consistent_padding:
+        pads = [_conv_transpose_padding(_dilate_dim(k, r), s, tuple(map(int, p)))
+                for k, r, s, p in zip(ks, rhs_dilation, strides,
+                                      _pairs("conv_transpose", padding, nsp))]
     else:
         pads = padding
     if transpose_kernel:

@@ -135,8 +135,17 @@ def complex(x, y):
     included)."""
     return ew.complex_p.bind(*_broadcast_ranked("complex", _operands(x, y)))
 
-add, sub, mul, div, rem, pow = map(_binary, (ew.add_p, ew.sub_p, ew.mul_p, ew.div_p,
-                                             ew.rem_p, ew.pow_p))
+add, sub, div, rem, pow = map(_binary, (ew.add_p, ew.sub_p, ew.div_p, ew.rem_p, ew.pow_p))
+_mul = _binary(ew.mul_p)
+
+
+def mul(x, y, *, out_dtype=None):
+    """Elementwise product; ``out_dtype`` (JAX's): both operands converted to it first, so
+    ``mul(i8, i8, out_dtype=int32)`` does not wrap."""
+    if out_dtype is None:
+        return _mul(x, y)
+    out_dtype = dtypes.canonical(out_dtype, "mul")
+    return _mul(*(convert_element_type_exact(v, out_dtype) for v in _operands(x, y)))
 floor_divide = _binary(ew.floor_divide_p)
 max, min, atan2, nextafter = map(_binary, (ew.max_p, ew.min_p, ew.atan2_p, ew.nextafter_p))
 hypot, copysign, logaddexp = _binary(ew.hypot_p), _binary(ew.copysign_p), _binary(ew.logaddexp_p)
@@ -223,6 +232,11 @@ def convert_element_type_exact(x, new_dtype, weak_type=False):
 def broadcast_in_dim(x, shape, broadcast_dimensions):
     x = to_array(x)
     shape, bd = tuple(int(d) for d in shape), tuple(int(d) for d in broadcast_dimensions)
+    if (len(bd) == x.ndim and len(set(bd)) == len(bd) and list(bd) != sorted(bd)
+            and all(0 <= d < len(shape) and n in (1, shape[d]) for n, d in zip(x.shape, bd))):
+        # JAX takes the operand's dims in any order: as the operand transposed to sorted ones
+        perm = tuple(sorted(range(len(bd)), key=bd.__getitem__))
+        x, bd = transpose(x, perm), tuple(bd[p] for p in perm)
     if x.shape == shape and bd == tuple(range(len(shape))):
         return x
     return sh.broadcast_in_dim_p.bind(x, shape=shape, broadcast_dimensions=bd)
@@ -610,7 +624,8 @@ def dot_general(lhs, rhs, dimension_numbers, precision=None, preferred_element_t
     return la.dot_general_p.bind(lhs, rhs, dimension_numbers=dn, preferred_element_type=pet)
 
 
-def dot(lhs, rhs, precision=None, preferred_element_type=None, *, dimension_numbers=None):
+def dot(lhs, rhs, *, dimension_numbers=None, precision=None, preferred_element_type=None,
+        out_sharding=None):
     """Vector/matrix product of rank-1/2 operands (with ``dimension_numbers``: any
     ``dot_general``)."""
     canonicalize_precision(precision, "dot")

@@ -136,6 +136,9 @@ def _top_k_rule(operand, *, k):
     if not real:
         raise ShapeError(f"top_k: needs a real (not complex) operand, got {describe(operand)}")
     n = operand.shape[-1]
+    if n > np.iinfo(np.int32).max:
+        raise ValueError(f"top_k returns int32 indices, which will overflow for the last "
+                         f"axis of {describe(operand)} (as in JAX)")
     if not 0 <= k <= n:
         raise ShapeError(f"top_k: k={k} must be between 0 and the size of the last axis "
                          f"({n}) of {describe(operand)}")
