@@ -308,3 +308,15 @@ def test_importable_without_hypothesis():
             "import fnx.numpy as fnp, numpy as np\n"
             "check_grads(fnp.sin, (np.ones(2),))\n")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def test_tolerances_by_dtype_as_jax():
+    # JAX's check_grads takes atol/rtol as dicts by dtype (lax_autodiff_test passes them)
+    from fnx.test_util import check_grads as jax_check_grads
+    x = np.linspace(0.1, 1.0, 5).astype(np.float32)
+    jax_check_grads(fnx.numpy.sin, (x,), 2, ["fwd", "rev"],
+                    {np.float32: 1e-2, np.float64: 1e-5}, {np.float32: 1e-2})
+    jax_check_grads(fnx.numpy.sin, (x,), 1, ["rev"], {np.float64: 1e-5}, {np.float16: 1e-1})
+    wrong = lambda v: fnx.numpy.sin(v) + fnx.lax.stop_gradient(v) ** 2
+    with pytest.raises(AssertionError):
+        jax_check_grads(wrong, (x,), 1, ["fwd"], {np.float32: 1e-3}, {np.float32: 1e-3})

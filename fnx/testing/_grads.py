@@ -241,6 +241,7 @@ class _Level:
         self.order = order
         self.modes = modes
         self.user_rtol, self.user_atol, self.user_eps = rtol, atol, eps
+        self.atol_given = None
         self.seed = seed
         self.context = context              # lines describing the user's f and args
         self.rng = np.random.default_rng([seed, depth, _branch_code(title)])
@@ -288,10 +289,15 @@ class _Level:
         tols = default_tolerances(self.ad_dtype, wide_reference=self.wide)
         self.eps, self.rtol = tols["eps"], tols["rtol"]
         self.fd_mag = {}
-        if self.user_eps is not None:
-            self.eps = float(self.user_eps)
-        if self.user_rtol is not None:
-            self.rtol = float(self.user_rtol)
+        # JAX's tolerances may be dicts by dtype (read at the least precise dtype; a
+        # dtype without an entry keeps the default)
+        self.atol_given = _tol_for(self.user_atol, self.ad_dtype)
+        eps, rtol = _tol_for(self.user_eps, self.ad_dtype), _tol_for(self.user_rtol,
+                                                                     self.ad_dtype)
+        if eps is not None:
+            self.eps = float(eps)
+        if rtol is not None:
+            self.rtol = float(rtol)
         return True
 
     def _probe_wide(self):
@@ -381,8 +387,8 @@ class _Level:
         with np.errstate(invalid="ignore", over="ignore"):
             err = np.where(fin, np.abs(a - r), np.where(same, 0.0, np.inf))
         scale = max(_finite_max(r), _finite_max(a))
-        if self.user_atol is not None:
-            atol = float(self.user_atol)
+        if self.atol_given is not None:
+            atol = float(self.atol_given)
             atol_how = "given"
         else:
             fmax = _finite_max(self.ys[j])
@@ -421,8 +427,8 @@ class _Level:
         return 4 * _machine_eps(fd_dtype) * mag / self.eps
 
     def ip_close(self, lhs, rhs, mag, cts=None):
-        if self.user_atol is not None:
-            atol = float(self.user_atol)
+        if self.atol_given is not None:
+            atol = float(self.atol_given)
         else:   # <ct, J t> inherits the differences' rounding, weighted by |ct|
             atol = sum(float(np.sum(np.abs(cts[j]))) * self.fd_rounding(j)
                        for j in self.out_inexact) * self.rounding_scale \
@@ -705,6 +711,14 @@ def _annotate(e, level, mode):
 
 # --- the public entry point -------------------------------------------------------------------
 
+def _tol_for(tol, dtype):
+    """A tolerance as JAX's ``check_grads`` takes it: a number, None, or a dict by dtype
+    (the entry for ``dtype``, None where it has none)."""
+    if not isinstance(tol, dict):
+        return tol
+    return {np.dtype(k): v for k, v in tol.items()}.get(np.dtype(dtype))
+
+
 def check_grads(f, args, order=2, modes=("fwd", "rev"), atol=None, rtol=None, eps=None, *,
                 seed=0):
     """Check ``f``'s forward- and reverse-mode derivatives at ``args`` numerically.
@@ -716,7 +730,8 @@ def check_grads(f, args, order=2, modes=("fwd", "rev"), atol=None, rtol=None, ep
     and complex leaves are differentiated (integer, bool and other leaves are held
     fixed). ``order`` (>= 1) is the highest derivative order checked; ``modes`` is a
     subset of ``("fwd", "rev")``. ``atol``/``rtol``/``eps`` override the dtype-aware
-    defaults (see the module docstring and ``default_tolerances``). The random
+    defaults (see the module docstring and ``default_tolerances``); as in JAX each may be
+    a dict by dtype, read at the least precise dtype involved. The random
     directions come from ``numpy.random.default_rng`` seeded with ``seed``, so a
     failure is reproducible.
 
