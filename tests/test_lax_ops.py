@@ -2201,3 +2201,17 @@ def test_lax_call_forms_as_jax_0_10():
     # top_k's int32 indices cannot index past 2**31 - 1
     with pytest.raises(ValueError, match="int32 indices"):
         fnx.eval_shape(lambda v: lax.top_k(v, 3), fnx.ShapeDtypeStruct((2 ** 31 + 1,), F32))
+
+
+def test_pow_of_a_float_base_and_integer_exponent_as_jax():
+    x, y = np.array([0.0, 2.0, 3.0, -1.0], F32), np.array([0, 2, -1, 3], I32)
+    np.testing.assert_allclose(np.asarray(lax.pow(x, y)), [1, 4, 1 / 3, -1], rtol=1e-6)
+    assert lax.pow(x, y).dtype == F32
+    # d/dx x ** 0 is 0 at x = 0 too (JAX's rule), in both modes and through numpy's power
+    g = fnx.grad(lambda x: lax.pow(x, y).sum())(x)
+    np.testing.assert_allclose(np.asarray(g), [0, 4, -1 / 9, 3], rtol=1e-6)
+    assert float(fnx.grad(fnx.jit(lambda x, n: x ** n))(0.0, 0)) == 0.0
+    jac = fnx.jacrev(fnx.jit(lax.pow))(lax.iota("float32", 4), 2)
+    np.testing.assert_allclose(np.asarray(jac), np.diag([0.0, 2.0, 4.0, 6.0]))
+    out = fnx.numpy.power(np.ones(3, np.float16), np.arange(3, dtype=np.int8))
+    assert out.dtype == np.float16

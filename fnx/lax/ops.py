@@ -135,8 +135,24 @@ def complex(x, y):
     included)."""
     return ew.complex_p.bind(*_broadcast_ranked("complex", _operands(x, y)))
 
-add, sub, div, rem, pow = map(_binary, (ew.add_p, ew.sub_p, ew.div_p, ew.rem_p, ew.pow_p))
-_mul = _binary(ew.mul_p)
+add, sub, div, rem = map(_binary, (ew.add_p, ew.sub_p, ew.div_p, ew.rem_p))
+_mul, _pow = _binary(ew.mul_p), _binary(ew.pow_p)
+
+
+def pow(x, y):
+    """Elementwise ``x ** y``: operands of one dtype, or (as JAX) a floating or complex
+    ``x`` with an integer array ``y``: then ``x ** 0`` is 1 with derivative 0 in ``x``, at
+    ``x = 0`` too (``0 * 0 ** -1`` would be NaN)."""
+    if not _is_scalar(y) and not _is_scalar(x):
+        x, y = to_array(x), to_array(y)
+        if dtypes.is_inexact(x.dtype) and y.dtype.kind in "iu":
+            x, y = _broadcast_ranked("pow", [x, y])
+            if x.ndim < y.ndim:
+                x = broadcast_in_dim(x, y.shape, ())
+            # 1 ** 0 where y is 0: the value 1, and a derivative 0 * 1 ** -1 = 0
+            x = ew.select_n_p.bind(eq(y, 0), x, full_like(x, 1))
+            return _pow(x, convert_element_type_exact(y, x.dtype))
+    return _pow(x, y)
 
 
 def mul(x, y, *, out_dtype=None):

@@ -14,8 +14,8 @@ from ..lax import elementwise as _ew
 from ..core import dtypes
 from ..core.array import Array, to_array
 from ..backends.numpy_eager import fast_binary, fast_unary
-from .util import (RANK_CHECK as _RANK_CHECK, broadcast_shapes, broadcast_to_shape, promote,
-                    promote_broadcast)
+from .util import (RANK_CHECK as _RANK_CHECK, broadcast_shapes, broadcast_to_shape,
+                    check_rank_promotion, promote, promote_broadcast)
 
 
 def _fast_binary(*args, **kw):
@@ -188,6 +188,14 @@ def power(x, y, /):
         x = _numeric(x)
         if y >= 0 or dtypes.is_inexact(x.dtype):
             return lax.integer_pow(x, y)
+    if not isinstance(y, (bool, int, float, complex)) and not isinstance(x, (bool, int)):
+        (xa,), (ya,) = promote("power", x), promote("power", y)
+        if dtypes.is_inexact(xa.dtype) and ya.dtype.kind in "iu":
+            # JAX: a floating or complex base with an integer exponent array is lax.pow of
+            # the two (x ** 0 has derivative 0 in x, at x = 0 too)
+            check_rank_promotion("power", xa.shape, ya.shape)
+            shape = broadcast_shapes("power", xa.shape, ya.shape)
+            return lax.pow(broadcast_to_shape(xa, shape), broadcast_to_shape(ya, shape))
     x, y = promote_broadcast("power", x, y)
     if x.dtype == dtypes.bool_:
         x, y = _numeric(x), _numeric(y)
