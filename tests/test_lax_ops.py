@@ -2215,3 +2215,14 @@ def test_pow_of_a_float_base_and_integer_exponent_as_jax():
     np.testing.assert_allclose(np.asarray(jac), np.diag([0.0, 2.0, 4.0, 6.0]))
     out = fnx.numpy.power(np.ones(3, np.float16), np.arange(3, dtype=np.int8))
     assert out.dtype == np.float16
+
+
+def test_top_k_along_an_axis_as_jax():
+    x = np.random.default_rng(0).standard_normal((3, 5, 4)).astype(F32)
+    vals, idx = lax.top_k(x, 2, axis=1)
+    assert vals.shape == idx.shape == (3, 2, 4) and idx.dtype == I32
+    want = -np.sort(-x, axis=1)[:, :2]
+    np.testing.assert_array_equal(np.asarray(vals), want)
+    np.testing.assert_array_equal(np.take_along_axis(x, np.asarray(idx), 1), want)
+    g = fnx.grad(lambda x: lax.top_k(x, 2, axis=0)[0].sum())(x)
+    assert float(g.sum()) == 2 * 5 * 4

@@ -669,17 +669,24 @@ def sort_key_val(keys, values, dimension=-1, is_stable=True):
     return sort((keys, values), dimension, is_stable, 1)
 
 
-def top_k(operand, k):
-    """The ``k`` largest entries along the last axis, in descending order, and their
-    indices (int32). Of equal entries the lower index comes first; NaNs rank above
-    every number. Differentiable in the values (the indices are piecewise constant)."""
+def top_k(operand, k, *, axis=-1):
+    """The ``k`` largest entries along ``axis`` (the last by default), in descending
+    order, and their indices (int32). Of equal entries the lower index comes first; NaNs
+    rank above every number. Differentiable in the values (the indices are piecewise
+    constant)."""
     operand = to_array(operand)
     try:
         k = operator.index(k)
     except TypeError:
         raise ShapeError(f"top_k: k must be a static Python int, got {k!r}") from None
-    vals, idx = so.top_k_p.bind(operand, k=k)
-    return vals, idx
+    axis = _axis("top_k", axis, operand.ndim)
+    last = builtins.max(operand.ndim - 1, 0)
+    if axis == last:
+        return tuple(so.top_k_p.bind(operand, k=k))
+    perm = tuple(d for d in range(operand.ndim) if d != axis) + (axis,)
+    inv = tuple(int(i) for i in np.argsort(perm))
+    vals, idx = so.top_k_p.bind(transpose(operand, perm), k=k)
+    return transpose(vals, inv), transpose(idx, inv)
 
 
 
