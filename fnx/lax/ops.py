@@ -679,10 +679,9 @@ def top_k(operand, k, *, axis=-1):
         k = operator.index(k)
     except TypeError:
         raise ShapeError(f"top_k: k must be a static Python int, got {k!r}") from None
-    axis = _axis("top_k", axis, operand.ndim)
-    last = builtins.max(operand.ndim - 1, 0)
-    if axis == last:
+    if operand.ndim == 0 or _axis("top_k", axis, operand.ndim) == operand.ndim - 1:
         return tuple(so.top_k_p.bind(operand, k=k))
+    axis = _axis("top_k", axis, operand.ndim)
     perm = tuple(d for d in range(operand.ndim) if d != axis) + (axis,)
     inv = tuple(int(i) for i in np.argsort(perm))
     vals, idx = so.top_k_p.bind(transpose(operand, perm), k=k)
