@@ -320,3 +320,9 @@ def test_tolerances_by_dtype_as_jax():
     wrong = lambda v: fnx.numpy.sin(v) + fnx.lax.stop_gradient(v) ** 2
     with pytest.raises(AssertionError):
         jax_check_grads(wrong, (x,), 1, ["fwd"], {np.float32: 1e-3}, {np.float32: 1e-3})
+
+
+def test_nan_on_both_sides_passes_as_jax():
+    # asin outside [-1, 1]: f, its derivatives and the finite differences are all NaN there
+    x = np.array([0.1, 0.9, -1.27], np.float32)
+    check_grads(fnx.lax.asin, (x,), 2, modes=("fwd", "rev"))
