@@ -99,6 +99,23 @@ def test_default_device_places_creation_and_random(gpu):
         assert fnp.ones(2).device is gpu
 
 
+def test_creation_functions_place_on_a_device_or_sharding_and_like_follows(gpu):
+    from fnx.sharding import SingleDeviceSharding
+    made = [fnp.zeros(3, device=gpu), fnp.arange(4, device=gpu), fnp.asarray([1, 2], device=gpu),
+            fnp.eye(2, device=SingleDeviceSharding(gpu)), fnp.linspace(0, 1, 3, device=gpu),
+            fnp.fft.fftfreq(4, device=gpu),
+            fnp.ones(2, device=fnx.NamedSharding(fnx.make_mesh((1,), ("x",), devices=[gpu]),
+                                                 fnx.P("x")))]
+    assert all(_on(a, gpu) for a in made)
+    np.testing.assert_array_equal(np.asarray(made[1]), np.arange(4))
+    x = fnx.device_put(fnp.ones(3), gpu)
+    # *_like follow their argument's device, as JAX's do, unless told otherwise
+    assert _on(fnp.zeros_like(x), gpu) and _on(fnp.full_like(x, 2), gpu)
+    assert _on(fnp.empty_like(x), gpu)
+    assert fnp.ones_like(x, device=fnx.devices()[0]).device.platform == "cpu"
+    assert fnp.astype(x, "int32", device=fnx.devices()[0]).device.platform == "cpu"
+
+
 def test_jit_runs_on_the_arguments_device_and_caches_per_device(gpu):
     f = fnx.jit(lambda a, b: fnp.tanh(a @ b) + 1.0)
     a = np.random.default_rng(0).normal(size=(4, 3)).astype(np.float32)

@@ -11,7 +11,7 @@ from .. import lax
 from ..core import dtypes
 from ..core.array import Array, Tracer, to_array
 from ..lax.shape import check_shape
-from .util import check_device, concrete_int
+from .util import check_device, concrete_int, placed
 
 
 def _shape(shape, name="shape"):
@@ -114,6 +114,7 @@ def _array(name, object, dtype, ndmin=0):
     return out
 
 
+@placed('asarray')
 def asarray(a, dtype=None, order=None, *, copy=None, device=None):
     """An Array from an array-like. fnx arrays are immutable, so a writable source (a
     NumPy array) is always copied, whatever ``copy`` says."""
@@ -123,6 +124,7 @@ def asarray(a, dtype=None, order=None, *, copy=None, device=None):
     return _array("asarray", a, dtype)
 
 
+@placed('from_dlpack')
 def from_dlpack(x, /, *, device=None, copy=None):
     """An Array from a DLPack producer on the CPU. The buffer is copied unless
     ``copy=False``, which shares it read-only (the producer must then not write it)."""
@@ -146,6 +148,7 @@ def _python_values(x):
         isinstance(x, (list, tuple)) and _python_only(x))
 
 
+@placed('full')
 def full(shape, fill_value, dtype=None, *, device=None):
     check_device("full", device)
     shape = _shape(shape, "full")
@@ -169,16 +172,19 @@ def _const(value, shape, dtype, weak_type=False, name="zeros"):
     return lax.broadcast_in_dim(Array._wrap(np.array(value, dtype)[()], weak_type), shape, ())
 
 
+@placed('zeros')
 def zeros(shape, dtype=None, *, device=None):
     check_device("zeros", device)
     return _const(0, shape, dtype)
 
 
+@placed('ones')
 def ones(shape, dtype=None, *, device=None):
     check_device("ones", device)
     return _const(1, shape, dtype, name="ones")
 
 
+@placed('empty')
 def empty(shape, dtype=None, *, device=None):
     check_device("empty", device)
     return _const(0, shape, dtype, name="empty")
@@ -192,12 +198,14 @@ def _like(a, dtype, shape, name="*_like"):
             a.weak_type and dtype is None)
 
 
+@placed('zeros_like', like=True)
 def zeros_like(a, dtype=None, shape=None, *, device=None):
     check_device("zeros_like", device)
     dt, sh, weak = _like(a, dtype, shape, "zeros_like")
     return _const(0, sh, dt, weak, "zeros_like")
 
 
+@placed('ones_like', like=True)
 def ones_like(a, dtype=None, shape=None, *, device=None):
     check_device("ones_like", device)
     dt, sh, weak = _like(a, dtype, shape, "ones_like")
@@ -205,9 +213,10 @@ def ones_like(a, dtype=None, shape=None, *, device=None):
 
 
 def empty_like(a, dtype=None, shape=None, *, device=None):
-    return zeros_like(a, dtype, shape, device=device)
+    return zeros_like(a, dtype, shape, device=device)  # placed by zeros_like
 
 
+@placed('full_like', like=True)
 def full_like(a, fill_value, dtype=None, shape=None, *, device=None):
     check_device("full_like", device)
     dt, sh, weak = _like(a, dtype, shape, "full_like")
@@ -216,6 +225,7 @@ def full_like(a, fill_value, dtype=None, shape=None, *, device=None):
     return lax.convert_element_type(out, dt, weak) if weak else out
 
 
+@placed('arange')
 def arange(start, stop=None, step=None, dtype=None, *, device=None):
     """``numpy.arange`` with static bounds. The dtype is the promotion of the bounds:
     Python ints give the default int, floats the default float (int32/float32, or
@@ -246,6 +256,7 @@ def arange(start, stop=None, step=None, dtype=None, *, device=None):
     return lax.add(lax.mul(r, step), start)
 
 
+@placed('linspace')
 def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis=0, *,
              device=None):
     """``num`` evenly spaced values from ``start`` to ``stop``; bounds may be arrays.
@@ -364,6 +375,7 @@ def _tri_mask(n, m, k):
     return _diag_mask(n, m, k, _ge)  # True on and below diagonal k
 
 
+@placed('eye')
 def eye(N, M=None, k=0, dtype=None, *, device=None):
     check_device("eye", device)
     N = concrete_int("eye", N, "N")

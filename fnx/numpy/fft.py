@@ -33,7 +33,7 @@ from .. import lax
 from ..core import dtypes
 from ..core.array import Array, Tracer, to_array
 from ..lax.fft import FftType
-from .util import check_device, concrete_int, normalize_axis, promote
+from .util import check_device, concrete_int, normalize_axis, placed, promote
 
 __all__ = ["fft", "ifft", "rfft", "irfft", "hfft", "ihfft", "fftn", "ifftn", "rfftn",
            "irfftn", "fft2", "ifft2", "rfft2", "irfft2", "fftfreq", "rfftfreq", "fftshift",
@@ -291,6 +291,7 @@ def _size(name, n):
     return n
 
 
+@placed('fftfreq')
 def fftfreq(n, d=1.0, *, dtype=None, device=None):
     """The sample frequencies of an ``n``-point ``fft`` with sample spacing ``d``:
     ``[0, 1, ..., (n - 1) // 2, -(n // 2), ..., -1] / (d n)``, in ``dtype`` (default:
@@ -301,6 +302,7 @@ def fftfreq(n, d=1.0, *, dtype=None, device=None):
     return _freq("fftfreq", k.astype(np.float64), n, d, dtype)
 
 
+@placed('rfftfreq')
 def rfftfreq(n, d=1.0, *, dtype=None, device=None):
     """The sample frequencies of an ``n``-point ``rfft``: ``[0, 1, ..., n // 2] / (d n)``."""
     check_device("rfftfreq", device)

@@ -16,11 +16,15 @@ from .util import (AxisError, broadcast_shapes as _bshapes, broadcast_to_shape, 
 
 
 def astype(x, dtype, /, *, copy=True, device=None):
-    """``x`` converted to ``dtype`` (arrays are immutable, so ``copy`` changes nothing;
-    ``device`` may be None or the CPU device)."""
-    check_device("astype", device)
+    """``x`` converted to ``dtype`` (arrays are immutable, so ``copy`` changes nothing),
+    on ``device`` when one is given."""
+    target = check_device("astype", device)
     x = to_array(x)
-    return lax.convert_element_type(x, dtypes.canonical(dtype, "astype"))
+    out = lax.convert_element_type(x, dtypes.canonical(dtype, "astype"))
+    if target is None:
+        return out
+    from ..core.array import device_put_array
+    return device_put_array(out, target)
 
 
 def reshape(a, shape=None, order="C", *, newshape=None, copy=None):

@@ -174,10 +174,42 @@ def concrete_int(name, x, what):
 
 
 def check_device(name, device):
-    """``device=`` of the Array API functions: None or the CPU device (fnx has no other)."""
-    if device is not None and device is not CPU_DEVICE and device != CPU_DEVICE:
-        raise ValueError(f"{name}: fnx arrays live on {CPU_DEVICE!r}, the only device; got "
-                         f"device={device!r}. Pass device=None or x.device.")
+    """``device=`` of the creation functions (JAX's and the Array API's): None, a device
+    (one of ``fnx.devices()``, a GPU's included), or a sharding, which places the array
+    whole on its one device. Returns the device, or None."""
+    if device is None or device is CPU_DEVICE:
+        return device
+    from ..core.devices import Device
+    from ..sharding import device_of
+    if isinstance(device, Device):
+        return device
+    try:
+        return device_of(device, name)
+    except TypeError:
+        raise ValueError(f"{name}: device= takes a device (one of fnx.devices()) or a "
+                         f"sharding, got {device!r}; pass device=None or x.device") from None
+
+
+def placed(name, like=False):
+    """A creation function whose ``device=`` places its result (``check_device``); with
+    ``like``, an ``*_like`` function's result goes, by default, where its first argument
+    lies (as JAX's do), when that is not the CPU."""
+    import functools
+
+    def wrap(fn):
+        @functools.wraps(fn)
+        def on_device(*args, device=None, **kwargs):
+            target = check_device(name, device)
+            if target is None and like and args and type(args[0]) is Array:
+                target = args[0].device if args[0].device is not CPU_DEVICE else None
+            out = fn(*args, **kwargs)
+            if target is None or target is CPU_DEVICE and type(out) is Array \
+                    and out.device is CPU_DEVICE:
+                return out
+            from ..core.array import device_put_array
+            return device_put_array(out, target)
+        return on_device
+    return wrap
 
 
 def compiled_when_eager(fn=None, *, static_argnums=()):
