@@ -101,7 +101,13 @@ class _ArrayNamespaceInfo:
         return _array_module.CPU_DEVICE
 
     def devices(self):
-        return [_array_module.CPU_DEVICE]
+        """This process's devices: the CPU, then a GPU's where one is (or is emulated)."""
+        from .._api import devices as _devices
+        try:
+            gpus = list(_devices("gpu"))
+        except RuntimeError:        # no GPU backend here
+            gpus = []
+        return [_array_module.CPU_DEVICE] + gpus
 
     def default_dtypes(self, *, device=None):
         self._device("default_dtypes", device)
