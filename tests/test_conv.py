@@ -346,3 +346,15 @@ def test_conv_transpose_consistent_padding_and_padtype_ints():
     np.testing.assert_allclose(np.asarray(old), np.asarray(want), rtol=1e-4, atol=1e-4)
     pads = lax.padtype_to_pads(np.array([10, 10]), np.array([5, 5]), np.array([1, 1]), "SAME")
     assert all(type(v) is int for p in pads for v in p)
+
+
+def test_vmap_of_grouped_conv_over_an_empty_batch():
+    # the grouped batching rule split by the batch size (ZeroDivisionError at size 0)
+    conv = lambda x, w: lax.conv_general_dilated(x, w, (1, 1), ((1, 0), (0, 1)),
+                                                 dimension_numbers=("HWCN", "HWIO", "HWCN"),
+                                                 feature_group_count=2)
+    x, w = np.ones((6, 7, 2, 2), np.float32), np.ones((1, 2, 1, 2), np.float32)
+    for args, axes in (((x, w[:, :, None][:, :, :0]), (None, 2)),
+                       ((x[:, :, None][:, :, :0], w), (2, None))):
+        out = fnx.vmap(conv, in_axes=axes)(*args)
+        assert out.shape == (0, 7, 7, 2, 2) and out.dtype == np.float32

@@ -364,6 +364,12 @@ def _conv_batch(vals, dims, size, *, dimension_numbers, feature_group_count, bat
     lhs, rhs = vals
     lspec, rspec, ospec = dimension_numbers
     G, B = feature_group_count, batch_group_count
+    if size == 0:     # an empty batch (the groups' reshapes below would divide by it)
+        one = [ShapeDtypeStruct(tuple(np.delete(v.shape, d)), v.dtype) if d is not None
+               else v for v, d in zip(vals, dims)]
+        out = _conv_shape_rule(*one, dimension_numbers=dimension_numbers,
+                               feature_group_count=G, batch_group_count=B, **p)
+        return L.full((0,) + tuple(out.shape), 0, out.dtype), 0
 
     def bind(a, b, g, bg):
         return conv_general_dilated_p.bind(a, b, dimension_numbers=dimension_numbers,
