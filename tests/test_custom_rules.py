@@ -99,6 +99,24 @@ def test_checkpoint_gives_the_same_derivatives():
     np.testing.assert_allclose(g(x), f(x), rtol=1e-6)
 
 
+def test_checkpoint_keeps_python_defaults_and_takes_keywords_as_operands():
+    # as JAX: a parameter left out keeps its Python default (here a flag branched on),
+    # and keyword arguments are traced operands passed on by keyword
+    def f(x, y=None, *, scale=2.0, reverse=False):
+        assert reverse is False
+        return x * scale if y is None else x * y * scale
+
+    x = fnp.asarray([1.0, 2.0])
+    scan = fnx.checkpoint(partial(fnx.lax.scan, lambda c, a: (c + a, c * a)))
+    c, ys = fnx.jit(scan)(fnp.float32(0.0), x)
+    np.testing.assert_allclose(ys, [0.0, 2.0])
+    np.testing.assert_allclose(fnx.checkpoint(f)(x), [2.0, 4.0])
+    np.testing.assert_allclose(fnx.jit(fnx.grad(lambda x: fnx.checkpoint(f)(
+        x, y=x, scale=fnp.float32(3.0)).sum()))(x), [6.0, 12.0])
+    np.testing.assert_allclose(fnx.grad(lambda s: fnx.checkpoint(f)(x, scale=s).sum())(
+        fnp.float32(1.0)), 3.0)
+
+
 def test_checkpoint_saves_only_inputs_as_residuals():
     from fnx.transforms.vjp import linearize_flat
     x = fnp.linspace(0.0, 1.0, 1000)

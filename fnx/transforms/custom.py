@@ -940,7 +940,14 @@ def checkpoint(fun=None, *, prevent_cse=True, policy=None, static_argnums=()):
 
     @functools.wraps(fun)
     def wrapped(*args, **kwargs):
-        args = helper._resolve(args, kwargs)
+        if kwargs:
+            # As JAX: keyword arguments are operands (flattened, as pytrees), passed on
+            # by keyword; a parameter left out keeps its Python default
+            n = len(args)
+            return checkpoint(lambda *a: fun(*a[:-1], **a[-1]), prevent_cse=prevent_cse,
+                              policy=policy,
+                              static_argnums=tuple(i % n if -n <= i < 0 else i
+                                                   for i in static_argnums))(*args, kwargs)
         trace = get_trace()
         if save_all or trace is EVAL:
             return fun(*args)
