@@ -106,6 +106,23 @@ def test_while_loop_grad_error_points_to_scan():
     close(fnx.jvp(f, (fnp.asarray(2.0),), (fnp.asarray(1.0),))[1], 32.0)
 
 
+def test_fori_loop_bounds_as_jax():
+    # float bounds: concrete ones are taken by int() (a scan, so grad works), traced ones
+    # run a while_loop over float indices
+    close(lax.fori_loop(0., 3., lambda i, c: c + i, 0.), 3.0)
+    close(fnx.grad(lambda x: lax.fori_loop(0., 3., lambda i, c: c * x, x))(2.), 32.0)
+    close(fnx.jit(lambda u: lax.fori_loop(0., u, lambda i, c: c + i, 0.))(3.), 3.0)
+    # only a weakly typed signed int bound takes the other's dtype
+    close(lax.fori_loop(np.int16(0), 10, lambda i, c: c + 1, fnp.float32(10)), 20.0)
+    for lo, hi in [(np.int16(0), fnp.int32(10)), (0, fnp.uint32(5))]:
+        with pytest.raises(TypeError, match="must have equal types"):
+            lax.fori_loop(lo, hi, lambda i, c: c, 0.0)
+    with pytest.raises(TypeError, match="body_fun argument should be callable"):
+        lax.fori_loop(0, 3, 1, 0)
+    with pytest.raises(ValueError, match="Can only use `unroll`"):
+        fnx.jit(lambda u: lax.fori_loop(0, u, lambda i, c: c + 1, 0.0, unroll=3))(10)
+
+
 def test_traced_python_if_still_errors_under_jit():
     def f(x):
         if x > 0:

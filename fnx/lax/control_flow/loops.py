@@ -286,20 +286,24 @@ def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
 
     With concrete bounds (Python ints or concrete arrays) this is a ``scan`` (so it
     differentiates in reverse mode); with traced bounds, a ``while_loop``."""
+    if not callable(body_fun):
+        raise TypeError("lax.fori_loop: body_fun argument should be callable.")
     lo, hi = to_array(lower), to_array(upper)
-    if lo.dtype.kind not in "iu" or hi.dtype.kind not in "iu":
-        raise TypeError(f"fori_loop: lower and upper must be integers, got "
-                        f"{_describe_aval(lo.aval)} and {_describe_aval(hi.aval)}")
     from ..ops import add, convert_element_type, lt
     if lo.dtype == hi.dtype:
         dt = lo.dtype
-    elif lo.weak_type != hi.weak_type:  # a Python int bound takes the other's dtype (JAX)
-        dt = lo.dtype if hi.weak_type else hi.dtype
-    else:
-        dt = np.result_type(lo.dtype, hi.dtype)
+    elif lo.dtype.kind == "i" and hi.dtype.kind == "i" and lo.weak_type != hi.weak_type:
+        dt = lo.dtype if hi.weak_type else hi.dtype  # a Python int bound takes the other's
+    else:  # as JAX: no other promotion
+        raise TypeError(f"lower and upper arguments to fori_loop must have equal types, "
+                        f"got {lo.dtype.name} and {hi.dtype.name}")
     concrete = not isinstance(lo, Tracer) and not isinstance(hi, Tracer)
     if concrete:
-        a, b = int(lo._concrete("fori_loop")), int(hi._concrete("fori_loop"))
+        try:  # as JAX: concrete bounds of any type that int() takes (floats too)
+            a, b = int(lo._concrete("fori_loop")), int(hi._concrete("fori_loop"))
+        except TypeError:
+            concrete = False
+    if concrete:
         n = builtins.max(b - a, 0)
         # the index is a Python int's type (weakly typed default int), as in JAX, whatever
         # the bounds' dtypes: `x + i` keeps x's type
@@ -311,6 +315,9 @@ def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
         (_, out), _ = scan(step, (i0, init_val), None, length=n,
                            unroll=1 if unroll is None else unroll)
         return out
+    if unroll is not None and unroll is not False and unroll != 1:
+        raise ValueError("Can only use `unroll` in `fori_loop` if the loop bounds are "
+                         "statically known.")
 
     def cond_fun(carry):
         return lt(carry[0], carry[1])
