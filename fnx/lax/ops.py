@@ -1,8 +1,9 @@
 """``fnx.lax``: the primitives as functions, with JAX's names and call forms.
 
-lax functions are strict: array operands must already agree in shape and
-dtype. Python scalars are the exception: they take the other operand's dtype
-and shape (weak typing), so ``lax.mul(x, 2.0)`` works for any float ``x``.
+lax functions are strict, as JAX's: array operands must already agree in dtype, and
+in shape up to JAX's broadcasting of size-1 dimensions between operands of one rank.
+Python scalars are the exception: they take the other operand's dtype and shape (weak
+typing), so ``lax.mul(x, 2.0)`` works for any float ``x``.
 """
 from __future__ import annotations
 
