@@ -23,7 +23,7 @@ from . import linalg_prims as la
 from . import reduction as rd
 from . import shape as sh
 from . import sorting as so
-from .rule_helpers import describe
+from .rule_helpers import broadcast_ranked, describe
 
 
 def _scalar_like(x, like):
@@ -54,30 +54,6 @@ def _operands(*xs):
     return [_scalar_like(x, like) if _is_scalar(x) else to_array(x) for x in xs]
 
 
-def _broadcast_ranked(name, xs):
-    """JAX's rule for lax's n-ary elementwise ops: operands of one rank broadcast where a
-    dimension is 1 (``f32[3,4]`` with ``f32[3,1]`` or ``f32[1,4]``); rank-0 operands stand
-    for full ones as they are. Other shapes raise ShapeError (a TypeError, as JAX's)."""
-    shaped = [x for x in xs if x.ndim]
-    if len({x.shape for x in shaped}) <= 1:
-        return xs
-    hint = (f"fnx.lax broadcasts only dimensions of size 1 (as JAX's lax): use fnx.numpy's "
-            f"function for NumPy broadcasting, or lax.broadcast_in_dim first")
-    if len({x.ndim for x in shaped}) > 1:
-        raise ShapeError(f"{name}: arrays must have the same number of dimensions, got "
-                         f"{describe(*shaped)}. {hint}")
-    shape = []
-    for dims in zip(*(x.shape for x in shaped)):
-        sizes = {d for d in dims if d != 1}
-        if len(sizes) > 1:
-            raise ShapeError(f"{name} got incompatible shapes for broadcasting: "
-                             f"{describe(*shaped)}. {hint}")
-        shape.append(sizes.pop() if sizes else 1)
-    shape = tuple(shape)
-    return [broadcast_in_dim(x, shape, tuple(range(len(shape))))
-            if x.ndim and x.shape != shape else x for x in xs]
-
-
 def _unary(prim):
     def f(x):
         return prim.bind(to_array(x))
@@ -89,7 +65,7 @@ def _unary(prim):
 
 def _binary(prim):
     def f(x, y):
-        return prim.bind(*_broadcast_ranked(prim.name, _operands(x, y)))
+        return prim.bind(*broadcast_ranked(prim.name, _operands(x, y)))
     f.__name__ = prim.name
     f.__doc__ = (f"Elementwise ``{prim.name}``: operands of one dtype and rank, dimensions "
                  "equal or 1 (as JAX's lax), or a Python scalar.")
@@ -134,7 +110,7 @@ def complex(x, y):
     """``x + i y`` of two floating operands of one dtype (JAX's ``lax.complex``): complex64
     from float32, complex128 from float64; the parts are kept as they are (inf and NaN
     included)."""
-    return ew.complex_p.bind(*_broadcast_ranked("complex", _operands(x, y)))
+    return ew.complex_p.bind(*broadcast_ranked("complex", _operands(x, y)))
 
 add, sub, div, rem = map(_binary, (ew.add_p, ew.sub_p, ew.div_p, ew.rem_p))
 _mul, _pow = _binary(ew.mul_p), _binary(ew.pow_p)
@@ -147,7 +123,7 @@ def pow(x, y):
     if not _is_scalar(y) and not _is_scalar(x):
         x, y = to_array(x), to_array(y)
         if dtypes.is_inexact(x.dtype) and y.dtype.kind in "iu":
-            x, y = _broadcast_ranked("pow", [x, y])
+            x, y = broadcast_ranked("pow", [x, y])
             if x.ndim < y.ndim:
                 x = broadcast_in_dim(x, y.shape, ())
             # 1 ** 0 where y is 0: the value 1, and a derivative 0 * 1 ** -1 = 0

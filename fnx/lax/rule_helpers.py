@@ -109,3 +109,28 @@ def normalize_axes(name, axes, ndim):
     if len(set(out)) != len(out):
         raise ShapeError(f"{name}: repeated axis in {tuple(axes)}")
     return out
+
+
+def broadcast_ranked(name, xs):
+    """JAX's rule for lax's n-ary elementwise ops: operands of one rank broadcast where a
+    dimension is 1 (``f32[3,4]`` with ``f32[3,1]`` or ``f32[1,4]``); rank-0 operands stand
+    for full ones as they are. Other shapes raise ShapeError (a TypeError, as JAX's)."""
+    shaped = [x for x in xs if x.ndim]
+    if len({x.shape for x in shaped}) <= 1:
+        return xs
+    hint = (f"fnx.lax broadcasts only dimensions of size 1 (as JAX's lax): use fnx.numpy's "
+            f"function for NumPy broadcasting, or lax.broadcast_in_dim first")
+    if len({x.ndim for x in shaped}) > 1:
+        raise ShapeError(f"{name}: arrays must have the same number of dimensions, got "
+                         f"{describe(*shaped)}. {hint}")
+    shape = []
+    for dims in zip(*(x.shape for x in shaped)):
+        sizes = {d for d in dims if d != 1}
+        if len(sizes) > 1:
+            raise ShapeError(f"{name} got incompatible shapes for broadcasting: "
+                             f"{describe(*shaped)}. {hint}")
+        shape.append(sizes.pop() if sizes else 1)
+    shape = tuple(shape)
+    from .shape import broadcast_in_dim_p     # shape.py builds on this module
+    return [broadcast_in_dim_p.bind(x, shape=shape, broadcast_dimensions=tuple(range(len(shape))))
+            if x.ndim and x.shape != shape else x for x in xs]

@@ -31,7 +31,7 @@ from ..nn.functions import log_softmax as _log_softmax
 from ..nn.functions import logsumexp
 from ..nn.functions import softmax as _softmax
 from ..numpy.util import promote, promote_broadcast
-from ..lax.ops import _broadcast_ranked
+from ..lax.rule_helpers import broadcast_ranked
 from ..extend import Primitive, ShapeDtypeStruct, ShapeError, batch_elementwise, defjvp
 from ..transforms.custom import custom_jvp
 from . import _special_impl as _impl
@@ -907,7 +907,7 @@ def _lax_special(name, fn, arity, scipy_name):
             raise TypeError(f"{name}: needs floating operands of one dtype, got "
                             f"{', '.join(str(x.dtype) for x in xs)}; convert them with "
                             "lax.convert_element_type")
-        return fn(*_broadcast_ranked(name, xs))
+        return fn(*broadcast_ranked(name, xs))
     f.__name__ = f.__qualname__ = name
     f.__module__ = "fnx.lax"
     f.__doc__ = f"JAX's ``lax.{name}``: ``fnx.scipy.special.{scipy_name}`` without promotion."
