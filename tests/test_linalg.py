@@ -492,3 +492,114 @@ def test_default_mode_narrows_64_bit_inputs_alike():
         g = fnx.grad(gp_nll)(p, x, y)
         assert g.dtype == np.float32
         np.testing.assert_allclose(g, fd, rtol=1e-3, atol=1e-4)
+
+
+def test_jax_call_forms_and_keywords():
+    """JAX 0.10.2's signatures (found by JAX's linalg_test): keywords JAX takes, positional
+    UPLO/mode/rtol, and its errors for conflicting tolerances."""
+    rng = np.random.default_rng(7)
+    a = _spd(rng, (3, 3), np.float64)
+    lower_only = np.tril(a) + np.triu(np.full((3, 3), 9.0), 1)   # garbage above
+    np.testing.assert_allclose(LA.cholesky(lower_only, symmetrize_input=False),
+                               np.linalg.cholesky(a), rtol=1e-10)
+    for method in (None, "lu", "qr"):
+        np.testing.assert_allclose(LA.slogdet(a, method=method)[1],
+                                   np.linalg.slogdet(a)[1], rtol=1e-10)
+    with pytest.raises(ValueError, match="Unknown slogdet method"):
+        LA.slogdet(a, method="svd")
+    np.testing.assert_allclose(LA.matrix_power(a, n=2), a @ a, rtol=1e-10)
+    np.testing.assert_allclose(LA.eigh(a, "U").eigenvalues, np.linalg.eigvalsh(a), rtol=1e-10)
+    np.testing.assert_allclose(LA.eigvalsh(a, symmetrize_input=False),
+                               np.linalg.eigvalsh(a), rtol=1e-10)
+    assert LA.qr(a, "r").shape == (3, 3)
+    with pytest.raises(ValueError, match="only one of rtol and rcond"):
+        LA.pinv(a, rtol=1e-2, rcond=1e-2)
+    with pytest.raises(ValueError, match="only one of tol or rtol"):
+        LA.matrix_rank(a, rtol=1e-2, tol=1e-2)
+    # JAX 0.10.2: a given rtol is the same absolute threshold as tol
+    d = np.diag([10.0, 1.0, 0.05])
+    assert int(LA.matrix_rank(d, 0.1)) == int(LA.matrix_rank(d, tol=0.1)) == 2
+    # lstsq(numpy_resid=True): NumPy's empty residuals unless rank == N < M
+    x, resid, rank, _ = LA.lstsq(a, np.ones(3), numpy_resid=True)
+    assert resid.shape == (0,)
+    tall = rng.standard_normal((5, 2))
+    _, resid, _, _ = LA.lstsq(tall, np.ones(5), numpy_resid=True)
+    np.testing.assert_allclose(resid, np.linalg.lstsq(tall, np.ones(5))[1], rtol=1e-10)
+    with pytest.raises(TypeError, match="cholesky does not accept dtype float16"):
+        LA.cholesky(np.eye(3, dtype=np.float16))
+    with pytest.raises(ValueError, match="Invalid order 'inf' for vector norm"):
+        LA.norm(np.ones(3), ord="inf")
+
+
+def test_vecdot_axis_counts_in_each_operand():
+    """vecdot's axis is each operand's own (JAX, NumPy's gufunc): (2, 3, 4) with (3, 4)
+    along axis 0 pairs lengths 2 and 3 -> error, and (2, 2, 2) with (2, 2) works."""
+    a = np.arange(8.0).reshape(2, 2, 2)
+    b = np.arange(4.0).reshape(2, 2)
+    np.testing.assert_allclose(LA.vecdot(a, b, axis=0), np.linalg.vecdot(a, b, axis=0))
+    np.testing.assert_allclose(fnp.vecdot(b, a, axis=0), np.vecdot(b, a, axis=0))
+    with pytest.raises(ValueError):
+        LA.vecdot(np.ones((2, 3, 4)), np.ones((3, 4)), axis=0)
+
+
+def test_norms_of_empty_matrices_are_zero():
+    for shape in ((0, 2), (2, 0), (0, 0)):
+        for ord in (1, 2, np.inf, "fro", "nuc"):
+            assert float(LA.matrix_norm(np.zeros(shape), ord=ord)) == 0.0, (shape, ord)
+    for ord in (1, 2, np.inf):
+        assert float(LA.vector_norm(np.zeros(0), ord=ord)) == 0.0
+
+
+def test_det_gradient_finite_at_singular_matrices():
+    """JAX's det: explicit 2x2/3x3 formulas, and an adjugate-based jvp for larger ones, so
+    the gradient of det at a singular matrix is the cofactor matrix, not NaN."""
+    z = np.zeros((2, 2))
+    np.testing.assert_array_equal(fnx.grad(LA.det)(z), z)
+    a = np.array([[50., -30., 45.], [-30., 90., -81.], [45., -81., 81.]])   # rank 2
+    cof = np.array([[729., -1215., -1620.], [-1215., 2025., 2700.], [-1620., 2700., 3600.]])
+    np.testing.assert_allclose(fnx.grad(LA.det)(a), cof, rtol=1e-10)
+    rng = np.random.default_rng(3)
+    b = rng.standard_normal((2, 5, 5))
+    b[0] = 0
+    g = fnx.grad(lambda x: LA.det(x).sum())(b)
+    np.testing.assert_array_equal(g[0], np.zeros((5, 5)))
+    np.testing.assert_allclose(g[1], np.linalg.det(b[1]) * np.linalg.inv(b[1]).T, rtol=1e-8)
+    # rank n - 1 with the zero pivot last: the adjugate (rank 1), finite
+    c = rng.standard_normal((4, 4))
+    c[3] = c[0] + c[1]
+    u, s, vt = np.linalg.svd(c)
+    adj = np.prod(s[:3]) * np.linalg.det(u) * np.linalg.det(vt) * np.outer(vt[3], u[:, 3])
+    np.testing.assert_allclose(fnx.grad(LA.det)(c), adj.T, atol=1e-8)
+    check_grads(LA.det, (rng.standard_normal((3, 4, 4)),), 2)
+
+
+def test_pinv_jacobian_at_repeated_singular_values():
+    """pinv differentiates by Golub and Pereyra's formula (JAX's custom jvp): finite at
+    the identity, where the SVD's derivative divides by zero gaps."""
+    j = fnx.jacobian(LA.pinv)(np.eye(2))
+    np.testing.assert_allclose(j, -np.einsum("ik,lj->ijkl", np.eye(2), np.eye(2)), atol=1e-12)
+    rng = np.random.default_rng(5)
+    for shape in ((4, 3), (3, 4)):
+        check_grads(LA.pinv, (rng.standard_normal(shape),), 1)
+
+
+def test_lax_svd_eigh_take_jax_keywords():
+    """lax.linalg.svd(subset_by_index=, algorithm=), eigh(subset_by_index=,
+    sort_eigenvalues=, implementation=) and JAX's enums."""
+    rng = np.random.default_rng(2)
+    x = rng.standard_normal((2, 5, 3))
+    s = np.linalg.svd(x, compute_uv=False)
+    np.testing.assert_allclose(la.svd(x, full_matrices=False, compute_uv=False,
+                                      subset_by_index=(1, 3)), s[..., 1:3], rtol=1e-10)
+    u, s2, vh = la.svd(x, full_matrices=False, subset_by_index=(0, 2),
+                       algorithm=la.SvdAlgorithm.QR)
+    assert u.shape == (2, 5, 2) and s2.shape == (2, 2) and vh.shape == (2, 2, 3)
+    with pytest.raises(ValueError, match="full_matrices and subset_by_index"):
+        la.svd(x, subset_by_index=(0, 2))
+    h = x[0].T @ x[0]
+    v, w = la.eigh(h, subset_by_index=(1, 3), sort_eigenvalues=True,
+                   implementation=la.EighImplementation.QR)
+    np.testing.assert_allclose(w, np.linalg.eigvalsh(h)[1:], rtol=1e-10)
+    assert v.shape == (3, 2)
+    assert {m.name for m in la.SvdAlgorithm} >= {"DEFAULT", "QR", "JACOBI", "POLAR"}
+    assert la.EigImplementation.LAPACK.value == "lapack"

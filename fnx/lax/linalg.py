@@ -30,6 +30,7 @@ derivatives, as in JAX.
 """
 from __future__ import annotations
 
+import enum
 import math
 
 import numpy as np
@@ -44,7 +45,57 @@ from .rule_helpers import describe, quiet
 __all__ = ["cholesky", "triangular_solve", "lu", "qr", "eigh", "svd", "permute_rows",
            "lu_pivots_to_permutation",
            "matrix_diagonal",
-           "cholesky_p", "triangular_solve_p", "lu_p", "qr_p", "eigh_p", "svd_p"]
+           "cholesky_p", "triangular_solve_p", "lu_p", "qr_p", "eigh_p", "svd_p",
+           "SvdAlgorithm", "EighImplementation", "EigImplementation"]
+
+
+class SvdAlgorithm(enum.Enum):
+    """JAX's choice of SVD algorithm (fnx always runs LAPACK's ``gesdd`` through NumPy)."""
+    DEFAULT = "default"
+    QR = "QR"
+    JACOBI = "Jacobi"
+    POLAR = "polar"
+    DIVIDE_AND_CONQUER = "divide_and_conquer"
+
+
+class EighImplementation(enum.Enum):
+    """JAX's choice of eigh algorithm (fnx always runs LAPACK's ``syevd``/``heevd``)."""
+    QR = "qr"
+    JACOBI = "jacobi"
+    QDWH = "qdwh"
+
+
+class EigImplementation(enum.Enum):
+    """JAX's choice of eig backend (fnx always runs LAPACK's ``geev``)."""
+    CUSOLVER = "cusolver"
+    MAGMA = "magma"
+    LAPACK = "lapack"
+
+
+def _subset(name, subset_by_index, size):
+    """``(lo, hi)`` of a ``subset_by_index`` argument (None: the whole range)."""
+    if subset_by_index is None:
+        return 0, size
+    try:
+        lo, hi = (int(i) for i in subset_by_index)
+    except (TypeError, ValueError):
+        raise ValueError(f"{name}: subset_by_index must be a pair of ints (start, end), got "
+                         f"{subset_by_index!r}") from None
+    if not 0 <= lo <= hi <= size:
+        raise ValueError(f"{name}: subset_by_index {subset_by_index!r} must satisfy "
+                         f"0 <= start <= end <= {size}")
+    return lo, hi
+
+
+def _last_slice(x, lo, hi, axis):
+    """``x`` sliced to ``[lo, hi)`` along ``axis`` (counted from the end)."""
+    if (lo, hi) == (0, x.shape[axis]):
+        return x
+    start = [0] * x.ndim
+    limit = list(x.shape)
+    start[axis], limit[axis] = lo, hi
+    return L.slice(x, tuple(start), tuple(limit))
+
 
 _DTYPES = tuple(map(np.dtype, ("float32", "float64", "complex64", "complex128")))
 
@@ -53,8 +104,9 @@ _DTYPES = tuple(map(np.dtype, ("float32", "float64", "complex64", "complex128"))
 
 def check_matrix(name, x, square=True):
     if x.dtype not in _DTYPES:
-        raise ShapeError(f"{name}: needs a float32, float64, complex64 or complex128 operand, "
-                         f"got {describe(x)}; convert it with .astype('float32') first")
+        raise ShapeError(f"{name} does not accept dtype {x.dtype}: it needs a float32, "
+                         f"float64, complex64 or complex128 operand, got {describe(x)}; "
+                         "convert it with .astype('float32') first")
     if x.ndim < 2:
         raise ShapeError(f"{name}: needs a matrix or a stack of matrices (rank >= 2), got "
                          f"{describe(x)}")
@@ -840,15 +892,24 @@ eigh_p.jvp = _eigh_jvp
 _batch_unary(eigh_p)
 
 
-def eigh(x, *, lower=True, symmetrize_input=True):
+def eigh(x, *, lower=True, symmetrize_input=True, sort_eigenvalues=True,
+         subset_by_index=None, implementation=None):
     """Eigendecomposition of Hermitian matrices: ``(v, w)`` with ``x = v diag(w) v^H``,
-    ``w`` ascending (real). ``symmetrize_input``: decompose ``(x + x^H) / 2``; else only
-    the ``lower`` (else upper) triangle of ``x`` is read."""
+    ``w`` ascending (real; always sorted, whatever ``sort_eigenvalues``).
+    ``symmetrize_input``: decompose ``(x + x^H) / 2``; else only the ``lower`` (else
+    upper) triangle of ``x`` is read. ``subset_by_index=(start, end)``: the eigenpairs
+    ``start`` to ``end - 1`` only. ``implementation`` (an ``EighImplementation``) is
+    accepted; LAPACK runs whatever it is."""
     x = to_array(x)
+    check_matrix("eigh", x)
+    if implementation is not None and not isinstance(implementation, EighImplementation):
+        raise ValueError(f"eigh: implementation must be an EighImplementation or None, got "
+                         f"{implementation!r}")
+    lo, hi = _subset("eigh", subset_by_index, x.shape[-1])
     if symmetrize_input:
-        check_matrix("eigh", x)
         x = L.mul(L.add(x, mH(x)), 0.5)
-    return tuple(eigh_p.bind(x, lower=bool(lower)))
+    v, w = eigh_p.bind(x, lower=bool(lower))
+    return _last_slice(v, lo, hi, -1), _last_slice(w, lo, hi, -1)
 
 
 # --- svd -------------------------------------------------------------------------------------
@@ -928,10 +989,27 @@ svd_p.jvp = _svd_jvp
 _batch_unary(svd_p)
 
 
-def svd(x, *, full_matrices=True, compute_uv=True):
+def svd(x, *, full_matrices=True, compute_uv=True, subset_by_index=None, algorithm=None):
     """Singular value decomposition ``x = u diag(s) vh``: ``(u, s, vh)``, or ``s`` alone
-    (descending, real) when not ``compute_uv``."""
-    outs = svd_p.bind(to_array(x), full_matrices=bool(full_matrices),
-                      compute_uv=bool(compute_uv))
-    return tuple(outs) if compute_uv else outs[0]
+    (descending, real) when not ``compute_uv``. ``subset_by_index=(start, end)``: the
+    singular triplets ``start`` to ``end - 1`` only (not with ``full_matrices``, as JAX).
+    ``algorithm`` (an ``SvdAlgorithm``) is accepted; LAPACK runs whatever it is."""
+    x = to_array(x)
+    if algorithm is not None and not isinstance(algorithm, SvdAlgorithm):
+        raise ValueError(f"svd: algorithm must be an SvdAlgorithm or None, got {algorithm!r}")
+    check_matrix("svd", x, square=False)
+    k = min(x.shape[-2:])
+    lo, hi = _subset("svd", subset_by_index, k)
+    if (lo, hi) != (0, k):
+        if full_matrices:
+            raise ValueError("full_matrices and subset_by_index cannot both be set")
+        full_matrices = False
+    outs = svd_p.bind(x, full_matrices=bool(full_matrices), compute_uv=bool(compute_uv))
+    if not compute_uv:
+        return _last_slice(outs[0], lo, hi, -1)
+    u, s, vh = outs
+    if (lo, hi) == (0, k):
+        return u, s, vh
+    return (_last_slice(u, lo, hi, -1), _last_slice(s, lo, hi, -1),
+            _last_slice(vh, lo, hi, -2))
 

@@ -101,22 +101,28 @@ def tensordot(a, b, axes=2, *, precision=None, preferred_element_type=None):
 
 
 def vecdot(x1, x2, /, *, axis=-1, precision=None, preferred_element_type=None):
-    """Dot product of vectors along ``axis`` (conjugating ``x1``), broadcasting the rest."""
+    """Dot product of vectors along ``axis`` of each operand (conjugating ``x1``; as JAX,
+    ``axis`` counts in each operand's own shape), broadcasting the other axes."""
     from .elementwise import conj
     a, b = promote("vecdot", x1, x2)
-    shape = broadcast_shapes("vecdot", a.shape, b.shape)
-    ax = normalize_axis("vecdot", axis, len(shape))
-    n1, n2 = ([1] * (len(shape) - v.ndim) + list(v.shape) for v in (a, b))
-    if n1[ax] != n2[ax]:
+    if a.ndim == 0 or b.ndim == 0:
+        raise ShapeError(f"vecdot: needs arrays of rank >= 1, got shapes {tuple(a.shape)} "
+                         f"and {tuple(b.shape)}")
+    ax1, ax2 = normalize_axis("vecdot", axis, a.ndim), normalize_axis("vecdot", axis, b.ndim)
+    if a.shape[ax1] != b.shape[ax2]:
         # the contracted axis is not broadcast (the Array API, JAX): a length-1 vector
         # would otherwise dot with every element
-        raise ShapeError(f"vecdot: the vectors along axis {axis} have lengths {n1[ax]} and "
-                         f"{n2[ax]} (shapes {tuple(a.shape)} and {tuple(b.shape)}); they "
-                         "must be equal")
+        raise ShapeError(f"vecdot: the vectors along axis {axis} have lengths {a.shape[ax1]} "
+                         f"and {b.shape[ax2]} (shapes {tuple(a.shape)} and {tuple(b.shape)}); "
+                         "they must be equal")
+    a = lax.transpose(a, tuple(d for d in range(a.ndim) if d != ax1) + (ax1,))
+    b = lax.transpose(b, tuple(d for d in range(b.ndim) if d != ax2) + (ax2,))
+    shape = broadcast_shapes("vecdot", a.shape, b.shape)
     a, b = broadcast_to_shape(a, shape), broadcast_to_shape(b, shape)
     if a.dtype.kind == "c":
         a = conj(a)
-    batch = tuple(d for d in range(len(shape)) if d != ax)
+    ax = len(shape) - 1
+    batch = tuple(range(ax))
     return _dot("vecdot", a, b, (((ax,), (ax,)), (batch, batch)), precision,
                 preferred_element_type)
 

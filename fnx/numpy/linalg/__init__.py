@@ -196,8 +196,8 @@ def vector_norm(x, /, *, axis=None, keepdims=False, ord=2):
         return ew.sqrt(_fused_sum(ew.multiply, a, a, axis=axes, keepdims=keepdims))
     if ord == 1:
         return sum_(a, axis=axes, keepdims=keepdims)
-    if ord == np.inf:
-        return max_(a, axis=axes, keepdims=keepdims)
+    if ord == np.inf:   # 0 for no elements, as JAX
+        return max_(a, axis=axes, keepdims=keepdims, initial=0)
     if ord == -np.inf:
         return min_(a, axis=axes, keepdims=keepdims)
     if ord == 0:
@@ -233,8 +233,10 @@ def _matrix_norm(name, x, axes, keepdims, ord):
         raise ValueError(f"{name}: invalid ord {ord!r} for a matrix norm; use 'fro', 'nuc', "
                          "1, -1, 2, -2, inf or -inf")
     s = sum_(a, axis=red, keepdims=True)
-    pick = max_ if ord in (1, np.inf) else min_
-    out = pick(s, axis=over, keepdims=True)
+    if ord in (1, np.inf):   # 0 for no columns (rows), as JAX
+        out = max_(s, axis=over, keepdims=True, initial=0)
+    else:
+        out = min_(s, axis=over, keepdims=True)
     return out if keepdims else lax.squeeze(out, sorted(axes))
 
 
@@ -256,7 +258,7 @@ def norm(x, ord=None, axis=None, keepdims=False):
                           x.ndim)
     if len(axes) == 1:
         if isinstance(ord, str):
-            raise ValueError(f"norm: invalid norm order {ord!r} for vectors")
+            raise ValueError(f"norm: Invalid order {ord!r} for vector norm.")
         return vector_norm(x, axis=axes, keepdims=keepdims, ord=2 if ord is None else ord)
     if len(axes) == 2:
         return _matrix_norm("norm", x, axes, keepdims, "fro" if ord is None else ord)
@@ -329,14 +331,14 @@ def _broadcast_batch(name, a, b):
             broadcast_to_shape(b, batch + b.shape[-2:]))
 
 
-def solve(x1, x2, /):
-    """The solution ``x`` of ``x1 @ x = x2`` for square ``x1`` (..., M, M).
+def solve(a, b):
+    """The solution ``x`` of ``a @ x = b`` for square ``a`` (..., M, M).
 
     ``x2`` is one vector when 1-D (shape (M,): the result is (..., M)); otherwise a stack
     of (M, K) matrices whose batch dims broadcast with ``x1``'s (Array API 2023.12, as
     NumPy 2). One LAPACK ``gesv`` per matrix (``lax.linalg.linear_solve``: an LU
     decomposition with partial pivoting and its two triangular solves, as NumPy's)."""
-    a, b = promote("solve", x1, x2, to_inexact=True)
+    a, b = promote("solve", a, b, to_inexact=True)
     a = _inexact_matrix("solve", a, square=True)
     vector = b.ndim == 1
     if b.ndim == 0:
@@ -354,10 +356,10 @@ def solve(x1, x2, /):
     return lax.squeeze(x, (x.ndim - 1,)) if vector else x
 
 
-def inv(x, /):
-    """The inverses of the square matrices in the last two axes: ``x`` solved against the
+def inv(a):
+    """The inverses of the square matrices in the last two axes: ``a`` solved against the
     identity (``lax.linalg.linear_solve``, LAPACK's gesv, as NumPy's ``inv``)."""
-    a = _inexact_matrix("inv", x, square=True)
+    a = _inexact_matrix("inv", a, square=True)
     eye = lax.broadcast_in_dim(lax.convert_element_type(np.eye(a.shape[-1]), a.dtype),
                                tuple(a.shape), (a.ndim - 2, a.ndim - 1))
     return _la.linear_solve(a, eye)
@@ -376,18 +378,108 @@ def _lu_parts(name, x):
     return lax.select_n(swapped, d, lax.neg(d))
 
 
+def det(a):
+    """Determinants of the square matrices in the last two axes: 2 x 2 and 3 x 3 ones by
+    their explicit formulas, larger ones from an LU decomposition, whose derivative is
+    ``trace(adjugate(a) @ da)`` (finite for singular matrices too), as JAX's."""
+    a = _inexact_matrix("det", a, square=True)
+    n = a.shape[-1]
+    if n == 2:
+        return _det_2x2(a)
+    if n == 3:
+        return _det_3x3(a)
+    return _det_lu(a)
+
+
+def _det_2x2(a):
+    from .. import elementwise as ew
+    return ew.subtract(ew.multiply(a[..., 0, 0], a[..., 1, 1]),
+                       ew.multiply(a[..., 0, 1], a[..., 1, 0]))
+
+
+def _det_3x3(a):
+    from .. import elementwise as ew
+
+    def term(*ij):
+        out = a[(Ellipsis,) + ij[0]]
+        for k in ij[1:]:
+            out = ew.multiply(out, a[(Ellipsis,) + k])
+        return out
+    plus = ew.add(ew.add(term((0, 0), (1, 1), (2, 2)), term((0, 1), (1, 2), (2, 0))),
+                  term((0, 2), (1, 0), (2, 1)))
+    minus = ew.add(ew.add(term((0, 2), (1, 1), (2, 0)), term((0, 0), (1, 2), (2, 1))),
+                   term((0, 1), (1, 0), (2, 2)))
+    return ew.subtract(plus, minus)
+
+
 @compiled_when_eager
-def det(x, /):
-    """Determinants of the square matrices in the last two axes (from an LU
-    decomposition; the gradient is ``det(x) * inv(x)^T``)."""
-    d = _lu_parts("det", x)
+def _det_by_lu(a):
+    d = _lu_parts("det", a)
     return lax.reduce_prod(d, (d.ndim - 1,))
 
 
+def _cofactor_solve(a, b):
+    """``det(a)`` and ``adjugate(a) @ b`` (``det(a) * solve(a, b)`` for nonsingular
+    ``a``), finite for matrices of rank n - 1 (the lower right corner of U is replaced by
+    ``1 / prod(diag(U)[:-1])``) and zero for lower ranks: JAX's ``_cofactor_solve``."""
+    from .. import elementwise as ew
+    from ..creation import ones
+    from ..manipulation import concatenate
+    from ..reductions import any as any_, cumprod, sum as sum_
+    n = a.shape[-1]
+    if n == 1:
+        return a[..., 0, 0], b
+    lu_, piv, perm = _la.lu(a)
+    diag = _la.matrix_diagonal(lu_)
+    steps = to_array(np.broadcast_to(np.arange(n, dtype=np.int32), piv.shape))
+    parity = sum_(lax.ne(piv, steps), axis=-1, dtype=np.int32)
+    sign = lax.convert_element_type(ew.subtract(1, ew.multiply(2, ew.remainder(parity, 2))),
+                                    a.dtype)
+    partial_det = ew.multiply(cumprod(diag, axis=-1), sign[..., None])
+    lu_ = lu_.at[..., -1, -1].set(ew.divide(1, partial_det[..., -2]))
+    d = _la.triangular_solve(lu_, ones(a.shape[:-1] + (1,), a.dtype), left_side=True,
+                             lower=False)
+    bad = any_(ew.logical_or(ew.isnan(d), ew.isinf(d)), axis=(-2, -1))[..., None, None]
+    zero = lax.convert_element_type(0, b.dtype)
+    x = ew.where(bad, zero, b)
+    x = _la.permute_rows(x, perm)
+    x = _la.triangular_solve(lu_, x, left_side=True, lower=True, unit_diagonal=True)
+    x = concatenate((ew.multiply(x[..., :-1, :], partial_det[..., -1, None, None]),
+                     x[..., -1:, :]), axis=-2)
+    x = _la.triangular_solve(lu_, x, left_side=True, lower=False)
+    return partial_det[..., -1], ew.where(bad, zero, x)
+
+
+def _make_det_lu():
+    from ...transforms.custom import custom_jvp
+
+    @custom_jvp
+    def det_lu(a):
+        return _det_by_lu(a)
+
+    @det_lu.defjvp
+    def _jvp(primals, tangents):
+        (x,), (g,) = primals, tangents
+        y, z = _cofactor_solve(x, lax.convert_element_type(g, x.dtype))
+        return y, trace(z)
+    return det_lu
+
+
+_det_lu = _make_det_lu()
+
+
+def slogdet(a, *, method=None):
+    """``SlogdetResult(sign, logabsdet)`` with ``det(a) = sign * exp(logabsdet)``; a
+    singular matrix gives sign 0 and logabsdet -inf. ``method``: 'lu' (None) or 'qr', as
+    JAX; both are computed from the LU decomposition here."""
+    if method not in (None, "lu", "qr"):
+        raise ValueError(f"Unknown slogdet method '{method}'. Supported methods are 'lu' "
+                         "(`None`), and 'qr'.")
+    return _slogdet(a)
+
+
 @compiled_when_eager
-def slogdet(x, /):
-    """``SlogdetResult(sign, logabsdet)`` with ``det(x) = sign * exp(logabsdet)``; a
-    singular matrix gives sign 0 and logabsdet -inf."""
+def _slogdet(x):
     from .. import elementwise as ew
     d = _lu_parts("slogdet", x)
     mag = lax.abs(d)
@@ -401,49 +493,55 @@ def slogdet(x, /):
     return SlogdetResult(lax.reduce_prod(unit, last), lax.reduce_sum(lax.log(mag), last))
 
 
-def cholesky(x, /, *, upper=False):
+def cholesky(a, *, upper=False, symmetrize_input=True):
     """Cholesky factor of Hermitian positive definite matrices: lower ``L`` with
-    ``x = L L^H`` (``upper``: ``U = L^H``, ``x = U^H U``). Factors ``(x + x^H) / 2``, so
-    the gradient is symmetric; not positive definite: NaNs (as JAX; NumPy raises)."""
-    a = _inexact_matrix("cholesky", x, square=True)
-    chol = _la.cholesky(a)
+    ``a = L L^H`` (``upper``: ``U = L^H``, ``a = U^H U``). Factors ``(a + a^H) / 2`` (so
+    the gradient is symmetric), or with ``symmetrize_input=False`` reads the lower
+    triangle only; not positive definite: NaNs (as JAX; NumPy raises)."""
+    a = _inexact_matrix("cholesky", a, square=True)
+    chol = _la.cholesky(a, symmetrize_input=bool(symmetrize_input))
     return _la.mH(chol) if upper else chol
 
 
-def qr(x, /, *, mode="reduced"):
+def qr(a, mode="reduced"):
     """``QRResult(Q, R)`` of the matrices in the last two axes; ``mode``: 'reduced'
     (K = min(M, N)), 'complete' (Q is M x M) or 'r' (R alone, as NumPy)."""
-    a = _inexact_matrix("qr", x)
+    a = _inexact_matrix("qr", a)
     if mode not in ("reduced", "complete", "r"):
         raise ValueError(f"qr: mode must be 'reduced', 'complete' or 'r', got {mode!r}")
     q, r = _la.qr(a, full_matrices=mode == "complete")
     return r if mode == "r" else QRResult(q, r)
 
 
-def eigh(x, /, *, UPLO="L", symmetrize_input=True):
+def eigh(a, UPLO=None, symmetrize_input=True):
     """``EighResult(eigenvalues, eigenvectors)`` of Hermitian matrices: eigenvalues
     ascending (real), eigenvectors in the columns. ``symmetrize_input`` (default, as JAX):
-    decompose ``(x + x^H) / 2``; else read the ``UPLO`` ('L' or 'U') triangle only."""
-    a = _inexact_matrix("eigh", x, square=True)
+    decompose ``(a + a^H) / 2``; else read the ``UPLO`` ('L', the default, or 'U')
+    triangle only."""
+    a = _inexact_matrix("eigh", a, square=True)
+    if UPLO is None:
+        UPLO = "L"
     if UPLO not in ("L", "U"):
         raise ValueError(f"eigh: UPLO must be 'L' or 'U', got {UPLO!r}")
     v, w = _la.eigh(a, lower=UPLO == "L", symmetrize_input=symmetrize_input)
     return EighResult(w, v)
 
 
-def eigvalsh(x, /, UPLO="L"):
+def eigvalsh(a, UPLO="L", *, symmetrize_input=True):
     """Eigenvalues (ascending, real) of Hermitian matrices."""
-    return eigh(x, UPLO=UPLO).eigenvalues
+    return eigh(a, UPLO=UPLO, symmetrize_input=symmetrize_input).eigenvalues
 
 
-def svd(x, /, *, full_matrices=True, compute_uv=True, hermitian=False):
-    """``SVDResult(U, S, Vh)`` with ``x = U @ (S[..., None] * Vh)`` (S descending), or
+def svd(a, full_matrices=True, compute_uv=True, hermitian=False, subset_by_index=None):
+    """``SVDResult(U, S, Vh)`` with ``a = U @ (S[..., None] * Vh)`` (S descending), or
     ``S`` alone when not ``compute_uv`` (as NumPy). ``hermitian`` is accepted and
-    ignored (the general SVD is used)."""
-    a = _inexact_matrix("svd", x)
+    ignored (the general SVD is used). ``subset_by_index=(start, end)``: the singular
+    triplets ``start`` to ``end - 1`` only (with ``full_matrices=False``)."""
+    a = _inexact_matrix("svd", a)
     if not compute_uv:
-        return _la.svd(a, compute_uv=False)
-    u, s, vh = _la.svd(a, full_matrices=full_matrices)
+        return _la.svd(a, full_matrices=full_matrices, compute_uv=False,
+                       subset_by_index=subset_by_index)
+    u, s, vh = _la.svd(a, full_matrices=full_matrices, subset_by_index=subset_by_index)
     return SVDResult(u, s, vh)
 
 
@@ -457,7 +555,8 @@ def _sv_norm(x, axes, keepdims, ord):
     from ..reductions import max as max_, min as min_, sum as sum_
     x = _inexact_matrix("matrix_norm", x)
     s = _la.svd(moveaxis(x, axes, (-2, -1)), compute_uv=False)
-    out = {2: max_, -2: min_, "nuc": sum_}[ord](s, axis=-1)
+    out = (max_(s, axis=-1, initial=0) if ord == 2   # 0 for an empty matrix, as JAX
+           else {-2: min_, "nuc": sum_}[ord](s, axis=-1))
     return expand_dims(out, tuple(sorted(axes))) if keepdims else out
 
 
@@ -476,27 +575,73 @@ def _cutoff_mask(s, rtol):
     return keep, ew.where(keep, ew.divide(1, safe), 0)
 
 
-def pinv(x, /, *, rtol=None, hermitian=False, rcond=None):
+def pinv(a, rtol=None, hermitian=False, *, rcond=None):
     """Moore-Penrose pseudo-inverses (through the SVD): singular values up to
-    ``rtol * largest`` count as zero (``rtol`` default max(M, N) * eps; ``rcond`` is
-    NumPy's older name for it). ``hermitian`` is accepted and ignored."""
-    a = _inexact_matrix("pinv", x)
+    ``rtol * largest`` count as zero (``rtol`` default 10 * max(M, N) * eps, as JAX;
+    ``rcond`` is NumPy's older name for it). ``hermitian`` is accepted and ignored. The
+    derivative is Golub and Pereyra's formula in ``pinv(a)`` (JAX's), finite where
+    singular values repeat."""
+    if rtol is not None and rcond is not None:
+        raise ValueError("pinv: only one of rtol and rcond may be specified.")
+    a = _inexact_matrix("pinv", a)
     m, n = a.shape[-2:]
     if rtol is None:
-        rtol = rcond if rcond is not None else max(m, n) * _eps(a.dtype)
+        rtol = rcond if rcond is not None else 10 * max(m, n) * _eps(a.dtype)
+    if m == 0 or n == 0:
+        from ..creation import zeros
+        return zeros(a.shape[:-2] + (n, m), a.dtype)
+    return _pinv(a, rtol)
+
+
+def _pinv_by_svd(a, rtol):
+    from .. import elementwise as ew
     u, s, vh = _la.svd(a, full_matrices=False)
     _, s_inv = _cutoff_mask(s, rtol)
-    from .. import elementwise as ew
     scaled = ew.multiply(_la.mH(vh), lax.convert_element_type(s_inv, a.dtype)[..., None, :])
     return matmul(scaled, _la.mH(u))
 
 
-def lstsq(a, b, rcond=None):
+def _pinv_jvp(rtol, primals, tangents):
+    """G. H. Golub and V. Pereyra, The Differentiation of Pseudo-Inverses and Nonlinear
+    Least Squares Problems Whose Variables Separate (JAX's rule)."""
+    from .. import elementwise as ew
+    (a,), (da,) = primals, tangents
+    da = lax.convert_element_type(da, a.dtype)
+    p = _pinv(a, rtol)
+    H = _la.mH
+    m, n = a.shape[-2:]
+    if m >= n:
+        s = matmul(matmul(p, H(p)), H(da))
+        t = matmul(matmul(H(da), H(p)), p)
+        dp = ew.add(ew.subtract(ew.add(ew.subtract(s, matmul(matmul(s, a), p)), t),
+                                matmul(matmul(p, a), t)),
+                    ew.negative(matmul(matmul(p, da), p)))
+    else:
+        s = matmul(p, matmul(H(p), H(da)))
+        t = matmul(H(da), matmul(H(p), p))
+        dp = ew.add(ew.subtract(ew.add(ew.subtract(s, matmul(s, matmul(a, p))), t),
+                                matmul(p, matmul(a, t))),
+                    ew.negative(matmul(p, matmul(da, p))))
+    return p, dp
+
+
+def _make_pinv():
+    from ...transforms.custom import custom_jvp
+    f = custom_jvp(lambda a, rtol: _pinv_by_svd(a, rtol), nondiff_argnums=(1,))
+    f.defjvp(_pinv_jvp)
+    return f
+
+
+_pinv = _make_pinv()
+
+
+def lstsq(a, b, rcond=None, *, numpy_resid=False):
     """Least-squares solution of ``a @ x = b`` (a: (M, N); b: (M,) or (M, K)), through the
     SVD: ``(x, residuals, rank, s)``. Singular values up to ``rcond * largest`` count as
     zero (default eps * max(M, N), as NumPy). As in JAX, ``residuals`` is always the sum
     of squared residuals per column (shape (K,), or (1,) for a vector b), where NumPy
-    returns an empty array unless rank == N < M."""
+    returns an empty array unless rank == N < M; ``numpy_resid=True`` gives NumPy's
+    residuals (eagerly: the rank must be concrete)."""
     from .. import elementwise as ew
     from ..manipulation import expand_dims, squeeze
     from ..reductions import sum as sum_
@@ -521,18 +666,26 @@ def lstsq(a, b, rcond=None):
     resid = sum_(ew.real(ew.multiply(ew.conj(r), r)) if r.dtype.kind == "c"
                  else ew.multiply(r, r), axis=0)
     rank = sum_(keep, axis=-1, dtype=np.int32)
+    if numpy_resid and (m <= n or int(rank) < n):
+        from ..creation import zeros
+        resid = zeros((0,), dtype=resid.dtype)
     if vector:
         x = squeeze(x, -1)
     return x, resid, rank, s
 
 
-def matrix_rank(x, /, *, rtol=None, tol=None, hermitian=False):
+def matrix_rank(M, rtol=None, *, hermitian=False, tol=None):
     """Ranks of the matrices in the last two axes: the singular values above ``tol``
-    (absolute) or ``rtol * largest`` (default max(M, N) * eps) counted. Rank < 2 input:
-    1 unless all zero (as NumPy)."""
+    counted, or by default above ``largest * max(M, N) * eps``. As in JAX 0.10.2, a
+    given ``rtol`` is the same absolute threshold as ``tol`` (only one may be given).
+    Rank < 2 input: 1 unless all zero (as NumPy)."""
     from .. import elementwise as ew
     from ..reductions import any as any_, sum as sum_
-    (x,) = promote("matrix_rank", x, to_inexact=True)
+    if tol is not None and rtol is not None:
+        raise ValueError("matrix_rank: only one of tol or rtol may be specified.")
+    if rtol is not None:
+        tol, rtol = rtol, None
+    (x,) = promote("matrix_rank", M, to_inexact=True)
     if x.ndim < 2:
         return lax.convert_element_type(any_(ew.not_equal(x, 0)), np.int32)
     a = _inexact_matrix("matrix_rank", x)
@@ -548,12 +701,12 @@ def matrix_rank(x, /, *, rtol=None, tol=None, hermitian=False):
     return sum_(keep, axis=-1, dtype=np.int32)
 
 
-def matrix_power(x, n, /):
+def matrix_power(a, n):
     """``x`` multiplied by itself ``n`` times (an int; 0: identity, negative: powers of
     the inverse), by repeated squaring."""
     if not isinstance(n, (int, np.integer)) or isinstance(n, bool):
         raise TypeError(f"matrix_power: n must be a Python int, got {type(n).__name__}")
-    (a,) = promote("matrix_power", x)
+    (a,) = promote("matrix_power", a)
     if a.ndim < 2 or a.shape[-1] != a.shape[-2]:
         raise ShapeError(f"matrix_power: needs square matrices in the last two axes, got "
                          f"shape {a.shape}")
