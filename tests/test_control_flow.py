@@ -98,12 +98,20 @@ def test_scan_carry_type_error():
 def test_while_loop_grad_error_points_to_scan():
     def f(y):
         return lax.while_loop(lambda c: c[0] < 3, lambda c: (c[0] + 1, c[1] * y), (0, y))[1]
-    with pytest.raises(TypeError, match="reverse-mode.*while_loop.*scan.*fori_loop"):
+    # as JAX: a ValueError, raised when the derivative is transposed
+    with pytest.raises(ValueError, match="Reverse-mode.*while_loop.*scan.*fori_loop"):
         fnx.grad(f)(fnp.asarray(2.0))
-    with pytest.raises(TypeError, match="reverse-mode.*while_loop"):
+    with pytest.raises(ValueError, match="Reverse-mode.*while_loop"):
         fnx.jit(fnx.grad(f))(fnp.asarray(2.0))
-    # forward mode works: d y^4 / dy = 4 y^3
+    # forward mode works: d y^4 / dy = 4 y^3; so does linearize (as JAX), eager and jitted
     close(fnx.jvp(f, (fnp.asarray(2.0),), (fnp.asarray(1.0),))[1], 32.0)
+    y, f_jvp = fnx.linearize(f, 2.0)
+    close(y, 16.0)
+    close(f_jvp(1.0), 32.0)
+    close(fnx.jit(lambda y: fnx.linearize(f, y)[1](0.5))(2.0), 16.0)
+    fori = lambda x: lax.fori_loop(x, x + 2., lambda i, c: c * 2., x)  # noqa: E731
+    close(fnx.linearize(fori, 1.0)[1](1.0), 4.0)
+    close(fnx.grad(fori)(1.0), 4.0)  # bounds concrete under grad: a scan, as JAX
 
 
 def test_fori_loop_bounds_as_jax():
@@ -194,6 +202,24 @@ def test_dce_inside_scan_and_cond():
 
 
 # --- batching and compositions -------------------------------------------------------------
+
+def test_cond_passes_through_forwarded_operands():
+    # as JAX: an output every branch returns unchanged from the same operand is that
+    # operand, so under vmap an unbatched one stays unbatched (out_axes=None works)
+    def f(x, y):
+        return lax.cond(x < 3, lambda x, y: (x * 2, y), lambda x, y: (x * 3, y), x, y)
+    x, y = fnp.arange(4), fnp.asarray(3.0)
+    x2, y2 = fnx.vmap(f, in_axes=(0, None), out_axes=(0, None))(x, y)
+    close(x2, [0, 2, 4, 9])
+    assert y2 is y
+    x3, y3 = fnx.jit(fnx.vmap(f, in_axes=(0, None), out_axes=(0, None)))(x, y)
+    close(x3, [0, 2, 4, 9])
+    close(y3, 3.0)
+    # forwarded in one branch only: still an output of the cond
+    g = lambda p, y: lax.cond(p, lambda y: y, lambda y: y + 1.0, y)  # noqa: E731
+    close(fnx.vmap(g, in_axes=(0, None))(fnp.asarray([True, False]), y), [3.0, 4.0])
+    close(fnx.grad(lambda y: f(fnp.asarray(1), y)[1] * 2.0)(1.0), 2.0)
+
 
 def test_batched_cond_selects_and_batched_while_freezes_lanes():
     x = fnp.asarray([-1.0, 2.0, 0.5, -3.0])

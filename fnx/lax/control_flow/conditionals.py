@@ -10,7 +10,7 @@ from ...core import dtypes
 from ...core.array import Tracer, to_array
 from ...core import onnx_rules as O
 from ...core.backend import apply_ir, register_lowering
-from ...core.ir import IR, Eqn, Var, dce, eval_ir
+from ...core.ir import IR, Eqn, Var, dce, eval_ir, ir_has_effects
 from ...core.primitive import Primitive, ShapeDtypeStruct
 from ...core.trace import get_trace
 from ...core.tracing import IRTrace
@@ -281,7 +281,21 @@ def _cond_general(name, index, branches, operands, labels=None):
                 return [convert_element_type(v, v.dtype, weak_type=w) for v, w in zip(o, weak)]
             fixed.append(_closed(f, avals, f"{name}_branch"))
         irs = fixed
-    outs = _bind_joined(index, irs, ops_leaves)
+    # as JAX: an output every branch passes through from the same operand is that operand
+    # (not an output of the cond: under vmap it keeps the operand's batching)
+    fwd = []
+    for k in range(len(out_avals)):
+        js = {next((j for j, v in enumerate(ir.invars[len(cs):]) if v is ir.outvars[k]),
+                   None) for ir, cs in irs}
+        fwd.append(js.pop() if len(js) == 1 else None)
+    if any(j is not None for j in fwd):
+        irs = [(IR(ir.invars, [v for v, j in zip(ir.outvars, fwd) if j is None], ir.eqns), cs)
+               for ir, cs in irs]
+    if builtins.any(j is None for j in fwd) or builtins.any(ir_has_effects(ir) for ir, _ in irs):
+        outs = iter(_bind_joined(index, irs, ops_leaves))
+    else:
+        outs = iter(())
+    outs = [next(outs) if j is None else ops_leaves[j] for j in fwd]
     return tree_util.tree_unflatten(trees[0], outs)
 
 

@@ -30,18 +30,20 @@ def _compiled(ir, values):
     return backend_for(values).executable(ir).fn
 
 
-def _check_pe(name, values):
-    """while_loop under reverse mode: the clear error (its trip count is not known)."""
+_WHILE_VJP_MSG = (
+    "Reverse-mode differentiation does not work for lax.while_loop or lax.fori_loop with "
+    "dynamic start/stop values: the trip count is only known at run time and the values "
+    "of every iteration would have to be saved. Use fnx.lax.scan, or fnx.lax.fori_loop "
+    "with concrete (Python int) bounds, which differentiate in reverse mode; forward mode "
+    "(fnx.jvp, jacfwd, linearize) works through while_loop.")
+
+
+def _unknown(values):
+    """Whether any of ``values`` is a tracer of the partial evaluation (linearize) under way."""
     from ...transforms.vjp import PartialIRTrace
     t = get_trace()
-    if isinstance(t, PartialIRTrace) and any(
-            isinstance(v, IRTracer) and v._trace is t for v in values):
-        raise TypeError(
-            f"{name}: reverse-mode differentiation (grad, vjp, jacrev) of a while_loop is "
-            "not supported, because its trip count is only known at run time and the "
-            "values of every iteration would have to be saved. Use fnx.lax.scan, or "
-            "fnx.lax.fori_loop with concrete (Python int) bounds, which differentiate in "
-            "reverse mode; forward mode (fnx.jvp, jacfwd) works through while_loop.")
+    return isinstance(t, PartialIRTrace) and any(
+        isinstance(v, IRTracer) and v._trace is t for v in values)
 
 
 def _while_shape(*args, cond_ir, body_ir, cond_nconsts, body_nconsts):
@@ -87,7 +89,9 @@ def _while_split(args, cond_nconsts, body_nconsts):
 
 
 def _while_jvp(primals, tangents, *, cond_ir, body_ir, cond_nconsts, body_nconsts):
-    _check_pe("while_loop", list(primals) + [t for t in tangents if t is not None])
+    linearizing = _unknown([t for t in tangents if t is not None])
+    if linearizing and _unknown(primals):
+        raise ValueError(_WHILE_VJP_MSG)
     cc, bc, init = _while_split(primals, cond_nconsts, body_nconsts)
     _, tbc, tinit = _while_split(tangents, cond_nconsts, body_nconsts)
     bmask = [t is not None for t in tbc]
@@ -131,10 +135,23 @@ def _while_jvp(primals, tangents, *, cond_ir, body_ir, cond_nconsts, body_nconst
 
     res = _bind_while(cond_fn, body_fn, cc, bc + tb_vals, init + tk_vals, "while_jvp")
     tout = iter(res[nk:])
-    return res[:nk], [next(tout) if m else None for m in cmask]
+    primal_out = res[:nk]
+    if linearizing:
+        # as JAX: linearize runs the primal loop as known values, and the whole jvp loop
+        # (recomputing the primal) as the tangents' unknown part, which has no transpose
+        primal_out = while_p.bind(*primals, cond_ir=cond_ir, body_ir=body_ir,
+                                  cond_nconsts=cond_nconsts, body_nconsts=body_nconsts)
+    return primal_out, [next(tout) if m else None for m in cmask]
 
 
 while_p.jvp = _while_jvp
+
+
+def _while_transpose(cts, *args, **params):
+    raise ValueError(_WHILE_VJP_MSG)
+
+
+while_p.transpose = _while_transpose
 
 
 def _while_batch(vals, dims, size, *, cond_ir, body_ir, cond_nconsts, body_nconsts):
@@ -297,12 +314,11 @@ def fori_loop(lower, upper, body_fun, init_val, *, unroll=None):
     else:  # as JAX: no other promotion
         raise TypeError(f"lower and upper arguments to fori_loop must have equal types, "
                         f"got {lo.dtype.name} and {hi.dtype.name}")
-    concrete = not isinstance(lo, Tracer) and not isinstance(hi, Tracer)
-    if concrete:
-        try:  # as JAX: concrete bounds of any type that int() takes (floats too)
-            a, b = int(lo._concrete("fori_loop")), int(hi._concrete("fori_loop"))
-        except TypeError:
-            concrete = False
+    try:  # as JAX: concrete bounds (under jvp/grad too) of any type int() takes (floats)
+        a, b = int(lo._concrete("fori_loop")), int(hi._concrete("fori_loop"))
+        concrete = True
+    except TypeError:  # a ConcretizationError is one
+        concrete = False
     if concrete:
         n = builtins.max(b - a, 0)
         # the index is a Python int's type (weakly typed default int), as in JAX, whatever
