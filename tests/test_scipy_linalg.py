@@ -382,3 +382,68 @@ def test_sqrtm_derivatives_of_every_order():
         eps = 1e-5
         fd = (np.asarray(g(m + eps * tm)) - np.asarray(g(m - eps * tm))) / (2 * eps)
         np.testing.assert_allclose(np.asarray(fnx.jvp(g, (m,), (tm,))[1]), fd, atol=1e-8)
+
+
+def test_special_matrices_batch_over_leading_axes_as_jax():
+    """JAX 0.10.2 batches companion, leslie, fiedler, fiedler_companion, hankel and
+    convolution_matrix over leading axes (SciPy takes 1-D input or ravels); found by JAX's
+    linalg_test."""
+    rng = np.random.default_rng(0)
+    a = rng.uniform(1, 2, (2, 3, 4))
+    for fn in (la.companion, la.fiedler, la.fiedler_companion):
+        out = fn(a)
+        ref = np.stack([getattr(sl, fn.__name__)(v) for v in a.reshape(-1, 4)])
+        np.testing.assert_allclose(out, ref.reshape(out.shape), rtol=1e-5, atol=1e-6)
+    f, s = rng.uniform(size=(2, 4)), rng.uniform(size=(2, 3))
+    np.testing.assert_allclose(la.leslie(f, s), np.stack([sl.leslie(*p) for p in zip(f, s)]),
+                               rtol=1e-6)
+    c, r = rng.uniform(size=(2, 3)), rng.uniform(size=(2, 4))
+    np.testing.assert_allclose(la.hankel(c, r), np.stack([sl.hankel(*p) for p in zip(c, r)]),
+                               rtol=1e-6)
+    assert la.hankel(np.ones((2, 0)), np.ones(4)).shape == (2, 0, 4)
+    for mode in ("full", "same", "valid"):
+        np.testing.assert_allclose(la.convolution_matrix(a[0], 3, mode),
+                                   np.stack([sl.convolution_matrix(v, 3, mode) for v in a[0]]),
+                                   rtol=1e-6)
+    assert la.fiedler_companion(np.ones((3, 1))).shape == (3, 0, 0)
+    assert la.leslie(np.array([1, 2]), np.array([3])).dtype.kind == "i"   # no promotion
+    for call, msg in ((lambda: la.companion(np.ones(1)), "length of `a` along the last axis"),
+                      (lambda: la.leslie(np.ones(1), np.ones(0)), "length of f"),
+                      (lambda: la.leslie(np.ones(3), np.ones(1)), "Incorrect lengths"),
+                      (lambda: la.fiedler_companion(np.ones(0)), "nonzero"),
+                      (lambda: la.convolution_matrix(np.ones(3), 0), "positive integer"),
+                      (lambda: la.helmert(0), "n must be a positive integer"),
+                      (lambda: la.dft(4, dtype=np.float32), "dtype must be a complex"),
+                      (lambda: la.invpascal(3, "bad"), "Expected kind to be one of")):
+        with pytest.raises(ValueError, match=msg):
+            call()
+
+
+def test_solve_sylvester_broadcasts_and_flags_no_solution():
+    """solve_sylvester broadcasts batch axes of A, B, C, and gives NaNs where eigenvalues
+    of A and B sum to ~0 (JAX 0.10.2)."""
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal((3, 3)), rng.standard_normal((2, 4, 4))
+    c = rng.standard_normal((2, 3, 4))
+    x = la.solve_sylvester(a, b, c)
+    np.testing.assert_allclose(x, np.stack([sl.solve_sylvester(a, b[i], c[i]) for i in range(2)]),
+                               rtol=1e-4, atol=1e-4)
+    p = rng.standard_normal((3, 3)) + 3 * np.eye(3)
+    d = np.diag([1.0, 2.0, 3.0])
+    a = p @ d @ np.linalg.inv(p)
+    b = p @ -d @ np.linalg.inv(p)
+    assert np.isnan(np.asarray(la.solve_sylvester(a, b, np.ones((3, 3)), tol=1e-3))).all()
+
+
+def test_lax_triangular_solve_takes_one_vector_per_matrix():
+    """lax.linalg.triangular_solve with b of one rank less than a: a vector (JAX)."""
+    from fnx.lax import linalg as lax_la
+    rng = np.random.default_rng(2)
+    a = np.tril(rng.standard_normal((4, 4))) + 4 * np.eye(4)
+    v = rng.standard_normal(4)
+    np.testing.assert_allclose(lax_la.triangular_solve(a, v, left_side=True, lower=True),
+                               np.linalg.solve(a, v), rtol=1e-4, atol=1e-6)
+    np.testing.assert_allclose(lax_la.triangular_solve(a, v, left_side=False, lower=True),
+                               np.linalg.solve(a.T, v), rtol=1e-4, atol=1e-6)
+    check_grads(lambda a, v: lax_la.triangular_solve(a, v, left_side=True, lower=True),
+                (a, v), 1)

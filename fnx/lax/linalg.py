@@ -512,11 +512,19 @@ def triangular_solve(a, b, left_side=False, lower=False, transpose_a=False, conj
     ``op(a)`` is ``a``, ``a^T`` (``transpose_a``), ``conj(a)`` (``conjugate_a``) or ``a^H``
     (both); only the ``lower`` (else upper) triangle of ``a`` is read, and with
     ``unit_diagonal`` its diagonal is taken to be ones. ``a``: (..., m, m); ``b``:
-    (..., m, n) for ``left_side``, else (..., n, m), with the same batch dims."""
-    return triangular_solve_p.bind(to_array(a), to_array(b), left_side=bool(left_side),
-                                   lower=bool(lower), transpose_a=bool(transpose_a),
-                                   conjugate_a=bool(conjugate_a),
-                                   unit_diagonal=bool(unit_diagonal))
+    (..., m, n) for ``left_side``, else (..., n, m), with the same batch dims; a ``b`` of
+    one rank less is one vector per matrix (..., m), as JAX."""
+    a, b = to_array(a), to_array(b)
+    vector = b.ndim == a.ndim - 1
+    if vector:
+        b = L.expand_dims(b, (b.ndim if left_side else b.ndim - 1,))
+    out = triangular_solve_p.bind(a, b, left_side=bool(left_side),
+                                  lower=bool(lower), transpose_a=bool(transpose_a),
+                                  conjugate_a=bool(conjugate_a),
+                                  unit_diagonal=bool(unit_diagonal))
+    if vector:
+        out = L.squeeze(out, (out.ndim - 1 if left_side else out.ndim - 2,))
+    return out
 
 
 # --- linear_solve: a general square system, in one LAPACK call ------------------------------

@@ -526,15 +526,23 @@ def toeplitz(c, r=None):
 
 def hankel(c, r=None):
     """The Hankel matrix with first column ``c`` and last row ``r`` (default: zeros;
-    ``r[0]`` is ignored, as SciPy)."""
-    (c,) = promote("hankel", c)
-    c = fnp.ravel(c)
-    r = fnp.zeros_like(c) if r is None else fnp.ravel(promote("hankel", r, c)[0])
+    ``r[0]`` is ignored, as SciPy). Batched over the leading axes of ``c`` and ``r`` (as
+    JAX 0.10.2; SciPy ravels them)."""
+    c = fnp.asarray(c)
+    r = fnp.zeros_like(c) if r is None else fnp.asarray(r)
+    if c.ndim == 0:
+        raise ValueError("hankel: c must be at least 1-dimensional, got a scalar.")
+    if r.ndim == 0:
+        raise ValueError("hankel: r must be at least 1-dimensional, got a scalar.")
     c, r = promote("hankel", c, r)
-    m, n = c.shape[0], r.shape[0]
-    vals = fnp.concatenate([c, r[1:]])
-    return vals[(np.arange(m)[:, None] + np.arange(n)[None, :]).astype(np.int32)]
-
+    m, n = c.shape[-1], r.shape[-1]
+    batch = np.broadcast_shapes(c.shape[:-1], r.shape[:-1])
+    c = fnp.broadcast_to(c, batch + (m,))
+    r = fnp.broadcast_to(r, batch + (n,))
+    if m == 0 or n == 0:
+        return fnp.zeros(batch + (m, n), dtype=c.dtype)
+    vals = fnp.concatenate([c, r[..., 1:]], axis=-1)
+    return vals[..., (np.arange(m)[:, None] + np.arange(n)[None, :]).astype(np.int32)]
 
 def circulant(c):
     """The circulant matrix with first column ``c``: ``C[i, j] = c[(i - j) mod n]``
@@ -547,59 +555,73 @@ def circulant(c):
 
 def companion(a):
     """The companion matrix of the polynomial with coefficients ``a`` (highest first):
-    first row ``-a[1:] / a[0]``, ones on the subdiagonal."""
+    first row ``-a[1:] / a[0]``, ones on the subdiagonal. Batched over the leading axes
+    of ``a`` (as JAX)."""
     (a,) = promote("companion", a, to_inexact=True)
-    if a.ndim != 1 or a.shape[0] < 2:
-        raise ShapeError(f"companion: a must be 1-D with at least 2 coefficients, got shape "
-                         f"{a.shape}")
-    n = a.shape[0] - 1
-    first = -a[1:] / a[0]
-    return fnp.concatenate([first[None, :], fnp.eye(n - 1, n, dtype=a.dtype)], axis=0)
-
+    a = fnp.atleast_1d(a)
+    if a.shape[-1] < 2:
+        raise ValueError("The length of `a` along the last axis must be at least 2; "
+                         f"got shape {a.shape}.")
+    n = a.shape[-1] - 1
+    first = -a[..., 1:] / a[..., :1]
+    below = fnp.broadcast_to(fnp.eye(n - 1, n, dtype=a.dtype), a.shape[:-1] + (n - 1, n))
+    return fnp.concatenate([first[..., None, :], below], axis=-2)
 
 def leslie(f, s):
-    """The Leslie matrix: fecundities ``f`` (n,) in the first row, survival rates ``s``
-    (n - 1,) on the subdiagonal."""
-    f, s = promote("leslie", f, s, to_inexact=True)
-    if f.ndim != 1 or s.ndim != 1 or s.shape[0] != f.shape[0] - 1:
-        raise ShapeError(f"leslie: f must be (n,) and s (n - 1,), got {f.shape} and "
-                         f"{s.shape}")
-    n = f.shape[0]
-    below = fnp.concatenate([_band(s, 0, n - 1), fnp.zeros((n - 1, 1), dtype=s.dtype)], axis=1)
-    return fnp.concatenate([f[None, :], below], axis=0)
-
+    """The Leslie matrix: fecundities ``f`` (..., n) in the first row, survival rates
+    ``s`` (..., n - 1) on the subdiagonal (batched over the leading axes, in the dtype
+    of ``f`` and ``s`` promoted, as JAX)."""
+    f, s = promote("leslie", f, s)
+    f, s = fnp.atleast_1d(f), fnp.atleast_1d(s)
+    if f.shape[-1] < 2:
+        raise ValueError("The length of f along the last axis must be at least 2; "
+                         f"got shape {f.shape}.")
+    if s.shape[-1] != f.shape[-1] - 1:
+        raise ValueError("Incorrect lengths for f and s. The length of s along the last "
+                         "axis must be one less than the length of f; got f shape "
+                         f"{f.shape} and s shape {s.shape}.")
+    n = f.shape[-1]
+    batch = np.broadcast_shapes(f.shape[:-1], s.shape[:-1])
+    f = fnp.broadcast_to(f, batch + (n,))
+    s = fnp.broadcast_to(s, batch + (n - 1,))
+    i = np.arange(1, n)[:, None]
+    j = np.arange(n)[None, :]
+    below = fnp.where(j == i - 1, s[..., :, None], fnp.zeros((), dtype=s.dtype))
+    return fnp.concatenate([f[..., None, :], below], axis=-2)
 
 def fiedler(a):
-    """The symmetric Fiedler matrix ``|a_i - a_j|``."""
-    (a,) = promote("fiedler", a)
-    a = fnp.ravel(a)
-    return fnp.abs(a[:, None] - a[None, :])
-
+    """The symmetric Fiedler matrix ``|a_i - a_j|`` (batched over the leading axes of
+    ``a``, as JAX)."""
+    a = fnp.atleast_1d(fnp.asarray(a))
+    return fnp.abs(a[..., :, None] - a[..., None, :])
 
 def convolution_matrix(a, n, mode="full"):
     """The matrix ``A`` with ``A @ v == numpy.convolve(a, v, mode)`` for ``v`` of length
     ``n``; ``mode``: 'full' (m + n - 1 rows), 'same' (max(m, n), centred), 'valid'
-    (max(m, n) - min(m, n) + 1)."""
+    (max(m, n) - min(m, n) + 1). Batched over the leading axes of ``a`` (as JAX)."""
+    import operator
+    n = operator.index(n)
+    if n <= 0:
+        raise ValueError(f"n must be a positive integer; got {n}.")
     (a,) = promote("convolution_matrix", a)
-    n = int(n)
-    if a.ndim != 1 or a.shape[0] == 0 or n < 1:
-        raise ShapeError(f"convolution_matrix: a must be a non-empty 1-D array and n >= 1, "
-                         f"got shape {a.shape} and n={n}")
+    if a.ndim == 0:
+        raise ValueError("convolution_matrix: a must be at least 1-dimensional, got a "
+                         "scalar.")
+    m = a.shape[-1]
+    if m < 1:
+        raise ValueError(f"len(a) must be at least 1; got shape {a.shape}.")
     if mode not in ("full", "same", "valid"):
-        raise ValueError(f"convolution_matrix: mode must be 'full', 'same' or 'valid', got "
-                         f"{mode!r}")
-    m = a.shape[0]
+        raise ValueError(f"mode must be one of 'full', 'valid', 'same'; got {mode!r}.")
     i = np.arange(m + n - 1)[:, None] - np.arange(n)[None, :]
     inside = (i >= 0) & (i < m)
-    full = fnp.where(inside, a[np.clip(i, 0, m - 1).astype(np.int32)],
+    full = fnp.where(inside, a[..., np.clip(i, 0, m - 1).astype(np.int32)],
                      fnp.zeros((), dtype=a.dtype))
     if mode == "full":
         return full
     if mode == "same":
         start = (min(m, n) - 1) // 2
-        return full[start:start + max(m, n)]
-    return full[min(m, n) - 1:max(m, n)]
-
+        return full[..., start:start + max(m, n), :]
+    return full[..., min(m, n) - 1:max(m, n), :]
 
 def _default_float():
     return dtypes.default_float()
@@ -632,6 +654,8 @@ def helmert(n, full=False):
     """The Helmert matrix of order ``n``: ``(n - 1, n)``, or ``(n, n)`` with ``full`` (its
     first row ``1 / sqrt(n)``)."""
     n = int(n)
+    if n < 1:
+        raise ValueError(f"n must be a positive integer; got {n}.")
     h = np.tril(np.ones((n, n)), -1) - np.diag(np.arange(n))
     d = np.arange(n) * np.arange(1, n + 1)
     h[0] = 1.0
@@ -653,6 +677,8 @@ def dft(n, scale=None, *, dtype=None):
     elif scale == "n":
         m = m / n
     dtype = dtypes.default_complex() if dtype is None else dtypes.canonical(dtype)
+    if np.dtype(dtype).kind != "c":
+        raise ValueError(f"dft: dtype must be a complex floating-point type; got {dtype}.")
     return fnp.asarray(m, dtype=dtype)
 
 
@@ -682,27 +708,41 @@ _SYLVESTER_MAX = 4096
 
 
 def solve_sylvester(A, B, C, *, method="schur", tol=1e-8):
-    """The solution ``X`` of ``A X + X B = C`` (``A`` (m, m), ``B`` (n, n), ``C`` (m, n)),
-    through the Kronecker system ``(I_n (x) A + B^T (x) I_m) vec(X) = vec(C)`` with an LU
-    solve (exact and differentiable; limited to ``m n <= 4096`` unknowns). ``method`` and
-    ``tol`` are accepted for JAX compatibility."""
-    del tol
+    """The solution ``X`` of ``A X + X B = C`` (``A`` (..., m, m), ``B`` (..., n, n),
+    ``C`` (..., m, n), batch axes broadcast), through the Kronecker system
+    ``(I_n (x) A + B^T (x) I_m) vec(X) = vec(C)`` with an LU solve (exact and
+    differentiable; limited to ``m n <= 4096`` unknowns). As JAX, NaNs where some
+    eigenvalues of ``A`` and ``B`` sum to less than ``tol`` in modulus (no unique
+    solution). ``method`` is accepted for JAX compatibility."""
     if method not in ("schur", "eigen"):
         raise ValueError(f"solve_sylvester: method must be 'schur' or 'eigen', got {method!r}")
     A, B, C = promote("solve_sylvester", A, B, C, to_inexact=True)
-    m, n = A.shape[-1], B.shape[-1]
-    if A.shape != (m, m) or B.shape != (n, n) or C.shape != (m, n):
-        raise ShapeError(f"solve_sylvester: A must be (m, m), B (n, n) and C (m, n); got "
-                         f"{A.shape}, {B.shape}, {C.shape}")
+    if C.ndim < 2:
+        raise ShapeError(f"solve_sylvester: C must be (..., m, n), got shape {C.shape}")
+    m, n = C.shape[-2:]
+    if A.shape[-2:] != (m, m) or B.shape[-2:] != (n, n):
+        raise ShapeError(f"solve_sylvester: A must be (..., m, m), B (..., n, n) and C "
+                         f"(..., m, n); got {A.shape}, {B.shape}, {C.shape}")
     if m * n > _SYLVESTER_MAX:
         raise NotImplementedError(f"solve_sylvester: {m * n} unknowns; fnx solves the dense "
                                   f"Kronecker system, up to {_SYLVESTER_MAX} unknowns")
-    k = (fnp.kron(fnp.eye(n, dtype=A.dtype), A)
-         + fnp.kron(fnp.swapaxes(B, 0, 1), fnp.eye(m, dtype=A.dtype)))
-    vec_c = fnp.reshape(fnp.swapaxes(C, 0, 1), (m * n,))        # column-major vec
-    x = fnp.linalg.solve(k, vec_c[:, None])[:, 0]
-    return fnp.swapaxes(fnp.reshape(x, (n, m)), 0, 1)
-
+    batch = np.broadcast_shapes(A.shape[:-2], B.shape[:-2], C.shape[:-2])
+    A = fnp.broadcast_to(A, batch + (m, m))
+    B = fnp.broadcast_to(B, batch + (n, n))
+    C = fnp.broadcast_to(C, batch + (m, n))
+    # K[(j, i), (l, k)] = delta_jl A[i, k] + B[l, j] delta_ik  (vec is column-major)
+    eye_m, eye_n = np.eye(m), np.eye(n)
+    bt = fnp.swapaxes(B, -1, -2)
+    k = (A[..., None, :, None, :] * fnp.asarray(eye_n[:, None, :, None], dtype=A.dtype)
+         + bt[..., :, None, :, None] * fnp.asarray(eye_m[None, :, None, :], dtype=A.dtype))
+    k = fnp.reshape(k, batch + (n * m, n * m))
+    vec_c = fnp.reshape(fnp.swapaxes(C, -1, -2), batch + (n * m, 1))
+    x = fnp.linalg.solve(k, vec_c)[..., 0]
+    x = fnp.swapaxes(fnp.reshape(x, batch + (n, m)), -1, -2)
+    wa = fnp.linalg.eigvals(lax.stop_gradient(A))
+    wb = fnp.linalg.eigvals(lax.stop_gradient(B))
+    singular = fnp.any(fnp.abs(wa[..., :, None] + wb[..., None, :]) < tol, axis=(-2, -1))
+    return fnp.where(singular[..., None, None], fnp.asarray(np.nan, dtype=x.dtype), x)
 
 def invhilbert(n, exact=False):
     """The inverse of the ``n`` x ``n`` Hilbert matrix, from its closed form (integers,
@@ -726,8 +766,8 @@ def invpascal(n, kind=None):
     from math import comb as _comb
     kind = "symmetric" if kind is None else kind
     if kind not in ("symmetric", "lower", "upper"):
-        raise ValueError(f"invpascal: kind must be 'symmetric', 'lower' or 'upper', got "
-                         f"{kind!r}")
+        raise ValueError("invpascal: Expected kind to be one of: ['symmetric', 'lower', "
+                         f"'upper']; got {kind}")
     n = int(n)
     lo = np.array([[(-1) ** (i + j) * _comb(i, j) for j in range(n)] for i in range(n)],
                   dtype=np.float64).reshape(n, n)
@@ -879,26 +919,30 @@ def hadamard(n, dtype=int):
 
 def fiedler_companion(a):
     """The Fiedler companion matrix of the polynomial with coefficients ``a`` (highest
-    first; pentadiagonal, with the same eigenvalues as ``companion(a)``)."""
+    first; pentadiagonal, with the same eigenvalues as ``companion(a)``). Batched over
+    the leading axes of ``a``; one coefficient gives a (0, 0) matrix (as JAX)."""
     (a,) = promote("fiedler_companion", a, to_inexact=True)
-    if a.ndim != 1 or a.shape[0] < 2:
-        raise ShapeError(f"fiedler_companion: a must be 1-D with at least 2 coefficients, "
-                         f"got shape {a.shape}")
-    n = a.shape[0] - 1
-    c = -a[1:] / a[0]                                   # -a_1 ... -a_n, normalized
+    a = fnp.atleast_1d(a)
+    if a.shape[-1] == 0:
+        raise ValueError("fiedler_companion requires the last axis of 'a' to have nonzero "
+                         f"length, but got an array of shape {a.shape}.")
+    n = a.shape[-1] - 1
+    batch = a.shape[:-1]
+    if n == 0:
+        return fnp.zeros(batch + (0, 0), dtype=a.dtype)
+    c = -a[..., 1:] / a[..., :1]                        # -a_1 ... -a_n, normalized
     rows, cols = [0], [0]                               # where -a_k goes, k = 1..n
     for k in range(2, n + 1):
         rows.append(2 * ((k - 1) // 2))
         cols.append(2 * (k // 2) - 1)
     ones = [(1, 0)] if n > 1 else []
     ones += [(r, r - 2) for r in range(3, n, 2)] + [(r, r + 2) for r in range(0, n - 2, 2)]
-    m = fnp.zeros((n, n), dtype=a.dtype).at[np.array(rows, np.int32),
-                                            np.array(cols, np.int32)].set(c)
+    m = fnp.zeros(batch + (n, n), dtype=a.dtype).at[..., np.array(rows, np.int32),
+                                                    np.array(cols, np.int32)].set(c)
     if ones:
         r1, c1 = np.array(ones, np.int32).T
-        m = m.at[r1, c1].set(1)
+        m = m.at[..., r1, c1].set(1)
     return m
-
 
 def hessenberg(a, *, calc_q=False, overwrite_a=False, check_finite=True):
     """The upper Hessenberg form ``h = q^H a q`` by Householder reflections with LAPACK's
