@@ -221,6 +221,36 @@ def test_cond_passes_through_forwarded_operands():
     close(fnx.grad(lambda y: f(fnp.asarray(1), y)[1] * 2.0)(1.0), 2.0)
 
 
+def test_read_only_loop_carries_stay_unbatched_under_vmap():
+    # as JAX: a carry the body returns unchanged (and, for while_loop, the test does not
+    # read) is a constant of the loop, so vmap with out_axes=None takes it
+    def foo(w, x, c_max):
+        _, x, w = lax.while_loop(lambda v: v[0] < c_max, lambda v: (v[0] + 1, v[1] @ v[2], v[2]),
+                                 (0, x, w))
+        return w, x
+    w = fnp.ones((2, 2))
+    w_, x_ = fnx.vmap(foo, in_axes=(None, 0, 0), out_axes=(None, 0))(w, fnp.ones((3, 2)),
+                                                                    fnp.arange(3))
+    close(w_, w)
+    close(x_, [[1, 1], [2, 2], [4, 4]])
+
+    def g(x, y):
+        def h(_, y):
+            (y, z), ys = lax.scan(lambda c, _: ((c[0], c[1] + c[0]), c[1]), (y, y), None,
+                                  length=2)
+            return y, z, ys
+        return lax.cond(x < 0, h, h, x, y)
+    y, z, ys = fnx.vmap(g, (0, None), (None, 0, 0))(fnp.arange(3.0), fnp.float32(3.0))
+    close(y, 3.0)
+    close(z, [9.0] * 3)
+    close(ys, [[3.0, 6.0]] * 3)
+    close(fnx.grad(lambda y: g(1.0, y)[1])(1.0), 3.0)
+    close(fnx.jit(fnx.grad(lambda y: g(1.0, y)[2].sum()))(1.0), 3.0)
+    with pytest.raises(ValueError, match="non-negative"):
+        lax.scan(lambda c, x: (c, x), 0, fnp.arange(5), unroll=-1)
+    close(lax.scan(lambda c, x: (c + x, c), 0, fnp.arange(5), unroll=True)[1], [0, 0, 1, 3, 6])
+
+
 def test_batched_cond_selects_and_batched_while_freezes_lanes():
     x = fnp.asarray([-1.0, 2.0, 0.5, -3.0])
     def f(x):

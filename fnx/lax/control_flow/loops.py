@@ -293,8 +293,24 @@ def while_loop(cond_fun, body_fun, init_val):
         strong.clear()
         bir, bc = _closed(body_flat, avals, "while_body")
     cir, cc = _closed(cond_flat, avals, "while_cond")
-    outs = while_p.bind(*cc, *bc, *leaves, cond_ir=cir, body_ir=bir, cond_nconsts=len(cc),
-                        body_nconsts=len(bc))
+    # as JAX: a carry the body returns unchanged and the test does not read is read-only,
+    # a constant of the body (under vmap an unbatched one stays so, whatever the test)
+    nb, nk, ncc = len(bc), len(leaves), len(cc)
+    used = _used_invars(cir)
+    move = [bir.outvars[k] is bir.invars[nb + k] and cir.invars[ncc + k] not in used
+            for k in range(nk)]
+    if any(move):
+        kv = bir.invars[nb:]
+        bir = IR(bir.invars[:nb] + [v for v, m in zip(kv, move) if m] +
+                 [v for v, m in zip(kv, move) if not m],
+                 [v for v, m in zip(bir.outvars, move) if not m], bir.eqns)
+        cir = IR(cir.invars[:ncc] + [v for v, m in zip(cir.invars[ncc:], move) if not m],
+                 cir.outvars, cir.eqns)
+        bc = list(bc) + [v for v, m in zip(leaves, move) if m]
+    outs = iter(while_p.bind(*cc, *bc, *[v for v, m in zip(leaves, move) if not m],
+                             cond_ir=cir, body_ir=bir, cond_nconsts=len(cc),
+                             body_nconsts=len(bc)))
+    outs = [v if m else next(outs) for v, m in zip(leaves, move)]
     return tree_util.tree_unflatten(tree, _strengthened(outs, strong))
 
 
@@ -733,8 +749,27 @@ def scan(f, init, xs=None, length=None, reverse=False, unroll=1):
         strong.clear()
         body, consts = _closed(flat, avals + x_avals, "scan_body")
 
-    outs = _bind_scan(consts, init_leaves, xs_leaves, body=body, length=n,
-                      reverse=bool(reverse), unroll=int(unroll))
+    if isinstance(unroll, (bool, np.bool_)):
+        unroll = builtins.max(n, 1) if unroll else 1
+    unroll = int(unroll)
+    if unroll < 0:
+        raise ValueError("`unroll` must be a `bool` or a non-negative `int`.")
+    # as JAX: a carry the body returns unchanged is read-only, an operand of every step
+    # (under vmap an unbatched one stays so); the scan returns the initial value for it
+    nc, nk = len(consts), len(avals)
+    move = [body.outvars[k] is body.invars[nc + k] for k in range(nk)]
+    if any(move):
+        cv, kv = body.invars[:nc], body.invars[nc:nc + nk]
+        body = IR(cv + [v for v, m in zip(kv, move) if m] + [v for v, m in zip(kv, move)
+                                                             if not m] + body.invars[nc + nk:],
+                  [v for v, m in zip(body.outvars[:nk], move) if not m] + body.outvars[nk:],
+                  body.eqns)
+        consts = list(consts) + [v for v, m in zip(init_leaves, move) if m]
+    outs = _bind_scan(consts, [v for v, m in zip(init_leaves, move) if not m], xs_leaves,
+                      body=body, length=n, reverse=bool(reverse), unroll=unroll)
+    kept = iter(outs[:nk - sum(move)])
+    outs = [v if m else next(kept) for v, m in zip(init_leaves, move)] + \
+        list(outs[nk - sum(move):])
     carry = tree_util.tree_unflatten(init_tree, _strengthened(outs[:len(avals)], strong))
     return carry, tree_util.tree_unflatten(y_tree[0], outs[len(avals):])
 
