@@ -603,3 +603,13 @@ def test_lax_svd_eigh_take_jax_keywords():
     assert v.shape == (3, 2)
     assert {m.name for m in la.SvdAlgorithm} >= {"DEFAULT", "QR", "JACOBI", "POLAR"}
     assert la.EigImplementation.LAPACK.value == "lapack"
+
+
+def test_eig_of_non_finite_matrices_is_nan():
+    """eig/eigvals of a matrix holding inf or NaN give NaNs (JAX), not LAPACK's error;
+    the finite matrices of the stack are unaffected. Found by JAX's testEigvalsInf."""
+    assert np.isnan(np.asarray(LA.eigvals(np.array([[np.inf]])))).all()
+    x = np.stack([np.diag([1.0, 2.0]), np.array([[np.nan, 0.0], [0.0, 1.0]])])
+    w, v = LA.eig(x)
+    np.testing.assert_allclose(np.sort(np.asarray(w[0]).real), [1.0, 2.0])
+    assert np.isnan(np.asarray(w[1])).all() and np.isnan(np.asarray(v[1])).all()

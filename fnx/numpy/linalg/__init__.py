@@ -128,6 +128,24 @@ def _complex_of(dtype):
     return np.result_type(dtype, np.complex64)
 
 
+def _nan_eig(m, vectors):
+    """NumPy's eig (eigvals) of a stack of matrices, NaNs for the matrices holding an inf
+    or a NaN (as JAX; LAPACK's geev refuses them)."""
+    m = np.asarray(m)
+    bad = ~np.isfinite(m).all(axis=(-2, -1))
+    if bad.any():
+        m = np.where(bad[..., None, None], 0, m)
+    fn = np.linalg.eig if vectors else np.linalg.eigvals
+    out = fn(m)
+    if not bad.any():
+        return out
+    if vectors:
+        w, v = out
+        w = np.where(bad[..., None], np.nan, w)
+        return w, np.where(bad[..., None, None], np.nan, v)
+    return np.where(bad[..., None], np.nan, out)
+
+
 def eig(a, /):
     """``EigResult(eigenvalues, eigenvectors)``, the right eigenvectors, of general square
     matrices, complex (as
@@ -139,7 +157,7 @@ def eig(a, /):
     a = _inexact_matrix("eig", a, square=True)
     ct = _complex_of(a.dtype)
     shapes = (ShapeDtypeStruct(a.shape[:-1], ct), ShapeDtypeStruct(a.shape, ct))
-    return EigResult(*pure_callback(lambda m: tuple(v.astype(ct) for v in np.linalg.eig(m)),
+    return EigResult(*pure_callback(lambda m: tuple(v.astype(ct) for v in _nan_eig(m, True)),
                                     shapes, a, vmap_method="expand_dims"))
 
 
@@ -149,7 +167,7 @@ def eigvals(a, /):
     from ...core.primitive import ShapeDtypeStruct
     a = _inexact_matrix("eigvals", a, square=True)
     ct = _complex_of(a.dtype)
-    return pure_callback(lambda m: np.linalg.eigvals(m).astype(ct),
+    return pure_callback(lambda m: _nan_eig(m, False).astype(ct),
                          ShapeDtypeStruct(a.shape[:-1], ct), a, vmap_method="expand_dims")
 
 
