@@ -219,3 +219,28 @@ def test_polygamma_with_batched_orders_and_arguments():
     both = fnx.vmap(fnx.vmap(fnx.lax.polygamma, in_axes=(None, 0)), in_axes=(0, None))(m, x)
     grid = [fnp.broadcast_to(m[:, None], (4, 4)), fnp.broadcast_to(x[None, :], (4, 4))]
     np.testing.assert_array_equal(both, np.asarray(fnx.lax.polygamma(*grid)))
+
+
+def test_loops_and_jit_reading_the_axis_index_are_batched_with_unbatched_operands():
+    # as JAX: a jit/while/scan/cond whose body uses axis_index or a collective of the
+    # vmapped axis is batched even when none of its operands is
+    from fnx import lax
+    f = fnx.jit(lambda x: x + lax.axis_index("i"))
+    g = lambda x: lax.while_loop(lambda x: x < lax.axis_index("i"), lambda x: x + 2, x)  # noqa: E731
+    h = lambda x: lax.scan(lambda c, _: (c + lax.axis_index("i"), c), x, None, length=2)  # noqa: E731
+    k = lambda x: lax.cond(x > 0, lambda x: x + lax.psum(1, "i"), lambda x: x - 1, x)  # noqa: E731
+    run = lambda fn, x=0: fnx.vmap(lambda _, x: fn(x), axis_name="i", in_axes=(0, None))(  # noqa: E731
+        np.arange(4), x)
+    np.testing.assert_array_equal(run(f), [0, 1, 2, 3])
+    np.testing.assert_array_equal(run(g), [0, 2, 2, 4])
+    np.testing.assert_array_equal(run(fnx.jit(g)), [0, 2, 2, 4])
+    carry, ys = run(h)
+    np.testing.assert_array_equal(carry, [0, 2, 4, 6])
+    np.testing.assert_array_equal(ys, [[0, 0], [0, 1], [0, 2], [0, 3]])
+    np.testing.assert_array_equal(run(fnx.jit(k), 1), [5, 5, 5, 5])
+    np.testing.assert_array_equal(run(fnx.jit(lambda x: lax.psum(x, "i")), 1.0), [4.0] * 4)
+    # a collective of a literal is not folded at trace time (it is the axis size)
+    np.testing.assert_array_equal(
+        fnx.vmap(lambda x: fnx.jit(lambda x: x + lax.psum(1, "i"))(x), axis_name="i")(
+            np.arange(4)), [4, 5, 6, 7])
+

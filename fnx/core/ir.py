@@ -360,8 +360,10 @@ def simplify(ir: IR) -> IR:
     for e in ir.eqns:
         ins = [subst.get(v, v) if type(v) is Var else v for v in e.inputs]
         if (ins and not e.prim.multiple_results and not e.outputs[0].aval.shape
-                and all(type(v) is Literal for v in ins) and not any(sub_irs(e.params))):
+                and all(type(v) is Literal for v in ins) and not any(sub_irs(e.params))
+                and e.prim.named_batch is None):
             # a scalar computed from literals only (e.g. a converted pad value): fold it
+            # (not a collective: psum(1, 'i') is the axis size, known only when it runs)
             value = np.asarray(e.prim.impl(*[np.asarray(v.value) for v in ins], **e.params))
             subst[e.outputs[0]] = Literal(value[()], e.outputs[0].aval)
             continue

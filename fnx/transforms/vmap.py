@@ -80,7 +80,9 @@ class BatchTrace(Trace):
                     if prim.multiple_results:
                         return [BatchTracer(self, o, d) for o, d in zip(out, out_dims)]
                     return BatchTracer(self, out, out_dims)
-            if all(d is None for d in dims):
+            if all(d is None for d in dims) and not (
+                    self.axis_name is not None and prim.batch is not None
+                    and _uses_axis(params, self.axis_name)):
                 return prim.bind(*vals, **params)
             if prim.batch is None:
                 raise MissingRuleError(
@@ -93,6 +95,31 @@ class BatchTrace(Trace):
         if prim.multiple_results:
             return [BatchTracer(self, o, d) for o, d in zip(out, out_dims)]
         return BatchTracer(self, out, out_dims)
+
+
+def _uses_axis(params, name):
+    """Whether an IR among ``params`` (jit, cond, while, scan) holds a collective or
+    ``axis_index`` over the axis ``name``: as JAX, such a call is batched even when none
+    of its operands is (``while_loop(lambda x: x < axis_index('i'), ...)``)."""
+    from ..core.ir import sub_irs
+
+    def names(ir):
+        got = getattr(ir, "_axis_names", None)
+        if got is None:
+            got = set()
+            for e in ir.eqns:
+                if e.prim.named_batch is not None:
+                    axes = e.params.get("axes", ())
+                    got.update(axes if isinstance(axes, (tuple, list)) else (axes,))
+                for sub in sub_irs(e.params):
+                    got |= names(sub)
+            got = frozenset(got)
+            try:
+                ir._axis_names = got
+            except AttributeError:  # pragma: no cover - an IR-like object without a dict
+                pass
+        return got
+    return any(name in names(ir) for ir in sub_irs(params))
 
 
 # --- in_axes / out_axes: checked once per spec, expanded once per pytree structure ----------
