@@ -251,6 +251,20 @@ def test_read_only_loop_carries_stay_unbatched_under_vmap():
     close(lax.scan(lambda c, x: (c + x, c), 0, fnp.arange(5), unroll=True)[1], [0, 0, 1, 3, 6])
 
 
+def test_batched_cond_sends_no_cotangent_through_branches_not_taken():
+    # as JAX: under vmap with a batched predicate each branch sees its operands (closed
+    # over ones too) through select(taken, x, stop_gradient(x)), so sqrt's infinite
+    # derivative at 0 in the branch not taken does not make the gradient NaN
+    eps = 1e-3
+    safe = lambda x: lax.cond(x < eps, lambda _: eps, lambda _: fnp.sqrt(x), ())  # noqa: E731
+    close(fnx.grad(lambda x: fnx.vmap(safe)(x).sum())(fnp.zeros(3)), [0.0] * 3)
+    close(fnx.jit(fnx.grad(lambda x: fnx.vmap(safe)(x).sum()))(fnp.asarray([0.0, 4.0])),
+          [0.0, 0.25])
+    f = lambda i, x: lax.switch(i, [fnp.sqrt, lambda x: x * 2.0, fnp.log], x)  # noqa: E731
+    g = fnx.grad(lambda x: fnx.vmap(f, (0, 1))(fnp.asarray([0, 1]), x).sum())
+    close(g(fnp.asarray([[4.0, 0.0], [1.0, 3.0]])), [[0.25, 2.0], [0.5, 2.0]])
+
+
 def test_batched_cond_selects_and_batched_while_freezes_lanes():
     x = fnp.asarray([-1.0, 2.0, 0.5, -3.0])
     def f(x):

@@ -159,10 +159,33 @@ def _cond_batch(vals, dims, size, *, branches):
     # a batched index: every branch runs, a select picks each lane's outputs
     n = len(branches)
     idx = L.clamp(np.int32(0), L.convert_element_type(index, np.int32), np.int32(n - 1))
+    # as JAX: a branch sees its differentiable operands through select(lane takes it, x,
+    # stop_gradient(x)), so lanes that take another branch send it no cotangent (a NaN
+    # derivative there, sqrt's at 0, is not multiplied by zero into the result)
+    diff = [isinstance(o, Tracer) and dtypes.is_inexact(o.dtype) for o in ops]
+    if any(diff):
+        from ...transforms.vmap import materialize_batch_axis
+        front = []
+        for o, d, m in zip(ops, odims, diff):
+            if m and d is None:
+                o = materialize_batch_axis(o, None, size, o.shape)
+            elif m and d != 0:
+                o = L.transpose(o, (d,) + tuple(k for k in range(o.ndim) if k != d))
+            front.append(o)
+        fdims = [0 if m else d for d, m in zip(odims, diff)]
+    per = []
+    for i, br in enumerate(branches):
+        args, adims = ops, odims
+        if any(diff):
+            take = L.eq(idx, L.convert_element_type(np.int32(i), np.int32))
+            args = [L.select_n(L.broadcast_in_dim(take, tuple(o.shape), (0,)),
+                               L.stop_gradient(o), o) if m else o
+                    for o, m in zip(front, diff)]
+            adims = fdims
+        per.append(_batch_flat(lambda *a, br=br: eval_ir(br, *a), args, adims, size,
+                               force=[True] * len(br.outvars))[0])
     if n == 2:
         idx = L.convert_element_type(idx, np.bool_)
-    per = [_batch_flat(lambda *a, br=br: eval_ir(br, *a), ops, odims, size,
-                       force=[True] * len(br.outvars))[0] for br in branches]
     outs = []
     for k in range(len(per[0])):
         cases = [p[k] for p in per]
