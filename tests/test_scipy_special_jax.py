@@ -444,3 +444,36 @@ def test_bfloat16_and_float16_round_once():
     assert sp.sici(x)[0].dtype == ml_dtypes.bfloat16
     h = np.array([0.5, 1.5], np.float16)
     assert sp.i0e(h).dtype == np.float16 and sp.betainc(h, h, h / 2).dtype == np.float16
+
+
+def test_sph_harm_y_xlogy_multigammaln_as_jax_lax_scipy_test():
+    """Found by JAX's lax_scipy_test: sph_harm_y at a colatitude outside [0, pi] uses
+    |sin(theta)| as SciPy and JAX (odd orders had the opposite sign); xlogy/xlog1py
+    propagate a NaN y at x == 0; multigammaln of a >= 1-D array under
+    numpy_rank_promotion('raise')."""
+    import scipy.special as osp
+    import fnx
+    from fnx.scipy import special as fsp
+    n = np.array([1, 1, 2, 3, 1, 3])
+    m = np.array([1, -1, 1, 3, 0, -3])
+    theta = np.array([-2.0, -2.0, -1.0, -0.5, 0.5, 1.0])
+    phi = np.linspace(-4.0, 5.0, 6)
+    np.testing.assert_allclose(fsp.sph_harm_y(n, m, theta, phi, n_max=3),
+                               osp.sph_harm_y(n, m, theta, phi), atol=1e-6)
+    assert np.isnan(float(fsp.xlogy(0.0, np.nan))) and np.isnan(float(fsp.xlog1py(0.0, np.nan)))
+    assert float(fsp.xlogy(0.0, 0.0)) == 0.0 and float(fsp.xlog1py(0.0, -1.0)) == 0.0
+    with fnx.numpy_rank_promotion("raise"):
+        out = fsp.multigammaln(np.full((3, 4, 1), 5.0), 2)
+    assert out.shape == (3, 4, 1)
+    np.testing.assert_allclose(out, osp.multigammaln(5.0, 2), rtol=1e-5)
+
+
+def test_betaln_keeps_accuracy_for_a_large_argument():
+    """betaln(x, 1) = -log(x) up to x = 1e30 (JAX's testIssue13267; the difference of
+    log-gammas cancelled to 0 from x ~ 1e17)."""
+    xs = np.geomspace(1, 1e30, 200)
+    np.testing.assert_allclose(sp.betaln(xs.astype(np.float32), np.float32(1.0)), -np.log(xs),
+                               rtol=1e-6, atol=1e-5)
+    a, b = np.meshgrid(np.geomspace(1e-3, 1e25, 60), np.geomspace(1e-3, 1e20, 50))
+    with fnx.enable_x64(True):
+        np.testing.assert_allclose(sp.betaln(a, b), ss.betaln(a, b), rtol=1e-7)

@@ -112,7 +112,7 @@ def logit(x):
 
 @custom_jvp
 def _xlogy(x, y):
-    nz = x != 0
+    nz = (x != 0) | fnp.isnan(y)    # a NaN y propagates at x == 0 too, as SciPy and JAX
     return fnp.where(nz, x * fnp.log(fnp.where(nz, y, _const(1, y))), _const(0, x))
 
 
@@ -134,7 +134,7 @@ def xlogy(x, y):
 
 @custom_jvp
 def _xlog1py(x, y):
-    nz = x != 0
+    nz = (x != 0) | fnp.isnan(y)    # a NaN y propagates at x == 0 too, as SciPy and JAX
     return fnp.where(nz, x * fnp.log1p(fnp.where(nz, y, _const(0, y))), _const(0, x))
 
 
@@ -505,7 +505,7 @@ def multigammaln(a, d):
     if d < 1:
         raise ValueError(f"multigammaln: d must be a positive integer, got {d}")
     (a,) = _float("multigammaln", a)
-    js = fnp.arange(d, dtype=a.dtype) / 2
+    js = lax.broadcast_in_dim(fnp.arange(d, dtype=a.dtype) / 2, a.shape + (d,), (a.ndim,))
     terms = lax.lgamma(fnp.expand_dims(a, -1) - js)
     return fnp.sum(terms, axis=-1) + float(d * (d - 1) / 4 * np.log(np.pi))
 
@@ -842,7 +842,9 @@ def sph_harm_y(n, m, theta, phi, diff_n=None, n_max=None):
     n_max = int(n_max)
     shape = np.broadcast_shapes(n.shape, m.shape, theta.shape, phi.shape)
     n, m, theta, phi = (fnp.ravel(fnp.broadcast_to(v, shape)) for v in (n, m, theta, phi))
-    x, y = fnp.cos(theta), fnp.sin(theta)
+    # |sin(theta)| = sqrt(1 - cos(theta)^2), as SciPy and JAX: theta outside [0, pi] gives
+    # the values at its reflection, not a flipped sign for odd orders
+    x, y = fnp.cos(theta), fnp.abs(fnp.sin(theta))
     zero = fnp.zeros_like(x)
     table = [[zero] * (n_max + 1) for _ in range(n_max + 1)]     # table[l][k] = p_l^k
     pmm = zero + float(np.sqrt(1 / (4 * np.pi)))
