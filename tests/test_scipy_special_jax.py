@@ -477,3 +477,16 @@ def test_betaln_keeps_accuracy_for_a_large_argument():
     a, b = np.meshgrid(np.geomspace(1e-3, 1e25, 60), np.geomspace(1e-3, 1e20, 50))
     with fnx.enable_x64(True):
         np.testing.assert_allclose(sp.betaln(a, b), ss.betaln(a, b), rtol=1e-7)
+
+
+def test_ndtri_under_debug_infs_and_sici_of_complex():
+    """ndtri(0.5) makes no inf under jax_debug_infs (an inf constant for the edges was
+    reported on every call), ndtri(1) still reports one; sici of a complex x raises JAX's
+    ValueError. Found by JAX's lax_scipy_special_functions_test."""
+    np.testing.assert_array_equal(sp.ndtri(np.array([0.0, 1.0], np.float32)), [-np.inf, np.inf])
+    with fnx.debug_infs(True):
+        assert float(sp.ndtri(0.5)) == 0.0
+        with pytest.raises(FloatingPointError, match=r"invalid value \(inf\)"):
+            sp.ndtri(1.0)
+    with pytest.raises(ValueError, match="Argument `x` to sici must be real-valued"):
+        sp.sici(np.arange(3, dtype=np.complex64))

@@ -230,8 +230,9 @@ def _ndtri(p):
         ln = log_ndtr(x)
         x = x - (ln - log_t) / fnp.exp(log_pdf - ln)
     tail = fnp.where(p < 0.5, x, -x)
-    edge = fnp.where(p == 0, _const(-np.inf, p), _const(np.inf, p))
-    return fnp.where(inside, tail, fnp.where((p == 0) | (p == 1), edge, central))
+    # p == 0 and 1 are erf_inv's -1 and 1: central is -inf and inf there (no inf constant,
+    # which jax_debug_infs would report for every p, as JAX does not)
+    return fnp.where(inside, tail, central)
 
 
 @_ndtri.defjvp
@@ -734,6 +735,9 @@ def sici(x):
     ``Ci = gamma + log|x| + int_0^x (cos(t) - 1)/t dt`` (for ``x < 0`` the real part, as
     SciPy); derivatives ``sin(x)/x`` and ``cos(x)/x``."""
     (x,) = _float("sici", x)
+    if x.dtype.kind == "c":
+        raise ValueError(f"Argument `x` to sici must be real-valued. (sici: got "
+                         f"{x.dtype}{list(x.shape)})")
     return tuple(sici_p.bind(x))
 
 
