@@ -111,6 +111,15 @@ def normalize_axes(name, axes, ndim):
     return out
 
 
+# lax's names of binary ops whose fnx.numpy function is named otherwise
+_NUMPY_NAMES = {"sub": "subtract", "mul": "multiply", "div": "divide", "rem": "remainder",
+                "pow": "power", "max": "maximum", "min": "minimum", "atan2": "arctan2",
+                "eq": "equal", "ne": "not_equal", "lt": "less", "le": "less_equal",
+                "gt": "greater", "ge": "greater_equal", "and": "bitwise_and",
+                "or": "bitwise_or", "xor": "bitwise_xor", "shift_left": "left_shift",
+                "shift_right_arithmetic": "right_shift"}
+
+
 def broadcast_ranked(name, xs):
     """JAX's rule for lax's n-ary elementwise ops: operands of one rank broadcast where a
     dimension is 1 (``f32[3,4]`` with ``f32[3,1]`` or ``f32[1,4]``); rank-0 operands stand
@@ -118,8 +127,9 @@ def broadcast_ranked(name, xs):
     shaped = [x for x in xs if x.ndim]
     if len({x.shape for x in shaped}) <= 1:
         return xs
-    hint = (f"fnx.lax broadcasts only dimensions of size 1 (as JAX's lax): use fnx.numpy's "
-            f"function for NumPy broadcasting, or lax.broadcast_in_dim first")
+    numpy_name = _NUMPY_NAMES.get(name, name)
+    hint = (f"fnx.lax broadcasts only dimensions of size 1 (as JAX's lax): use "
+            f"fnx.numpy.{numpy_name} for NumPy broadcasting, or lax.broadcast_in_dim first")
     if len({x.ndim for x in shaped}) > 1:
         raise ShapeError(f"{name}: arrays must have the same number of dimensions, got "
                          f"{describe(*shaped)}. {hint}")
