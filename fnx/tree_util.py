@@ -88,7 +88,10 @@ class FlattenedIndexKey:
     key: int
 
     def __str__(self) -> str:
-        return f"[{self.key!r}]"
+        return f"[<flat index {self.key!r}>]"
+
+    def __hash__(self) -> int:  # not SequenceKey(i)'s (JAX's)
+        return hash((FlattenedIndexKey, self.key))
 
 
 def _simple_key(k: Any) -> str:
@@ -466,6 +469,23 @@ def _count_nodes(node) -> int:
     return n
 
 
+def _custom_flatten(h, x):
+    """A custom node's ``(children, aux)``, checked as JAX checks them (ValueError)."""
+    out = h.flatten(x)
+    if isinstance(out, str) or not isinstance(out, (tuple, list)) or len(out) != 2:
+        raise ValueError("The to_iterable function for a custom PyTree node should return "
+                         f"a (children, aux_data) tuple, got {out!r}")
+    children, aux = out
+    if not isinstance(children, (tuple, list)):
+        try:
+            children = list(children)
+        except TypeError:
+            raise ValueError("The to_iterable function for a custom PyTree node should "
+                             "return a (children, aux_data) tuple where 'children' is "
+                             f"iterable, got {out!r}") from None
+    return children, aux
+
+
 def _flatten(x, leaves):
     """Append the leaves of `x` to `leaves` and return its structure."""
     t = type(x)
@@ -488,7 +508,7 @@ def _flatten(x, leaves):
     elif code == _NONE_CODE:
         return _NONE_NODE
     else:
-        children, aux = h.flatten(x)
+        children, aux = _custom_flatten(h, x)
     nodes = []
     append = nodes.append
     for c in children:
@@ -509,7 +529,7 @@ def _flatten_is_leaf(x, leaves, is_leaf):
     if h is None:
         leaves.append(x)
         return None
-    children, aux = h.flatten(x)
+    children, aux = _custom_flatten(h, x)
     return (h, aux,
             tuple([_flatten_is_leaf(c, leaves, is_leaf) for c in children]))
 
@@ -625,7 +645,7 @@ def _describe_value(x) -> str:
     if h is None:
         return f"a leaf of type {type(x).__qualname__}"
     try:
-        children, aux = h.flatten(x)
+        children, aux = _custom_flatten(h, x)
         return node_description(h, aux, len(list(children)))
     except Exception:  # pragma: no cover - only for error messages
         return f"a {type(x).__qualname__} node"
@@ -674,7 +694,7 @@ def _node_repr(node) -> str:
         return (f"defaultdict({aux[0]!r}, {{"
                 + ", ".join(f"{k!r}: {p}" for k, p in zip(aux[1], parts))
                 + "})")
-    return f"CustomNode({h.type.__name__}[{aux!r}], [{', '.join(parts)}])"
+    return f"CustomNode({h.type.__name__}[{aux}], [{', '.join(parts)}])"
 
 
 def _hash_skeleton(node):
@@ -976,8 +996,10 @@ def tree_transpose(outer_treedef: PyTreeDef, inner_treedef: PyTreeDef | None,
         inner_treedef = tree_structure(first[0])
     leaves, treedef = tree_flatten(pytree_to_transpose)
     expected = outer_treedef.compose(inner_treedef)
-    if treedef != expected:
-        raise TypeError(f"tree_transpose: tree structure mismatch; got\n"
+    # as JAX: only the number of leaves is checked (a custom node's children may depend
+    # on its aux data, which may differ between the outer positions)
+    if treedef.num_leaves != expected.num_leaves:
+        raise TypeError(f"tree_transpose: Mismatch (tree structure mismatch); got\n"
                         f"  {treedef!r}\nexpected outer.compose(inner) =\n"
                         f"  {expected!r}")
     n_in = inner_treedef._num_leaves
@@ -1052,7 +1074,7 @@ def flatten_one_level(tree):
     """``(children, aux_data)`` of the pytree node `tree` (its direct children,
     not flattened further).  A leaf raises ValueError."""
     h = _node_handler_or_raise(tree, "flatten_one_level")
-    children, aux = h.flatten(tree)
+    children, aux = _custom_flatten(h, tree)
     if h.kind == "namedtuple":  # as JAX: the fields as a list, the type as the aux data
         return list(children), h.type
     if h.code == _DICT_CODE:
@@ -1094,8 +1116,7 @@ def static(**kwargs):
     """``dataclasses.field(...)`` marked ``metadata={'static': True}``: a meta field
     of a dataclass registered with `register_dataclass` (public as ``fnx.tree.static``,
     where JAX has it)."""
-    metadata = dict(kwargs.pop("metadata", None) or {})
-    metadata["static"] = True
+    metadata = {"static": True, **(kwargs.pop("metadata", None) or {})}
     return dataclasses.field(metadata=metadata, **kwargs)
 
 
@@ -1115,8 +1136,8 @@ class _CallableShim:
     def __call__(self, *args, **kwargs):
         return self.fn(*args, **kwargs)
 
-    def __eq__(self, other):
-        return isinstance(other, _CallableShim) and self.fn is other.fn
+    def __eq__(self, other):  # as JAX's: equal to its partial too (p.func == fn)
+        return self.fn == (other.fn if isinstance(other, _CallableShim) else other)
 
     def __hash__(self):
         return id(self.fn)

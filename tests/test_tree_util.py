@@ -404,7 +404,8 @@ def test_key_entries_str_hash_frozen():
     assert str(DictKey("a")) == "['a']"
     assert str(DictKey(3)) == "[3]"
     assert str(GetAttrKey("W")) == ".W"
-    assert str(FlattenedIndexKey(1)) == "[1]"
+    assert str(FlattenedIndexKey(1)) == "[<flat index 1>]"  # JAX's
+    assert hash(FlattenedIndexKey(1)) != hash(SequenceKey(1))
     assert SequenceKey(0) == SequenceKey(0) != FlattenedIndexKey(0)
     assert len({SequenceKey(0), SequenceKey(0), DictKey(0)}) == 2
     with pytest.raises(dataclasses.FrozenInstanceError):
@@ -509,7 +510,7 @@ def test_treedef_repr():
     assert repr(s(1)) == "PyTreeDef(*)"
     assert repr(s(Point(1, 2))) == "PyTreeDef(Point(x=*, y=*))"
     assert (repr(s(Pair(1, 2, "aux")))
-            == "PyTreeDef(CustomNode(Pair['aux'], [*, *]))")
+            == "PyTreeDef(CustomNode(Pair[aux], [*, *]))")  # str(aux), as JAX
     assert repr(s(Static(3))) == "PyTreeDef(CustomNode(Static[Static(3)], []))"
 
 
@@ -712,9 +713,44 @@ def test_tree_transpose():
     assert out == {"a": [1, 3, 5], "b": [2, 4, 6]}
     assert tree_util.tree_transpose(inner, outer, out) == tree
     assert tree_util.tree_transpose(outer, None, tree) == out
-    with pytest.raises(TypeError, match="mismatch"):
-        tree_util.tree_transpose(outer, inner,
-                                 [{"a": 1, "c": 2}, {"a": 3, "b": 4},
-                                  {"a": 5, "b": 6}])
-    with pytest.raises(TypeError, match="mismatch"):
-        tree_util.tree_transpose(outer, inner, [1, 2, 3, 4, 5, 6])
+    # as JAX: only the number of leaves is checked
+    with pytest.raises(TypeError, match="Mismatch"):
+        tree_util.tree_transpose(outer, inner, [{"a": 1}, {"a": 3, "b": 4}, {"a": 5, "b": 6}])
+    assert tree_util.tree_transpose(outer, inner, [1, 2, 3, 4, 5, 6]) == out
+    # a custom node whose children depend on its aux data (JAX's FlatCache)
+    @tree_util.register_pytree_node_class
+    class Flat:
+        def __init__(self, leaves, treedef):
+            self.leaves, self.treedef = leaves, treedef
+
+        def tree_flatten(self):
+            return self.leaves, self.treedef
+
+        @classmethod
+        def tree_unflatten(cls, treedef, leaves):
+            return cls(list(leaves), treedef)
+    three = tree_util.tree_structure([0, 0, 0])
+    got = tree_util.tree_transpose(tree_util.tree_structure(Flat([0], tree_util.tree_structure(0))),
+                                   three, Flat([1, 2, 3], three))
+    assert [f.leaves for f in got] == [[1], [2], [3]]
+
+
+def test_jax_checks_and_details():
+    import fnx
+    import functools
+    # a custom node's flatten must give (children, aux) with iterable children: ValueError
+    class Bad:
+        def __init__(self, out):
+            self.out = out
+    tree_util.register_pytree_node(Bad, lambda b: b.out, lambda aux, ch: Bad(aux))
+    for out, what in [("hello", "tuple, got 'hello'"), ((2, 3, 4), r"tuple, got \(2, 3, 4\)"),
+                      ((7, 7), "'children' is iterable")]:
+        with pytest.raises(ValueError, match=what):
+            tree_util.tree_flatten(Bad(out))
+    # fnx.tree.static keeps a caller's own "static" entry
+    assert fnx.tree.static(metadata={"static": False}).metadata == {"static": False}
+    assert fnx.tree.static(metadata={"k": 1}).metadata == {"static": True, "k": 1}
+    # Partial of a functools.partial: .func compares equal to it, both ways
+    fun = functools.partial(print, 1)
+    p1, p2 = tree_util.Partial(fun, 2), tree_util.Partial(fun, 2)
+    assert p1.func == fun and fun == p1.func and p1.func == p2.func
