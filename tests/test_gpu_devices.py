@@ -103,7 +103,8 @@ def test_creation_functions_place_on_a_device_or_sharding_and_like_follows(gpu):
     from fnx.sharding import SingleDeviceSharding
     made = [fnp.zeros(3, device=gpu), fnp.arange(4, device=gpu), fnp.asarray([1, 2], device=gpu),
             fnp.eye(2, device=SingleDeviceSharding(gpu)), fnp.linspace(0, 1, 3, device=gpu),
-            fnp.fft.fftfreq(4, device=gpu),
+            fnp.fft.fftfreq(4, device=gpu), fnp.array([1.0, 2.0], device=gpu),
+            *fnp.linspace(0, 1, 3, retstep=True, device=gpu),
             fnp.ones(2, device=fnx.NamedSharding(fnx.make_mesh((1,), ("x",), devices=[gpu]),
                                                  fnx.P("x")))]
     assert all(_on(a, gpu) for a in made)

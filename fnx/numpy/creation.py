@@ -46,9 +46,11 @@ def _nested(obj, dtype):
     return Array._wrap(np.array(obj, dtype=dtype))
 
 
-def array(object, dtype=None, copy=True, order=None, ndmin=0):
+@placed("array")
+def array(object, dtype=None, copy=True, order=None, ndmin=0, *, device=None):
     """An Array from array-likes; nested lists of Arrays (or tracers) are stacked.
-    64-bit data and dtypes narrow to 32 bits unless ``jax_enable_x64`` is on."""
+    64-bit data and dtypes narrow to 32 bits unless ``jax_enable_x64`` is on. ``device``:
+    where to place it (a device or a sharding)."""
     return _array("array", object, dtype, ndmin)
 
 

@@ -207,6 +207,8 @@ def placed(name, like=False):
                     and out.device is CPU_DEVICE:
                 return out
             from ..core.array import device_put_array
+            if isinstance(out, tuple):               # linspace(retstep=True)
+                return tuple(device_put_array(o, target) for o in out)
             return device_put_array(out, target)
         return on_device
     return wrap
