@@ -570,3 +570,22 @@ def test_activations_of_python_scalars_are_weak_as_jaxs():
         assert getattr(fnx.nn, n)(1.0).weak_type, n
     assert not fnx.nn.gelu(1.0).weak_type and not fnx.nn.gelu(1.0, approximate=False).weak_type
     assert fnx.lax.full_like(1.0, 2).weak_type
+
+
+def test_dot_product_attention_under_strict_promotion_and_vjp_with_none_args():
+    # fnx's own conversions (half-precision inputs in float32 logits, a causal mask with
+    # a 4-D one) do not depend on the user's promotion modes; vjp takes None arguments
+    q = fnx.random.normal(fnx.random.PRNGKey(0), (2, 5, 4, 8), "bfloat16")
+    mask = fnp.ones((2, 1, 5, 5), bool)
+    bias = fnp.zeros((2, 4, 5, 5), "bfloat16")
+    with fnx.numpy_dtype_promotion("strict"), fnx.numpy_rank_promotion("raise"):
+        out = nn.dot_product_attention(q, q, q, bias, mask, is_causal=True)
+        assert out.dtype == np.dtype("bfloat16") and out.shape == q.shape
+        ref = nn.dot_product_attention(q.astype("float32"), q.astype("float32"),
+                                       q.astype("float32"), None, mask, is_causal=True)
+        np.testing.assert_allclose(np.asarray(out, "float32"), ref, atol=0.05)
+        y, f_vjp = fnx.vjp(nn.dot_product_attention, q, q, q, None, mask)
+        dq, dk, dv, db, dm = f_vjp(fnp.ones_like(y))
+        assert dq.dtype == np.dtype("bfloat16") and db is None
+    out, f_vjp = fnx.vjp(lambda x, b: x * 2, fnp.ones(2), None)
+    assert f_vjp(fnp.ones(2))[1] is None

@@ -490,20 +490,22 @@ def dot_product_attention(query, key, value, bias=None, mask=None, *, scale=None
     scale = float(1 / np.sqrt(H)) if scale is None else scale
 
     G = N // K
-    ldt = dtypes.promote_types(q.dtype, np.float32)   # products of halves are exact here
+    # products of halves are exact in float32 (computed apart from the user's promotion
+    # mode: these are fnx's own conversions)
+    ldt = np.dtype(np.float64) if q.dtype == np.float64 else np.dtype(np.float32)
     qg = fnp.reshape(q.astype(ldt), (B, T, K, G, H))
     logits = fnp.reshape(fnp.einsum("BTKGH,BSKH->BKGTS", qg, k.astype(ldt)), logits_shape)
     logits = logits * fnp.asarray(scale, ldt)
     if bias is not None:
-        logits = (logits + bias).astype(ldt)
+        logits = logits + bias.astype(ldt)
 
     keep = [] if mask is None else [mask]
     t_pos = lax.broadcasted_iota(np.int32, (T, S), 0)
     s_pos = lax.broadcasted_iota(np.int32, (T, S), 1)
-    if is_causal:
-        keep.append(s_pos <= t_pos)
+    if is_causal:  # (each mask 4-D: the user's rank promotion mode may be 'raise')
+        keep.append((s_pos <= t_pos)[None, None])
     if window is not None:
-        keep.append((t_pos <= s_pos + window[0]) & (t_pos >= s_pos - window[1]))
+        keep.append(((t_pos <= s_pos + window[0]) & (t_pos >= s_pos - window[1]))[None, None])
     if q_len is not None:
         keep.append(fnp.arange(T)[None, None, :, None] < q_len[:, None, None, None])
     if kv_len is not None:

@@ -245,7 +245,9 @@ class _VJPSpec:
         self.p_tree, self.p_avals = p_tree, p_avals
         self.out_tree, self.out_avals = out_tree, out_avals
         # each positional argument's leaf count and whether it is a bare leaf
+        # (None has no leaves, though its treedef counts as a leaf)
         self.arg_shapes = [(len(tree_util.tree_leaves(a)),
+                            a is not None and
                             tree_util.treedef_is_leaf(tree_util.tree_structure(a)))
                            for a in primals]
         self.slots = None  # per residual slot: ("arg", flat leaf index) or ("opaque", j)
