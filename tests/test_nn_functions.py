@@ -379,3 +379,18 @@ def test_ndtri_tails():
     x = ss.ndtri(q)
     np.testing.assert_allclose(np.asarray(fnx.grad(lambda q: fs.ndtri(q).sum())(q)),
                                np.sqrt(2 * np.pi) * np.exp(x * x / 2), rtol=1e-12)
+
+
+def test_logsumexp_shifts_by_the_largest_counted_entry_and_keeps_debug_infs_quiet():
+    # SciPy and JAX: entries with b == 0 do not set the shift (fnx gave -inf here)
+    x = np.array([-1000.0, -2.0], np.float32)
+    np.testing.assert_allclose(fnx.nn.logsumexp(x, b=np.array([1.0, 0.0], np.float32)),
+                               -1000.0)
+    with fnx.debug_infs(True):      # no -inf constant on the way to a finite result
+        np.testing.assert_allclose(fnx.nn.logsumexp(np.ones((3, 4), np.float32), axis=1),
+                                   np.full(3, 1 + np.log(4), np.float32), rtol=1e-6)
+    with fnx.numpy_dtype_promotion("strict"):        # complex input, real shift
+        z = fnx.nn.logsumexp(np.array([1 + 1j, 2 - 1j], np.complex64))
+    np.testing.assert_allclose(z, np.log(np.exp(1 + 1j) + np.exp(2 - 1j)), rtol=1e-6)
+    g = fnx.grad(lambda v: fnx.nn.logsumexp(v))(np.full(2, -np.inf, np.float32))
+    np.testing.assert_array_equal(g, [0.0, 0.0])

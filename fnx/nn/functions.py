@@ -294,6 +294,15 @@ def log_softmax(x, axis=-1, where=None):
     return fnp.where(where, out, _const(-np.inf, out))
 
 
+def _log_or_neg_inf(s):
+    """``log(s)``, and ``-inf`` where ``s`` is 0 with a derivative of 0 there (not inf).
+    The ``-inf`` comes from ``log(0)`` where the result is ``-inf``, not from a constant,
+    so ``jax_debug_infs`` reports only a ``-inf`` result, as JAX's does."""
+    zero = s == 0
+    return fnp.log(fnp.where(zero, _const(1, s), s)) + \
+        fnp.log(fnp.where(zero, _const(0, s), _const(1, s)))
+
+
 def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False, where=None):
     """``log(sum(b * exp(a)))`` over ``axis`` (None: all), without overflow.
 
@@ -311,20 +320,19 @@ def logsumexp(a, axis=None, b=None, keepdims=False, return_sign=False, where=Non
     axes = _axes("logsumexp", axis, a.ndim)
     if where is not None:   # masked entries out before exp: exp(garbage) could overflow
         a = _masked(a, where, -np.inf)
+    if b is not None:       # the shift is the largest entry that counts (b != 0), as JAX
+        a = _masked(a, b != 0, -np.inf)
     m = _shift(fnp.real(a) if a.dtype.kind == "c" else a, axes, None, safe=True)
-    e = fnp.exp(a - m)
+    e = fnp.exp(a - m.astype(a.dtype))
     if b is not None:
         e = e * b
     s = fnp.sum(e, axis=axes, keepdims=True)
     if a.dtype.kind == "c" and not return_sign:
-        zero = s == 0
-        out = fnp.where(zero, _const(-np.inf, s), fnp.log(fnp.where(zero, _const(1, s), s)))
-        out = out + m
+        out = _log_or_neg_inf(s) + m.astype(s.dtype)
         return out if keepdims else lax.squeeze(out, axes)
     sign = fnp.sign(s)
     mag = fnp.abs(s)
-    zero = mag == 0
-    out = fnp.where(zero, _const(-np.inf, mag), fnp.log(fnp.where(zero, _const(1, mag), mag)))
+    out = _log_or_neg_inf(mag)
     out = out + m.astype(out.dtype)
     if not keepdims:
         out, sign = lax.squeeze(out, axes), lax.squeeze(sign, axes)
