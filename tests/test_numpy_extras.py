@@ -642,6 +642,34 @@ def test_einsum_dtypes_interleaved_and_errors():
             fnp.einsum(bad, *ops)
 
 
+def test_einsum_bool_preferred_type_and_paths():
+    # bools sum by "or" (JAX's einsum): reduce_sum rejected them
+    b = np.array([[True, False], [False, False]])
+    check(fnp.einsum("ij->i", b), np.array([True, False]), dtype=np.bool_)
+    check(fnp.einsum("ba,b->", b, np.array([False, True])), np.bool_(False), dtype=np.bool_)
+    # preferred_element_type goes to dot_general (no converts of the operands); by default
+    # it is the operands' dtype, as in JAX
+    x, y = np.ones((2, 2), fnp.bfloat16), np.ones(2, fnp.bfloat16)
+    ir = fnx.make_jaxpr(lambda a, c: fnp.einsum("ij,j->i", a, c))(x, y)
+    assert [e.prim.name for e in ir.eqns] == ["dot_general"]
+    assert ir.eqns[0].params["preferred_element_type"] == fnp.bfloat16
+    ir = fnx.make_jaxpr(lambda a, c: fnp.einsum("ij,j->i", a, c,
+                                                preferred_element_type="float32"))(x, y)
+    assert [e.prim.name for e in ir.eqns] == ["dot_general"]
+    assert ir.eqns[0].params["preferred_element_type"] == np.float32
+    assert fnp.einsum(",", 2.0, 3.0).weak_type
+    assert not fnp.einsum(",", 2.0, 3.0, preferred_element_type=np.float32).weak_type
+    # an explicit contraction path is followed; 3-operand steps are not supported (JAX)
+    a, c, d = _r(2, 3), _r(2, 4), _r(2, 5)
+    path = fnp.einsum_path("ij,ik,il->jkl", a, c, d, optimize="greedy")[0]
+    check(fnp.einsum("ij,ik,il->jkl", a, c, d, optimize=path),
+          np.einsum("ij,ik,il->jkl", a, c, d), rtol=1e-5)
+    with pytest.raises(NotImplementedError, match="3 or more operands"):
+        fnp.einsum("ij,ik,il->jkl", a, c, d, optimize=[(0, 1, 2)])
+    with pytest.raises(NotImplementedError):
+        fnp.einsum("i->i", a[0], out=a[0])
+
+
 # --- linalg --------------------------------------------------------------------------------------
 
 VECTOR_ORDS = [2, 1, np.inf, -np.inf, 0, 3, 0.5]

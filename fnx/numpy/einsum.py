@@ -117,17 +117,21 @@ def _interleaved(args):
 def einsum(subscripts, *operands, out=None, optimize=None, precision=None,
            preferred_element_type=None):
     """Einstein summation (explicit or implicit output, ``...``, repeated labels)."""
-    if out is not None:
-        raise TypeError("einsum: fnx arrays are immutable; out= is not supported")
+    if out is not None:  # JAX raises NotImplementedError here
+        raise NotImplementedError("einsum: fnx arrays are immutable; out= is not supported")
     if not isinstance(subscripts, str):
         subscripts, operands = _interleaved((subscripts,) + operands)
     if not operands:
         raise ValueError("einsum: needs at least one operand")
     lax.canonicalize_precision(precision, "einsum")
     ops = promote("einsum", *operands)
-    if preferred_element_type is not None:
-        ops = [lax.convert_element_type(o, dtypes.canonical(preferred_element_type))
-               for o in ops]
+    # as JAX: the operands keep their dtype; dot_general gets preferred_element_type (by
+    # default the operands' dtype) and sums convert to it first where it is wider
+    explicit = preferred_element_type is not None
+    pet = dtypes.canonical(preferred_element_type, "einsum") if explicit else ops[0].dtype
+    path = None
+    if isinstance(optimize, (list, tuple)):  # an explicit contraction path (einsum_path's)
+        path = [tuple(p) for p in optimize if not isinstance(p, str)]
     inputs, output = _parse(subscripts, [o.ndim for o in ops])
     sizes = {}
     for o, labels in zip(ops, inputs):
@@ -137,19 +141,33 @@ def einsum(subscripts, *operands, out=None, optimize=None, precision=None,
             elif d not in (1, sizes[l]):
                 raise ValueError(f"einsum: label {_show(l)} has sizes {sizes[l]} and {d} in "
                                  f"{subscripts!r}; they must be equal (or 1, to broadcast)")
-    items = [_prepare(o, list(labels), sizes, output, inputs, k)
+    items = [_prepare(o, list(labels), sizes, output, inputs, k, pet)
              for k, (o, labels) in enumerate(zip(ops, inputs))]
     greedy = optimize is not False
     while len(items) > 1:
-        i, j = _pick(items, output, sizes) if greedy else (0, 1)
+        if path:
+            step = path.pop(0)
+            if len(step) > 2:
+                raise NotImplementedError(
+                    "jax.numpy.einsum does not support simultaneous contraction of 3 or "
+                    f"more operands (path step {step})")
+            if len(step) < 2:
+                continue
+            i, j = sorted(int(k) for k in step)
+        else:
+            i, j = _pick(items, output, sizes) if greedy else (0, 1)
         rest = [it for k, it in enumerate(items) if k not in (i, j)]
         needed = set(output).union(*[set(l) for _, l in rest])
-        items = [_contract(items[i], items[j], needed, precision)] + rest
+        new = _contract(items[i], items[j], needed, precision, pet)
+        items = rest + [new] if path is not None else [new] + rest
     x, labels = items[0]
     extra = [d for d, l in enumerate(labels) if l not in output]
     if extra:
-        x = lax.reduce_sum(x, extra)
+        x = _sum(x, extra, pet)
         labels = [l for l in labels if l in output]
+    weak = not explicit and all(o.weak_type for o in ops)  # JAX's result_type's flag
+    if x.dtype != pet or x.weak_type != weak:
+        x = lax.convert_element_type(x, pet, weak_type=weak)
     missing = [l for l in output if l not in labels]
     if missing:  # only size-1 labels can vanish (all of their dims broadcast)
         x = lax.reshape(x, x.shape + (1,) * len(missing))
@@ -161,7 +179,15 @@ def _show(label):
     return repr(label) if isinstance(label, str) else "'...'"
 
 
-def _prepare(x, labels, sizes, output, inputs, k):
+def _sum(x, axes, pet):
+    """A sum over ``axes`` as JAX's einsum takes it: in ``pet`` where that is wider, an
+    ``or`` for bools."""
+    if x.dtype != pet and dtypes.can_cast(x.dtype, pet):
+        x = lax.convert_element_type(x, pet)
+    return lax.reduce_or(x, axes) if x.dtype == bool else lax.reduce_sum(x, axes)
+
+
+def _prepare(x, labels, sizes, output, inputs, k, pet):
     """One operand: diagonals of repeated labels, broadcast size-1 dims squeezed,
     labels found nowhere else summed."""
     from .manipulation import diagonal
@@ -182,7 +208,7 @@ def _prepare(x, labels, sizes, output, inputs, k):
     elsewhere = set(output).union(*[set(l) for c, l in enumerate(inputs) if c != k])
     only = [d for d, l in enumerate(labels) if l not in elsewhere]
     if only:
-        x = lax.reduce_sum(x, only)
+        x = _sum(x, only, pet)
         labels = [l for d, l in enumerate(labels) if d not in only]
     return x, labels
 
@@ -203,7 +229,7 @@ def _pick(items, output, sizes):
     return best[1], best[2]
 
 
-def _contract(left, right, needed, precision=None):
+def _contract(left, right, needed, precision, pet):
     """One pairwise contraction as a single ``dot_general``."""
     (a, la), (b, lb) = left, right
     # labels of one side that nothing else needs were summed in _prepare, except ones
@@ -213,7 +239,7 @@ def _contract(left, right, needed, precision=None):
         other = lb if side == 0 else la
         drop = [d for d, l in enumerate(lx) if l not in needed and l not in other]
         if drop:
-            x = lax.reduce_sum(x, drop)
+            x = _sum(x, drop, pet)
             lx = [l for d, l in enumerate(lx) if d not in drop]
         if side == 0:
             a, la = x, lx
@@ -224,6 +250,6 @@ def _contract(left, right, needed, precision=None):
     contract = [l for l in shared if l not in needed]
     dn = ((tuple(la.index(l) for l in contract), tuple(lb.index(l) for l in contract)),
           (tuple(la.index(l) for l in batch), tuple(lb.index(l) for l in batch)))
-    out = lax.dot_general(a, b, dn, precision)
+    out = lax.dot_general(a, b, dn, precision, preferred_element_type=pet)
     labels = batch + [l for l in la if l not in shared] + [l for l in lb if l not in shared]
     return out, labels
