@@ -373,6 +373,39 @@ def test_apply_along_over_axes_vectorize():
     _eq(fnx.grad(lambda a: dot(a, a).sum())(fnp.ones((2, 3))), 2 * np.ones((2, 3)))
 
 
+def test_vectorize_checks_and_none_args():
+    # JAX's checks: excluded entries, argument counts/ranks, outputs against the signature
+    with pytest.raises(TypeError, match="can only exclude"):
+        fnp.vectorize(lambda x: x, excluded={1.5})
+    with pytest.raises(ValueError, match="negative"):
+        fnp.vectorize(lambda x: x, excluded={-1})
+    mm = fnp.vectorize(fnp.dot, signature="(n,m),(m,k)->(n,k)")
+    with pytest.raises(TypeError, match="wrong number of positional arguments"):
+        mm(fnp.zeros((3, 2)))
+    with pytest.raises(ValueError, match="inconsistent size for core dimension 'm'"):
+        mm(fnp.zeros((2, 3)), fnp.zeros((4, 5)))
+    z = fnp.zeros((2, 2))
+    with pytest.raises(TypeError, match="output must be a tuple"):
+        fnp.vectorize(fnp.dot, signature="(n,m),(m,k)->(n,k),()")(z, z)
+    with pytest.raises(TypeError, match="wrong number of output arguments"):
+        fnp.vectorize(lambda *a: a, signature="(),()->(),(),()")(1, 2)
+    with pytest.raises(ValueError, match=r"output shape \(2, 2\) does not match"):
+        fnp.vectorize(fnp.dot, signature="(n,m),(m,k)->(n)")(z, z)
+    with pytest.raises(ValueError, match="inconsistent size for core dimension 'n'"):
+        fnp.vectorize(fnp.dot, signature="(n,m),(m,k)->(n,n)")(fnp.zeros((2, 3)),
+                                                               fnp.zeros((3, 4)))
+    # None arguments pass through unvectorized (not with core dims)
+    f = fnp.vectorize(lambda x, y: x if y is None else x + y)
+    _eq(f(fnp.arange(3), None), [0, 1, 2])
+    with pytest.raises(ValueError, match="Cannot pass None"):
+        fnp.vectorize(lambda x, y: x, signature="(k),(k)->(k)")(fnp.arange(3), None)
+    add = fnp.vectorize(fnp.add, signature="(),()->()")
+    with fnx.numpy_rank_promotion("raise"):
+        with pytest.raises(ValueError, match="require rank promotion"):
+            add(fnp.zeros((4, 4)), fnp.zeros(4))
+        add(fnp.zeros((4, 4)), fnp.zeros(()))
+
+
 # --- products, histograms, I/O ------------------------------------------------------------------
 
 def test_matvec_vecmat_einsum_path_array_equiv():

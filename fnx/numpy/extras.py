@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import builtins
 import math
+import warnings
 
 import numpy as np
 
@@ -22,7 +23,8 @@ from .. import lax
 from ..core import dtypes
 from ..core.array import Array, Tracer, to_array
 from ..errors import ConcretizationError, ShapeError
-from .util import concrete_int, normalize_axis, promote
+from .._config import config
+from .util import RankPromotionError, concrete_int, normalize_axis, promote
 
 __all__ = [
     "gradient", "trapezoid", "unwrap", "ediff1d", "angle", "frexp", "modf", "ldexp",
@@ -648,6 +650,11 @@ class vectorize:
     ``'(n),(n)->()'``; without it every argument is a scalar core."""
 
     def __init__(self, pyfunc, *, excluded=frozenset(), signature=None):
+        if any(not isinstance(e, (str, int)) for e in excluded):
+            raise TypeError("jax.numpy.vectorize can only exclude integer or string "
+                            f"arguments, but excluded={excluded!r}")
+        if any(isinstance(e, int) and e < 0 for e in excluded):
+            raise ValueError(f"excluded={excluded!r} contains negative numbers")
         self.pyfunc = pyfunc
         self.excluded = set(excluded)
         self.signature = signature
@@ -658,31 +665,50 @@ class vectorize:
     def __call__(self, *args, **kwargs):
         from ..transforms.vmap import vmap
         fnp = _fnp()
+        context = (f"on vectorized function with excluded={self.excluded!r} and "
+                   f"signature={self.signature!r}")
         excluded = {k for k in self.excluded if isinstance(k, int)}
         ex_kw = {k: v for k, v in kwargs.items() if k in self.excluded}
         kw = {k: v for k, v in kwargs.items() if k not in self.excluded}
         names = list(kw)
         pos = [i for i in range(len(args)) if i not in excluded]
-        arrays = [fnp.asarray(args[i]) for i in pos] + [fnp.asarray(kw[n]) for n in names]
         if self.signature is None:
-            in_core = [()] * len(arrays)
-            out_core = None
+            in_core, out_core = [()] * (len(pos) + len(names)), None
         else:
             in_core, out_core = _parse_gufunc_signature(self.signature)
-            if len(in_core) != len(arrays):
-                raise TypeError(f"vectorize: signature {self.signature!r} has {len(in_core)} "
-                                f"inputs, got {len(arrays)} arguments")
+        # None arguments are passed through as excluded ones (JAX); not for core dims
+        nones = [k for k, i in enumerate(pos) if args[i] is None]
+        if nones:
+            if any(k < len(in_core) and in_core[k] != () for k in nones):
+                raise ValueError(f"Cannot pass None at locations {set(nones)} with "
+                                 f"signature={self.signature!r}")
+            in_core = [c for k, c in enumerate(in_core) if k not in nones]
+            pos = [i for i in pos if args[i] is not None]
+        arrays = [fnp.asarray(args[i]) for i in pos] + [fnp.asarray(kw[n]) for n in names]
+        if len(in_core) != len(arrays):
+            raise TypeError(f"wrong number of positional arguments: expected {len(in_core)}, "
+                            f"got {len(arrays)} {context}")
         sizes = {}
         loop_shapes = []
         for x, core in zip(arrays, in_core):
             if x.ndim < len(core):
-                raise ValueError(f"vectorize: an argument of shape {x.shape} has fewer dims "
-                                 f"than its core dims {core}")
+                raise ValueError(f"input with shape {x.shape} does not have enough dimensions "
+                                 f"for all core dimensions {core} {context}")
             for d, name in zip(x.shape[x.ndim - len(core):], core):
                 if sizes.setdefault(name, d) != d:
-                    raise ValueError(f"vectorize: core dim {name!r} has sizes {sizes[name]} "
-                                     f"and {d}")
+                    raise ValueError(f"inconsistent size for core dimension {name!r}: {d} vs "
+                                     f"{sizes[name]} {context}")
             loop_shapes.append(x.shape[:x.ndim - len(core)])
+        mode = config.values["jax_numpy_rank_promotion"]
+        if mode != "allow" and len({x.ndim - len(c) for x, c in zip(arrays, in_core)
+                                    if x.ndim != 0}) > 1:
+            msg = (f"operands with shapes {[x.shape for x in arrays]} require rank promotion "
+                   f"for jnp.vectorize function with signature {self.signature}. Set the "
+                   "jax_numpy_rank_promotion config option to 'allow' to disable this "
+                   "message.")
+            if mode == "raise":
+                raise RankPromotionError(msg)
+            warnings.warn(msg, UserWarning, stacklevel=2)
         loop = fnp.broadcast_shapes(*loop_shapes) if loop_shapes else ()
         arrays = [fnp.broadcast_to(x, loop + x.shape[x.ndim - len(core):])
                   for x, core in zip(arrays, in_core)]
@@ -693,15 +719,35 @@ class vectorize:
                 full[i] = x
             kws = dict(ex_kw)
             kws.update(dict(zip(names, xs[len(pos):])))
-            return self.pyfunc(*full, **kws)
+            out = self.pyfunc(*full, **kws)
+            if out_core is not None:
+                _check_vectorize_outputs(out, out_core, sizes, context)
+            return out
         f = core_fn
         for _ in loop:
             f = vmap(f)
-        out = f(*arrays)
-        if out_core is not None and len(out_core) == 1 and isinstance(out, (tuple, list)):
-            raise ValueError("vectorize: the signature has one output but the function "
-                             "returned several")
-        return out
+        return f(*arrays)
+
+
+def _check_vectorize_outputs(out, out_core, sizes, context):
+    """JAX's checks of a signature's outputs (on the core shapes)."""
+    fnp = _fnp()
+    if len(out_core) > 1 and not isinstance(out, tuple):
+        raise TypeError(f"output must be a tuple when multiple outputs are expected, got: "
+                        f"{out!r}\n{context}")
+    shapes = [fnp.shape(o) for o in (out if isinstance(out, tuple) else [out])]
+    if len(shapes) != len(out_core):
+        raise TypeError(f"wrong number of output arguments: expected {len(out_core)}, got "
+                        f"{len(shapes)} {context}")
+    sizes = dict(sizes)
+    for shape, core in zip(shapes, out_core):
+        if len(shape) != len(core):
+            raise ValueError(f"output shape {shape} does not match core dimensions {core} "
+                             f"{context}")
+        for d, name in zip(shape, core):
+            if sizes.setdefault(name, d) != d:
+                raise ValueError(f"inconsistent size for core dimension {name!r}: {d} vs "
+                                 f"{sizes[name]} {context}")
 
 
 # --- editing -------------------------------------------------------------------------------------
