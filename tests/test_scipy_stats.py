@@ -392,6 +392,13 @@ def test_jit_matches_eager_and_vmap():
                                ss.poisson.entropy([0.5, 20, 200]), rtol=1e-5)
 
 
+def test_poisson_entropy_invalid_mu_is_nan():
+    # JAX and SciPy: NaN for mu < 0 (it was the entropy at mu = 1); 0 at mu = 0
+    mu = np.array([-1.0, 0.0, -5.0, 0.01, np.nan], np.float32)
+    np.testing.assert_allclose(np.asarray(stats.poisson.entropy(mu)),
+                               ss.poisson.entropy(mu.astype(np.float64)), rtol=2e-4)
+
+
 @pytest.mark.parametrize("method", ["average", "min", "max", "dense", "ordinal"])
 def test_rankdata_against_scipy(method, x64):
     x = rng.integers(0, 4, size=(5, 7)).astype(float)

@@ -41,7 +41,7 @@ def entropy(mu, loc=0):
     """The entropy ``-sum_k p_k log p_k``: summed over ``k < ceil(mu + 10 sqrt(mu) + 30)``
     (static bounds of 80 terms for ``mu < 10`` and 250 for ``mu < 100``), else the
     asymptotic series ``log(2 pi e mu) / 2 - 1/(12 mu) - 1/(24 mu^2) - 19/(360 mu^3)``;
-    0 at ``mu = 0``. JAX sums fewer terms and stops the series after ``1/(12 mu)``, which
+    0 at ``mu = 0``, NaN for ``mu < 0``. JAX sums fewer terms and stops the series after ``1/(12 mu)``, which
     costs it up to 4e-6 (at ``mu = 100``); this agrees with SciPy to 1e-8. ``loc`` does
     not change the entropy (it only broadcasts the result)."""
     mu, loc = promote_inexact("poisson.entropy", mu, loc)
@@ -53,4 +53,5 @@ def entropy(mu, loc=0):
     large = fnp.log(2 * np.pi * np.e * safe) / 2 - r * (1 / 12 + r * (1 / 24 + r * (19 / 360)))
     out = fnp.where(mu == 0, 0.0, fnp.where(mu < 10, small,
                                              fnp.where(mu < 100, medium, large)))
+    out = fnp.where(mu >= 0, out, np.nan)  # NaN for a negative (or NaN) mu, as JAX, SciPy
     return fnp.broadcast_to(out, np.broadcast_shapes(mu.shape, loc.shape))
