@@ -426,6 +426,16 @@ def test_rankdata_mode_sem_as_jax():
         stats.mode(f32(1, 2), nan_policy="omit")
 
 
+def test_mode_counts_nans_as_one_value():
+    # JAX and SciPy: the NaNs are one value (sorted last); each NaN was its own run
+    for x in ([1.0, np.nan, np.nan, np.nan, 2.0], [1.0, 1.0, np.nan, np.nan, 2.0],
+              [1.0, np.nan, 2.0]):
+        x = np.array(x, np.float32)
+        m, ref = stats.mode(x), ss.mode(x)
+        np.testing.assert_array_equal(np.asarray(m.mode), ref.mode)
+        assert int(m.count) == ref.count
+
+
 def test_mode_sem_against_scipy(x64):
     x = rng.integers(0, 4, size=(5, 7)).astype(float)
     for axis in (0, 1):

@@ -24,15 +24,16 @@ def _nan_policy(name, nan_policy):
                                   "for NaNs before the call")
 
 
-def _runs(sorted_x):
+def _runs(sorted_x, nan_equal=False):
     """For each position of ``sorted_x`` (sorted along the last axis): the first and last
-    index of its run of equal values."""
+    index of its run of equal values (``nan_equal``: the NaNs, sorted last, are one run)."""
     n = sorted_x.shape[-1]
     pos = lax.broadcasted_iota(np.int32, sorted_x.shape, sorted_x.ndim - 1)
-    new = fnp.concatenate([fnp.ones(sorted_x.shape[:-1] + (1,), bool),
-                           sorted_x[..., 1:] != sorted_x[..., :-1]], axis=-1)
-    last = fnp.concatenate([sorted_x[..., 1:] != sorted_x[..., :-1],
-                            fnp.ones(sorted_x.shape[:-1] + (1,), bool)], axis=-1)
+    differ = sorted_x[..., 1:] != sorted_x[..., :-1]
+    if nan_equal and dtypes.is_inexact(sorted_x.dtype):
+        differ = differ & ~(fnp.isnan(sorted_x[..., 1:]) & fnp.isnan(sorted_x[..., :-1]))
+    new = fnp.concatenate([fnp.ones(sorted_x.shape[:-1] + (1,), bool), differ], axis=-1)
+    last = fnp.concatenate([differ, fnp.ones(sorted_x.shape[:-1] + (1,), bool)], axis=-1)
     start = lax.cummax(fnp.where(new, pos, 0), axis=sorted_x.ndim - 1)
     end = lax.cummin(fnp.where(last, pos, n - 1), axis=sorted_x.ndim - 1, reverse=True)
     return new, start, end
@@ -61,7 +62,7 @@ def mode(a, axis=0, nan_policy="propagate", keepdims=False):
         f = dtypes.default_float()
         return ModeResult(fnp.full(out_shape, np.nan, dtype=f), fnp.zeros(out_shape, dtype=f))
     s = fnp.sort(x, axis=-1)
-    _, start, end = _runs(s)
+    _, start, end = _runs(s, nan_equal=True)  # NaNs count as one value (JAX, SciPy)
     counts = end - start + 1
     best = fnp.argmax(counts, axis=-1)[..., None]
     value = fnp.take_along_axis(s, best, axis=-1)[..., 0]
