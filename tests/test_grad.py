@@ -156,6 +156,19 @@ def test_linearize_matches_jvp():
                                rtol=1e-12)
 
 
+def test_linearize_has_aux():
+    # as JAX's linearize(fun, *primals, has_aux=True): (out, f_jvp, aux); the aux carries no
+    # tangent of this linearize but keeps an enclosing grad's (JAX's test_linearize_aux)
+    out, f_jvp, aux = fnx.linearize(lambda x: (x * 2 - 3, x > 0), 3.4, has_aux=True)
+    np.testing.assert_allclose(out, 3.8, rtol=1e-6)
+    np.testing.assert_allclose(f_jvp(5.0), 10.0)
+    assert bool(aux) is True
+    g = fnx.grad(lambda y: fnx.linearize(lambda x: (x * y, x * y), 2.0, has_aux=True)[2])(3.0)
+    np.testing.assert_allclose(g, 2.0)
+    with pytest.raises(TypeError, match="pair"):
+        fnx.linearize(lambda x: x, 1.0, has_aux=True)
+
+
 def test_stop_gradient_blocks_derivatives_only():
     def f(x):
         return (x * fnx.stop_gradient(x)).sum()

@@ -128,14 +128,18 @@ def _add(a, b):
 
 # --- public API ----------------------------------------------------------------------------
 
-def linearize(fun, *primals):
-    """``(fun(*primals), f_jvp)`` where ``f_jvp(*tangents)`` evaluates the linear map."""
+def linearize(fun, *primals, has_aux=False):
+    """``(fun(*primals), f_jvp)`` where ``f_jvp(*tangents)`` evaluates the linear map; with
+    ``has_aux=True`` ``fun`` returns ``(out, aux)`` and this ``(out, f_jvp, aux)``, as JAX."""
     p_leaves, p_tree = tree_util.tree_flatten(primals)
     p_leaves = [to_array(p) for p in p_leaves]
-    out_tree = [None]
+    out_tree, aux_box = [None], [None]
 
     def flat(*xs):
         out = fun(*tree_util.tree_unflatten(p_tree, xs))
+        if has_aux:
+            out, aux = split_aux(out, "linearize")
+            aux_box[0] = tree_util.tree_map(_own_primal, aux)
         leaves, out_tree[0] = tree_util.tree_flatten(out)
         return leaves
 
@@ -148,6 +152,8 @@ def linearize(fun, *primals):
                              f"({p_tree}), got {t_tree}")
         return tree_util.tree_unflatten(out_tree[0], eval_ir(ir, *[to_array(t) for t in t_leaves]))
 
+    if has_aux:
+        return tree_util.tree_unflatten(out_tree[0], outs), f_jvp, aux_box[0]
     return tree_util.tree_unflatten(out_tree[0], outs), f_jvp
 
 
