@@ -34,6 +34,34 @@ def test_jit_matches_eager_and_traces_once_per_signature():
     assert g.trace_count == 4 and g._cache_size() == 4
 
 
+def test_trace_under_a_transformation_is_cached():
+    # as JAX (its test_grad_of_jit): grad/vmap of a jitted function trace it once per
+    # signature, not once per call; a trace closing over an outer tracer is not kept
+    calls = []
+
+    @fnx.jit
+    def f(x):
+        calls.append(None)
+        return x * x
+
+    assert fnx.grad(f)(1.0) == 2.0 and fnx.grad(f)(2.0) == 4.0
+    assert len(calls) == 1
+    fnx.vmap(f)(fnp.ones(3))
+    fnx.vmap(f)(fnp.arange(3.0))
+    assert len(calls) == 2
+    f.clear_cache()
+    fnx.grad(f)(3.0)
+    assert len(calls) == 3
+
+    box = []
+    h = fnx.jit(lambda x: x * box[0] ** 2)
+
+    def outer(y):
+        box[:] = [y]  # h closes over a tracer: its trace is not kept
+        return h(2.0)
+    assert fnx.grad(outer)(3.0) == 12.0 and fnx.grad(outer)(5.0) == 20.0
+
+
 def test_weak_type_is_part_of_the_signature():
     g = fnx.jit(lambda x: x * 2)
     assert g(2.0).dtype == np.float32 and g(2.0).weak_type

@@ -372,18 +372,20 @@ Compiled = _Entry
 
 class _Cache:
     """The traces of one (function, jit options): signature key -> _Entry."""
-    __slots__ = ("entries", "fast", "fast_trees", "trace_count", "__weakref__")
+    __slots__ = ("entries", "fast", "fast_trees", "traced", "trace_count", "__weakref__")
 
     def __init__(self):
         self.entries = {}
         self.fast = {}        # (per-argument keys) -> entry: arguments all Arrays
         self.fast_trees = {}  # (pytree structure, per-leaf keys) -> entry: Array leaves
+        self.traced = {}      # key -> (IR, hoisted consts, out tree): traced under a transform
         self.trace_count = 0
 
     def clear(self):
         self.entries.clear()
         self.fast.clear()
         self.fast_trees.clear()
+        self.traced.clear()
 
     def add(self, key, entry):
         """Cache ``entry`` for ``key``, evicting the least recently used past
@@ -840,9 +842,16 @@ class JitFunction:
                 entry.hoisted = entry.ir.hoist_consts()
             ir, consts = entry.hoisted
             out_tree = entry.out_tree
+        elif key in self._c.traced:  # traced before under a transformation (as JAX, a
+            ir, consts, out_tree = self._c.traced[key]  # second grad(jit(f)) does not retrace)
         else:
             ir, out_tree = self._trace(static, leaves, in_tree, self._static_nums(args))
             ir, consts = ir.hoist_consts()
+            if not any(isinstance(c, Tracer) for c in (*consts, *ir.consts)):
+                traced = self._c.traced
+                while traced and len(traced) >= max(1, MAX_SIGNATURES):
+                    del traced[next(iter(traced))]
+                traced[key] = (ir, consts, out_tree)
         ir.name = self.name
         outs = jit_p.bind(*consts, *[to_array(x) for x in leaves], ir=ir, name=self.name)
         return tree_util.tree_unflatten(out_tree, outs)
