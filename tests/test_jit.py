@@ -60,6 +60,11 @@ def test_trace_under_a_transformation_is_cached():
         box[:] = [y]  # h closes over a tracer: its trace is not kept
         return h(2.0)
     assert fnx.grad(outer)(3.0) == 12.0 and fnx.grad(outer)(5.0) == 20.0
+    # a trace under a named axis reads its size: not reused at another size (JAX's
+    # test_caches_depend_on_axis_env)
+    k = fnx.jit(lambda: fnx.lax.axis_size("i"))
+    assert fnx.vmap(k, axis_name="i", axis_size=2, out_axes=None)() == 2
+    assert fnx.vmap(k, axis_name="i", axis_size=3, out_axes=None)() == 3
 
 
 def test_weak_type_is_part_of_the_signature():

@@ -14,7 +14,7 @@ import math
 
 from ..errors import UnboundAxisError
 
-__all__ = ["AxisFrame", "axis_frame", "lookup", "axis_names", "size_of"]
+__all__ = ["AxisFrame", "axis_frame", "lookup", "axis_names", "size_of", "bound_frames"]
 
 
 class AxisFrame:
@@ -65,3 +65,8 @@ def lookup(name, what):
 def size_of(axis_name, what):
     """The size of the named axes (their product for several names)."""
     return math.prod(lookup(n, what).size for n in axis_names(axis_name))
+
+
+def bound_frames():
+    """The frames bound now, outermost first (empty: no named axis is bound)."""
+    return _FRAMES.get()

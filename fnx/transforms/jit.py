@@ -36,6 +36,7 @@ import numpy as np
 from .. import tree_util
 from .._config import TRACE_FLAGS, config
 from ..backends import apply_ir, available_backends, get_backend
+from ..core.axis_env import bound_frames
 from ..core.backend import DEVICE_BACKENDS, place
 from ..core import dtypes, profiling
 from ..core.array import Array, DeletedBuffer, Tracer, to_array
@@ -842,12 +843,15 @@ class JitFunction:
                 entry.hoisted = entry.ir.hoist_consts()
             ir, consts = entry.hoisted
             out_tree = entry.out_tree
-        elif key in self._c.traced:  # traced before under a transformation (as JAX, a
-            ir, consts, out_tree = self._c.traced[key]  # second grad(jit(f)) does not retrace)
+        elif not bound_frames() and key in self._c.traced:  # traced before under a
+            # transformation (as JAX, a second grad(jit(f)) does not retrace; a trace under
+            # named axes may read their sizes, so it is not kept)
+            ir, consts, out_tree = self._c.traced[key]
         else:
             ir, out_tree = self._trace(static, leaves, in_tree, self._static_nums(args))
             ir, consts = ir.hoist_consts()
-            if not any(isinstance(c, Tracer) for c in (*consts, *ir.consts)):
+            if not bound_frames() and not any(isinstance(c, Tracer)
+                                             for c in (*consts, *ir.consts)):
                 traced = self._c.traced
                 while traced and len(traced) >= max(1, MAX_SIGNATURES):
                     del traced[next(iter(traced))]
