@@ -394,3 +394,24 @@ def test_logsumexp_shifts_by_the_largest_counted_entry_and_keeps_debug_infs_quie
     np.testing.assert_allclose(z, np.log(np.exp(1 + 1j) + np.exp(2 - 1j)), rtol=1e-6)
     g = fnx.grad(lambda v: fnx.nn.logsumexp(v))(np.full(2, -np.inf, np.float32))
     np.testing.assert_array_equal(g, [0.0, 0.0])
+
+
+def test_one_hot_of_floats_under_strict_promotion_and_initializers_of_bf16_and_complex():
+    with fnx.numpy_dtype_promotion("strict"):      # classes compared in x's own dtype
+        np.testing.assert_array_equal(fnx.nn.one_hot(fnp.array([0.0, 2.0]), 3),
+                                      [[1, 0, 0], [0, 0, 1]])
+    np.testing.assert_array_equal(fnx.nn.one_hot(np.array([True, False]), 2), [[0, 1], [1, 0]])
+    key = fnx.random.PRNGKey(0)
+    u = fnx.nn.initializers.uniform()(key, (3,), fnp.bfloat16)
+    assert u.dtype == fnp.bfloat16
+    # JAX 0.10.2: uniform()(PRNGKey(0), (3,), bfloat16)
+    np.testing.assert_array_equal(np.asarray(u, np.float32),
+                                  [0.006500244140625, 0.005706787109375, 0.00156402587890625])
+    z = fnx.nn.initializers.normal()(key, (3,), fnp.complex64)
+    assert z.dtype == np.complex64
+    # JAX 0.10.2's values (its erf_inv differs from fnx's in the last bits)
+    np.testing.assert_allclose(z, [0.0070994524 - 0.01727077j, -0.0064087715 - 0.014394434j,
+                                   -0.0052903765 + 0.0014534172j], rtol=1e-6)
+    # complex normal draws have variance 1 (real and imaginary parts 1/2 each)
+    draws = np.asarray(fnx.random.normal(key, (20000,), fnp.complex64))
+    assert abs(np.var(draws.real) - 0.5) < 0.03 and abs(np.var(draws.imag) - 0.5) < 0.03

@@ -366,7 +366,11 @@ def one_hot(x, num_classes, *, dtype=None, axis=-1):
     out_ndim = x.ndim + 1
     axis = normalize_axis("one_hot", axis, out_ndim)
     shape = tuple(x.shape[:axis]) + (num_classes,) + tuple(x.shape[axis:])
-    classes = lax.broadcasted_iota(np.int32, shape, axis)
+    # the classes in x's own dtype, as JAX's (no promotion, so strict mode holds)
+    classes = lax.broadcasted_iota(x.dtype if x.dtype.kind in "iuf" or dtypes.is_floating(
+        x.dtype) else np.int32, shape, axis)
+    if x.dtype.kind == "b":
+        x = lax.convert_element_type(x, np.int32)
     lhs = lax.broadcast_in_dim(x, shape, tuple(d for d in range(out_ndim) if d != axis))
     return lax.convert_element_type(fnp.equal(lhs, classes), dtype)
 

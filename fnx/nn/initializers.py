@@ -55,7 +55,7 @@ def _dt(where, dtype):
     if dtype is None:
         return _dtypes.default_float()
     dt = _dtypes.canonical(dtype)
-    if dt.kind not in "fc":
+    if not _dtypes.is_inexact(dt):      # bfloat16 too (NumPy calls its kind "V")
         raise TypeError(f"nn.initializers.{where}: dtype must be a floating or complex "
                         f"dtype, got {dt}")
     return dt

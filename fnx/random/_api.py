@@ -446,9 +446,18 @@ def _normal(key, shape, dtype, name="normal"):
 
 
 def normal(key, shape=(), dtype=None):
-    """Standard normal floats: ``sqrt(2) erf_inv(u)`` with ``u`` uniform in (-1, 1)."""
+    """Standard normal floats: ``sqrt(2) erf_inv(u)`` with ``u`` uniform in (-1, 1). For a
+    complex ``dtype``, as JAX: ``(re + 1j im) / sqrt(2)``, ``re`` and ``im`` drawn from the
+    two keys of ``split(key)``, so the variance is 1."""
     key = _check_key("normal", key)
-    return _normal(key, _shape("normal", shape), _float_dtype("normal", dtype))
+    shape = _shape("normal", shape)
+    if dtype is not None and dtypes.canonical(dtype, "normal").kind == "c":
+        dt = dtypes.canonical(dtype, "normal")
+        part = np.dtype(np.zeros((), dt).real.dtype)
+        k_re, k_im = split(key)
+        z = lax.complex(_normal(k_re, shape, part), _normal(k_im, shape, part))
+        return lax.div(z, lax.full_like(z, np.sqrt(2.0)))
+    return _normal(key, shape, _float_dtype("normal", dtype))
 
 
 def truncated_normal(key, lower, upper, shape=None, dtype=None):
