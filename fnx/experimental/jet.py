@@ -52,10 +52,8 @@ def jet(fun, primals, series, factorial_scaled=True, **_):
     out_tree = []
 
     def curve(t):
-        args = []
-        for x, cs in zip(xs, coeffs):
-            shift = sum(c * t ** (k + 1) for k, c in enumerate(cs)) if cs else 0
-            args.append(fnp.asarray(x + shift).astype(x.dtype) if cs else x)
+        args = [(x + sum(c * t ** (k + 1) for k, c in enumerate(cs))).astype(x.dtype)
+                if cs else x for x, cs in zip(xs, coeffs)]
         leaves, tree = tree_util.tree_flatten(fun(*args))
         out_tree[:] = [tree]
         return [to_array(v) for v in leaves]

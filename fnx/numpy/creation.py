@@ -11,7 +11,7 @@ from .. import lax
 from ..core import dtypes
 from ..core.array import Array, Tracer, to_array
 from ..lax.shape import check_shape
-from .util import check_device, concrete_int, placed
+from .util import concrete_int, placed
 
 
 def _shape(shape, name="shape"):
@@ -120,7 +120,6 @@ def _array(name, object, dtype, ndmin=0):
 def asarray(a, dtype=None, order=None, *, copy=None, device=None):
     """An Array from an array-like. fnx arrays are immutable, so a writable source (a
     NumPy array) is always copied, whatever ``copy`` says."""
-    check_device("asarray", device)
     if type(a) is Array and (dtype is None or dtypes.canonical(dtype, "asarray") == a.dtype):
         return a
     return _array("asarray", a, dtype)
@@ -130,7 +129,6 @@ def asarray(a, dtype=None, order=None, *, copy=None, device=None):
 def from_dlpack(x, /, *, device=None, copy=None):
     """An Array from a DLPack producer on the CPU. The buffer is copied unless
     ``copy=False``, which shares it read-only (the producer must then not write it)."""
-    check_device("from_dlpack", device)
     if isinstance(x, Array) and not copy:
         return x
     v = np.from_dlpack(x, copy=copy) if copy is not None else np.from_dlpack(x)
@@ -152,7 +150,6 @@ def _python_values(x):
 
 @placed('full')
 def full(shape, fill_value, dtype=None, *, device=None):
-    check_device("full", device)
     shape = _shape(shape, "full")
     dtype = None if dtype is None else dtypes.canonical(dtype, "full")
     if dtype is not None and _python_values(fill_value):
@@ -176,19 +173,16 @@ def _const(value, shape, dtype, weak_type=False, name="zeros"):
 
 @placed('zeros')
 def zeros(shape, dtype=None, *, device=None):
-    check_device("zeros", device)
     return _const(0, shape, dtype)
 
 
 @placed('ones')
 def ones(shape, dtype=None, *, device=None):
-    check_device("ones", device)
     return _const(1, shape, dtype, name="ones")
 
 
 @placed('empty')
 def empty(shape, dtype=None, *, device=None):
-    check_device("empty", device)
     return _const(0, shape, dtype, name="empty")
 
 
@@ -202,14 +196,12 @@ def _like(a, dtype, shape, name="*_like"):
 
 @placed('zeros_like', like=True)
 def zeros_like(a, dtype=None, shape=None, *, device=None):
-    check_device("zeros_like", device)
     dt, sh, weak = _like(a, dtype, shape, "zeros_like")
     return _const(0, sh, dt, weak, "zeros_like")
 
 
 @placed('ones_like', like=True)
 def ones_like(a, dtype=None, shape=None, *, device=None):
-    check_device("ones_like", device)
     dt, sh, weak = _like(a, dtype, shape, "ones_like")
     return _const(1, sh, dt, weak, "ones_like")
 
@@ -220,7 +212,6 @@ def empty_like(a, dtype=None, shape=None, *, device=None):
 
 @placed('full_like', like=True)
 def full_like(a, fill_value, dtype=None, shape=None, *, device=None):
-    check_device("full_like", device)
     dt, sh, weak = _like(a, dtype, shape, "full_like")
     check_shape("full_like", sh, dt)
     out = full(sh, fill_value, dt)
@@ -232,7 +223,6 @@ def arange(start, stop=None, step=None, dtype=None, *, device=None):
     """``numpy.arange`` with static bounds. The dtype is the promotion of the bounds:
     Python ints give the default int, floats the default float (int32/float32, or
     int64/float64 under ``jax_enable_x64``)."""
-    check_device("arange", device)
     for v in (start, stop, step):
         if isinstance(v, Tracer):
             concrete_int("arange", v, "start/stop/step")
@@ -267,7 +257,6 @@ def linspace(start, stop, num=50, endpoint=True, retstep=False, dtype=None, axis
     for Python-number or integer bounds, rounded to the result dtype once), with the
     last one exactly ``stop`` when ``endpoint``. The result dtype is JAX's (the default
     float for Python numbers)."""
-    check_device("linspace", device)
     from .elementwise import add, multiply, subtract, true_divide, where
     from .manipulation import moveaxis
     num = concrete_int("linspace", num, "num")
@@ -379,7 +368,6 @@ def _tri_mask(n, m, k):
 
 @placed('eye')
 def eye(N, M=None, k=0, dtype=None, *, device=None):
-    check_device("eye", device)
     N = concrete_int("eye", N, "N")
     M = N if M is None else concrete_int("eye", M, "M")
     dtype = dtypes.default_float() if dtype is None else dtypes.canonical(dtype, "eye")

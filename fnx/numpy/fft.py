@@ -33,7 +33,7 @@ from .. import lax
 from ..core import dtypes
 from ..core.array import Array, Tracer, to_array
 from ..lax.fft import FftType
-from .util import check_device, concrete_int, normalize_axis, placed, promote
+from .util import concrete_int, normalize_axis, placed, promote
 
 __all__ = ["fft", "ifft", "rfft", "irfft", "hfft", "ihfft", "fftn", "ifftn", "rfftn",
            "irfftn", "fft2", "ifft2", "rfft2", "irfft2", "fftfreq", "rfftfreq", "fftshift",
@@ -296,7 +296,6 @@ def fftfreq(n, d=1.0, *, dtype=None, device=None):
     """The sample frequencies of an ``n``-point ``fft`` with sample spacing ``d``:
     ``[0, 1, ..., (n - 1) // 2, -(n // 2), ..., -1] / (d n)``, in ``dtype`` (default:
     the default float dtype)."""
-    check_device("fftfreq", device)
     n = _size("fftfreq", n)
     k = np.concatenate([np.arange(0, (n - 1) // 2 + 1), np.arange(-(n // 2), 0)])
     return _freq("fftfreq", k.astype(np.float64), n, d, dtype)
@@ -305,7 +304,6 @@ def fftfreq(n, d=1.0, *, dtype=None, device=None):
 @placed('rfftfreq')
 def rfftfreq(n, d=1.0, *, dtype=None, device=None):
     """The sample frequencies of an ``n``-point ``rfft``: ``[0, 1, ..., n // 2] / (d n)``."""
-    check_device("rfftfreq", device)
     n = _size("rfftfreq", n)
     return _freq("rfftfreq", np.arange(0, n // 2 + 1, dtype=np.float64), n, d, dtype)
 

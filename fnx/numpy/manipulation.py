@@ -11,20 +11,16 @@ from ..core import dtypes
 from ..core.array import Array, Tracer, to_array
 from ..errors import ShapeError
 from ..lax.shape import check_shape
-from .util import (AxisError, broadcast_shapes as _bshapes, broadcast_to_shape, check_device, concrete_int,
-                    normalize_axes, normalize_axis, promote)
+from .util import (AxisError, broadcast_shapes as _bshapes, broadcast_to_shape, concrete_int,
+                    normalize_axes, normalize_axis, placed, promote)
 
 
+@placed("astype")
 def astype(x, dtype, /, *, copy=True, device=None):
     """``x`` converted to ``dtype`` (arrays are immutable, so ``copy`` changes nothing),
     on ``device`` when one is given."""
-    target = check_device("astype", device)
     x = to_array(x)
-    out = lax.convert_element_type(x, dtypes.canonical(dtype, "astype"))
-    if target is None:
-        return out
-    from ..core.array import device_put_array
-    return device_put_array(out, target)
+    return lax.convert_element_type(x, dtypes.canonical(dtype, "astype"))
 
 
 def reshape(a, shape=None, order="C", *, newshape=None, copy=None):
@@ -343,12 +339,10 @@ def roll(a, shift, axis=None):
         if n == 0:
             continue
         if isinstance(s, Tracer):
-            s = lax.rem(lax.add(lax.rem(s, lax.convert_element_type(n, s.dtype)),
-                                lax.convert_element_type(n, s.dtype)),
-                        lax.convert_element_type(n, s.dtype))   # in [0, n)
-            doubled = lax.concatenate([a, a], ax)
-            a = lax.dynamic_slice_in_dim(doubled, lax.sub(lax.convert_element_type(n, s.dtype), s),
-                                         n, ax, allow_negative_indices=False)
+            size = lax.convert_element_type(n, s.dtype)
+            s = lax.rem(lax.add(lax.rem(s, size), size), size)   # in [0, n)
+            a = lax.dynamic_slice_in_dim(lax.concatenate([a, a], ax), lax.sub(size, s), n, ax,
+                                         allow_negative_indices=False)
             continue
         s = concrete_int("roll", s, "shift") % n
         if s:

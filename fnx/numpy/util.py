@@ -179,10 +179,7 @@ def check_device(name, device):
     whole on its one device. Returns the device, or None."""
     if device is None or device is CPU_DEVICE:
         return device
-    from ..core.devices import Device
     from ..sharding import device_of
-    if isinstance(device, Device):
-        return device
     try:
         return device_of(device, name)
     except TypeError:
